@@ -1,0 +1,51 @@
+package crashpoint
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Handler serves the points at /crashpoints:
+//
+//	GET    /crashpoints          every point of this process with its state
+//	PUT    /crashpoints/{name}   body: an arming such as "kill@3" or "delay:200ms@*"
+//	DELETE /crashpoints/{name}   disarm
+func (s *Set) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /crashpoints", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.Statuses())
+	})
+	mux.HandleFunc("PUT /crashpoints/{name}", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1024))
+		if err != nil {
+			http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		a, err := ParseArming(string(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := s.Arm(r.PathValue("name"), a); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("DELETE /crashpoints/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.Disarm(r.PathValue("name")); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return mux
+}
+
+// IsCrashpointPath reports whether a request path belongs to Handler.
+func IsCrashpointPath(p string) bool {
+	return p == "/crashpoints" || strings.HasPrefix(p, "/crashpoints/")
+}

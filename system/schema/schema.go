@@ -1,0 +1,47 @@
+// Package schema holds the two databases' tables and applies them
+// idempotently at process start.
+package schema
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed orders.sql
+var ordersSQL string
+
+//go:embed inventory.sql
+var inventorySQL string
+
+// advisoryKey serialises concurrent schema application (two relays starting
+// at once would otherwise race on CREATE ... IF NOT EXISTS).
+const advisoryKey = 7314_0001
+
+// ApplyOrders creates the orders database's tables if missing.
+func ApplyOrders(ctx context.Context, pool *pgxpool.Pool) error {
+	return apply(ctx, pool, "orders", ordersSQL)
+}
+
+// ApplyInventory creates the inventory database's tables if missing.
+func ApplyInventory(ctx context.Context, pool *pgxpool.Pool) error {
+	return apply(ctx, pool, "inventory", inventorySQL)
+}
+
+func apply(ctx context.Context, pool *pgxpool.Pool, name, sql string) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("apply %s schema: %w", name, err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", advisoryKey); err != nil {
+		return fmt.Errorf("apply %s schema: lock: %w", name, err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", advisoryKey) //nolint:errcheck
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("apply %s schema: %w", name, err)
+	}
+	return nil
+}
