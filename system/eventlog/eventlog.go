@@ -20,6 +20,7 @@ import (
 // Event names. The harness's checker reads exactly these.
 const (
 	Started       = "started"
+	Control       = "control" // Detail: the control server's bound address
 	Committed     = "committed"
 	Claimed       = "claimed"
 	Published     = "published"
