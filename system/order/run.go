@@ -1,0 +1,91 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"faultline/system/control"
+	"faultline/system/crashpoint"
+	"faultline/system/dbutil"
+	"faultline/system/eventlog"
+	"faultline/system/schema"
+)
+
+// Config is the order service's configuration.
+type Config struct {
+	DBURL    string
+	Listen   string
+	Instance string
+	EventLog string
+}
+
+// Flags defines the configuration's flags on fs.
+func (c *Config) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.DBURL, "db-url", "postgres://postgres@127.0.0.1:5432/orders?sslmode=disable", "PostgreSQL URL of the orders database")
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "loopback address of the HTTP API (port 0 picks one; the bound address is logged as `control`)")
+	fs.StringVar(&c.Instance, "instance", "order", "instance name in the event log")
+	fs.StringVar(&c.EventLog, "event-log", "", "path of the JSON-lines event log (empty: stderr)")
+}
+
+// Validate checks values flags cannot.
+func (c *Config) Validate() error {
+	if c.DBURL == "" {
+		return errors.New("--db-url is required")
+	}
+	if c.Instance == "" {
+		return errors.New("--instance must not be empty")
+	}
+	return control.RequireLoopback(c.Listen)
+}
+
+// Run serves the API until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := eventlog.Open(cfg.EventLog, cfg.Instance)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	points := crashpoint.NewSet("order", log)
+	if err := points.ArmFromEnv(); err != nil {
+		return err
+	}
+	db, err := dbutil.Open(ctx, cfg.DBURL, 8)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := dbutil.Retry(ctx, 2*time.Second, func(ctx context.Context) error { return schema.ApplyOrders(ctx, db) },
+		func(err error) { log.Errorf("schema: %v (retrying)", err) }); err != nil {
+		return err
+	}
+	svc := New(db, log, points)
+	mux := http.NewServeMux()
+	control.Mount(mux, points, db.Ping)
+	svc.Register(mux)
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: "order service"})
+	log.Log(eventlog.Entry{Event: eventlog.Control, Detail: ln.Addr().String()})
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}
