@@ -1,0 +1,97 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"faultline/system/topology"
+)
+
+// publisher owns one AMQP connection and one confirm-mode channel. One
+// publisher per channel: the relay publishes from a single goroutine.
+type publisher struct {
+	conn    *amqp.Connection
+	ch      *amqp.Channel
+	returns chan amqp.Return
+	closed  chan *amqp.Error
+}
+
+// dialPublisher connects, puts the channel in confirm mode and declares the
+// exchange. The return buffer holds a whole batch, so the client's reader
+// never blocks on it (which would deadlock the connection).
+func dialPublisher(ctx context.Context, url string, batch int) (*publisher, error) {
+	conn, err := amqp.DialConfig(url, amqp.Config{
+		Heartbeat:  5 * time.Second,
+		Dial:       amqp.DefaultDial(5 * time.Second),
+		Properties: amqp.Table{"connection_name": "faultline relay"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial amqp: %w", err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("open channel: %w", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("confirm mode: %w", err)
+	}
+	if err := topology.DeclareExchange(ch); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	p := &publisher{
+		conn:    conn,
+		ch:      ch,
+		returns: ch.NotifyReturn(make(chan amqp.Return, 2*batch+16)),
+		closed:  ch.NotifyClose(make(chan *amqp.Error, 1)),
+	}
+	return p, ctx.Err()
+}
+
+// isClosed reports whether the channel or connection has gone.
+func (p *publisher) isClosed() bool {
+	return p.ch.IsClosed() || p.conn.IsClosed()
+}
+
+// publish sends one persistent message and returns its deferred confirm.
+func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory bool, r Row) (*amqp.DeferredConfirmation, error) {
+	return p.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false, amqp.Publishing{
+		MessageId:    r.EventID,
+		Type:         r.EventType,
+		ContentType:  "application/json",
+		DeliveryMode: amqp.Persistent,
+		Timestamp:    time.Now(),
+		Body:         r.Payload,
+	})
+}
+
+// drainReturns collects the basic.returns already handed over, by MessageId.
+// RabbitMQ sends a mandatory message's return before its confirm and the
+// client hands frames over in order, so once a publish's confirm has been
+// seen, its return (if any) is already in the buffer.
+func (p *publisher) drainReturns() map[string]amqp.Return {
+	out := map[string]amqp.Return{}
+	for {
+		select {
+		case r, ok := <-p.returns:
+			if !ok {
+				return out
+			}
+			out[r.MessageId] = r
+		default:
+			return out
+		}
+	}
+}
+
+func (p *publisher) close() {
+	if p == nil {
+		return
+	}
+	_ = p.conn.Close()
+}

@@ -1,0 +1,314 @@
+// Package relay is the outbox relay: it claims outbox rows with FOR UPDATE
+// SKIP LOCKED under a lease and a claim id, publishes them to RabbitMQ with
+// mandatory and publisher confirms, and marks a row Published only when no
+// basic.return came for it and a positive confirm did. Several relays run
+// on one table at once.
+package relay
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/google/uuid"
+
+	"faultline/system/crashpoint"
+	"faultline/system/eventlog"
+)
+
+// Relay moves outbox rows to the broker.
+type Relay struct {
+	cfg    Config
+	store  store
+	log    *eventlog.Log
+	points *crashpoint.Set
+	pub    *publisher
+	// guards are the pipeline's protections; variants switch one off.
+	guards Guards
+}
+
+// Guards are the relay's protections. The correct relay has all of them.
+type Guards struct {
+	Mandatory      bool // publish with mandatory, so an unroutable message comes back
+	HonourReturns  bool // a returned message is not Published
+	AwaitConfirm   bool // Published only after a positive confirm
+	FenceByClaimID bool // status writes conditional on the claim id
+	LeaseExpiry    bool // a Processing row whose lease ran out can be claimed again
+}
+
+// AllGuards is the correct relay.
+func AllGuards() Guards {
+	return Guards{Mandatory: true, HonourReturns: true, AwaitConfirm: true, FenceByClaimID: true, LeaseExpiry: true}
+}
+
+// outcome of one row's publish.
+type outcome int
+
+const (
+	outcomeConfirmed outcome = iota // positive confirm, no return
+	outcomeReturned                 // basic.return: unroutable
+	outcomeNacked                   // broker nack with the channel still open
+	outcomeNotSent                  // the publish call failed: it never left
+	outcomeUnknown                  // channel lost or confirm timed out: maybe delivered
+	outcomeClaimLost                // the lease renewal found the row taken
+)
+
+// batchResult is what happened to each row of a claimed batch.
+type batchResult struct {
+	outcome map[string]outcome
+	reason  map[string]string
+}
+
+// processBatch publishes a claimed batch, pipelined: every publish goes out,
+// then the confirms are awaited together.
+func (r *Relay) processBatch(ctx context.Context, claimID string, rows []Row) {
+	res := batchResult{outcome: make(map[string]outcome, len(rows)), reason: map[string]string{}}
+	var renewal *renewer
+	if r.cfg.Renew {
+		renewal = r.startRenewal(ctx, claimID, rows)
+	}
+
+	type inFlight struct {
+		row Row
+		dc  *amqp.DeferredConfirmation
+	}
+	flights := make([]inFlight, 0, len(rows))
+	var published []eventlog.Entry
+	for i, row := range rows {
+		dc, err := r.pub.publish(ctx, r.cfg.Exchange, row.EventType, r.guards.Mandatory, row)
+		if err != nil {
+			// This and every later row never left the process.
+			for _, rest := range rows[i:] {
+				res.outcome[rest.EventID] = outcomeNotSent
+				res.reason[rest.EventID] = "publish: " + err.Error()
+			}
+			break
+		}
+		flights = append(flights, inFlight{row, dc})
+		published = append(published, eventlog.Entry{Event: eventlog.Published, EventID: row.EventID, ClaimID: claimID, AggregateID: row.AggregateID, Sequence: row.Sequence, Attempt: row.AttemptCount + 1})
+	}
+	r.log.Batch(published)
+	r.points.Hit(crashpoint.RelayAfterPublish)
+
+	// Await every confirm of the batch, bounded by the confirm timeout.
+	waitCtx, cancel := context.WithTimeout(ctx, r.cfg.ConfirmTimeout)
+	acked := make(map[string]bool, len(flights))
+	timedOut := false
+	for _, f := range flights {
+		if !r.guards.AwaitConfirm {
+			break
+		}
+		ok, err := f.dc.WaitContext(waitCtx)
+		if err != nil {
+			timedOut = true
+			break
+		}
+		acked[f.row.EventID] = ok
+	}
+	cancel()
+	channelLost := r.pub.isClosed()
+	returned := r.pub.drainReturns()
+
+	var lines []eventlog.Entry
+	for _, f := range flights {
+		id := f.row.EventID
+		ret, wasReturned := returned[id]
+		ok, answered := acked[id]
+		switch {
+		case !r.guards.AwaitConfirm:
+			res.outcome[id] = outcomeConfirmed // variant: Published without waiting
+		case !answered:
+			res.outcome[id], res.reason[id] = outcomeUnknown, "no confirm within "+r.cfg.ConfirmTimeout.String()
+		case !ok && channelLost:
+			// amqp091-go resolves pending confirms as nacks when the channel
+			// closes: the broker may have the message. Unknown, not a nack.
+			res.outcome[id], res.reason[id] = outcomeUnknown, "channel closed before the confirm"
+		case !ok:
+			res.outcome[id], res.reason[id] = outcomeNacked, "nacked by the broker"
+		case wasReturned && r.guards.HonourReturns:
+			res.outcome[id], res.reason[id] = outcomeReturned, fmt.Sprintf("returned: %d %s", ret.ReplyCode, ret.ReplyText)
+		default:
+			res.outcome[id] = outcomeConfirmed
+		}
+		if wasReturned {
+			lines = append(lines, eventlog.Entry{Event: eventlog.Returned, EventID: id, ClaimID: claimID, Detail: ret.ReplyText})
+		}
+		switch {
+		case answered && ok:
+			lines = append(lines, eventlog.Entry{Event: eventlog.Confirmed, EventID: id, ClaimID: claimID})
+		case answered && !channelLost:
+			lines = append(lines, eventlog.Entry{Event: eventlog.Nacked, EventID: id, ClaimID: claimID})
+		}
+	}
+	r.log.Batch(lines)
+	r.points.Hit(crashpoint.RelayAfterConfirm)
+
+	if renewal != nil {
+		for id := range renewal.stop() {
+			res.outcome[id], res.reason[id] = outcomeClaimLost, "claim lost at lease renewal"
+		}
+	}
+	r.settle(ctx, claimID, rows, res)
+	r.points.Hit(crashpoint.RelayAfterMark)
+
+	if channelLost || timedOut {
+		// Start from a fresh connection: anything still in flight on this
+		// one has an unknown outcome and is left to the lease.
+		r.pub.close()
+		r.pub = nil
+	}
+}
+
+// settle writes the batch's outcomes: Published for confirmed rows, a
+// retry (or Failed) for returned, nacked and unsent rows; unknown outcomes
+// and lost claims are left alone for the lease.
+func (r *Relay) settle(ctx context.Context, claimID string, rows []Row, res batchResult) {
+	var confirmed []string
+	var retries []retry
+	var lines []eventlog.Entry
+	byID := make(map[string]Row, len(rows))
+	for _, row := range rows {
+		byID[row.EventID] = row
+		switch res.outcome[row.EventID] {
+		case outcomeConfirmed:
+			confirmed = append(confirmed, row.EventID)
+		case outcomeReturned, outcomeNacked, outcomeNotSent:
+			retries = append(retries, retry{EventID: row.EventID, Err: res.reason[row.EventID], Delay: r.backoff(row.AttemptCount + 1)})
+		case outcomeUnknown:
+			lines = append(lines, eventlog.Entry{Event: eventlog.Unknown, EventID: row.EventID, ClaimID: claimID, Detail: res.reason[row.EventID]})
+		case outcomeClaimLost:
+			lines = append(lines, eventlog.Entry{Event: eventlog.ClaimLost, EventID: row.EventID, ClaimID: claimID})
+		}
+	}
+	r.log.Batch(lines)
+	lines = nil
+
+	// The writes must land even when the relay is asked to stop: a claim
+	// left half written would only wait for its lease.
+	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if len(confirmed) > 0 {
+		marked, err := r.store.markPublished(writeCtx, claimID, confirmed)
+		if err != nil {
+			r.log.Errorf("claim %s: %v (rows stay Processing until the lease runs out)", claimID, err)
+		} else {
+			for _, id := range confirmed {
+				if marked[id] {
+					lines = append(lines, eventlog.Entry{Event: eventlog.Marked, EventID: id, ClaimID: claimID})
+				} else {
+					lines = append(lines, eventlog.Entry{Event: eventlog.Fenced, EventID: id, ClaimID: claimID, Detail: "mark published: 0 rows"})
+				}
+			}
+		}
+	}
+	if len(retries) > 0 {
+		done, err := r.store.scheduleRetries(writeCtx, claimID, r.cfg.RetryBudget, retries)
+		if err != nil {
+			r.log.Errorf("claim %s: %v (rows stay Processing until the lease runs out)", claimID, err)
+		} else {
+			for _, rt := range retries {
+				o, ok := done[rt.EventID]
+				switch {
+				case !ok:
+					lines = append(lines, eventlog.Entry{Event: eventlog.Fenced, EventID: rt.EventID, ClaimID: claimID, Detail: "schedule retry: 0 rows"})
+				case o.Status == "Failed":
+					alert := fmt.Sprintf("ALERT: outbox event %s Failed after %d attempts: %s", rt.EventID, o.Attempt, rt.Err)
+					fmt.Fprintln(os.Stderr, alert)
+					lines = append(lines, eventlog.Entry{Event: eventlog.FailedAlert, EventID: rt.EventID, ClaimID: claimID, Attempt: o.Attempt, Error: rt.Err, Detail: alert})
+				default:
+					lines = append(lines, eventlog.Entry{Event: eventlog.Retry, EventID: rt.EventID, ClaimID: claimID, Attempt: o.Attempt, Error: rt.Err, Detail: "next attempt in " + rt.Delay.String()})
+				}
+			}
+		}
+	}
+	r.log.Batch(lines)
+}
+
+// backoff is the delay before attempt n+1: exponential from BackoffBase,
+// capped at BackoffMax, with equal jitter (half fixed, half random).
+func (r *Relay) backoff(attempt int) time.Duration {
+	d := r.cfg.BackoffBase
+	for i := 1; i < attempt && d < r.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, r.cfg.BackoffMax)
+	half := d / 2
+	return half + time.Duration(rand.Int64N(int64(half)+1))
+}
+
+// renewer is the lease heartbeat of one claim.
+type renewer struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	lost   map[string]bool
+}
+
+// stop ends the heartbeat and returns the rows whose claim was lost.
+func (rn *renewer) stop() map[string]bool {
+	rn.cancel()
+	<-rn.done
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return rn.lost
+}
+
+// startRenewal extends the lease of the batch's rows every RenewInterval,
+// conditional on the claim id; a row the renewal no longer finds was taken
+// by another claim, and this relay stops working on it.
+func (r *Relay) startRenewal(ctx context.Context, claimID string, rows []Row) *renewer {
+	ctx, cancel := context.WithCancel(ctx)
+	rn := &renewer{cancel: cancel, done: make(chan struct{}), lost: map[string]bool{}}
+	held := make([]string, len(rows))
+	for i, row := range rows {
+		held[i] = row.EventID
+	}
+	go func() {
+		defer close(rn.done)
+		t := time.NewTicker(r.cfg.RenewInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			r.points.Hit(crashpoint.RelayBeforeRenew)
+			still, err := r.store.renew(ctx, claimID, held, r.cfg.Lease)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Errorf("claim %s: %v", claimID, err)
+				}
+				continue
+			}
+			var keep []string
+			var lines []eventlog.Entry
+			rn.mu.Lock()
+			for _, id := range held {
+				if still[id] {
+					keep = append(keep, id)
+				} else {
+					rn.lost[id] = true
+				}
+			}
+			rn.mu.Unlock()
+			lines = append(lines, eventlog.Entry{Event: eventlog.Renewed, ClaimID: claimID, Detail: fmt.Sprintf("%d rows", len(keep))})
+			r.log.Batch(lines)
+			held = keep
+			if len(held) == 0 {
+				return
+			}
+		}
+	}()
+	return rn
+}
+
+// newClaimID is unique per claim: instance:uuid.
+func (r *Relay) newClaimID() string {
+	return r.cfg.Instance + ":" + uuid.NewString()
+}

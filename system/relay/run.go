@@ -1,0 +1,125 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"faultline/system/control"
+	"faultline/system/crashpoint"
+	"faultline/system/dbutil"
+	"faultline/system/eventlog"
+	"faultline/system/schema"
+)
+
+// Run relays until ctx ends. It survives the database or the broker going
+// away: every failure is logged and retried with backoff.
+func Run(ctx context.Context, cfg Config) error {
+	return RunWithGuards(ctx, cfg, AllGuards())
+}
+
+// RunWithGuards runs a relay with the given guards (variants drop one).
+func RunWithGuards(ctx context.Context, cfg Config, guards Guards) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := eventlog.Open(cfg.EventLog, cfg.Instance)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	points := crashpoint.NewSet("relay", log)
+	if err := points.ArmFromEnv(); err != nil {
+		return err
+	}
+	db, err := dbutil.Open(ctx, cfg.DBURL, 4)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := control.Serve(ctx, cfg.ControlAddr, log, points, db.Ping, nil); err != nil {
+		return err
+	}
+	if err := dbutil.Retry(ctx, cfg.ReconnectMax, func(ctx context.Context) error { return schema.ApplyOrders(ctx, db) },
+		func(err error) { log.Errorf("schema: %v (retrying)", err) }); err != nil {
+		return nil // stopped before the database came
+	}
+	r := &Relay{
+		cfg:    cfg,
+		store:  store{db: db, unfenced: !guards.FenceByClaimID, noExpiry: !guards.LeaseExpiry},
+		log:    log,
+		points: points,
+		guards: guards,
+	}
+	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: fmt.Sprintf("relay lease=%s batch=%d renew=%t", cfg.Lease, cfg.BatchSize, cfg.Renew)})
+	r.loop(ctx)
+	r.pub.close()
+	return nil
+}
+
+// loop is the relay's life: connect, claim, publish, settle, again.
+func (r *Relay) loop(ctx context.Context) {
+	failures := 0
+	for ctx.Err() == nil {
+		if r.pub == nil {
+			pub, err := dialPublisher(ctx, r.cfg.AMQPURL, r.cfg.BatchSize)
+			if err != nil {
+				if failures == 0 {
+					r.log.Log(eventlog.Entry{Event: eventlog.Disconnected, Error: err.Error()})
+				}
+				failures++
+				r.sleep(ctx, r.retryDelay(failures))
+				continue
+			}
+			r.pub = pub
+			r.log.Log(eventlog.Entry{Event: eventlog.Connected, Detail: "amqp"})
+			failures = 0
+		}
+		claimID := r.newClaimID()
+		rows, err := r.store.claim(ctx, claimID, r.cfg.BatchSize, r.cfg.Lease)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			r.log.Errorf("%v", err)
+			r.sleep(ctx, r.retryDelay(failures))
+			continue
+		}
+		failures = 0
+		if len(rows) == 0 {
+			if r.pub.isClosed() {
+				r.pub.close()
+				r.pub = nil
+				continue
+			}
+			r.sleep(ctx, r.cfg.PollInterval)
+			continue
+		}
+		lines := make([]eventlog.Entry, len(rows))
+		for i, row := range rows {
+			lines[i] = eventlog.Entry{Event: eventlog.Claimed, EventID: row.EventID, ClaimID: claimID, AggregateID: row.AggregateID, Sequence: row.Sequence, Attempt: row.AttemptCount + 1}
+		}
+		r.log.Batch(lines)
+		r.points.Hit(crashpoint.RelayAfterClaim)
+		r.processBatch(ctx, claimID, rows)
+	}
+}
+
+// retryDelay is the wait after n consecutive infrastructure failures.
+func (r *Relay) retryDelay(n int) time.Duration {
+	d := 50 * time.Millisecond
+	for i := 1; i < n && d < r.cfg.ReconnectMax; i++ {
+		d *= 2
+	}
+	return min(d, r.cfg.ReconnectMax)
+}
+
+func (r *Relay) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

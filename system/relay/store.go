@@ -1,0 +1,204 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Row is one claimed outbox row.
+type Row struct {
+	EventID      string
+	AggregateID  string
+	Sequence     int64
+	EventType    string
+	Payload      []byte
+	AttemptCount int
+}
+
+// store is the relay's SQL against outbox_messages. Every status write is
+// conditional on status = 'Processing' AND locked_by = the claim id, so a
+// claim that lost its rows cannot overwrite the claim that took them.
+type store struct {
+	db *pgxpool.Pool
+	// unfenced drops the claim-id condition from status writes (the
+	// no-fencing variant); noExpiry never reclaims an expired lease (no-lease).
+	unfenced bool
+	noExpiry bool
+}
+
+// fence is the condition every status write carries.
+const fence = "AND status = 'Processing' AND locked_by = $2"
+
+// unfencedCondition keeps the parameter list but not the guard.
+const unfencedCondition = "AND $2::text IS NOT NULL"
+
+func (s store) sql(q string) string {
+	if s.unfenced {
+		q = strings.ReplaceAll(q, fence, unfencedCondition)
+		q = strings.ReplaceAll(q, "AND outbox.status = 'Processing'\n  AND outbox.locked_by = $2", unfencedCondition)
+	}
+	if s.noExpiry {
+		q = strings.ReplaceAll(q, "\n     OR (status = 'Processing' AND locked_until < CURRENT_TIMESTAMP)", "")
+	}
+	return q
+}
+
+// claimSQL is the article's claim: a short transaction, SKIP LOCKED, lease.
+const claimSQL = `
+WITH candidates AS (
+  SELECT event_id
+  FROM outbox_messages
+  WHERE (status = 'Pending' AND next_attempt_at <= CURRENT_TIMESTAMP)
+     OR (status = 'Processing' AND locked_until < CURRENT_TIMESTAMP)
+  ORDER BY occurred_at, event_id
+  FOR UPDATE SKIP LOCKED
+  LIMIT $2
+)
+UPDATE outbox_messages AS outbox
+SET status = 'Processing',
+    locked_by = $1,
+    locked_until = CURRENT_TIMESTAMP + $3 * INTERVAL '1 millisecond'
+FROM candidates
+WHERE outbox.event_id = candidates.event_id
+RETURNING outbox.event_id, outbox.aggregate_id, outbox.sequence, outbox.event_type, outbox.payload, outbox.attempt_count`
+
+// claim takes up to limit due rows for claimID.
+func (s store) claim(ctx context.Context, claimID string, limit int, lease time.Duration) ([]Row, error) {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim batch: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+	rows, err := tx.Query(ctx, s.sql(claimSQL), claimID, limit, lease.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim batch: %w", err)
+	}
+	var out []Row
+	for rows.Next() {
+		var r Row
+		if err := rows.Scan(&r.EventID, &r.AggregateID, &r.Sequence, &r.EventType, &r.Payload, &r.AttemptCount); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("claim batch: scan: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim batch: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("claim batch: commit: %w", err)
+	}
+	return out, nil
+}
+
+// markPublishedSQL completes a claim: only rows still held by it change.
+const markPublishedSQL = `
+UPDATE outbox_messages
+SET status = 'Published',
+    published_at = CURRENT_TIMESTAMP,
+    locked_by = NULL,
+    locked_until = NULL
+WHERE event_id = ANY($1)
+  AND status = 'Processing' AND locked_by = $2
+RETURNING event_id`
+
+// markPublished marks ids Published and returns those it changed; the rest
+// were fenced (the claim no longer held them).
+func (s store) markPublished(ctx context.Context, claimID string, ids []string) (map[string]bool, error) {
+	return s.returningIDs(ctx, "mark published", markPublishedSQL, ids, claimID)
+}
+
+// retry is one row's failed attempt.
+type retry struct {
+	EventID string
+	Err     string
+	Delay   time.Duration
+}
+
+// retrySQL records a failed attempt under the claim: attempt_count + 1,
+// last_error, next_attempt_at by backoff, or Failed past the budget.
+const retrySQL = `
+UPDATE outbox_messages AS outbox
+SET attempt_count = outbox.attempt_count + 1,
+    last_error = u.err,
+    status = CASE WHEN outbox.attempt_count + 1 >= $3 THEN 'Failed' ELSE 'Pending' END,
+    next_attempt_at = CURRENT_TIMESTAMP + u.delay_ms * INTERVAL '1 millisecond',
+    locked_by = NULL,
+    locked_until = NULL
+FROM unnest($1::text[], $4::text[], $5::bigint[]) AS u(event_id, err, delay_ms)
+WHERE outbox.event_id = u.event_id
+  AND outbox.status = 'Processing'
+  AND outbox.locked_by = $2
+RETURNING outbox.event_id, outbox.status, outbox.attempt_count`
+
+// retryOutcome is what a retry write did to one row.
+type retryOutcome struct {
+	Status  string
+	Attempt int
+}
+
+// scheduleRetries writes the failed attempts and returns, per changed row,
+// its new status; rows missing from the result were fenced.
+func (s store) scheduleRetries(ctx context.Context, claimID string, budget int, rs []retry) (map[string]retryOutcome, error) {
+	ids := make([]string, len(rs))
+	errs := make([]string, len(rs))
+	delays := make([]int64, len(rs))
+	for i, r := range rs {
+		ids[i], errs[i], delays[i] = r.EventID, r.Err, r.Delay.Milliseconds()
+	}
+	rows, err := s.db.Query(ctx, s.sql(retrySQL), ids, claimID, budget, errs, delays)
+	if err != nil {
+		return nil, fmt.Errorf("schedule retries: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]retryOutcome{}
+	for rows.Next() {
+		var id string
+		var o retryOutcome
+		if err := rows.Scan(&id, &o.Status, &o.Attempt); err != nil {
+			return nil, fmt.Errorf("schedule retries: scan: %w", err)
+		}
+		out[id] = o
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("schedule retries: %w", err)
+	}
+	return out, nil
+}
+
+// renewSQL extends the lease of rows the claim still holds.
+const renewSQL = `
+UPDATE outbox_messages
+SET locked_until = CURRENT_TIMESTAMP + $3 * INTERVAL '1 millisecond'
+WHERE event_id = ANY($1)
+  AND status = 'Processing' AND locked_by = $2
+RETURNING event_id`
+
+// renew extends the lease and returns the rows still held.
+func (s store) renew(ctx context.Context, claimID string, ids []string, lease time.Duration) (map[string]bool, error) {
+	return s.returningIDs(ctx, "renew lease", renewSQL, ids, claimID, lease.Milliseconds())
+}
+
+func (s store) returningIDs(ctx context.Context, what, sql string, ids []string, args ...any) (map[string]bool, error) {
+	rows, err := s.db.Query(ctx, s.sql(sql), append([]any{ids}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	out := make(map[string]bool, len(ids))
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("%s: scan: %w", what, err)
+		}
+		out[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
