@@ -1,0 +1,70 @@
+package check
+
+import (
+	"faultline/harness/result"
+	"faultline/system/eventlog"
+)
+
+// Counts measures the run from the observation.
+func Counts(o *Observation) result.Counts {
+	c := result.Counts{Orders: len(o.Orders), Reservations: len(o.Reservations)}
+	for _, ord := range o.Orders {
+		c.Events += int(ord.Version)
+	}
+	published := map[string]int{}
+	delivered := map[string]int{}
+	for _, e := range o.Log {
+		switch e.Event {
+		case eventlog.Published:
+			c.Published++
+			published[e.EventID]++
+		case eventlog.Confirmed:
+			c.Confirmed++
+		case eventlog.Returned:
+			c.Returned++
+		case eventlog.Nacked:
+			c.Nacked++
+		case eventlog.Unknown:
+			c.Unknown++
+		case eventlog.Retry:
+			c.Retries++
+		case eventlog.Delivered:
+			c.Delivered++
+			delivered[e.EventID]++
+			if e.Redelivered {
+				c.Redelivered++
+			}
+		case eventlog.DeadLettered:
+			c.DeadLettered++
+		case eventlog.Duplicate:
+			c.DuplicatesAbsorbed++
+		case eventlog.Fenced:
+			c.FencedWrites++
+		case eventlog.HeldBack:
+			c.HeldBack++
+		case eventlog.CrashPoint:
+			c.CrashPointHits++
+		}
+	}
+	for _, n := range published {
+		c.DuplicatesPublished += n - 1
+	}
+	for id, n := range delivered {
+		if id != "" {
+			c.DuplicatesDelivered += n - 1
+		}
+	}
+	for _, r := range o.Outbox {
+		switch r.Status {
+		case "Failed":
+			c.Failed++
+		case "Pending", "Processing":
+			c.StuckRows++
+		}
+	}
+	c.DuplicateEffects, _ = DuplicateEffects(o)
+	c.StaleWrites = len(StaleWrites(o))
+	c.Lost = len(missingEffects(o))
+	c.Phantom = len(phantoms(o))
+	return c
+}

@@ -1,0 +1,246 @@
+package check
+
+import (
+	"fmt"
+
+	"faultline/harness/result"
+	"faultline/system/eventlog"
+)
+
+// Evidence is something a scenario must see to show its window opened.
+type Evidence struct {
+	Name  string
+	Check func(o *Observation) (seen bool, detail string)
+}
+
+// Evaluate runs the evidence checks.
+func Evaluate(o *Observation, evidence []Evidence) []result.Evidence {
+	out := make([]result.Evidence, 0, len(evidence))
+	for _, e := range evidence {
+		seen, detail := e.Check(o)
+		out = append(out, result.Evidence{Name: e.Name, Seen: seen, Detail: detail})
+	}
+	return out
+}
+
+// AtLeast: at least n log lines of the event.
+func AtLeast(n int, event string) Evidence {
+	return Evidence{
+		Name: fmt.Sprintf("at least %d %q", n, event),
+		Check: func(o *Observation) (bool, string) {
+			c := o.Count(event)
+			return c >= n, fmt.Sprintf("%d seen", c)
+		},
+	}
+}
+
+// CrashPointHit: the named crash point was hit.
+func CrashPointHit(point string) Evidence {
+	return Evidence{
+		Name: "crash point " + point + " hit",
+		Check: func(o *Observation) (bool, string) {
+			for _, e := range o.Log {
+				if e.Event == eventlog.CrashPoint && e.Point == point {
+					return true, fmt.Sprintf("%s hit %d in %s (%s)", point, e.Hit, e.Process, e.Action)
+				}
+			}
+			return false, "no crashpoint line"
+		},
+	}
+}
+
+// claimsOf lists the distinct claim ids of an event's lines of one kind, in order.
+func claimsOf(entries []eventlog.Entry, event string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if e.Event == event && e.ClaimID != "" && !seen[e.ClaimID] {
+			seen[e.ClaimID] = true
+			out = append(out, e.ClaimID)
+		}
+	}
+	return out
+}
+
+// firstEvent finds the first event id matching pred, in log order.
+func firstEvent(o *Observation, pred func(entries []eventlog.Entry) bool) (string, bool) {
+	for _, e := range o.Log {
+		if e.EventID == "" {
+			continue
+		}
+		if pred(o.ByEvent[e.EventID]) {
+			return e.EventID, true
+		}
+	}
+	return "", false
+}
+
+// ReclaimedAfterLease: a row claimed by one claim was claimed again by
+// another claim without the first having written anything to it: the lease
+// ran out and another claim took the row over.
+func ReclaimedAfterLease() Evidence {
+	return Evidence{
+		Name: "a claimed row claimed again after its lease ran out",
+		Check: func(o *Observation) (bool, string) {
+			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
+				open := ""
+				for _, e := range entries {
+					switch e.Event {
+					case eventlog.Claimed:
+						if open != "" && open != e.ClaimID {
+							return true
+						}
+						open = e.ClaimID
+					case eventlog.Marked, eventlog.Retry, eventlog.FailedAlert:
+						if e.ClaimID == open {
+							open = ""
+						}
+					}
+				}
+				return false
+			})
+			if !ok {
+				return false, "no row was claimed twice"
+			}
+			return true, fmt.Sprintf("%s claimed by %d claims", id, len(claimsOf(o.ByEvent[id], eventlog.Claimed)))
+		},
+	}
+}
+
+// Republished: the same eventId was published by two different claims.
+func Republished() Evidence {
+	return Evidence{
+		Name: "the same eventId published again by another claim",
+		Check: func(o *Observation) (bool, string) {
+			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
+				return len(claimsOf(entries, eventlog.Published)) >= 2
+			})
+			if !ok {
+				return false, "every eventId was published by one claim"
+			}
+			return true, id
+		},
+	}
+}
+
+// UnknownRepublished: an unknown outcome, then the same eventId published
+// again (never marked Published in between).
+func UnknownRepublished() Evidence {
+	return Evidence{
+		Name: "an unknown outcome republished with the same eventId",
+		Check: func(o *Observation) (bool, string) {
+			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
+				unknownClaim := ""
+				for _, e := range entries {
+					switch {
+					case e.Event == eventlog.Unknown:
+						unknownClaim = e.ClaimID
+					case e.Event == eventlog.Marked && e.ClaimID == unknownClaim:
+						return false
+					case e.Event == eventlog.Published && unknownClaim != "" && e.ClaimID != unknownClaim:
+						return true
+					}
+				}
+				return false
+			})
+			if !ok {
+				return false, fmt.Sprintf("%d unknown outcomes, none republished", o.Count(eventlog.Unknown))
+			}
+			return true, id
+		},
+	}
+}
+
+// DuplicateAbsorbed: the inbox recognised at least one duplicate delivery.
+func DuplicateAbsorbed() Evidence {
+	return Evidence{
+		Name: "a duplicate delivery absorbed by the inbox",
+		Check: func(o *Observation) (bool, string) {
+			n := o.Count(eventlog.Duplicate)
+			return n > 0, fmt.Sprintf("%d duplicates absorbed", n)
+		},
+	}
+}
+
+// RedeliveryAbsorbed: a delivery flagged redelivered (broker-side) whose
+// eventId the inbox already had.
+func RedeliveryAbsorbed() Evidence {
+	return Evidence{
+		Name: "a redelivered message absorbed by the inbox",
+		Check: func(o *Observation) (bool, string) {
+			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
+				redelivered := false
+				for _, e := range entries {
+					if e.Event == eventlog.Delivered && e.Redelivered {
+						redelivered = true
+					}
+					if e.Event == eventlog.Duplicate && redelivered {
+						return true
+					}
+				}
+				return false
+			})
+			if !ok {
+				return false, fmt.Sprintf("%d redeliveries, none absorbed", o.Count(eventlog.Delivered))
+			}
+			return true, id
+		},
+	}
+}
+
+// Redelivered: at least one delivery flagged redelivered.
+func Redelivered() Evidence {
+	return Evidence{
+		Name: "a message redelivered by the broker",
+		Check: func(o *Observation) (bool, string) {
+			n := 0
+			for _, e := range o.Log {
+				if e.Event == eventlog.Delivered && e.Redelivered {
+					n++
+				}
+			}
+			return n > 0, fmt.Sprintf("%d redeliveries", n)
+		},
+	}
+}
+
+// DeadLettered: exactly n messages in the dead-letter queue, each logged.
+func DeadLettered(n int) Evidence {
+	return Evidence{
+		Name: fmt.Sprintf("%d poison messages dead-lettered", n),
+		Check: func(o *Observation) (bool, string) {
+			logged := o.Count(eventlog.DeadLettered)
+			return logged >= n && o.DeadLetters.Messages == n, fmt.Sprintf("%d logged, %d in the dead-letter queue", logged, o.DeadLetters.Messages)
+		},
+	}
+}
+
+// FailedFlagged: n or more rows Failed, each with an alert line.
+func FailedFlagged(n int) Evidence {
+	return Evidence{
+		Name: fmt.Sprintf("at least %d rows Failed with an alert", n),
+		Check: func(o *Observation) (bool, string) {
+			alerted := map[string]bool{}
+			for _, e := range o.Log {
+				if e.Event == eventlog.FailedAlert {
+					alerted[e.EventID] = true
+				}
+			}
+			failed, withAlert := 0, 0
+			for _, r := range o.Outbox {
+				if r.Status == "Failed" {
+					failed++
+					if alerted[r.EventID] {
+						withAlert++
+					}
+				}
+			}
+			return failed >= n && withAlert == failed, fmt.Sprintf("%d Failed, %d with an alert", failed, withAlert)
+		},
+	}
+}
+
+// Custom wraps a predicate.
+func Custom(name string, fn func(o *Observation) (bool, string)) Evidence {
+	return Evidence{Name: name, Check: fn}
+}

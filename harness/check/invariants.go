@@ -1,0 +1,365 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"faultline/harness/result"
+	"faultline/system/eventlog"
+)
+
+// Invariant names.
+const (
+	NoLost           = "no-lost-event"
+	NoPhantom        = "no-phantom"
+	NoDuplicate      = "no-duplicate-effect"
+	OutboxTruth      = "outbox-truth"
+	Fencing          = "fencing"
+	QueueDrained     = "queue-drained"
+	AggregateOrder   = "per-aggregate-order"
+	NothingHeldBack  = "nothing-held-back"
+	Converged        = "converged"
+	maxNamedInReport = 20
+)
+
+// Options say which optional invariants apply.
+type Options struct {
+	Ordered bool // check per-aggregate order
+}
+
+// key of one expected effect: an aggregate's sequence number.
+type key struct {
+	aggregate string
+	sequence  int64
+}
+
+// Invariants checks every invariant against the observation.
+func Invariants(o *Observation, opts Options) []result.Invariant {
+	out := []result.Invariant{
+		noLost(o),
+		noPhantom(o),
+		noDuplicate(o),
+		outboxTruth(o),
+		fencing(o),
+		queueDrained(o),
+		nothingHeldBack(o),
+	}
+	if opts.Ordered {
+		out = append(out, aggregateOrder(o))
+	}
+	return out
+}
+
+// flagged are the outbox rows the pipeline itself gave up on, with an alert.
+func flagged(o *Observation) map[key]bool {
+	f := map[key]bool{}
+	for _, r := range o.Outbox {
+		if r.Status == "Failed" {
+			f[key{r.AggregateID, r.Sequence}] = true
+		}
+	}
+	return f
+}
+
+// eventIDFor maps an expected effect to the eventId the outbox gave it.
+func eventIDFor(o *Observation) map[key]string {
+	m := map[key]string{}
+	for _, r := range o.Outbox {
+		m[key{r.AggregateID, r.Sequence}] = r.EventID
+	}
+	return m
+}
+
+// missingEffects are the committed events with no effect, except those
+// the pipeline flagged Failed with an alert, in aggregate order.
+func missingEffects(o *Observation) []key {
+	have := map[key]bool{}
+	for _, r := range o.Reservations {
+		have[key{r.AggregateID, r.Sequence}] = true
+	}
+	failed := flagged(o)
+	var missing []key
+	for _, ord := range o.Orders {
+		for seq := int64(1); seq <= ord.Version; seq++ {
+			k := key{ord.ID, seq}
+			if !have[k] && !failed[k] {
+				missing = append(missing, k)
+			}
+		}
+	}
+	sort.Slice(missing, func(i, j int) bool {
+		if missing[i].aggregate != missing[j].aggregate {
+			return missing[i].aggregate < missing[j].aggregate
+		}
+		return missing[i].sequence < missing[j].sequence
+	})
+	return missing
+}
+
+// noLost: every committed order has exactly its effects (one per event of
+// its history), except events the pipeline flagged Failed with an alert.
+func noLost(o *Observation) result.Invariant {
+	missing := missingEffects(o)
+	ids := eventIDFor(o)
+	var lost, labels []string
+	for _, k := range missing {
+		if id := ids[k]; id != "" {
+			lost = append(lost, id)
+		}
+		labels = append(labels, fmt.Sprintf("%s#%d", k.aggregate, k.sequence))
+	}
+	inv := result.Invariant{Name: NoLost, OK: len(missing) == 0}
+	if len(missing) > 0 {
+		inv.Detail = fmt.Sprintf("%d committed events have no effect", len(missing))
+		inv.Violations = []result.Violation{{
+			Kind: "lost", EventIDs: capList(lost),
+			Message:  fmt.Sprintf("%d committed events never took effect: %s", len(missing), strings.Join(capList(labels), ", ")),
+			Timeline: o.Timeline(capList(lost)...),
+		}}
+	} else if n := len(flagged(o)); n > 0 {
+		inv.Detail = fmt.Sprintf("%d events flagged Failed by the pipeline (alerted, not lost silently)", n)
+	}
+	return inv
+}
+
+// phantoms are effects whose order, or whose event in the order's
+// history, was never committed.
+func phantoms(o *Observation) []string {
+	var ids []string
+	for _, r := range o.Reservations {
+		ord, ok := o.Orders[r.AggregateID]
+		if !ok || r.Sequence > ord.Version {
+			ids = append(ids, r.EventID)
+		}
+	}
+	return ids
+}
+
+// noPhantom: no effect without a committed order event behind it.
+func noPhantom(o *Observation) result.Invariant {
+	ids := phantoms(o)
+	inv := result.Invariant{Name: NoPhantom, OK: len(ids) == 0}
+	if len(ids) > 0 {
+		inv.Detail = fmt.Sprintf("%d effects of events whose order was never committed", len(ids))
+		inv.Violations = []result.Violation{{Kind: "phantom", EventIDs: capList(ids),
+			Message:  fmt.Sprintf("%d reservations for orders that do not exist", len(ids)),
+			Timeline: o.Timeline(capList(ids)...)}}
+	}
+	return inv
+}
+
+// DuplicateEffects counts extra effect rows: more than one per eventId, or
+// per aggregate sequence.
+func DuplicateEffects(o *Observation) (extra int, ids []string) {
+	byEvent := map[string]int{}
+	byKey := map[key]int{}
+	for _, r := range o.Reservations {
+		byEvent[r.EventID]++
+		byKey[key{r.AggregateID, r.Sequence}]++
+	}
+	seen := map[string]bool{}
+	for id, n := range byEvent {
+		if n > 1 {
+			extra += n - 1
+			ids = append(ids, id)
+			seen[id] = true
+		}
+	}
+	for _, r := range o.Reservations {
+		k := key{r.AggregateID, r.Sequence}
+		if byKey[k] > byEvent[r.EventID] && !seen[r.EventID] {
+			// the same effect under different eventIds
+			extra++
+			ids = append(ids, r.EventID)
+			seen[r.EventID] = true
+		}
+	}
+	sort.Strings(ids)
+	return extra, ids
+}
+
+func noDuplicate(o *Observation) result.Invariant {
+	extra, ids := DuplicateEffects(o)
+	inv := result.Invariant{Name: NoDuplicate, OK: extra == 0}
+	if extra > 0 {
+		inv.Detail = fmt.Sprintf("%d extra effects for %d events", extra, len(ids))
+		inv.Violations = []result.Violation{{Kind: "duplicate-effect", EventIDs: capList(ids),
+			Message:  fmt.Sprintf("%d events took effect more than once", len(ids)),
+			Timeline: o.Timeline(capList(ids)...)}}
+	}
+	return inv
+}
+
+// outboxTruth: nothing left Pending or Processing, status and published_at
+// agree, and every Published row was confirmed to the claim that marked it.
+func outboxTruth(o *Observation) result.Invariant {
+	var stuck, disagree, unconfirmed []string
+	for _, r := range o.Outbox {
+		switch {
+		case r.Status == "Pending" || r.Status == "Processing":
+			stuck = append(stuck, r.EventID)
+		case (r.Status == "Published") != r.Published:
+			disagree = append(disagree, r.EventID)
+		}
+		if r.Status == "Published" && !confirmedBeforeMark(o.ByEvent[r.EventID]) {
+			unconfirmed = append(unconfirmed, r.EventID)
+		}
+	}
+	inv := result.Invariant{Name: OutboxTruth, OK: len(stuck)+len(disagree)+len(unconfirmed) == 0}
+	var details []string
+	if len(stuck) > 0 {
+		details = append(details, fmt.Sprintf("%d rows stuck in Pending/Processing", len(stuck)))
+		inv.Violations = append(inv.Violations, result.Violation{Kind: "stuck-row", EventIDs: capList(stuck),
+			Message: fmt.Sprintf("%d outbox rows never settled", len(stuck)), Timeline: o.Timeline(capList(stuck)...)})
+	}
+	if len(disagree) > 0 {
+		details = append(details, fmt.Sprintf("%d rows whose status and published_at disagree", len(disagree)))
+		inv.Violations = append(inv.Violations, result.Violation{Kind: "status-disagrees", EventIDs: capList(disagree),
+			Message: "status and published_at disagree"})
+	}
+	if len(unconfirmed) > 0 {
+		details = append(details, fmt.Sprintf("%d rows Published without a positive confirm", len(unconfirmed)))
+		inv.Violations = append(inv.Violations, result.Violation{Kind: "published-unconfirmed", EventIDs: capList(unconfirmed),
+			Message:  fmt.Sprintf("%d rows were marked Published by a claim that never saw their confirm", len(unconfirmed)),
+			Timeline: o.Timeline(capList(unconfirmed)...)})
+	}
+	inv.Detail = strings.Join(details, "; ")
+	return inv
+}
+
+// confirmedBeforeMark: the claim that marked the row had seen a positive
+// confirm for it (and no return) before the mark.
+func confirmedBeforeMark(entries []eventlog.Entry) bool {
+	confirmed := map[string]bool{}
+	returned := map[string]bool{}
+	marks := 0
+	for _, e := range entries {
+		switch e.Event {
+		case eventlog.Confirmed:
+			confirmed[e.ClaimID] = true
+		case eventlog.Returned:
+			returned[e.ClaimID] = true
+		case eventlog.Marked:
+			marks++
+			if !confirmed[e.ClaimID] || returned[e.ClaimID] {
+				return false
+			}
+		}
+	}
+	if marks == 0 {
+		// The mark's log line can be missing only if the relay was killed
+		// between the update and the write; then some claim must have
+		// seen a clean confirm.
+		for c := range confirmed {
+			if !returned[c] {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// StaleWrites finds status writes (marked, retry-scheduled, failed)
+// accepted from a claim after another claim had taken the row.
+func StaleWrites(o *Observation) []string {
+	var ids []string
+	for id, entries := range o.ByEvent {
+		claimedAt := map[string]int{} // claim id → index of its claimed line
+		for i, e := range entries {
+			switch e.Event {
+			case eventlog.Claimed:
+				if _, ok := claimedAt[e.ClaimID]; !ok {
+					claimedAt[e.ClaimID] = i
+				}
+			case eventlog.Marked, eventlog.Retry, eventlog.FailedAlert:
+				start, ok := claimedAt[e.ClaimID]
+				if !ok {
+					continue
+				}
+				for _, other := range entries[start+1 : i] {
+					if other.Event == eventlog.Claimed && other.ClaimID != e.ClaimID {
+						ids = append(ids, id)
+						break
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(ids)
+	return compact(ids)
+}
+
+func fencing(o *Observation) result.Invariant {
+	ids := StaleWrites(o)
+	inv := result.Invariant{Name: Fencing, OK: len(ids) == 0}
+	if len(ids) > 0 {
+		inv.Detail = fmt.Sprintf("%d status writes accepted from a claim that no longer held the row", len(ids))
+		inv.Violations = []result.Violation{{Kind: "stale-write", EventIDs: capList(ids),
+			Message:  inv.Detail,
+			Timeline: o.Timeline(capList(ids)...)}}
+	} else if n := o.Count(eventlog.Fenced); n > 0 {
+		inv.Detail = fmt.Sprintf("%d stale writes refused (fenced)", n)
+	}
+	return inv
+}
+
+func queueDrained(o *Observation) result.Invariant {
+	q := o.Queue
+	inv := result.Invariant{Name: QueueDrained, OK: q.Messages == 0 && q.Unacked == 0}
+	if !inv.OK {
+		inv.Detail = fmt.Sprintf("inventory queue holds %d messages (%d unacked)", q.Messages, q.Unacked)
+		inv.Violations = []result.Violation{{Kind: "queue-not-drained", Message: inv.Detail}}
+	}
+	return inv
+}
+
+func nothingHeldBack(o *Observation) result.Invariant {
+	inv := result.Invariant{Name: NothingHeldBack, OK: o.Parked == 0}
+	if !inv.OK {
+		inv.Detail = fmt.Sprintf("%d events still parked waiting for a predecessor", o.Parked)
+		inv.Violations = []result.Violation{{Kind: "held-back-forever", Message: inv.Detail}}
+	}
+	return inv
+}
+
+// aggregateOrder: per aggregate, effects were applied in sequence order.
+func aggregateOrder(o *Observation) result.Invariant {
+	last := map[string]int64{}
+	var ids []string
+	for _, r := range o.Reservations { // in reservation_id order
+		if r.Sequence <= last[r.AggregateID] {
+			ids = append(ids, r.EventID)
+		}
+		if r.Sequence > last[r.AggregateID] {
+			if r.Sequence != last[r.AggregateID]+1 {
+				ids = append(ids, r.EventID)
+			}
+			last[r.AggregateID] = r.Sequence
+		}
+	}
+	inv := result.Invariant{Name: AggregateOrder, OK: len(ids) == 0}
+	if len(ids) > 0 {
+		inv.Detail = fmt.Sprintf("%d effects applied out of their aggregate's sequence", len(ids))
+		inv.Violations = []result.Violation{{Kind: "out-of-order", EventIDs: capList(ids), Message: inv.Detail, Timeline: o.Timeline(capList(ids)...)}}
+	}
+	return inv
+}
+
+func capList(ids []string) []string {
+	if len(ids) > maxNamedInReport {
+		return ids[:maxNamedInReport]
+	}
+	return ids
+}
+
+func compact(ids []string) []string {
+	out := ids[:0]
+	for i, id := range ids {
+		if i == 0 || id != ids[i-1] {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,148 @@
+// Package result is the data a scenario run leaves behind: plain values
+// with JSON tags, rendered by reports/ and aggregated by the gate. Nothing
+// here runs anything.
+package result
+
+import "time"
+
+// Schema is the version of the results.json contract.
+const Schema = "faultline/results/v1"
+
+// Verdicts.
+const (
+	Pass   = "pass"
+	Fail   = "fail"
+	NotRun = "not-run"
+)
+
+// Scenario is the outcome of one scenario on one variant with one seed.
+type Scenario struct {
+	Name       string      `json:"name"`
+	Variant    string      `json:"variant"`
+	Seed       int64       `json:"seed"`
+	Window     string      `json:"window,omitempty"`
+	Verdict    string      `json:"verdict"`
+	Reason     string      `json:"reason,omitempty"` // why it failed or was not run, in one line
+	Counts     Counts      `json:"counts"`
+	Faults     []Fault     `json:"faults"`
+	Evidence   []Evidence  `json:"evidence"`
+	Invariants []Invariant `json:"invariants"`
+	RecoveryMS int64       `json:"recovery_ms"`
+	DurationMS int64       `json:"duration_ms"`
+	Started    time.Time   `json:"started"`
+	Dir        string      `json:"dir,omitempty"` // where its logs were kept
+	Phases     []Phase     `json:"phases,omitempty"`
+}
+
+// Counts are what the checker measured.
+type Counts struct {
+	Orders              int `json:"orders"`               // committed orders
+	Events              int `json:"events"`               // committed events (created, paid, cancelled)
+	Published           int `json:"published"`            // publish calls
+	Confirmed           int `json:"confirmed"`            // positive confirms
+	Returned            int `json:"returned"`             // basic.returns
+	Nacked              int `json:"nacked"`               // broker nacks
+	Unknown             int `json:"unknown_outcomes"`     // confirms never seen
+	Retries             int `json:"retries"`              // retry-scheduled writes
+	Failed              int `json:"failed"`               // rows Failed with an alert
+	Delivered           int `json:"delivered"`            // deliveries to the consumer
+	Redelivered         int `json:"redelivered"`          // deliveries flagged redelivered
+	DeadLettered        int `json:"dead_lettered"`        // poison dead-lettered
+	Reservations        int `json:"reservations"`         // effect rows
+	DuplicatesPublished int `json:"duplicates_published"` // eventIds published more than once (extra publishes)
+	DuplicatesDelivered int `json:"duplicates_delivered"` // eventIds delivered more than once (extra deliveries)
+	DuplicatesAbsorbed  int `json:"duplicates_absorbed"`  // deliveries the inbox recognised
+	DuplicateEffects    int `json:"duplicate_effects"`    // extra effect rows for one eventId
+	Lost                int `json:"lost"`                 // committed events with no effect (not flagged Failed)
+	Phantom             int `json:"phantom"`              // effects or messages with no committed order
+	FencedWrites        int `json:"fenced_writes"`        // status writes refused to a stale claim
+	StaleWrites         int `json:"stale_writes"`         // status writes accepted from a stale claim
+	StuckRows           int `json:"stuck_rows"`           // outbox rows left Pending/Processing
+	HeldBack            int `json:"held_back"`            // events parked ahead of their predecessor
+	CrashPointHits      int `json:"crashpoint_hits"`
+}
+
+// Fault is one injected fault and whether it happened.
+type Fault struct {
+	Kind   string    `json:"kind"`   // crash, pause, toxic, link-down, broker-restart, unbind, replay, poison
+	Target string    `json:"target"` // process or link
+	Detail string    `json:"detail"` // e.g. "relay.after-confirm kill@3"
+	Hit    bool      `json:"hit"`
+	Start  time.Time `json:"start,omitempty"`
+	End    time.Time `json:"end,omitempty"`
+	Error  string    `json:"error,omitempty"`
+}
+
+// Evidence is one thing the scenario had to see to show its window opened.
+type Evidence struct {
+	Name   string `json:"name"`
+	Seen   bool   `json:"seen"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Invariant is one checked property.
+type Invariant struct {
+	Name       string      `json:"name"`
+	OK         bool        `json:"ok"`
+	Detail     string      `json:"detail,omitempty"`
+	Violations []Violation `json:"violations,omitempty"`
+}
+
+// Violation names the events that broke an invariant and their timeline.
+type Violation struct {
+	Kind     string   `json:"kind"` // lost, phantom, duplicate-effect, stale-write, stuck-row, ...
+	EventIDs []string `json:"event_ids"`
+	Message  string   `json:"message"`
+	Timeline []string `json:"timeline,omitempty"` // merged log lines of those events
+}
+
+// Phase is a span of the run: infra, workload, faults, converging, checking.
+type Phase struct {
+	Name  string    `json:"name"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
+
+// Violations returns every violation of every failed invariant.
+func (s Scenario) Violations() []Violation {
+	var out []Violation
+	for _, inv := range s.Invariants {
+		out = append(out, inv.Violations...)
+	}
+	return out
+}
+
+// Failed lists the invariants and evidence that failed, in one line each.
+func (s Scenario) Failed() []string {
+	var out []string
+	for _, f := range s.Faults {
+		if !f.Hit {
+			out = append(out, "fault never happened: "+f.Kind+" "+f.Target+" "+f.Detail+errSuffix(f.Error))
+		}
+	}
+	for _, e := range s.Evidence {
+		if !e.Seen {
+			out = append(out, "evidence not seen: "+e.Name+detailSuffix(e.Detail))
+		}
+	}
+	for _, inv := range s.Invariants {
+		if !inv.OK {
+			out = append(out, "invariant broken: "+inv.Name+detailSuffix(inv.Detail))
+		}
+	}
+	return out
+}
+
+func errSuffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+func detailSuffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
