@@ -1,0 +1,248 @@
+package proxies
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+)
+
+const (
+	serverPackage = "github.com/Shopify/toxiproxy/v2/cmd/server"
+	serverBinary  = "toxiproxy-server"
+
+	// startTimeout bounds StartServer when ctx has no earlier deadline.
+	startTimeout = 30 * time.Second
+	// startAttempts: the API port is picked free and then handed to the
+	// server, so another process can take it in between; the server then
+	// exits and is started again on a new port.
+	startAttempts = 3
+	pollInterval  = 20 * time.Millisecond
+)
+
+// BuildServer builds the Toxiproxy server from this module (go.mod has it as
+// a tool) into dir and returns the binary's path. The current directory must
+// be inside the module.
+func BuildServer(ctx context.Context, dir string) (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("build toxiproxy server: %w", err)
+	}
+	out, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("build toxiproxy server: go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("build toxiproxy server: not inside a Go module (go env GOMOD is empty)")
+	}
+	path, err := filepath.Abs(filepath.Join(dir, serverBinary))
+	if err != nil {
+		return "", fmt.Errorf("build toxiproxy server: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, goBin, "build", "-o", path, serverPackage)
+	cmd.Dir = filepath.Dir(gomod)
+	var output bytes.Buffer
+	cmd.Stdout = &output
+	cmd.Stderr = &output
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build toxiproxy server: go build %s: %w\n%s", serverPackage, err, output.Bytes())
+	}
+	return path, nil
+}
+
+// Server is a running Toxiproxy server process.
+type Server struct {
+	cmd     *exec.Cmd
+	apiAddr string
+	client  *toxiproxy.Client
+
+	exited  chan struct{} // closed once the process has exited and been reaped
+	waitErr error         // cmd.Wait's result; read only after exited is closed
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// StartServer starts the server at binPath with its API on 127.0.0.1 and a
+// free port, and returns once the API answers. The server's output goes to
+// log (nil discards it; the environment variable LOG_LEVEL sets its level).
+// The process is killed if the calling process dies; call Stop when done.
+func StartServer(ctx context.Context, binPath string, log io.Writer) (*Server, error) {
+	if log == nil {
+		log = io.Discard
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("start toxiproxy server %s: %w", binPath, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+
+	var errs []error
+	for range startAttempts {
+		s, err := startOnce(ctx, binPath, log)
+		if err == nil {
+			return s, nil
+		}
+		errs = append(errs, err)
+		if !isEarlyExit(err) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("start toxiproxy server %s: %w", binPath, errors.Join(errs...))
+}
+
+// earlyExitError says the server exited before its API answered (which is
+// what it does when its port was taken).
+type earlyExitError struct {
+	apiAddr string
+	err     error
+}
+
+func (e *earlyExitError) Error() string {
+	return fmt.Sprintf("server for %s exited before its API answered: %v", e.apiAddr, e.err)
+}
+
+func (e *earlyExitError) Unwrap() error { return e.err }
+
+func startOnce(ctx context.Context, binPath string, log io.Writer) (*Server, error) {
+	port, err := freePort(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binPath, "-host", "127.0.0.1", "-port", port)
+	cmd.Stdout = log
+	cmd.Stderr = log
+	cmd.SysProcAttr = serverProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("exec: %w", err)
+	}
+	apiAddr := net.JoinHostPort("127.0.0.1", port)
+	s := &Server{
+		cmd:     cmd,
+		apiAddr: apiAddr,
+		client:  toxiproxy.NewClient(apiAddr),
+		exited:  make(chan struct{}),
+	}
+	go func() {
+		s.waitErr = cmd.Wait()
+		close(s.exited)
+	}()
+
+	if err := s.waitForAPI(ctx); err != nil {
+		if stopErr := s.Stop(); stopErr != nil && !isEarlyExit(err) {
+			err = errors.Join(err, stopErr)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func isEarlyExit(err error) bool {
+	var early *earlyExitError
+	return errors.As(err, &early)
+}
+
+// waitForAPI polls the API until it answers, the process exits, or ctx ends.
+func (s *Server) waitForAPI(ctx context.Context) error {
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	for {
+		_, err := call(ctx, s.client.Proxies)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-s.exited:
+			return &earlyExitError{apiAddr: s.apiAddr, err: s.exitStatus()}
+		case <-ctx.Done():
+			return fmt.Errorf("wait for API on %s: %w (last error: %v)", s.apiAddr, ctx.Err(), err)
+		case <-ticker.C:
+		}
+	}
+}
+
+func (s *Server) exitStatus() error {
+	if s.waitErr == nil {
+		return errors.New("exit status 0")
+	}
+	return s.waitErr
+}
+
+// freePort returns a port that was free on 127.0.0.1 a moment ago.
+func freePort(ctx context.Context) (string, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	return strconv.Itoa(port), nil
+}
+
+// Client returns a client for the server's API.
+func (s *Server) Client() *toxiproxy.Client { return s.client }
+
+// APIAddr returns the API's address, 127.0.0.1:port.
+func (s *Server) APIAddr() string { return s.apiAddr }
+
+// Stop kills the server and waits until it has exited. Every proxy and its
+// connections go with it. Stop is idempotent; it reports an error if the
+// server had exited on its own before.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		select {
+		case <-s.exited:
+			s.stopErr = fmt.Errorf("stop toxiproxy server %s: it had already exited: %w", s.apiAddr, s.exitStatus())
+			return
+		default:
+		}
+		// Process.Kill goes through a pidfd on Linux, so it cannot hit a
+		// reused pid even if the process exits right now.
+		if err := s.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			s.stopErr = fmt.Errorf("stop toxiproxy server %s: %w", s.apiAddr, err)
+		}
+		<-s.exited
+	})
+	return s.stopErr
+}
+
+// call runs fn, a blocking toxiproxy client call that takes no context. It
+// returns ctx's error without calling fn if ctx has ended, and returns early
+// if ctx ends while fn runs; fn then finishes in the background and whether
+// it took effect on the server is unknown.
+func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := fn()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
