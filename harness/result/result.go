@@ -71,6 +71,8 @@ type Fault struct {
 	Start  time.Time `json:"start,omitempty"`
 	End    time.Time `json:"end,omitempty"`
 	Error  string    `json:"error,omitempty"`
+	// EventIDs are events the fault itself chose (e.g. the one it replayed).
+	EventIDs []string `json:"event_ids,omitempty"`
 }
 
 // Evidence is one thing the scenario had to see to show its window opened.

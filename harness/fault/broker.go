@@ -1,0 +1,46 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"faultline/harness/result"
+)
+
+// BrokerRestart kills the RabbitMQ node (SIGKILL) and starts it again
+// after Down.
+type BrokerRestart struct {
+	Trigger Trigger
+	Down    time.Duration
+}
+
+// Describe implements Fault.
+func (b BrokerRestart) Describe() result.Fault {
+	return result.Fault{Kind: "broker-restart", Target: "rabbitmq", Detail: fmt.Sprintf("killed, down %s, %s", b.Down, b.Trigger)}
+}
+
+// Needs implements Needs.
+func (b BrokerRestart) Needs() []string { return []string{CapBrokerRestart} }
+
+// Inject implements Fault.
+func (b BrokerRestart) Inject(ctx context.Context, env *Env) result.Fault {
+	start := time.Now()
+	if !env.Infra.CanRestartBroker() {
+		return record(b, start, false, fmt.Errorf("the %s provider cannot restart the broker", env.Infra.Name()))
+	}
+	if err := env.Wait(ctx, b.Trigger); err != nil {
+		return record(b, start, false, err)
+	}
+	start = time.Now()
+	if err := env.Infra.StopBroker(ctx); err != nil {
+		return record(b, start, false, err)
+	}
+	env.Logf("broker killed")
+	holdErr := pause(ctx, b.Down)
+	if err := env.Infra.StartBroker(context.WithoutCancel(ctx)); err != nil {
+		return record(b, start, true, fmt.Errorf("start broker: %w", err))
+	}
+	env.Logf("broker back")
+	return record(b, start, true, holdErr)
+}

@@ -1,0 +1,63 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"faultline/harness/result"
+	"faultline/system/topology"
+)
+
+// PoisonBodies are the malformed messages Poison publishes, in turn.
+var PoisonBodies = []string{
+	`{not json`,
+	`{"eventType":"order.created","orderId":"ORD-X"}`,
+	`["an", "array"]`,
+	``,
+	`{"eventId":"","eventType":"order.created"}`,
+}
+
+// Poison publishes Count malformed messages into the events exchange.
+type Poison struct {
+	Count   int
+	Trigger Trigger
+}
+
+// Describe implements Fault.
+func (p Poison) Describe() result.Fault {
+	return result.Fault{Kind: "poison", Target: topology.Queue, Detail: fmt.Sprintf("%d malformed messages, %s", p.Count, p.Trigger)}
+}
+
+// Inject implements Fault.
+func (p Poison) Inject(ctx context.Context, env *Env) result.Fault {
+	start := time.Now()
+	if err := env.Wait(ctx, p.Trigger); err != nil {
+		return record(p, start, false, err)
+	}
+	conn, ch, err := env.Admin(ctx)
+	if err != nil {
+		return record(p, start, false, err)
+	}
+	defer conn.Close()
+	if err := ch.Confirm(false); err != nil {
+		return record(p, start, false, fmt.Errorf("confirm mode: %w", err))
+	}
+	start = time.Now()
+	for i := 0; i < p.Count; i++ {
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, topology.Exchange, "order.created", true, false, amqp.Publishing{
+			ContentType: "application/json", DeliveryMode: amqp.Persistent,
+			MessageId: fmt.Sprintf("poison-%d", i), Body: []byte(PoisonBodies[i%len(PoisonBodies)]),
+		})
+		if err != nil {
+			return record(p, start, i > 0, fmt.Errorf("publish poison %d: %w", i, err))
+		}
+		if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+			return record(p, start, i > 0, fmt.Errorf("poison %d not confirmed: %v", i, err))
+		}
+	}
+	env.Logf("%d poison messages published", p.Count)
+	return record(p, start, true, nil)
+}
