@@ -89,9 +89,11 @@ func (p *publisher) drainReturns() map[string]amqp.Return {
 	}
 }
 
+// close ends the connection without waiting long for the broker's
+// close-ok: the link may be the thing that is broken.
 func (p *publisher) close() {
 	if p == nil {
 		return
 	}
-	_ = p.conn.Close()
+	_ = p.conn.CloseDeadline(time.Now().Add(time.Second))
 }

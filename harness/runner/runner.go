@@ -1,0 +1,428 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"faultline/harness/check"
+	"faultline/harness/fault"
+	"faultline/harness/infra"
+	"faultline/harness/result"
+	"faultline/harness/supervisor"
+	"faultline/harness/workload"
+	"faultline/proxies"
+)
+
+// Shared is the infrastructure one test binary (or one CLI run) shares
+// between its scenarios.
+type Shared struct {
+	Infra   infra.Infra
+	Proxies *proxies.Server
+	Bins    supervisor.Binaries
+	// Root is where each run gets its folder.
+	Root string
+	// Log receives progress lines; may be nil.
+	Log io.Writer
+
+	exclusive sync.RWMutex
+	logMu     sync.Mutex
+}
+
+// Options of one run.
+type Options struct {
+	Seed    int64
+	Variant string // "" or "correct": the correct pipeline
+	// KeepDir keeps the run's folder even when it passes.
+	KeepDir bool
+	// Phase is told each phase as it starts (infra, workload, faults,
+	// converging, checking); may be nil.
+	Phase func(name string)
+}
+
+// Phases of a run.
+const (
+	PhaseInfra      = "infra"
+	PhaseWorkload   = "workload"
+	PhaseFaults     = "faults"
+	PhaseConverging = "converging"
+	PhaseChecking   = "checking"
+)
+
+// Default process flags: short leases and backoffs so a scenario runs in
+// seconds. A scenario's Args come after these and win.
+var defaultArgs = map[string][]string{
+	"relay":     {"--lease", "2s", "--poll-interval", "50ms", "--batch-size", "50", "--backoff-base", "100ms", "--backoff-max", "1s", "--confirm-timeout", "3s", "--reconnect-max", "500ms"},
+	"inventory": {"--prefetch", "32", "--tx-batch", "16", "--cleanup-interval", "0s", "--reconnect-max", "500ms"},
+	"order":     nil,
+}
+
+func (sh *Shared) logf(format string, args ...any) {
+	if sh.Log == nil {
+		return
+	}
+	sh.logMu.Lock()
+	defer sh.logMu.Unlock()
+	fmt.Fprintf(sh.Log, time.Now().Format("15:04:05.000")+" "+format+"\n", args...)
+}
+
+// run is the state of one scenario run.
+type run struct {
+	sh      *Shared
+	sc      Scenario
+	opts    Options
+	id      string
+	dir     string
+	res     *result.Scenario
+	links   map[string]*proxies.Link
+	sup     *supervisor.Supervisor
+	orders  *pgxpool.Pool
+	invDB   *pgxpool.Pool
+	cleanup []func(context.Context)
+	phase   *result.Phase
+}
+
+// Run runs the scenario and returns its result. It never panics on a
+// failure of the system under test: every failure is in the result.
+func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) result.Scenario {
+	if sc.Exclusive {
+		sh.exclusive.Lock()
+		defer sh.exclusive.Unlock()
+	} else {
+		sh.exclusive.RLock()
+		defer sh.exclusive.RUnlock()
+	}
+	variant := opts.Variant
+	if variant == "" {
+		variant = "correct"
+	}
+	r := &run{sh: sh, sc: sc, opts: opts, links: map[string]*proxies.Link{},
+		res: &result.Scenario{Name: sc.Name, Variant: variant, Seed: opts.Seed, Window: sc.Window, Started: time.Now()}}
+	r.id = ident(sc.Name) + "_" + randomHex(3)
+	r.dir = filepath.Join(sh.Root, fmt.Sprintf("%s-%s-seed%d-%s", sc.Name, variant, opts.Seed, r.id[len(r.id)-6:]))
+	defer func() { r.res.DurationMS = time.Since(r.res.Started).Milliseconds() }()
+
+	err := r.execute(ctx)
+	r.endPhase()
+	teardownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	r.teardown(teardownCtx)
+	if err != nil {
+		if r.res.Verdict != result.NotRun {
+			r.res.Verdict = result.Fail
+		}
+		r.res.Reason = err.Error()
+	} else if failed := r.res.Failed(); len(failed) > 0 {
+		r.res.Verdict = result.Fail
+		r.res.Reason = strings.Join(failed, "; ")
+	} else {
+		r.res.Verdict = result.Pass
+	}
+	if r.res.Verdict == result.Pass && !opts.KeepDir {
+		_ = os.RemoveAll(r.dir)
+	} else {
+		r.res.Dir = r.dir
+		r.writeSummary()
+	}
+	sh.logf("%s [%s seed %d]: %s in %s", sc.Name, variant, opts.Seed, r.res.Verdict, time.Duration(r.res.DurationMS)*time.Millisecond)
+	return *r.res
+}
+
+func (r *run) startPhase(name string) {
+	r.endPhase()
+	r.res.Phases = append(r.res.Phases, result.Phase{Name: name, Start: time.Now()})
+	r.phase = &r.res.Phases[len(r.res.Phases)-1]
+	if r.opts.Phase != nil {
+		r.opts.Phase(name)
+	}
+}
+
+func (r *run) endPhase() {
+	if r.phase != nil && r.phase.End.IsZero() {
+		r.phase.End = time.Now()
+	}
+}
+
+// execute is the run proper; an error is a failure to run, not a verdict.
+func (r *run) execute(ctx context.Context) error {
+	r.startPhase(PhaseInfra)
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return fmt.Errorf("run folder: %w", err)
+	}
+	faults := r.sc.Schedule(r.opts.Seed)
+	for _, need := range r.sc.Needs(r.opts.Seed) {
+		if need == fault.CapBrokerRestart && !r.sh.Infra.CanRestartBroker() {
+			r.res.Verdict = result.NotRun
+			return fmt.Errorf("not run: needs a broker restart, which the %s provider cannot do", r.sh.Infra.Name())
+		}
+	}
+	if err := r.setupInfra(ctx); err != nil {
+		return err
+	}
+	if err := r.startProcesses(ctx, faults); err != nil {
+		return err
+	}
+
+	r.startPhase(PhaseWorkload)
+	orderProc, _ := r.sup.Process("order")
+	wl := workload.New(r.sc.Workload, uint64(r.opts.Seed), func() string {
+		if orderProc.Running() {
+			return orderProc.ControlAddr()
+		}
+		return ""
+	})
+	env := &fault.Env{
+		Processes: r.sup, Links: r.links, Infra: r.sh.Infra, VHost: r.id, OrdersDB: r.orders,
+		Acknowledged: wl.Acknowledged, Deadline: 30 * time.Second,
+		Logf: func(format string, args ...any) { r.sh.logf(r.sc.Name+": "+format, args...) },
+	}
+	runCtx, cancelRun := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancelRun()
+	faultResults := make([]result.Fault, len(faults))
+	var faultsDone sync.WaitGroup
+	for i, f := range faults {
+		faultsDone.Add(1)
+		go func() {
+			defer faultsDone.Done()
+			faultResults[i] = f.Inject(runCtx, env)
+		}()
+	}
+	wlErr := wl.Run(runCtx)
+	r.startPhase(PhaseFaults)
+	faultsDone.Wait()
+	r.res.Faults = faultResults
+	if wlErr != nil {
+		return fmt.Errorf("workload: %w (%d orders acknowledged)", wlErr, wl.Acknowledged())
+	}
+
+	r.startPhase(PhaseConverging)
+	src := r.sources()
+	timeout := r.sc.Converge
+	if timeout == 0 {
+		timeout = 45 * time.Second
+	}
+	convergedAt, convErr := check.WaitConverged(runCtx, src, timeout, 1500*time.Millisecond)
+	lastFault := time.Time{}
+	for _, f := range faultResults {
+		if f.End.After(lastFault) {
+			lastFault = f.End
+		}
+	}
+	converged := result.Invariant{Name: check.Converged, OK: convErr == nil}
+	if convErr != nil {
+		converged.Detail = convErr.Error()
+		converged.Violations = []result.Violation{{Kind: "not-converged", Message: convErr.Error()}}
+		r.res.RecoveryMS = -1
+	} else if !lastFault.IsZero() {
+		r.res.RecoveryMS = max(convergedAt.Sub(lastFault).Milliseconds(), 0)
+	}
+
+	r.startPhase(PhaseChecking)
+	stopCtx, cancelStop := context.WithTimeout(ctx, 20*time.Second)
+	_ = r.sup.StopAll(stopCtx)
+	cancelStop()
+	src.LogPaths = r.logPaths()
+	obs, err := check.Observe(ctx, src)
+	if err != nil {
+		return fmt.Errorf("observe: %w", err)
+	}
+	invs := append([]result.Invariant{converged}, check.Invariants(obs, check.Options{Ordered: r.sc.Ordered})...)
+	evidence := check.Evaluate(obs, r.sc.Evidence)
+	if r.sc.Expect != nil {
+		evidence = append(evidence, r.sc.Expect(obs, faultResults, invs))
+	}
+	r.res.Invariants = invs
+	r.res.Evidence = evidence
+	r.res.Counts = check.Counts(obs)
+	return nil
+}
+
+func (r *run) sources() check.Sources {
+	return check.Sources{
+		OrdersDB: r.orders, InventoryDB: r.invDB,
+		Queue: func(ctx context.Context, queue string) (check.QueueInfo, error) {
+			q, err := r.sh.Infra.Queue(ctx, r.id, queue)
+			return check.QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers}, err
+		},
+	}
+}
+
+func (r *run) logPaths() []string {
+	var out []string
+	for _, p := range r.sup.EventLogPaths() {
+		out = append(out, p)
+	}
+	return out
+}
+
+// setupInfra creates the scenario's databases, vhost and links.
+func (r *run) setupInfra(ctx context.Context) error {
+	in := r.sh.Infra
+	for _, db := range []string{r.id + "_orders", r.id + "_inventory"} {
+		if err := in.CreateDatabase(ctx, db); err != nil {
+			return fmt.Errorf("create database: %w", err)
+		}
+		r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = in.DropDatabase(ctx, db) })
+	}
+	if err := in.CreateVHost(ctx, r.id); err != nil {
+		return fmt.Errorf("create vhost: %w", err)
+	}
+	r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = in.DeleteVHost(ctx, r.id) })
+	var err error
+	if r.orders, err = pgxpool.New(ctx, in.PostgresURL(r.id+"_orders")); err != nil {
+		return fmt.Errorf("orders pool: %w", err)
+	}
+	if r.invDB, err = pgxpool.New(ctx, in.PostgresURL(r.id+"_inventory")); err != nil {
+		return fmt.Errorf("inventory pool: %w", err)
+	}
+	r.cleanup = append(r.cleanup, func(context.Context) { r.orders.Close(); r.invDB.Close() })
+
+	names := []string{"order.pg", "inventory.pg", "inventory.amqp"}
+	for i := 1; i <= r.relays(); i++ {
+		names = append(names, fmt.Sprintf("relay-%d.pg", i), fmt.Sprintf("relay-%d.amqp", i))
+	}
+	for _, name := range names {
+		upstream := in.PostgresAddr()
+		if strings.HasSuffix(name, ".amqp") {
+			upstream = in.AMQPAddr()
+		}
+		proxyName := r.id + "." + name
+		link, err := r.sh.Proxies.AddLink(ctx, proxyName, upstream)
+		if err != nil {
+			return fmt.Errorf("link %s: %w", name, err)
+		}
+		r.links[name] = link
+		r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = r.sh.Proxies.RemoveLink(ctx, proxyName) })
+	}
+	return nil
+}
+
+func (r *run) relays() int {
+	if r.sc.Relays > 0 {
+		return r.sc.Relays
+	}
+	return 2
+}
+
+// viaLink rewrites a URL's host to the link's listen address.
+func viaLink(raw string, link *proxies.Link) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.Host = link.Addr()
+	return u.String()
+}
+
+// startProcesses starts the consumer first (it declares the queue), then
+// the relays, then the order service — each through its own links.
+func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
+	in := r.sh.Infra
+	outLog, err := os.Create(filepath.Join(r.dir, "supervisor.log"))
+	if err != nil {
+		return fmt.Errorf("supervisor log: %w", err)
+	}
+	r.cleanup = append(r.cleanup, func(context.Context) { outLog.Close() })
+	r.sup = supervisor.New(r.dir, outLog)
+	r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = r.sup.StopAll(ctx) })
+
+	type proc struct {
+		name, kind string
+		args       []string
+	}
+	ordersURL, invURL, amqpURL := in.PostgresURL(r.id+"_orders"), in.PostgresURL(r.id+"_inventory"), in.AMQPURL(r.id)
+	procs := []proc{{"inventory", "inventory", []string{
+		"--db-url", viaLink(invURL, r.links["inventory.pg"]), "--amqp-url", viaLink(amqpURL, r.links["inventory.amqp"]),
+	}}}
+	for i := 1; i <= r.relays(); i++ {
+		name := fmt.Sprintf("relay-%d", i)
+		procs = append(procs, proc{name, "relay", []string{
+			"--instance", name,
+			"--db-url", viaLink(ordersURL, r.links[name+".pg"]), "--amqp-url", viaLink(amqpURL, r.links[name+".amqp"]),
+		}})
+	}
+	procs = append(procs, proc{"order", "order", []string{"--instance", "order", "--db-url", viaLink(ordersURL, r.links["order.pg"])}})
+
+	for _, p := range procs {
+		bin, err := r.sh.Bins.For(p.kind)
+		if err != nil {
+			return err
+		}
+		args := append(append(append([]string{}, p.args...), defaultArgs[p.kind]...), r.sc.Args[p.kind]...)
+		var env []string
+		if r.opts.Variant != "" && r.opts.Variant != "correct" {
+			env = append(env, "FAULTLINE_VARIANT="+r.opts.Variant)
+		}
+		var arms []string
+		for _, f := range faults {
+			if a, ok := f.(fault.StartArmer); ok {
+				for _, kv := range a.StartEnv(p.name) {
+					arms = append(arms, strings.TrimPrefix(kv, "FAULTLINE_CRASHPOINTS="))
+				}
+			}
+		}
+		if len(arms) > 0 {
+			env = append(env, "FAULTLINE_CRASHPOINTS="+strings.Join(arms, ","))
+		}
+		if _, err := r.sup.Start(ctx, supervisor.Spec{Name: p.name, Kind: p.kind, Binary: bin, Args: args, Env: env}); err != nil {
+			return fmt.Errorf("start %s: %w", p.name, err)
+		}
+	}
+	return nil
+}
+
+func (r *run) teardown(ctx context.Context) {
+	for i := len(r.cleanup) - 1; i >= 0; i-- {
+		r.cleanup[i](ctx)
+	}
+}
+
+// writeSummary leaves a readable account next to the logs of a run that is kept.
+func (r *run) writeSummary() {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s [%s] seed %d: %s\n", r.res.Name, r.res.Variant, r.res.Seed, r.res.Verdict)
+	if r.res.Reason != "" {
+		fmt.Fprintf(&b, "reason: %s\n", r.res.Reason)
+	}
+	for _, v := range r.res.Violations() {
+		fmt.Fprintf(&b, "\nviolation %s: %s\n", v.Kind, v.Message)
+		for _, line := range v.Timeline {
+			fmt.Fprintf(&b, "  %s\n", line)
+		}
+	}
+	_ = os.WriteFile(filepath.Join(r.dir, "summary.txt"), []byte(b.String()), 0o644)
+}
+
+// ident makes a scenario name into a database-name prefix.
+func ident(name string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(name) {
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+			b.WriteRune(c)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if len(s) > 40 {
+		s = s[:40]
+	}
+	return "fl_" + s
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

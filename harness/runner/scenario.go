@@ -1,0 +1,64 @@
+// Package runner runs one scenario against the real pipeline: it gives the
+// scenario its own databases, vhost and Toxiproxy links on the shared
+// infrastructure, starts the processes through their links, drives the
+// workload, injects the faults, waits for convergence and hands the end
+// state to the checker. Its output is a result.Scenario.
+package runner
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"faultline/harness/check"
+	"faultline/harness/fault"
+	"faultline/harness/result"
+	"faultline/harness/workload"
+)
+
+// Scenario is a plain value: what to run, what to break, what to see.
+type Scenario struct {
+	Name        string
+	Description string
+	// Window is the failure window (DESIGN.md's table) the scenario opens.
+	Window string
+
+	Workload workload.Spec
+	// Relays is how many relays run (default 2).
+	Relays int
+	// Extra flags per process kind ("order", "relay", "inventory").
+	Args map[string][]string
+	// Faults builds the seeded schedule: the same seed gives the same faults.
+	Faults func(rng *rand.Rand) []fault.Fault
+	// Evidence the run must show: a scenario that never opened its window fails.
+	Evidence []check.Evidence
+	// Ordered checks per-aggregate order.
+	Ordered bool
+	// Expect accepts violations the scenario exists to show (a documented
+	// limit): it marks those invariants Expected in place and returns the
+	// evidence that the checker reported exactly them.
+	Expect func(o *check.Observation, faults []result.Fault, invs []result.Invariant) result.Evidence
+	// Exclusive scenarios touch shared infrastructure (the broker) and run
+	// alone.
+	Exclusive bool
+	// Converge bounds the wait for convergence (default 45s).
+	Converge time.Duration
+}
+
+// Schedule resolves the scenario's faults for a seed.
+func (s Scenario) Schedule(seed int64) []fault.Fault {
+	if s.Faults == nil {
+		return nil
+	}
+	return s.Faults(rand.New(rand.NewPCG(uint64(seed), uint64(seed)*0x9e3779b97f4a7c15+1)))
+}
+
+// Needs lists the capabilities the scenario's faults need.
+func (s Scenario) Needs(seed int64) []string {
+	var out []string
+	for _, f := range s.Schedule(seed) {
+		if n, ok := f.(fault.Needs); ok {
+			out = append(out, n.Needs()...)
+		}
+	}
+	return out
+}

@@ -1,0 +1,82 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"faultline/harness/infra"
+	"faultline/harness/supervisor"
+	"faultline/proxies"
+)
+
+// SharedOptions configure StartShared.
+type SharedOptions struct {
+	// Root is where run folders go; empty: a new temporary folder, removed
+	// by the cleanup when empty.
+	Root string
+	Log  io.Writer
+}
+
+// StartShared starts the infrastructure, builds the pipeline and Toxiproxy
+// binaries once, and starts the Toxiproxy server. Every step it took is
+// registered on cleanup, so an interrupt or a failure later tears it down.
+func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cleanup) (*Shared, error) {
+	log := opts.Log
+	if log == nil {
+		log = io.Discard
+	}
+	started := time.Now()
+	binDir, err := os.MkdirTemp("", "faultline-bin-*")
+	if err != nil {
+		return nil, fmt.Errorf("binary folder: %w", err)
+	}
+	cleanup.Add("remove binaries", func(context.Context) error { return os.RemoveAll(binDir) })
+	root := opts.Root
+	if root == "" {
+		if root, err = os.MkdirTemp("", "faultline-runs-*"); err != nil {
+			return nil, fmt.Errorf("runs folder: %w", err)
+		}
+		cleanup.Add("remove empty runs folder", func(context.Context) error {
+			_ = os.Remove(root) // only if no failing run kept its logs there
+			return nil
+		})
+	} else if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("runs folder: %w", err)
+	}
+
+	type built struct {
+		bins supervisor.Binaries
+		toxi string
+		err  error
+	}
+	buildDone := make(chan built, 1)
+	go func() {
+		var b built
+		if b.bins, b.err = supervisor.Build(ctx, binDir); b.err == nil {
+			b.toxi, b.err = proxies.BuildServer(ctx, binDir)
+		}
+		buildDone <- b
+	}()
+	in, err := infra.StartLocal(ctx, infra.LocalOptions{Log: log})
+	if in != nil {
+		cleanup.Add("stop infrastructure", in.Stop)
+	}
+	b := <-buildDone
+	if err != nil {
+		return nil, fmt.Errorf("start infrastructure: %w", err)
+	}
+	if b.err != nil {
+		return nil, fmt.Errorf("build: %w", b.err)
+	}
+	px, err := proxies.StartServer(ctx, b.toxi, log)
+	if err != nil {
+		return nil, fmt.Errorf("start toxiproxy: %w", err)
+	}
+	cleanup.Add("stop toxiproxy", func(context.Context) error { return px.Stop() })
+	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", time.Since(started).Round(time.Millisecond), filepath.Clean(root))
+	return &Shared{Infra: in, Proxies: px, Bins: b.bins, Root: root, Log: log}, nil
+}
