@@ -1,0 +1,686 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"faultline/system/crashpoint"
+	"faultline/system/eventlog"
+)
+
+// Process is one supervised program across its incarnations (a restart is
+// a new incarnation with the same name and event log). Its methods are safe
+// for concurrent use and act on the current incarnation.
+type Process struct {
+	sup  *Supervisor
+	spec Spec
+
+	mu     sync.Mutex
+	inc    *incarnation // current; never nil once Start has returned it
+	n      int          // incarnations started
+	paused bool         // Pause sent SIGSTOP and no Resume since
+}
+
+// incarnation is one OS process of a Process.
+type incarnation struct {
+	n       int
+	cmd     *exec.Cmd
+	pid     int
+	logOff  int64 // where this incarnation's lines start in the event log
+	outOff  int64 // where its output starts in the .out file
+	done    chan struct{}
+	reason  string // valid once done is closed
+	control string // guarded by Process.mu
+}
+
+func (inc *incarnation) exited() bool {
+	select {
+	case <-inc.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal sends sig to the incarnation's process group. A process that has
+// already exited is not an error.
+func (inc *incarnation) signal(sig syscall.Signal) error {
+	if inc.exited() {
+		return nil
+	}
+	if err := syscall.Kill(-inc.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal %s to process group %d: %w", signalName(sig), inc.pid, err)
+	}
+	return nil
+}
+
+// Name is the process's unique name.
+func (p *Process) Name() string { return p.spec.Name }
+
+// Kind is order, relay or inventory.
+func (p *Process) Kind() string { return p.spec.Kind }
+
+// Spec is the spec the process was started with.
+func (p *Process) Spec() Spec {
+	s := p.spec
+	s.Args = slices.Clone(s.Args)
+	s.Env = slices.Clone(s.Env)
+	return s
+}
+
+// EventLogPath is the process's event log, shared by all its incarnations.
+func (p *Process) EventLogPath() string { return p.sup.eventLogPath(p.spec.Name) }
+
+// OutPath is the file holding the process's stdout and stderr.
+func (p *Process) OutPath() string { return p.sup.outPath(p.spec.Name) }
+
+func (p *Process) current() *incarnation {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inc
+}
+
+// Pid is the current incarnation's pid.
+func (p *Process) Pid() int { return p.current().pid }
+
+// ControlAddr is the current incarnation's control address (host:port).
+func (p *Process) ControlAddr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inc.control
+}
+
+// Incarnations is how many times the process has been started.
+func (p *Process) Incarnations() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+// Running reports whether the current incarnation has not exited (a paused
+// process is running).
+func (p *Process) Running() bool { return !p.current().exited() }
+
+// Exited is closed when the current incarnation ends, for any reason. After
+// a Restart it is a new channel.
+func (p *Process) Exited() <-chan struct{} { return p.current().done }
+
+// ExitReason says how the current incarnation ended ("killed by SIGKILL",
+// "exit status 1"); empty while it runs.
+func (p *Process) ExitReason() string {
+	inc := p.current()
+	if !inc.exited() {
+		return ""
+	}
+	return inc.reason
+}
+
+// WaitExit waits until the current incarnation ends or ctx is done.
+func (p *Process) WaitExit(ctx context.Context) error {
+	inc := p.current()
+	select {
+	case <-inc.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for %s (pid %d) to exit: %w", p.spec.Name, inc.pid, ctx.Err())
+	}
+}
+
+// Kill sends SIGKILL to the process group and waits until it is reaped. It
+// fails with ErrNotRunning if the process had already exited.
+func (p *Process) Kill() error {
+	inc := p.current()
+	if inc.exited() {
+		return fmt.Errorf("kill %s (pid %d): %w (%s)", p.spec.Name, inc.pid, ErrNotRunning, inc.reason)
+	}
+	if err := inc.signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill %s: %w", p.spec.Name, err)
+	}
+	p.sup.logf(p.spec.Name, "killed pid %d (SIGKILL)", inc.pid)
+	return p.reap(inc)
+}
+
+// reap waits (bounded) until inc has been reaped.
+func (p *Process) reap(inc *incarnation) error {
+	t := time.NewTimer(p.sup.reapTimeout)
+	defer t.Stop()
+	select {
+	case <-inc.done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("%s (pid %d): not reaped %s after SIGKILL", p.spec.Name, inc.pid, p.sup.reapTimeout)
+	}
+}
+
+// Pause freezes the process with SIGSTOP and returns once /proc shows it stopped.
+func (p *Process) Pause() error {
+	inc := p.current()
+	if inc.exited() {
+		return fmt.Errorf("pause %s (pid %d): %w (%s)", p.spec.Name, inc.pid, ErrNotRunning, inc.reason)
+	}
+	if err := inc.signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pause %s: %w", p.spec.Name, err)
+	}
+	p.mu.Lock()
+	if p.inc == inc {
+		p.paused = true
+	}
+	p.mu.Unlock()
+	if err := p.waitState(inc, true); err != nil {
+		return fmt.Errorf("pause %s: %w", p.spec.Name, err)
+	}
+	p.sup.logf(p.spec.Name, "paused pid %d (SIGSTOP)", inc.pid)
+	return nil
+}
+
+// Resume continues a paused (or self-stopped) process with SIGCONT and
+// returns once /proc shows it running.
+func (p *Process) Resume() error {
+	inc := p.current()
+	if inc.exited() {
+		return fmt.Errorf("resume %s (pid %d): %w (%s)", p.spec.Name, inc.pid, ErrNotRunning, inc.reason)
+	}
+	if err := inc.signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("resume %s: %w", p.spec.Name, err)
+	}
+	p.mu.Lock()
+	if p.inc == inc {
+		p.paused = false
+	}
+	p.mu.Unlock()
+	if err := p.waitState(inc, false); err != nil {
+		return fmt.Errorf("resume %s: %w", p.spec.Name, err)
+	}
+	p.sup.logf(p.spec.Name, "resumed pid %d (SIGCONT)", inc.pid)
+	return nil
+}
+
+// waitState polls /proc until the incarnation is (or is no longer) stopped.
+func (p *Process) waitState(inc *incarnation, stopped bool) error {
+	deadline := time.Now().Add(p.sup.signalWait)
+	for {
+		st, err := procStopped(inc.pid)
+		switch {
+		case inc.exited():
+			return fmt.Errorf("pid %d: %w (%s)", inc.pid, ErrNotRunning, inc.reason)
+		case err == nil && st == stopped:
+			return nil
+		case time.Now().After(deadline):
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("pid %d: stopped=%v after %s, want %v", inc.pid, st, p.sup.signalWait, stopped)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Paused reports whether the process is frozen: after Pause, or because it
+// stopped itself (a crash point's pause action sends itself SIGSTOP).
+func (p *Process) Paused() bool {
+	p.mu.Lock()
+	inc, paused := p.inc, p.paused
+	p.mu.Unlock()
+	if inc.exited() {
+		return false
+	}
+	if paused {
+		return true
+	}
+	st, _ := procStopped(inc.pid)
+	return st
+}
+
+// Stopped reports whether /proc/<pid>/stat shows the current incarnation in
+// the stopped state (T). An exited process is not stopped.
+func (p *Process) Stopped() (bool, error) {
+	inc := p.current()
+	if inc.exited() {
+		return false, nil
+	}
+	st, err := procStopped(inc.pid)
+	if err != nil && inc.exited() {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", p.spec.Name, err)
+	}
+	return st, nil
+}
+
+// procStopped reads the state field of /proc/<pid>/stat: T (stopped) or t
+// (stopped by a tracer) count as stopped.
+func procStopped(pid int) (bool, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false, fmt.Errorf("process state of pid %d: %w", pid, err)
+	}
+	// pid (comm) state ...; comm may contain spaces and parentheses.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 || i+2 >= len(data) {
+		return false, fmt.Errorf("process state of pid %d: malformed /proc stat %q", pid, data)
+	}
+	state := data[i+2]
+	return state == 'T' || state == 't', nil
+}
+
+// Stop ends the process gracefully: SIGCONT (a stopped process cannot handle
+// SIGTERM), SIGTERM, up to 3 s (or until ctx ends), then SIGKILL to its
+// process group; it returns once the process is reaped. A process that has
+// already exited is not an error.
+func (p *Process) Stop(ctx context.Context) error {
+	inc := p.current()
+	if inc == nil || inc.exited() {
+		return nil
+	}
+	err := errors.Join(inc.signal(syscall.SIGCONT), inc.signal(syscall.SIGTERM))
+	if err != nil {
+		p.sup.logf(p.spec.Name, "stop pid %d: %v", inc.pid, err)
+	} else {
+		p.sup.logf(p.spec.Name, "stopping pid %d (SIGCONT, SIGTERM)", inc.pid)
+	}
+	t := time.NewTimer(p.sup.stopGrace)
+	defer t.Stop()
+	select {
+	case <-inc.done:
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	if err := inc.signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("stop %s: %w", p.spec.Name, err)
+	}
+	p.sup.logf(p.spec.Name, "killed pid %d (SIGKILL): still running after SIGTERM", inc.pid)
+	if err := p.reap(inc); err != nil {
+		return fmt.Errorf("stop %s: %w", p.spec.Name, err)
+	}
+	return nil
+}
+
+// Restart starts a new incarnation with the same spec and waits like Start.
+// Crash point arming in Spec.Env (FAULTLINE_CRASHPOINTS=...) is dropped;
+// pass it again in extraEnv to keep it. The current incarnation must have
+// exited (Kill or Stop it first). If the new one does not become ready it is
+// killed and the error carries the tail of its output.
+func (p *Process) Restart(ctx context.Context, extraEnv ...string) error {
+	env := slices.DeleteFunc(slices.Clone(p.spec.Env), isCrashpointEnv)
+	env = append(env, extraEnv...)
+	s := p.sup
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("restart %s: %w", p.spec.Name, ErrStopped)
+	}
+	inc, err := p.spawnLocked(env)
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	if err := p.waitReady(ctx, inc); err != nil {
+		p.abandon(inc)
+		return fmt.Errorf("restart: %w", err)
+	}
+	s.logf(p.spec.Name, "restarted pid %d, control %s (incarnation %d)", inc.pid, inc.control, inc.n)
+	return nil
+}
+
+// spawnLocked starts a new incarnation with extra environment env. The
+// caller holds p.sup.mu, so StopAll cannot miss a process started here.
+func (p *Process) spawnLocked(env []string) (*incarnation, error) {
+	s := p.sup
+	name := p.spec.Name
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inc != nil && !p.inc.exited() {
+		return nil, fmt.Errorf("start %s: incarnation %d (pid %d) is still running; Kill or Stop it first", name, p.inc.n, p.inc.pid)
+	}
+
+	logPath := s.eventLogPath(name)
+	var logOff int64
+	if st, err := os.Stat(logPath); err == nil {
+		logOff = st.Size()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("start %s: event log: %w", name, err)
+	}
+	out, err := os.OpenFile(s.outPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: output file: %w", name, err)
+	}
+	defer out.Close() // the child has its own copy
+	st, err := out.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: output file: %w", name, err)
+	}
+
+	args := append(slices.Clone(p.spec.Args), "--event-log", logPath)
+	switch p.spec.Kind {
+	case KindOrder:
+		if !hasFlag(args, "listen") {
+			args = append(args, "--listen", "127.0.0.1:0")
+		}
+	default:
+		if !hasFlag(args, "control-addr") {
+			args = append(args, "--control-addr", "127.0.0.1:0")
+		}
+	}
+	cmd := exec.Command(p.spec.Binary, args...)
+	cmd.Dir = s.dir
+	cmd.Env = environ(env)
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p.n++
+	inc := &incarnation{
+		n:      p.n,
+		cmd:    cmd,
+		pid:    cmd.Process.Pid,
+		logOff: logOff,
+		outOff: st.Size(),
+		done:   make(chan struct{}),
+	}
+	p.inc = inc
+	p.paused = false
+	go func() {
+		err := cmd.Wait()
+		inc.reason = describeExit(cmd.ProcessState, err)
+		s.logf(name, "exited pid %d: %s", inc.pid, inc.reason)
+		close(inc.done)
+	}()
+	s.logf(name, "spawned pid %d (incarnation %d): %s %s", inc.pid, inc.n, p.spec.Binary, strings.Join(args, " "))
+	return inc, nil
+}
+
+// abandon kills an incarnation that did not become ready and waits for it.
+func (p *Process) abandon(inc *incarnation) {
+	_ = inc.signal(syscall.SIGKILL)
+	_ = p.reap(inc)
+}
+
+// waitReady waits until inc has written a control line after its start
+// offset and its /healthz answers 200.
+func (p *Process) waitReady(ctx context.Context, inc *incarnation) error {
+	s := p.sup
+	ctx, cancel := context.WithTimeout(ctx, s.readyTimeout)
+	defer cancel()
+	lr := &lineReader{path: p.EventLogPath(), off: inc.logOff}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var addr, lastProblem string
+	for {
+		if addr == "" {
+			a, err := lr.findControl()
+			if err != nil {
+				lastProblem = err.Error()
+			} else if a != "" {
+				addr = a
+				p.mu.Lock()
+				inc.control = a
+				p.mu.Unlock()
+			} else {
+				lastProblem = "no control line in " + lr.path + " yet"
+			}
+		}
+		if addr != "" {
+			if err := p.health(ctx, addr); err != nil {
+				if ctx.Err() == nil || lastProblem == "" || strings.HasPrefix(lastProblem, "no control line") {
+					lastProblem = err.Error() // keep the last real answer over our own deadline
+				}
+			} else {
+				return nil
+			}
+		}
+		select {
+		case <-inc.done:
+			return fmt.Errorf("start %s: pid %d exited before it was ready: %s; output:\n%s",
+				p.spec.Name, inc.pid, inc.reason, p.outputTail(inc))
+		case <-ctx.Done():
+			return fmt.Errorf("start %s: pid %d not ready (%s): %w; output:\n%s",
+				p.spec.Name, inc.pid, lastProblem, ctx.Err(), p.outputTail(inc))
+		case <-tick.C:
+		}
+	}
+}
+
+func (p *Process) health(ctx context.Context, addr string) error {
+	// longer than the control server's own 2 s bound on the health check,
+	// so a slow dependency shows up as its 503 rather than our timeout
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.sup.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthz: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthz: %s: %s", resp.Status, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+// outputTail is the last few KiB the incarnation wrote to stdout/stderr.
+func (p *Process) outputTail(inc *incarnation) string {
+	const max = 4 << 10
+	f, err := os.Open(p.OutPath())
+	if err != nil {
+		return "(output unavailable: " + err.Error() + ")"
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "(output unavailable: " + err.Error() + ")"
+	}
+	from := inc.outOff
+	if st.Size()-from > max {
+		from = st.Size() - max
+	}
+	data, err := io.ReadAll(io.NewSectionReader(f, from, st.Size()-from))
+	if err != nil {
+		return "(output unavailable: " + err.Error() + ")"
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return "(no output)"
+	}
+	return string(data)
+}
+
+// lineReader reads complete lines appended to a file after an offset.
+type lineReader struct {
+	path    string
+	off     int64
+	partial []byte
+}
+
+// findControl returns the address of the first control line among the lines
+// appended since the last call, or "" if there is none yet.
+func (r *lineReader) findControl() (string, error) {
+	f, err := os.Open(r.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("event log: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.NewSectionReader(f, r.off, 1<<40))
+	if err != nil {
+		return "", fmt.Errorf("event log: %w", err)
+	}
+	r.off += int64(len(data))
+	buf := append(r.partial, data...)
+	for {
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			break
+		}
+		line := buf[:i]
+		buf = buf[i+1:]
+		var e eventlog.Entry
+		if json.Unmarshal(line, &e) == nil && e.Event == eventlog.Control && e.Detail != "" {
+			r.partial = nil
+			return e.Detail, nil
+		}
+	}
+	r.partial = slices.Clone(buf)
+	return "", nil
+}
+
+// Arm arms a crash point of the current incarnation over its control server,
+// e.g. Arm(ctx, "relay.after-confirm", "kill@3"). A non-2xx answer is an
+// error carrying the server's text.
+func (p *Process) Arm(ctx context.Context, point, arming string) error {
+	if err := p.control(ctx, http.MethodPut, point, arming); err != nil {
+		return fmt.Errorf("arm %s %s=%s: %w", p.spec.Name, point, arming, err)
+	}
+	p.sup.logf(p.spec.Name, "armed %s=%s", point, arming)
+	return nil
+}
+
+// Disarm disarms a crash point of the current incarnation.
+func (p *Process) Disarm(ctx context.Context, point string) error {
+	if err := p.control(ctx, http.MethodDelete, point, ""); err != nil {
+		return fmt.Errorf("disarm %s %s: %w", p.spec.Name, point, err)
+	}
+	p.sup.logf(p.spec.Name, "disarmed %s", point)
+	return nil
+}
+
+func (p *Process) control(ctx context.Context, method, point, body string) error {
+	inc := p.current()
+	if inc.exited() {
+		return fmt.Errorf("pid %d: %w (%s)", inc.pid, ErrNotRunning, inc.reason)
+	}
+	p.mu.Lock()
+	addr := inc.control
+	p.mu.Unlock()
+	if addr == "" {
+		return fmt.Errorf("pid %d: control address not known yet", inc.pid)
+	}
+	u := "http://" + addr + "/crashpoints/" + url.PathEscape(point)
+	req, err := http.NewRequestWithContext(ctx, method, u, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := p.sup.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	text, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, bytes.TrimSpace(text))
+	}
+	return nil
+}
+
+// CrashPoints lists the current incarnation's crash points with their state.
+func (p *Process) CrashPoints(ctx context.Context) ([]crashpoint.Status, error) {
+	inc := p.current()
+	p.mu.Lock()
+	addr := inc.control
+	p.mu.Unlock()
+	if inc.exited() {
+		return nil, fmt.Errorf("crash points of %s: %w (%s)", p.spec.Name, ErrNotRunning, inc.reason)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/crashpoints", nil)
+	if err != nil {
+		return nil, fmt.Errorf("crash points of %s: %w", p.spec.Name, err)
+	}
+	resp, err := p.sup.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("crash points of %s: %w", p.spec.Name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		text, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return nil, fmt.Errorf("crash points of %s: %s: %s", p.spec.Name, resp.Status, bytes.TrimSpace(text))
+	}
+	var out []crashpoint.Status
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("crash points of %s: %w", p.spec.Name, err)
+	}
+	return out, nil
+}
+
+// describeExit renders how a process ended: "exit status 1", "killed by SIGKILL".
+func describeExit(ps *os.ProcessState, waitErr error) string {
+	if ps == nil {
+		return fmt.Sprintf("wait failed: %v", waitErr)
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	if !ok {
+		return ps.String()
+	}
+	switch {
+	case ws.Signaled():
+		r := "killed by " + signalName(ws.Signal())
+		if ws.CoreDump() {
+			r += " (core dumped)"
+		}
+		return r
+	case ws.Exited():
+		return fmt.Sprintf("exit status %d", ws.ExitStatus())
+	default:
+		return ps.String()
+	}
+}
+
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGBUS:
+		return "SIGBUS"
+	case syscall.SIGILL:
+		return "SIGILL"
+	case syscall.SIGFPE:
+		return "SIGFPE"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGSTOP:
+		return "SIGSTOP"
+	case syscall.SIGCONT:
+		return "SIGCONT"
+	case syscall.SIGUSR1:
+		return "SIGUSR1"
+	case syscall.SIGUSR2:
+		return "SIGUSR2"
+	case syscall.SIGTRAP:
+		return "SIGTRAP"
+	case syscall.SIGSYS:
+		return "SIGSYS"
+	}
+	return fmt.Sprintf("signal %d", int(sig))
+}
