@@ -17,6 +17,7 @@ package crashpoint
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -253,12 +254,21 @@ func (s *Set) Hit(name string) {
 	}
 }
 
+// selfSignal sends the signal to the calling thread (tgkill), not just the
+// process: a process-directed signal lands asynchronously, and the goroutine
+// at the crash point could run on past it (write its mark, answer its
+// request) before the stop or kill takes the process. A thread-directed
+// signal is taken on the way back from the system call, before any more of
+// this goroutine runs; SIGSTOP and SIGKILL then act on the whole process.
 func selfSignal(action string) {
-	switch action {
-	case Kill:
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {} // the signal is on its way; nothing after this line runs
-	case Pause:
-		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	sig := syscall.SIGSTOP
+	if action == Kill {
+		sig = syscall.SIGKILL
+	}
+	runtime.LockOSThread()
+	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), sig)
+	runtime.UnlockOSThread()
+	if action == Kill {
+		select {} // unreachable: the process is gone
 	}
 }
