@@ -1,0 +1,44 @@
+package relay
+
+import (
+	"flag"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func newFlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+func TestConfigRejectsBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lease", "0s"}, "--lease must be positive"},
+		{[]string{"--batch-size", "0"}, "--batch-size must be 1..10000"},
+		{[]string{"--retry-budget", "0"}, "--retry-budget must be at least 1"},
+		{[]string{"--amqp-url", "http://x"}, "--amqp-url"},
+		{[]string{"--control-addr", "0.0.0.0:9000"}, "only loopback"},
+		{[]string{"--renew", "--renew-interval", "5s", "--lease", "2s"}, "must be shorter than --lease"},
+		{[]string{"--backoff-base", "2s", "--backoff-max", "1s"}, "is below --backoff-base"},
+	} {
+		var c Config
+		fs := newFlagSet()
+		c.Flags(fs)
+		require.NoError(t, fs.Parse(tc.args))
+		err := c.Validate()
+		assert.ErrorContains(t, err, tc.want, "%v", tc.args)
+	}
+	var c Config
+	fs := newFlagSet()
+	c.Flags(fs)
+	require.NoError(t, fs.Parse(nil))
+	assert.NoError(t, c.Validate(), "the defaults are valid")
+	assert.Equal(t, c.Lease/3, c.RenewInterval)
+}

@@ -1,0 +1,416 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"faultline/harness/infra"
+	"faultline/system/crashpoint"
+	"faultline/system/eventlog"
+	"faultline/system/schema"
+	"faultline/system/topology"
+)
+
+// local is the test binary's PostgreSQL and RabbitMQ.
+var local *infra.Local
+
+func TestMain(m *testing.M) {
+	if os.Getenv("FAULTLINE_SKIP_INFRA") != "" {
+		os.Exit(m.Run())
+	}
+	ctx := context.Background()
+	var err error
+	local, err = infra.StartLocal(ctx, infra.LocalOptions{Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "relay tests:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = local.Stop(ctx)
+	os.Exit(code)
+}
+
+var envSeq atomic.Int64
+
+// env is one test's outbox database and vhost.
+type env struct {
+	t     *testing.T
+	db    *pgxpool.Pool
+	dbURL string
+	vhost string
+	amqp  string
+	dir   string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if local == nil {
+		t.Skip("no infrastructure (FAULTLINE_SKIP_INFRA)")
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("relay_test_%d_%d", os.Getpid(), envSeq.Add(1))
+	require.NoError(t, local.CreateDatabase(ctx, name))
+	require.NoError(t, local.CreateVHost(ctx, name))
+	e := &env{t: t, dbURL: local.PostgresURL(name), vhost: name, amqp: local.AMQPURL(name), dir: t.TempDir()}
+	var err error
+	e.db, err = pgxpool.New(ctx, e.dbURL)
+	require.NoError(t, err)
+	require.NoError(t, schema.ApplyOrders(ctx, e.db))
+	t.Cleanup(func() {
+		e.db.Close()
+		_ = local.DropDatabase(context.Background(), name)
+		_ = local.DeleteVHost(context.Background(), name)
+	})
+	return e
+}
+
+// channel opens an admin channel on the test's vhost.
+func (e *env) channel() *amqp.Channel {
+	e.t.Helper()
+	conn, err := amqp.Dial(e.amqp)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	require.NoError(e.t, err)
+	return ch
+}
+
+// insert puts n Pending outbox rows in and returns their eventIds.
+func (e *env) insert(n int) []string {
+	e.t.Helper()
+	return e.insertMore(n, 0)
+}
+
+// insertMore inserts n rows numbered from first.
+func (e *env) insertMore(n, first int) []string {
+	e.t.Helper()
+	var ids []string
+	for i := first; i < first+n; i++ {
+		id := fmt.Sprintf("EV%s%04d", strings.ToUpper(e.vhost[len(e.vhost)-3:]), i)
+		payload := fmt.Sprintf(`{"eventId":%q,"eventType":"order.created","orderId":"ORD-%d","aggregateId":"ORD-%d","sequence":1,"amount":1,"currency":"CNY"}`, id, i, i)
+		_, err := e.db.Exec(context.Background(),
+			`INSERT INTO outbox_messages (event_id, aggregate_id, sequence, event_type, payload, occurred_at) VALUES ($1, $2, 1, 'order.created', $3, now())`,
+			id, fmt.Sprintf("ORD-%s-%d", e.vhost, i), payload)
+		require.NoError(e.t, err)
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (e *env) config(instance string) Config {
+	var c Config
+	fs := newFlagSet()
+	c.Flags(fs)
+	require.NoError(e.t, fs.Parse(nil))
+	c.DBURL, c.AMQPURL, c.Instance = e.dbURL, e.amqp, instance
+	c.EventLog = filepath.Join(e.dir, instance+".jsonl")
+	c.Lease, c.PollInterval, c.BackoffBase, c.BackoffMax = 2*time.Second, 20*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond
+	require.NoError(e.t, c.Validate())
+	return c
+}
+
+// run starts a relay in-process until the test ends.
+func (e *env) run(c Config) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, c) }()
+	e.t.Cleanup(func() {
+		cancel()
+		assert.NoError(e.t, <-done)
+	})
+}
+
+// waitFor polls cond until it holds or 20 s pass.
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type row struct {
+	status, lastError string
+	attempts          int
+	nextInFuture      bool
+	published         bool
+}
+
+func (e *env) row(id string) row {
+	e.t.Helper()
+	var r row
+	require.NoError(e.t, e.db.QueryRow(context.Background(),
+		`SELECT status, coalesce(last_error, ''), attempt_count, next_attempt_at > now(), published_at IS NOT NULL FROM outbox_messages WHERE event_id = $1`, id).
+		Scan(&r.status, &r.lastError, &r.attempts, &r.nextInFuture, &r.published))
+	return r
+}
+
+func (e *env) log(instance string) []eventlog.Entry {
+	e.t.Helper()
+	path := filepath.Join(e.dir, instance+".jsonl")
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		return nil // not started yet
+	}
+	entries, err := eventlog.ReadFile(path)
+	require.NoError(e.t, err)
+	return entries
+}
+
+func count(entries []eventlog.Entry, event string) int {
+	n := 0
+	for _, x := range entries {
+		if x.Event == event {
+			n++
+		}
+	}
+	return n
+}
+
+func TestUnroutableIsReturnedNotPublished(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, topology.DeclareExchange(e.channel())) // no queue bound: unroutable
+	ids := e.insert(3)
+	c := e.config("relay-1")
+	c.RetryBudget = 100
+	e.run(c)
+	e.waitFor("two attempts on every row", func() bool {
+		for _, id := range ids {
+			if e.row(id).attempts < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range ids {
+		r := e.row(id)
+		assert.NotEqual(t, "Published", r.status, id)
+		assert.False(t, r.published, id)
+		assert.Contains(t, r.lastError, "returned: 312 NO_ROUTE", id)
+	}
+	entries := e.log("relay-1")
+	assert.GreaterOrEqual(t, count(entries, eventlog.Returned), 6)
+	assert.Zero(t, count(entries, eventlog.Marked))
+	// A retried row waits for its backoff.
+	var backoffs int
+	require.NoError(t, e.db.QueryRow(context.Background(),
+		`SELECT count(*) FROM outbox_messages WHERE status = 'Pending' AND next_attempt_at > occurred_at`).Scan(&backoffs))
+	assert.Positive(t, backoffs)
+}
+
+func TestRetryBudgetExhaustedFailsWithAlert(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, topology.DeclareExchange(e.channel()))
+	ids := e.insert(2)
+	c := e.config("relay-1")
+	c.RetryBudget = 2
+	e.run(c)
+	e.waitFor("rows Failed", func() bool { return e.row(ids[0]).status == "Failed" && e.row(ids[1]).status == "Failed" })
+	for _, id := range ids {
+		r := e.row(id)
+		assert.Equal(t, 2, r.attempts)
+		assert.False(t, r.published)
+	}
+	alerts := 0
+	for _, x := range e.log("relay-1") {
+		if x.Event == eventlog.FailedAlert {
+			alerts++
+			assert.Contains(t, x.Detail, "ALERT: outbox event "+x.EventID+" Failed after 2 attempts")
+		}
+	}
+	assert.Equal(t, 2, alerts)
+}
+
+func TestFullQueueNacksAndIsNotPublished(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, topology.DeclareConsumer(e.channel(), topology.QueueOptions{MaxLength: 1}))
+	// A quorum queue applies its limit once it has seen it exceeded: the
+	// first rows go in and overfill it, later publishes are refused.
+	first := e.insert(3)
+	c := e.config("relay-1")
+	c.RetryBudget = 100
+	e.run(c)
+	e.waitFor("the first rows Published", func() bool { return e.row(first[2]).status == "Published" })
+	later := e.insertMore(3, 100)
+	e.waitFor("a nack", func() bool { return count(e.log("relay-1"), eventlog.Nacked) > 0 })
+	nacked := 0
+	for _, id := range later {
+		r := e.row(id)
+		assert.NotEqual(t, "Published", r.status, id)
+		if strings.Contains(r.lastError, "nacked by the broker") {
+			nacked++
+			assert.Positive(t, r.attempts)
+		}
+	}
+	assert.Positive(t, nacked)
+}
+
+func TestStaleClaimIsFenced(t *testing.T) {
+	e := newEnv(t)
+	ids := e.insert(2)
+	ctx := context.Background()
+	s := store{db: e.db}
+	first, err := s.claim(ctx, "relay-1:first", 10, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, first, 2)
+	var second []Row
+	e.waitFor("the lease to run out and another claim to take the rows", func() bool {
+		second, err = s.claim(ctx, "relay-2:second", 10, time.Minute)
+		require.NoError(t, err)
+		return len(second) == 2
+	})
+
+	log, err := eventlog.Open(filepath.Join(e.dir, "relay-1.jsonl"), "relay-1")
+	require.NoError(t, err)
+	r := &Relay{cfg: e.config("relay-1"), store: s, log: log, points: crashpoint.NewSet("relay", log), guards: AllGuards()}
+	res := batchResult{outcome: map[string]outcome{ids[0]: outcomeConfirmed, ids[1]: outcomeReturned}, reason: map[string]string{ids[1]: "returned"}}
+	r.settle(ctx, "relay-1:first", first, res)
+
+	assert.Equal(t, 2, count(e.log("relay-1"), eventlog.Fenced), "both the mark and the retry of the stale claim are fenced")
+	for _, id := range ids {
+		assert.Equal(t, "Processing", e.row(id).status, "the new claim still holds %s", id)
+	}
+	marked, err := s.markPublished(ctx, "relay-2:second", ids)
+	require.NoError(t, err)
+	assert.Len(t, marked, 2, "the claim that holds the rows can complete them")
+}
+
+func TestExpiredLeaseIsClaimedByAnotherRelay(t *testing.T) {
+	e := newEnv(t)
+	e.insert(3)
+	ctx := context.Background()
+	s := store{db: e.db}
+	held, err := s.claim(ctx, "relay-1:dead", 10, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, held, 3)
+	again, err := s.claim(ctx, "relay-2:now", 10, time.Minute)
+	require.NoError(t, err)
+	assert.Empty(t, again, "a live lease is not taken")
+	e.waitFor("the lease to expire", func() bool {
+		again, err = s.claim(ctx, "relay-2:now", 10, time.Minute)
+		require.NoError(t, err)
+		return len(again) == 3
+	})
+	noExpiry := store{db: e.db, noExpiry: true}
+	_, err = noExpiry.claim(ctx, "x:y", 10, time.Millisecond)
+	require.NoError(t, err)
+}
+
+func TestGuardVariantsChangeTheSQL(t *testing.T) {
+	fenced := store{}
+	unfenced := store{unfenced: true}
+	noExpiry := store{noExpiry: true}
+	for _, q := range []string{markPublishedSQL, retrySQL, renewSQL} {
+		assert.Contains(t, fenced.sql(q), "locked_by = $2")
+		assert.NotContains(t, unfenced.sql(q), "locked_by = $2")
+	}
+	assert.Contains(t, fenced.sql(claimSQL), "locked_until < CURRENT_TIMESTAMP")
+	assert.NotContains(t, noExpiry.sql(claimSQL), "locked_until < CURRENT_TIMESTAMP")
+}
+
+func TestBackoffGrowsWithJitterUpToTheCap(t *testing.T) {
+	r := &Relay{cfg: Config{BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}}
+	for _, tc := range []struct {
+		attempt  int
+		min, max time.Duration
+	}{
+		{1, 50 * time.Millisecond, 100 * time.Millisecond},
+		{2, 100 * time.Millisecond, 200 * time.Millisecond},
+		{4, 400 * time.Millisecond, 800 * time.Millisecond},
+		{10, 500 * time.Millisecond, time.Second},
+	} {
+		for i := 0; i < 50; i++ {
+			d := r.backoff(tc.attempt)
+			assert.GreaterOrEqual(t, d, tc.min, "attempt %d", tc.attempt)
+			assert.LessOrEqual(t, d, tc.max, "attempt %d", tc.attempt)
+		}
+	}
+}
+
+// buildRelay compiles the relay program.
+func buildRelay(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "relay")
+	out, err := exec.Command("go", "build", "-o", bin, "faultline/system/cmd/relay").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
+
+func TestCrashPointKillAtHitThree(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, topology.DeclareConsumer(e.channel(), topology.QueueOptions{}))
+	e.insert(6)
+	bin := buildRelay(t)
+	logPath := filepath.Join(e.dir, "relay-1.jsonl")
+	cmd := exec.Command(bin, "--db-url", e.dbURL, "--amqp-url", e.amqp, "--batch-size", "1", "--event-log", logPath, "--poll-interval", "20ms")
+	cmd.Env = append(os.Environ(), crashpoint.EnvVar+"="+crashpoint.RelayAfterConfirm+"=kill@3")
+	require.NoError(t, cmd.Start())
+	err := cmd.Wait()
+	var exitErr *exec.ExitError
+	require.ErrorAs(t, err, &exitErr)
+	status := exitErr.Sys().(syscall.WaitStatus)
+	require.True(t, status.Signaled(), "relay must die by a signal, got %v", err)
+	assert.Equal(t, syscall.SIGKILL, status.Signal())
+	entries, err := eventlog.ReadFile(logPath)
+	require.NoError(t, err)
+	last := entries[len(entries)-1]
+	assert.Equal(t, eventlog.CrashPoint, last.Event)
+	assert.Equal(t, crashpoint.RelayAfterConfirm, last.Point)
+	assert.EqualValues(t, 3, last.Hit)
+	assert.Equal(t, 2, count(entries, eventlog.Marked), "two batches were completed before the crash")
+}
+
+func TestCrashPointPauseStopsUntilResumed(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, topology.DeclareConsumer(e.channel(), topology.QueueOptions{}))
+	e.insert(3)
+	bin := buildRelay(t)
+	logPath := filepath.Join(e.dir, "relay-1.jsonl")
+	cmd := exec.Command(bin, "--db-url", e.dbURL, "--amqp-url", e.amqp, "--batch-size", "1", "--event-log", logPath, "--poll-interval", "20ms")
+	cmd.Env = append(os.Environ(), crashpoint.EnvVar+"="+crashpoint.RelayAfterConfirm+"=pause@1")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	e.waitFor("the relay to stop itself", func() bool { return procState(cmd.Process.Pid) == "T" })
+	entries, err := eventlog.ReadFile(logPath)
+	require.NoError(t, err)
+	assert.Equal(t, eventlog.CrashPoint, entries[len(entries)-1].Event, "nothing runs past a pause")
+	assert.Zero(t, count(entries, eventlog.Marked))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
+	e.waitFor("all rows Published after the resume", func() bool {
+		var n int
+		require.NoError(t, e.db.QueryRow(context.Background(), `SELECT count(*) FROM outbox_messages WHERE status = 'Published'`).Scan(&n))
+		return n == 3
+	})
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	_, _ = cmd.Process.Wait()
+}
+
+// procState reads a process's state letter from /proc.
+func procState(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
