@@ -122,6 +122,8 @@ func startOnce(ctx context.Context, binPath string, log io.Writer) (*Server, err
 		return nil, err
 	}
 	cmd := exec.Command(binPath, "-host", "127.0.0.1", "-port", port)
+	// Toxiproxy logs every connection at debug level; keep its errors only.
+	cmd.Env = append(os.Environ(), "LOG_LEVEL=error")
 	cmd.Stdout = log
 	cmd.Stderr = log
 	cmd.SysProcAttr = serverProcAttr()
