@@ -1,0 +1,114 @@
+package inventory
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"faultline/system/control"
+)
+
+// EnvPrefix is the prefix of every flag's environment fallback:
+// --db-url can also be given as INVENTORY_DB_URL.
+const EnvPrefix = "INVENTORY"
+
+// Config is everything the consumer needs to run. DefaultConfig fills in
+// the defaults; RegisterFlags binds it to command-line flags.
+type Config struct {
+	DBURL           string        // PostgreSQL URL of the inventory database
+	AMQPURL         string        // RabbitMQ URL (the vhost is part of it)
+	Instance        string        // process name in the event log
+	ConsumerName    string        // the inbox key: inbox_messages.consumer_name
+	Prefetch        int           // basic.qos prefetch count, > 1
+	TxBatch         int           // max deliveries sharing one transaction, >= 1
+	InboxRetention  time.Duration // inbox rows older than this are cleaned up
+	CleanupInterval time.Duration // how often the cleanup runs; 0 disables it
+	QueueMaxLength  int           // x-max-length of the queue; 0 = none
+	EventLog        string        // path of the JSON-lines event log; empty = stderr
+	ControlAddr     string        // loopback address of the control HTTP server
+	ReconnectMax    time.Duration // cap of the reconnect and retry backoff
+	MaxDBConns      int32         // size of the PostgreSQL pool (not a flag)
+}
+
+// DefaultConfig returns the defaults of every setting.
+func DefaultConfig() Config {
+	return Config{
+		Instance:        "inventory",
+		ConsumerName:    "inventory-service",
+		Prefetch:        64,
+		TxBatch:         32,
+		InboxRetention:  168 * time.Hour,
+		CleanupInterval: time.Minute,
+		ControlAddr:     "127.0.0.1:0",
+		ReconnectMax:    2 * time.Second,
+		MaxDBConns:      4,
+	}
+}
+
+// RegisterFlags binds c's fields to flags on fs, with c's current values as
+// the defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.DBURL, "db-url", c.DBURL, "PostgreSQL URL of the inventory database (required)")
+	fs.StringVar(&c.AMQPURL, "amqp-url", c.AMQPURL, "RabbitMQ URL, e.g. amqp://guest:guest@127.0.0.1:5672/vhost (required)")
+	fs.StringVar(&c.Instance, "instance", c.Instance, "process name written on every event log line")
+	fs.StringVar(&c.ConsumerName, "consumer-name", c.ConsumerName, "consumer name: the key of this consumer's inbox rows")
+	fs.IntVar(&c.Prefetch, "prefetch", c.Prefetch, "unacknowledged deliveries the broker may send ahead (basic.qos), must be > 1")
+	fs.IntVar(&c.TxBatch, "tx-batch", c.TxBatch, "max deliveries sharing one transaction; 1 = one transaction per delivery")
+	fs.DurationVar(&c.InboxRetention, "inbox-retention", c.InboxRetention, "inbox rows older than this are deleted by the cleanup; a replay older than this takes effect again")
+	fs.DurationVar(&c.CleanupInterval, "cleanup-interval", c.CleanupInterval, "how often the inbox cleanup runs; 0 disables it")
+	fs.IntVar(&c.QueueMaxLength, "queue-max-length", c.QueueMaxLength, "x-max-length of the inventory queue (reject-publish); 0 = unbounded")
+	fs.StringVar(&c.EventLog, "event-log", c.EventLog, "path of the JSON-lines event log; empty = stderr")
+	fs.StringVar(&c.ControlAddr, "control-addr", c.ControlAddr, "loopback host:port of the control HTTP server (/healthz, /crashpoints, /inbox/cleanup); port 0 = any free port")
+	fs.DurationVar(&c.ReconnectMax, "reconnect-max", c.ReconnectMax, "max backoff between reconnect attempts and transaction retries")
+}
+
+// Validate reports every bad setting at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.DBURL == "" {
+		bad("--db-url is required")
+	} else if _, err := pgxpool.ParseConfig(c.DBURL); err != nil {
+		bad("--db-url: not a PostgreSQL URL: %v", err)
+	}
+	if c.AMQPURL == "" {
+		bad("--amqp-url is required")
+	} else if _, err := amqp.ParseURI(c.AMQPURL); err != nil {
+		bad("--amqp-url: not an AMQP URL: %v", err)
+	}
+	if c.Instance == "" {
+		bad("--instance must not be empty")
+	}
+	if c.ConsumerName == "" || len(c.ConsumerName) > 128 {
+		bad("--consumer-name must be 1 to 128 characters")
+	}
+	if c.Prefetch <= 1 {
+		bad("--prefetch must be > 1 (got %d): a consumer with one message in flight cannot batch", c.Prefetch)
+	}
+	if c.TxBatch < 1 {
+		bad("--tx-batch must be >= 1 (got %d)", c.TxBatch)
+	}
+	if c.InboxRetention < 0 {
+		bad("--inbox-retention must not be negative (got %s)", c.InboxRetention)
+	}
+	if c.CleanupInterval < 0 {
+		bad("--cleanup-interval must not be negative (got %s); 0 disables the cleanup", c.CleanupInterval)
+	}
+	if c.QueueMaxLength < 0 {
+		bad("--queue-max-length must not be negative (got %d)", c.QueueMaxLength)
+	}
+	if c.ReconnectMax <= 0 {
+		bad("--reconnect-max must be > 0 (got %s)", c.ReconnectMax)
+	}
+	if err := control.RequireLoopback(c.ControlAddr); err != nil {
+		bad("--control-addr: %v", err)
+	}
+	if c.MaxDBConns < 2 {
+		bad("MaxDBConns must be >= 2 (consumer and cleanup each need one)")
+	}
+	return errors.Join(errs...)
+}
