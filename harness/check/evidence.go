@@ -123,22 +123,32 @@ func Republished() Evidence {
 	}
 }
 
-// UnknownRepublished: an unknown outcome, then the same eventId published
-// again (never marked Published in between).
+// UnknownRepublished: a claim published an event and never learnt its
+// outcome (unknown-outcome), never marked it, and another claim published
+// the same eventId (before or after the first gave up waiting).
 func UnknownRepublished() Evidence {
 	return Evidence{
 		Name: "an unknown outcome republished with the same eventId",
 		Check: func(o *Observation) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
-				unknownClaim := ""
+				unknown := map[string]bool{}
+				marked := map[string]bool{}
 				for _, e := range entries {
-					switch {
-					case e.Event == eventlog.Unknown:
-						unknownClaim = e.ClaimID
-					case e.Event == eventlog.Marked && e.ClaimID == unknownClaim:
-						return false
-					case e.Event == eventlog.Published && unknownClaim != "" && e.ClaimID != unknownClaim:
-						return true
+					switch e.Event {
+					case eventlog.Unknown:
+						unknown[e.ClaimID] = true
+					case eventlog.Marked:
+						marked[e.ClaimID] = true
+					}
+				}
+				for claim := range unknown {
+					if marked[claim] {
+						continue
+					}
+					for _, other := range claimsOf(entries, eventlog.Published) {
+						if other != claim {
+							return true
+						}
 					}
 				}
 				return false

@@ -7,20 +7,39 @@ import (
 
 	"faultline/harness/result"
 	"faultline/proxies"
+	"faultline/system/crashpoint"
+	"faultline/system/eventlog"
 )
 
 // Toxic puts a Toxiproxy toxic on one link for Duration.
+//
+// With At set, the toxic lands at a known point of a process: after the
+// trigger, the crash point At.Point is armed with a short delay, and the
+// toxic goes on while the process waits there — e.g. after its confirms and
+// before its Published write, so that write is the one slowed down.
 type Toxic struct {
 	Link     string
 	Toxic    proxies.Toxic
 	Trigger  Trigger
 	Duration time.Duration
+	At       *Sync
+}
+
+// Sync names a crash point used as a synchronisation point: the process
+// pauses there for Delay while the fault lands.
+type Sync struct {
+	Process string
+	Point   string
+	Delay   time.Duration
 }
 
 // Describe implements Fault.
 func (t Toxic) Describe() result.Fault {
-	return result.Fault{Kind: "toxic", Target: t.Link,
-		Detail: fmt.Sprintf("%s %v for %s, %s", t.Toxic.Type(), t.Toxic.Attributes(), t.Duration, t.Trigger)}
+	detail := fmt.Sprintf("%s %s %v for %s, %s", t.Toxic.Type(), t.Toxic.Direction(), t.Toxic.Attributes(), t.Duration, t.Trigger)
+	if t.At != nil {
+		detail += fmt.Sprintf(", while %s waits at %s", t.At.Process, t.At.Point)
+	}
+	return result.Fault{Kind: "toxic", Target: t.Link, Detail: detail}
 }
 
 // Inject implements Fault.
@@ -33,6 +52,11 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 	if err := env.Wait(ctx, t.Trigger); err != nil {
 		return record(t, start, false, err)
 	}
+	if t.At != nil {
+		if err := t.sync(ctx, env); err != nil {
+			return record(t, start, false, err)
+		}
+	}
 	start = time.Now()
 	applied, err := link.Add(ctx, t.Toxic)
 	if err != nil {
@@ -44,4 +68,21 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(t, start, true, fmt.Errorf("remove toxic: %w", err))
 	}
 	return record(t, start, true, holdErr)
+}
+
+// sync arms the synchronisation point and waits until the process is there.
+func (t Toxic) sync(ctx context.Context, env *Env) error {
+	p, err := env.Process(t.At.Process)
+	if err != nil {
+		return err
+	}
+	armed := time.Now()
+	arming := crashpoint.Arming{Action: crashpoint.Delay, Delay: t.At.Delay, Hit: 1}.String()
+	if err := p.Arm(ctx, t.At.Point, arming); err != nil {
+		return err
+	}
+	_, err = env.WaitLog(ctx, t.At.Process, func(e eventlog.Entry) bool {
+		return e.Event == eventlog.CrashPoint && e.Point == t.At.Point && !e.Time.Before(armed)
+	})
+	return err
 }

@@ -22,6 +22,7 @@ import (
 	"faultline/harness/supervisor"
 	"faultline/harness/workload"
 	"faultline/proxies"
+	"faultline/system/topology"
 )
 
 // Shared is the infrastructure one test binary (or one CLI run) shares
@@ -62,7 +63,7 @@ const (
 // Default process flags: short leases and backoffs so a scenario runs in
 // seconds. A scenario's Args come after these and win.
 var defaultArgs = map[string][]string{
-	"relay":     {"--lease", "2s", "--poll-interval", "50ms", "--batch-size", "50", "--backoff-base", "100ms", "--backoff-max", "1s", "--confirm-timeout", "3s", "--reconnect-max", "500ms"},
+	"relay":     {"--lease", "2s", "--poll-interval", "50ms", "--batch-size", "50", "--backoff-base", "100ms", "--backoff-max", "1s", "--confirm-timeout", "1500ms", "--reconnect-max", "500ms"},
 	"inventory": {"--prefetch", "32", "--tx-batch", "16", "--cleanup-interval", "0s", "--reconnect-max", "500ms"},
 	"order":     nil,
 }
@@ -110,8 +111,6 @@ func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) result.Sce
 		res: &result.Scenario{Name: sc.Name, Variant: variant, Seed: opts.Seed, Window: sc.Window, Started: time.Now()}}
 	r.id = ident(sc.Name) + "_" + randomHex(3)
 	r.dir = filepath.Join(sh.Root, fmt.Sprintf("%s-%s-seed%d-%s", sc.Name, variant, opts.Seed, r.id[len(r.id)-6:]))
-	defer func() { r.res.DurationMS = time.Since(r.res.Started).Milliseconds() }()
-
 	err := r.execute(ctx)
 	r.endPhase()
 	teardownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -134,6 +133,7 @@ func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) result.Sce
 		r.res.Dir = r.dir
 		r.writeSummary()
 	}
+	r.res.DurationMS = time.Since(r.res.Started).Milliseconds()
 	sh.logf("%s [%s seed %d]: %s in %s", sc.Name, variant, opts.Seed, r.res.Verdict, time.Duration(r.res.DurationMS)*time.Millisecond)
 	return *r.res
 }
@@ -248,13 +248,9 @@ func (r *run) execute(ctx context.Context) error {
 }
 
 func (r *run) sources() check.Sources {
-	return check.Sources{
-		OrdersDB: r.orders, InventoryDB: r.invDB,
-		Queue: func(ctx context.Context, queue string) (check.QueueInfo, error) {
-			q, err := r.sh.Infra.Queue(ctx, r.id, queue)
-			return check.QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers}, err
-		},
-	}
+	probe := &queueProbe{infra: r.sh.Infra, vhost: r.id}
+	r.cleanup = append(r.cleanup, func(context.Context) { probe.close() })
+	return check.Sources{OrdersDB: r.orders, InventoryDB: r.invDB, Queue: probe.queue}
 }
 
 func (r *run) logPaths() []string {
@@ -377,8 +373,33 @@ func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
 		if _, err := r.sup.Start(ctx, supervisor.Spec{Name: p.name, Kind: p.kind, Binary: bin, Args: args, Env: env}); err != nil {
 			return fmt.Errorf("start %s: %w", p.name, err)
 		}
+		if p.kind == "inventory" {
+			if err := r.waitConsuming(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// waitConsuming waits until the consumer has declared its queue and
+// consumes from it, so the relays never publish into a missing topology.
+func (r *run) waitConsuming(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		q, err := r.sh.Infra.Queue(ctx, r.id, topology.Queue)
+		if err == nil && q.Consumers > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the consumer did not start consuming %s: %v", topology.Queue, err)
+		case <-tick.C:
+		}
+	}
 }
 
 func (r *run) teardown(ctx context.Context) {

@@ -25,6 +25,9 @@ type Spec struct {
 	EventsPerOrder int
 	// Pace spreads the orders over at least this long (0: as fast as they go).
 	Pace time.Duration
+	// StepDelay separates the events of one order (created → paid →
+	// cancelled), so they are claimed in different batches.
+	StepDelay time.Duration
 }
 
 // Stats is what the workload saw from the client side.
@@ -158,6 +161,13 @@ func (r *Runner) oneOrder(ctx context.Context, i int) error {
 	}
 	steps := []string{"pay", "cancel"}
 	for s := 0; s < r.spec.EventsPerOrder-1 && s < len(steps); s++ {
+		if r.spec.StepDelay > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(r.spec.StepDelay):
+			}
+		}
 		if err := r.post(ctx, "/orders/"+created.OrderID+"/"+steps[s], nil, nil); err != nil {
 			return err
 		}

@@ -1,0 +1,28 @@
+# faultline — see README.md.
+GO ?= go
+TEST_TIMEOUT ?= 30m
+
+.PHONY: deps build test scenarios vet clean
+
+## deps: install PostgreSQL and RabbitMQ from the distribution when missing
+deps:
+	@bash scripts/deps.sh
+
+## build: compile everything, and the pipeline programs into bin/
+build:
+	$(GO) build ./...
+	$(GO) build -o bin/ ./system/cmd/order ./system/cmd/relay ./system/cmd/inventory
+
+vet:
+	$(GO) vet ./...
+
+## test: every test, the scenarios included (real PostgreSQL, RabbitMQ, Toxiproxy)
+test: vet
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## scenarios: the scenario catalogue on the correct pipeline, with each run's figures
+scenarios:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v -run 'TestScenarios' ./scenarios
+
+clean:
+	rm -rf bin

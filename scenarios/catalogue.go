@@ -1,0 +1,282 @@
+// Package scenarios is faultline's catalogue: one scenario per failure
+// window of the outbox → RabbitMQ → inbox pipeline, each a plain value that
+// `go test ./scenarios` and the faultline CLI run.
+package scenarios
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"faultline/harness/check"
+	"faultline/harness/fault"
+	"faultline/harness/result"
+	"faultline/harness/runner"
+	"faultline/harness/workload"
+	"faultline/proxies"
+	"faultline/system/crashpoint"
+	"faultline/system/eventlog"
+)
+
+// between picks a number in [lo, hi] from the seeded schedule.
+func between(rng *rand.Rand, lo, hi int) int { return lo + rng.IntN(hi-lo+1) }
+
+// steady is the default traffic: orders spread over a few seconds so faults
+// land mid-stream.
+var steady = workload.Spec{Orders: 120, Concurrency: 4, Pace: 5 * time.Second}
+
+// All returns every scenario, by name.
+func All() []runner.Scenario {
+	all := []runner.Scenario{
+		{
+			Name: "order-crash-after-commit", Window: "order committed, event not yet published",
+			Description: "The order service is SIGKILLed right after committing an order and its outbox row; the outbox still carries the event.",
+			Workload:    steady,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "order", Point: crashpoint.OrderAfterCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 10, 40)), RestartAfter: 200 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(crashpoint.OrderAfterCommit)},
+		},
+		{
+			Name: "relay-crash-after-claim", Window: "rows claimed, nothing published",
+			Description: "A relay is SIGKILLed holding a claimed batch; after the lease another claim takes the rows.",
+			Workload:    steady,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "relay-1", Point: crashpoint.RelayAfterClaim, Action: crashpoint.Kill, Hit: int64(between(rng, 2, 5)), RestartAfter: 300 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(crashpoint.RelayAfterClaim), check.ReclaimedAfterLease()},
+		},
+		{
+			Name: "relay-crash-after-publish", Window: "published, confirm not yet seen (unknown outcome)",
+			Description: "A relay is SIGKILLed after publishing a batch, before any confirm: the outcome is unknown, so the same eventIds go out again after the lease.",
+			Workload:    steady,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "relay-1", Point: crashpoint.RelayAfterPublish, Action: crashpoint.Kill, Hit: int64(between(rng, 2, 5)), RestartAfter: 300 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(crashpoint.RelayAfterPublish), check.Republished()},
+		},
+		{
+			Name: "relay-crash-after-confirm", Window: "confirm seen, Published update not yet written",
+			Description: "A relay is SIGKILLed after its confirms, before marking Published: the rows are republished after the lease and the inbox absorbs the duplicates.",
+			Workload:    steady,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "relay-1", Point: crashpoint.RelayAfterConfirm, Action: crashpoint.Kill, Hit: int64(between(rng, 2, 5)), RestartAfter: 300 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(crashpoint.RelayAfterConfirm), check.Republished(), check.DuplicateAbsorbed()},
+		},
+		{
+			Name: "relay-pause-past-lease", Window: "claim held past its lease (pause)",
+			Description: "A relay freezes (SIGSTOP) after its confirms, holding its claim past the lease; another relay takes the rows over; when it resumes, its Published write is fenced.",
+			Workload:    steady,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "relay-1", Point: crashpoint.RelayAfterConfirm, Action: crashpoint.Pause, Hit: int64(between(rng, 2, 4)), Hold: 5 * time.Second}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(crashpoint.RelayAfterConfirm), check.AtLeast(1, eventlog.Fenced), check.DuplicateAbsorbed()},
+		},
+		{
+			Name: "relay-db-slow-past-lease", Window: "claim held past its lease (slow database)",
+			Description: "Latency on relay-1→pg longer than the lease lands just before relay-1 writes Published: its claim expires first, another relay takes the rows, and the late write is fenced.",
+			Workload:    workload.Spec{Orders: 150, Concurrency: 4, Pace: 8 * time.Second},
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{Latency: time.Duration(between(rng, 3000, 3500)) * time.Millisecond, Stream: proxies.Upstream},
+					Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, Duration: 6 * time.Second,
+					At: &fault.Sync{Process: "relay-1", Point: crashpoint.RelayAfterConfirm, Delay: 300 * time.Millisecond}}}
+			},
+			Evidence: []check.Evidence{check.AtLeast(1, eventlog.Fenced)},
+		},
+		{
+			Name: "amqp-reset-before-confirm", Window: "published, confirm not yet seen (connection lost)",
+			Description: "relay-1→amqp stops carrying the broker's answers while publishes are in flight: no confirm arrives, the outcome is unknown, and the rows are republished with the same eventIds.",
+			Workload:    workload.Spec{Orders: 150, Concurrency: 4, Pace: 8 * time.Second},
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Timeout{Timeout: 0},
+					Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: 5 * time.Second}}
+			},
+			Evidence: []check.Evidence{check.AtLeast(1, eventlog.Unknown), check.UnknownRepublished()},
+		},
+		{
+			Name: "unroutable-then-routable", Window: "unroutable message gets a positive confirm",
+			Description: "The queue's binding is removed: mandatory publishes come back as basic.return, are retried with backoff, and are delivered once the binding is restored.",
+			Workload:    steady,
+			Args:        map[string][]string{"relay": {"--retry-budget", "30"}},
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Unbind{RoutingKey: "order.created", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, Duration: 3 * time.Second}}
+			},
+			Evidence: []check.Evidence{check.AtLeast(1, eventlog.Returned), check.AtLeast(1, eventlog.Retry)},
+		},
+		{
+			Name: "unroutable-budget-exhausted", Window: "unroutable message gets a positive confirm",
+			Description: "The binding never comes back: returned rows exhaust the retry budget and become Failed with an alert; nothing else is lost.",
+			Workload:    steady,
+			Args:        map[string][]string{"relay": {"--retry-budget", "3"}},
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Unbind{RoutingKey: "order.created", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 20, 60))}}}
+			},
+			Evidence: []check.Evidence{check.AtLeast(1, eventlog.Returned), check.FailedFlagged(1)},
+		},
+		{
+			Name: "broker-nack", Window: "broker refuses a publish",
+			Description: "The queue holds at most 5 ready messages with overflow reject-publish; with the consumer frozen the broker nacks publishes, which are retried and all delivered.",
+			Workload:    steady,
+			Args:        map[string][]string{"relay": {"--retry-budget", "40"}, "inventory": {"--queue-max-length", "5"}},
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "inventory", Point: crashpoint.InventoryAfterReceive, Action: crashpoint.Pause, Hit: int64(between(rng, 3, 6)), Hold: 2 * time.Second}}
+			},
+			Evidence: []check.Evidence{check.AtLeast(1, eventlog.Nacked), check.AtLeast(1, eventlog.Retry)},
+		},
+		{
+			Name: "broker-restart", Window: "broker goes away mid-stream",
+			Description: "The RabbitMQ node is SIGKILLed mid-stream and started again; relays and consumer reconnect without a restart and nothing is lost.",
+			Workload:    steady,
+			Exclusive:   true,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.BrokerRestart{Trigger: fault.Trigger{AfterOrders: int64(between(rng, 20, 60))}, Down: 500 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{reconnected()},
+		},
+		{
+			Name: "inventory-crash-after-receive", Window: "delivered, not yet committed",
+			Description: "The consumer is SIGKILLed after receiving, before its transaction: the broker redelivers and the effect happens once.",
+			Workload:    steady,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "inventory", Point: crashpoint.InventoryAfterReceive, Action: crashpoint.Kill, Hit: int64(between(rng, 3, 8)), RestartAfter: 200 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(crashpoint.InventoryAfterReceive), check.Redelivered()},
+		},
+		{
+			Name: "inventory-crash-after-commit", Window: "committed, ack not yet sent",
+			Description: "The consumer is SIGKILLed after committing, before acking: the broker redelivers and the inbox absorbs it.",
+			Workload:    steady,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "inventory", Point: crashpoint.InventoryAfterCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 3, 8)), RestartAfter: 200 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(crashpoint.InventoryAfterCommit), check.RedeliveryAbsorbed()},
+		},
+		{
+			Name: "inventory-db-down", Window: "consumer's database goes away",
+			Description: "inventory→pg is down for a while: transactions fail and are retried, nothing is acked before its commit, no effect lost or doubled.",
+			Workload:    steady,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.LinkDown{Link: "inventory.pg", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: 2 * time.Second}}
+			},
+			Evidence: []check.Evidence{processErrors("inventory")},
+		},
+		{
+			Name: "poison-message", Window: "a message that can never be processed",
+			Description: "Malformed messages (not JSON, no eventId) are dead-lettered, logged, and never block the valid events behind them.",
+			Workload:    steady,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Poison{Count: 5, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 30))}}}
+			},
+			Evidence: []check.Evidence{check.DeadLettered(5)},
+		},
+		{
+			Name: "aggregate-order", Window: "events of one order overtake each other",
+			Description: "Orders go created → paid → cancelled through two relays while one relay dies holding claims: the consumer parks an event that arrives ahead of its predecessor and applies each order's events in sequence.",
+			Workload:    workload.Spec{Orders: 60, Concurrency: 6, EventsPerOrder: 3, Pace: 4 * time.Second, StepDelay: 300 * time.Millisecond},
+			Ordered:     true,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{
+					fault.Crash{Process: "relay-1", Point: crashpoint.RelayAfterClaim, Action: crashpoint.Kill, Hit: int64(between(rng, 3, 6)), RestartAfter: 300 * time.Millisecond},
+					fault.Toxic{Link: "relay-2.amqp", Toxic: proxies.Latency{Latency: 100 * time.Millisecond, Jitter: 50 * time.Millisecond}, Trigger: fault.Trigger{AfterOrders: 10}, Duration: 3 * time.Second},
+				}
+			},
+			Evidence: []check.Evidence{check.AtLeast(1, eventlog.HeldBack)},
+		},
+		{
+			Name: "relay-crash-during-renewal", Window: "lease renewal while confirms are slow",
+			Description: "With lease renewal on and confirms slowed by latency on relay-1→amqp, relay-1 is killed as it renews: its rows are taken over after the lease.",
+			Workload:    steady,
+			Args:        map[string][]string{"relay": {"--renew", "--renew-interval", "400ms"}},
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{
+					fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 1500 * time.Millisecond}, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 20))}, Duration: 6 * time.Second},
+					fault.Crash{Process: "relay-1", Point: crashpoint.RelayBeforeRenew, Action: crashpoint.Kill, Hit: 2, RestartAfter: 300 * time.Millisecond},
+				}
+			},
+			Evidence: []check.Evidence{check.AtLeast(1, eventlog.Renewed), check.CrashPointHit(crashpoint.RelayBeforeRenew), check.ReclaimedAfterLease()},
+		},
+		{
+			Name: "inbox-retention-replay", Window: "replay older than the inbox retention",
+			Description: "An event is replayed inside the inbox retention (absorbed), then again after the inbox cleanup removed its row: it takes effect twice, and the checker reports exactly that duplicate — the article's documented retention limit.",
+			Workload:    workload.Spec{Orders: 30, Concurrency: 3},
+			Relays:      1,
+			Faults: func(*rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.RetentionReplay{Consumer: "inventory", Trigger: fault.Trigger{AfterOrders: 30}}}
+			},
+			Evidence: []check.Evidence{check.DuplicateAbsorbed(), check.AtLeast(1, eventlog.InboxCleaned)},
+			Expect:   expectReplayedDuplicate,
+		},
+		randomChaos(),
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+	return all
+}
+
+// Lookup finds a scenario by name.
+func Lookup(name string) (runner.Scenario, error) {
+	var names []string
+	for _, s := range All() {
+		if s.Name == name {
+			return s, nil
+		}
+		names = append(names, s.Name)
+	}
+	return runner.Scenario{}, fmt.Errorf("unknown scenario %q (known: %v)", name, names)
+}
+
+// reconnected: every process that talks to the broker connected again.
+func reconnected() check.Evidence {
+	return check.Custom("every broker client reconnected", func(o *check.Observation) (bool, string) {
+		n := map[string]int{}
+		for _, e := range o.Log {
+			if e.Event == eventlog.Connected {
+				n[e.Process]++
+			}
+		}
+		again := 0
+		for _, c := range n {
+			if c >= 2 {
+				again++
+			}
+		}
+		return len(n) > 0 && again == len(n), fmt.Sprintf("%d of %d clients connected again", again, len(n))
+	})
+}
+
+// processErrors: the process logged at least one error (it noticed the fault).
+func processErrors(process string) check.Evidence {
+	return check.Custom(process+" saw the fault and retried", func(o *check.Observation) (bool, string) {
+		n := 0
+		for _, e := range o.Log {
+			if e.Process == process && (e.Event == eventlog.ErrorOccurred || e.Event == eventlog.Disconnected) {
+				n++
+			}
+		}
+		return n > 0, fmt.Sprintf("%d errors logged", n)
+	})
+}
+
+// expectReplayedDuplicate accepts exactly one duplicate effect, of exactly
+// the replayed event, and nothing else broken.
+func expectReplayedDuplicate(o *check.Observation, faults []result.Fault, invs []result.Invariant) result.Evidence {
+	ev := result.Evidence{Name: "the checker reports exactly the replayed event's duplicate"}
+	var replayed []string
+	for _, f := range faults {
+		replayed = append(replayed, f.EventIDs...)
+	}
+	extra, ids := check.DuplicateEffects(o)
+	ev.Detail = fmt.Sprintf("replayed %v; duplicates reported %v (%d extra)", replayed, ids, extra)
+	if len(replayed) != 1 || extra != 1 || len(ids) != 1 || ids[0] != replayed[0] {
+		return ev
+	}
+	for i := range invs {
+		if invs[i].Name == check.NoDuplicate && !invs[i].OK {
+			invs[i].Expected = true
+			invs[i].Detail += " (expected: replay after the inbox retention, the article's documented limit)"
+			ev.Seen = true
+		}
+	}
+	return ev
+}

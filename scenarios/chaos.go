@@ -1,0 +1,60 @@
+package scenarios
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"faultline/harness/check"
+	"faultline/harness/fault"
+	"faultline/harness/runner"
+	"faultline/harness/workload"
+	"faultline/proxies"
+	"faultline/system/crashpoint"
+)
+
+// randomChaos mixes the other scenarios' faults, chosen and timed by the
+// seed, over 500 orders. Each process gets at most one crash point, armed
+// at its trigger, so a restart cannot lose an arming.
+func randomChaos() runner.Scenario {
+	return runner.Scenario{
+		Name: "random-chaos", Window: "all of them, at random",
+		Description: "A seeded random mix of crashes, freezes, toxics, a link outage, poison messages and a broker restart over 500 orders.",
+		Workload:    workload.Spec{Orders: 500, Concurrency: 8, Pace: 10 * time.Second},
+		Exclusive:   true,
+		Converge:    60 * time.Second,
+		Faults: func(rng *rand.Rand) []fault.Fault {
+			at := func() fault.Trigger { return fault.Trigger{AfterOrders: int64(between(rng, 20, 420))} }
+			relayPoints := []string{crashpoint.RelayAfterClaim, crashpoint.RelayAfterPublish, crashpoint.RelayAfterConfirm, crashpoint.RelayAfterMark}
+			invPoints := []string{crashpoint.InventoryAfterReceive, crashpoint.InventoryAfterCommit}
+			links := []string{"relay-1.pg", "relay-2.amqp", "inventory.amqp", "order.pg"}
+			menu := []func() fault.Fault{
+				func() fault.Fault {
+					return fault.Crash{Process: "relay-1", Point: relayPoints[rng.IntN(len(relayPoints))], Action: crashpoint.Kill, Hit: int64(between(rng, 1, 3)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
+				},
+				func() fault.Fault {
+					return fault.Crash{Process: "relay-2", Point: crashpoint.RelayAfterConfirm, Action: crashpoint.Pause, Hit: 1, Trigger: at(), Hold: 4 * time.Second}
+				},
+				func() fault.Fault {
+					return fault.Crash{Process: "inventory", Point: invPoints[rng.IntN(len(invPoints))], Action: crashpoint.Kill, Hit: int64(between(rng, 1, 3)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
+				},
+				func() fault.Fault {
+					return fault.Crash{Process: "order", Point: crashpoint.OrderAfterCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 1, 5)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
+				},
+				func() fault.Fault {
+					return fault.Toxic{Link: links[rng.IntN(len(links))], Toxic: proxies.Latency{Latency: time.Duration(between(rng, 200, 800)) * time.Millisecond}, Trigger: at(), Duration: 2 * time.Second}
+				},
+				func() fault.Fault {
+					return fault.LinkDown{Link: "inventory.pg", Trigger: at(), Duration: 1500 * time.Millisecond}
+				},
+				func() fault.Fault { return fault.Poison{Count: 3, Trigger: at()} },
+				func() fault.Fault { return fault.BrokerRestart{Trigger: at(), Down: 500 * time.Millisecond} },
+			}
+			var out []fault.Fault
+			for _, i := range rng.Perm(len(menu))[:5] {
+				out = append(out, menu[i]())
+			}
+			return out
+		},
+		Evidence: []check.Evidence{},
+	}
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what faultline needs from the distribution's packages, only when
+# missing: PostgreSQL 15 server binaries and RabbitMQ. Idempotent; fine as
+# root (CI) or with sudo. Neither service is started or enabled here: the
+# harness runs private instances of its own.
+set -euo pipefail
+
+need=()
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need+=(rabbitmq-server)
+
+if [ ${#need[@]} -eq 0 ]; then
+  echo "deps: postgresql and rabbitmq-server already installed"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "deps: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# policy-rc.d keeps the packages' own services from starting where that is honoured.
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+echo "deps: installed ${need[*]}"
