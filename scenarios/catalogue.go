@@ -39,6 +39,15 @@ func All() []runner.Scenario {
 			Evidence: []check.Evidence{check.CrashPointHit(crashpoint.OrderAfterCommit)},
 		},
 		{
+			Name: "order-crash-before-commit", Window: "event published, order transaction not committed",
+			Description: "The order service is SIGKILLed with the order and its outbox row written but not committed: both roll back together, nothing is published for an order that does not exist.",
+			Workload:    steady,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "order", Point: crashpoint.OrderBeforeCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 10, 40)), RestartAfter: 200 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(crashpoint.OrderBeforeCommit)},
+		},
+		{
 			Name: "relay-crash-after-claim", Window: "rows claimed, nothing published",
 			Description: "A relay is SIGKILLed holding a claimed batch; after the lease another claim takes the rows.",
 			Workload:    steady,

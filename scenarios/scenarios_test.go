@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"faultline/harness/fault"
+	"faultline/harness/gate"
 	"faultline/harness/result"
 	"faultline/harness/runner"
 	"faultline/harness/supervisor"
@@ -163,4 +164,30 @@ func describeAll(fs []fault.Fault) []result.Fault {
 		out = append(out, f.Describe())
 	}
 	return out
+}
+
+// TestGateCatchesEveryVariant runs the catching scenarios on every broken
+// variant: each must be reported with the violation its missing guard
+// causes. A harness that cannot catch a broken guard proves nothing.
+func TestGateCatchesEveryVariant(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the gate needs the real infrastructure; not in -short")
+	}
+	t.Parallel()
+	run, err := gate.Run(context.Background(), shared, gate.Plan{
+		Scenarios: All(), Catches: Catches(), Seeds: []int64{seed}, Parallel: 6, VariantsOnly: true,
+		Progress: func(done, total int, res result.Scenario) {
+			t.Logf("[%d/%d] %s on %s: %s (%s)", done, total, res.Name, res.Variant, res.Verdict, res.Reason)
+		},
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, run.Variants)
+	for _, v := range run.Variants {
+		assert.True(t, v.Caught, "variant %s (guard: %s) was not caught with a %s violation by %v", v.Name, v.Guard, v.Expected, v.Missed)
+	}
+	for _, r := range run.Scenarios {
+		if r.Dir != "" && !assert.NotEqual(t, result.NotRun, r.Verdict) {
+			t.Logf("%s on %s kept its logs in %s", r.Name, r.Variant, r.Dir)
+		}
+	}
 }

@@ -151,3 +151,42 @@ func detailSuffix(s string) string {
 	}
 	return ": " + s
 }
+
+// Variant is whether the gate caught one broken variant.
+type Variant struct {
+	Name     string   `json:"name"`
+	Guard    string   `json:"guard,omitempty"`
+	Expected string   `json:"expected,omitempty"` // the violation kind the missing guard causes
+	Caught   bool     `json:"caught"`
+	CaughtBy []string `json:"caught_by"`
+	Missed   []string `json:"missed,omitempty"` // catching scenarios that ran and did not report it
+}
+
+// Run is a whole run of faultline: results.json.
+type Run struct {
+	Schema     string     `json:"schema"`
+	Seed       int64      `json:"seed"`
+	Seeds      []int64    `json:"seeds,omitempty"`
+	Started    time.Time  `json:"started"`
+	DurationMS int64      `json:"duration_ms"`
+	Pass       bool       `json:"pass"`
+	Infra      string     `json:"infra,omitempty"`
+	Scenarios  []Scenario `json:"scenarios"`
+	Variants   []Variant  `json:"variants"`
+}
+
+// HasViolation reports whether the run reported a violation of kind that
+// was not expected by the scenario.
+func (s Scenario) HasViolation(kind string) bool {
+	for _, inv := range s.Invariants {
+		if inv.OK || inv.Expected {
+			continue
+		}
+		for _, v := range inv.Violations {
+			if v.Kind == kind {
+				return true
+			}
+		}
+	}
+	return false
+}

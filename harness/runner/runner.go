@@ -49,6 +49,8 @@ type Options struct {
 	// Phase is told each phase as it starts (infra, workload, faults,
 	// converging, checking); may be nil.
 	Phase func(name string)
+	// Converge overrides the scenario's convergence bound.
+	Converge time.Duration
 }
 
 // Phases of a run.
@@ -210,6 +212,9 @@ func (r *run) execute(ctx context.Context) error {
 	timeout := r.sc.Converge
 	if timeout == 0 {
 		timeout = 45 * time.Second
+	}
+	if r.opts.Converge > 0 {
+		timeout = r.opts.Converge
 	}
 	convergedAt, convErr := check.WaitConverged(runCtx, src, timeout, 1500*time.Millisecond)
 	lastFault := time.Time{}

@@ -1,0 +1,80 @@
+// Command faultline runs the failure-window scenarios against the real
+// pipeline: `list` what there is, `run` scenarios, `gate` the whole
+// catalogue on the correct pipeline and on every broken variant.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// exit codes
+const (
+	exitOK        = 0
+	exitViolation = 1
+	exitUsage     = 2
+)
+
+// usageError is a bad command line: exit 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// errViolation: the run found a violation (or the gate a missed variant).
+var errViolation = errors.New("violation")
+
+const usage = `faultline: attack the reliability boundaries of an outbox → RabbitMQ → inbox pipeline
+
+usage:
+  faultline list                       crash points, scenarios and variants
+  faultline run [flags] SCENARIO...    run scenarios (--all for every one)
+  faultline gate [flags]               every scenario on the correct pipeline, and the catching scenarios on every variant
+
+run 'faultline COMMAND --help' for a command's flags.
+exit status: 0 all held, 1 a violation (or a variant not caught), 2 bad usage or infrastructure error.
+`
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	var err error
+	switch args[0] {
+	case "list":
+		err = cmdList(args[1:], stdout)
+	case "run":
+		err = cmdRun(ctx, args[1:], stdout, stderr)
+	case "gate":
+		err = cmdGate(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		err = usagef("unknown command %q (want list, run or gate)", args[0])
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errViolation):
+		return exitViolation
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "faultline: %s\n", ue.msg)
+		return exitUsage
+	case errors.Is(err, errHelp):
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "faultline: %v\n", err)
+		return exitUsage
+	}
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"faultline/harness/result"
+	"faultline/harness/runner"
+	"faultline/harness/supervisor"
+	"faultline/scenarios"
+)
+
+// common flags of run and gate.
+type common struct {
+	out      string
+	seed     int64
+	parallel int
+}
+
+func (c *common) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.out, "out", "", "report folder (default: a new folder under reports/, with reports/latest pointing at it)")
+	fs.Int64Var(&c.seed, "seed", 0, "seed of the fault schedules (default: drawn and printed)")
+	fs.IntVar(&c.parallel, "parallel", 8, "scenario runs at once")
+}
+
+func (c *common) resolve() error {
+	if c.parallel < 1 {
+		return usagef("--parallel must be at least 1, got %d", c.parallel)
+	}
+	if c.seed == 0 {
+		c.seed = time.Now().UnixNano() % 1_000_000
+	}
+	return nil
+}
+
+// outDir makes the report folder; the default one is reports/<timestamp>
+// with reports/latest pointing at it.
+func outDir(flagValue string) (string, error) {
+	if flagValue != "" {
+		if err := os.MkdirAll(flagValue, 0o755); err != nil {
+			return "", fmt.Errorf("report folder: %w", err)
+		}
+		return flagValue, nil
+	}
+	dir := filepath.Join("reports", time.Now().Format("20060102-150405"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("report folder: %w", err)
+	}
+	latest := filepath.Join("reports", "latest")
+	_ = os.Remove(latest)
+	_ = os.Symlink(filepath.Base(dir), latest)
+	return dir, nil
+}
+
+// withShared starts the shared infrastructure, runs fn, and tears it all
+// down — also on Ctrl-C.
+func withShared(ctx context.Context, runsDir string, stderr io.Writer, fn func(*runner.Shared) error) error {
+	cleanup := supervisor.NewCleanup()
+	stop := cleanup.OnSignal()
+	defer stop()
+	defer func() { _ = cleanup.Run(context.WithoutCancel(ctx)) }()
+	progress(stderr, "infra: starting PostgreSQL, RabbitMQ and Toxiproxy, building the pipeline")
+	sh, err := runner.StartShared(ctx, runner.SharedOptions{Root: runsDir, Log: stderr}, cleanup)
+	if err != nil {
+		return err
+	}
+	return fn(sh)
+}
+
+var progressMu sync.Mutex
+
+func progress(w io.Writer, format string, args ...any) {
+	progressMu.Lock()
+	defer progressMu.Unlock()
+	fmt.Fprintf(w, time.Now().Format("15:04:05")+" "+format+"\n", args...)
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var c common
+	c.flags(fs)
+	variant := fs.String("variant", "", "run on this broken variant instead of the correct pipeline")
+	all := fs.Bool("all", false, "run every scenario")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: faultline run [flags] SCENARIO... | --all")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	if err := c.resolve(); err != nil {
+		return err
+	}
+	var picked []runner.Scenario
+	if *all {
+		picked = scenarios.All()
+	}
+	for _, name := range fs.Args() {
+		sc, err := scenarios.Lookup(name)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		picked = append(picked, sc)
+	}
+	if len(picked) == 0 {
+		return usagef("run: name at least one scenario, or --all (see faultline list)")
+	}
+	if *variant != "" && *variant != "correct" && !knownVariant(*variant) {
+		return usagef("unknown variant %q (known: %s)", *variant, strings.Join(variantNames(), ", "))
+	}
+	dir, err := outDir(c.out)
+	if err != nil {
+		return err
+	}
+	progress(stderr, "seed %d; report in %s", c.seed, dir)
+	started := time.Now()
+	var results []result.Scenario
+	err = withShared(ctx, filepath.Join(dir, "runs"), stderr, func(sh *runner.Shared) error {
+		results = runAll(ctx, sh, picked, *variant, c, stderr)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	out := result.Run{Schema: result.Schema, Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: time.Since(started).Milliseconds(), Scenarios: results, Variants: []result.Variant{}}
+	out.Pass = true
+	for _, r := range results {
+		fmt.Fprintf(stdout, "%-32s %-24s %s  %s\n", r.Name, r.Variant, r.Verdict, oneLine(r))
+		if r.Verdict != result.Pass {
+			out.Pass = false
+		}
+	}
+	if err := writeResults(dir, out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "results: %s\n", filepath.Join(dir, "results.json"))
+	if !out.Pass {
+		return errViolation
+	}
+	return nil
+}
+
+// runAll runs scenarios in parallel with progress.
+func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, variant string, c common, stderr io.Writer) []result.Scenario {
+	results := make([]result.Scenario, len(picked))
+	sem := make(chan struct{}, c.parallel)
+	var wg sync.WaitGroup
+	var done int
+	var mu sync.Mutex
+	for i, sc := range picked {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res := sh.Run(ctx, sc, runner.Options{Seed: c.seed, Variant: variant,
+				Phase: func(p string) { progress(stderr, "  %s: %s", sc.Name, p) }})
+			results[i] = res
+			mu.Lock()
+			done++
+			progress(stderr, "[%d/%d] %s [%s]: %s (%.1fs)", done, len(picked), res.Name, res.Variant, res.Verdict, float64(res.DurationMS)/1000)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+func oneLine(r result.Scenario) string {
+	c := r.Counts
+	s := fmt.Sprintf("orders=%d lost=%d phantom=%d dup-effects=%d absorbed=%d fenced=%d recovery=%dms", c.Orders, c.Lost, c.Phantom, c.DuplicateEffects, c.DuplicatesAbsorbed, c.FencedWrites, r.RecoveryMS)
+	if r.Verdict != result.Pass && r.Reason != "" {
+		s += "\n    " + r.Reason
+		if r.Dir != "" {
+			s += "\n    logs: " + r.Dir
+		}
+	}
+	return s
+}
+
+func writeResults(dir string, run result.Run) error {
+	data, err := json.MarshalIndent(run, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), data, 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
+
+func variantNames() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range scenarios.Catches() {
+		if !seen[c.Variant] {
+			seen[c.Variant] = true
+			out = append(out, c.Variant)
+		}
+	}
+	return out
+}
+
+func knownVariant(name string) bool {
+	for _, v := range variantNames() {
+		if v == name {
+			return true
+		}
+	}
+	return false
+}

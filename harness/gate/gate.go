@@ -1,0 +1,208 @@
+// Package gate runs faultline's reliability gate: every scenario on the
+// correct pipeline (all must pass, for every seed) and, for every broken
+// variant, the scenarios that must catch it (each variant must be reported
+// with the violation its missing guard causes).
+package gate
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"faultline/harness/result"
+	"faultline/harness/runner"
+)
+
+// Catch says that a scenario must catch a variant with a violation kind.
+type Catch struct {
+	Variant  string
+	Scenario string
+	Expect   string // violation kind: lost, phantom, duplicate-effect, stale-write, stuck-row
+	Guard    string
+}
+
+// Plan is what the gate runs.
+type Plan struct {
+	Scenarios []runner.Scenario // the catalogue
+	Catches   []Catch
+	Seeds     []int64 // the correct pipeline runs once per seed; variants with the first
+	Parallel  int     // runs at once (exclusive scenarios still run alone)
+	// VariantsOnly skips the correct pipeline (a caller that runs it itself).
+	VariantsOnly bool
+	// Progress is told each finished run; may be nil.
+	Progress func(done, total int, res result.Scenario)
+	// Phase is told a run's phases; may be nil.
+	Phase func(run string, phase string)
+}
+
+type job struct {
+	sc      runner.Scenario
+	variant string
+	seed    int64
+}
+
+// Run runs the plan on shared infrastructure.
+func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) {
+	if len(plan.Seeds) == 0 {
+		return result.Run{}, fmt.Errorf("gate: no seed")
+	}
+	byName := map[string]runner.Scenario{}
+	for _, sc := range plan.Scenarios {
+		byName[sc.Name] = sc
+	}
+	var jobs []job
+	for _, seed := range plan.Seeds {
+		for _, sc := range plan.Scenarios {
+			if !plan.VariantsOnly {
+				jobs = append(jobs, job{sc, "", seed})
+			}
+		}
+	}
+	for _, c := range plan.Catches {
+		sc, ok := byName[c.Scenario]
+		if !ok {
+			return result.Run{}, fmt.Errorf("gate: variant %s is to be caught by unknown scenario %q", c.Variant, c.Scenario)
+		}
+		jobs = append(jobs, job{sc, c.Variant, plan.Seeds[0]})
+	}
+	// Exclusive runs first, so the parallel ones are not held behind them.
+	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].sc.Exclusive && !jobs[j].sc.Exclusive })
+
+	started := time.Now()
+	parallel := max(plan.Parallel, 1)
+	sem := make(chan struct{}, parallel)
+	results := make([]result.Scenario, len(jobs))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				results[i] = result.Scenario{Name: j.sc.Name, Variant: variantName(j.variant), Seed: j.seed, Verdict: result.NotRun, Reason: ctx.Err().Error()}
+				return
+			}
+			defer func() { <-sem }()
+			opts := runner.Options{Seed: j.seed, Variant: j.variant}
+			if j.variant != "" {
+				// A broken pipeline may never converge; the checker still
+				// reports what it finds after a shorter wait.
+				opts.Converge = 15 * time.Second
+			}
+			if plan.Phase != nil {
+				name := j.sc.Name + "[" + variantName(j.variant) + "]"
+				opts.Phase = func(p string) { plan.Phase(name, p) }
+			}
+			res := sh.Run(ctx, j.sc, opts)
+			results[i] = res
+			mu.Lock()
+			done++
+			if plan.Progress != nil {
+				plan.Progress(done, len(jobs), res)
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+
+	out := result.Run{Schema: result.Schema, Seed: plan.Seeds[0], Seeds: plan.Seeds, Started: started, Scenarios: results}
+	out.Variants = Verdicts(plan.Catches, results)
+	out.Pass = true
+	for _, r := range results {
+		if r.Variant == variantName("") && r.Verdict != result.Pass {
+			out.Pass = false
+		}
+	}
+	for _, v := range out.Variants {
+		if !v.Caught {
+			out.Pass = false
+		}
+	}
+	out.DurationMS = time.Since(started).Milliseconds()
+	return out, nil
+}
+
+func variantName(v string) string {
+	if v == "" {
+		return "correct"
+	}
+	return v
+}
+
+// Verdicts decides, per variant, whether it was caught: a catching scenario
+// ran on it and reported the violation its missing guard causes. A run that
+// failed only by timing out or by an unrelated error does not count.
+func Verdicts(catches []Catch, results []result.Scenario) []result.Variant {
+	var order []string
+	byVariant := map[string]*result.Variant{}
+	for _, c := range catches {
+		v, ok := byVariant[c.Variant]
+		if !ok {
+			v = &result.Variant{Name: c.Variant, Guard: c.Guard, Expected: c.Expect, CaughtBy: []string{}}
+			byVariant[c.Variant] = v
+			order = append(order, c.Variant)
+		}
+		for _, r := range results {
+			if r.Variant != c.Variant || r.Name != c.Scenario {
+				continue
+			}
+			if r.Verdict == result.Fail && r.HasViolation(c.Expect) {
+				v.Caught = true
+				v.CaughtBy = append(v.CaughtBy, c.Scenario)
+			} else {
+				v.Missed = append(v.Missed, c.Scenario)
+			}
+		}
+	}
+	out := make([]result.Variant, 0, len(order))
+	for _, name := range order {
+		out = append(out, *byVariant[name])
+	}
+	return out
+}
+
+// Cell of the catch matrix.
+const (
+	Caught = "caught"
+	Missed = "missed"
+	NotRun = "not run"
+)
+
+// Matrix is variant × scenario → caught / missed / not run.
+func Matrix(run result.Run, catches []Catch) (variants, scenarios []string, cells map[string]map[string]string) {
+	seenScenario := map[string]bool{}
+	cells = map[string]map[string]string{}
+	for _, c := range catches {
+		if cells[c.Variant] == nil {
+			cells[c.Variant] = map[string]string{}
+			variants = append(variants, c.Variant)
+		}
+		if !seenScenario[c.Scenario] {
+			seenScenario[c.Scenario] = true
+			scenarios = append(scenarios, c.Scenario)
+		}
+	}
+	for _, v := range variants {
+		for _, s := range scenarios {
+			cells[v][s] = NotRun
+		}
+	}
+	for _, c := range catches {
+		for _, r := range run.Scenarios {
+			if r.Variant == c.Variant && r.Name == c.Scenario {
+				if r.Verdict == result.Fail && r.HasViolation(c.Expect) {
+					cells[c.Variant][c.Scenario] = Caught
+				} else if r.Verdict != result.NotRun {
+					cells[c.Variant][c.Scenario] = Missed
+				}
+			}
+		}
+	}
+	sort.Strings(scenarios)
+	return variants, scenarios, cells
+}
