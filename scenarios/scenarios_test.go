@@ -18,6 +18,7 @@ import (
 	"faultline/harness/result"
 	"faultline/harness/runner"
 	"faultline/harness/supervisor"
+	"faultline/harness/workload"
 )
 
 // shared is the one infrastructure of this test binary, set by TestMain.
@@ -189,5 +190,29 @@ func TestGateCatchesEveryVariant(t *testing.T) {
 		if r.Dir != "" && !assert.NotEqual(t, result.NotRun, r.Verdict) {
 			t.Logf("%s on %s kept its logs in %s", r.Name, r.Variant, r.Dir)
 		}
+	}
+}
+
+// TestEndToEnd: 200 orders through HTTP, two relays, one consumer, no
+// fault: 200 reservations, every outbox row Published, the queue empty.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the real infrastructure; not in -short")
+	}
+	t.Parallel()
+	res := shared.Run(context.Background(), runner.Scenario{
+		Name: "end-to-end", Window: "none",
+		Workload: workload.Spec{Orders: 200, Concurrency: 8},
+	}, runner.Options{Seed: seed})
+	report(t, res)
+	require.Equal(t, result.Pass, res.Verdict, res.Reason)
+	c := res.Counts
+	assert.Equal(t, 200, c.Orders)
+	assert.Equal(t, 200, c.Reservations)
+	assert.Equal(t, 0, c.StuckRows)
+	assert.Equal(t, 0, c.Failed)
+	assert.GreaterOrEqual(t, c.Confirmed, 200)
+	for _, inv := range res.Invariants {
+		assert.True(t, inv.OK, "%s: %s", inv.Name, inv.Detail)
 	}
 }

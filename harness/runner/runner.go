@@ -129,7 +129,10 @@ func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	} else {
 		r.res.Verdict = result.Pass
 	}
-	if r.res.Verdict == result.Pass && !opts.KeepDir {
+	// A failure of the correct pipeline keeps its logs; a broken variant is
+	// expected to fail, and its violations (with timelines) are in the result.
+	keep := opts.KeepDir || (r.res.Verdict != result.Pass && variant == "correct")
+	if !keep {
 		_ = os.RemoveAll(r.dir)
 	} else {
 		r.res.Dir = r.dir
