@@ -38,6 +38,33 @@ type Shared struct {
 
 	exclusive sync.RWMutex
 	logMu     sync.Mutex
+
+	activeMu sync.Mutex
+	active   map[string]bool // run folders of runs under way
+}
+
+// RemoveUnfinished removes the folders of runs still under way (an
+// interrupted run leaves nothing behind) and the runs root if it is empty.
+func (sh *Shared) RemoveUnfinished() {
+	sh.activeMu.Lock()
+	defer sh.activeMu.Unlock()
+	for dir := range sh.active {
+		_ = os.RemoveAll(dir)
+	}
+	sh.active = nil
+}
+
+func (sh *Shared) track(dir string, on bool) {
+	sh.activeMu.Lock()
+	defer sh.activeMu.Unlock()
+	if sh.active == nil {
+		sh.active = map[string]bool{}
+	}
+	if on {
+		sh.active[dir] = true
+	} else {
+		delete(sh.active, dir)
+	}
 }
 
 // Options of one run.
@@ -158,6 +185,17 @@ func (r *run) endPhase() {
 	}
 }
 
+// safeExecute turns a panic of the harness into a failed run, so one bug
+// cannot take the shared infrastructure (and every other run) down with it.
+func (r *run) safeExecute(ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("harness panic: %v", p)
+		}
+	}()
+	return r.execute(ctx)
+}
+
 // execute is the run proper; an error is a failure to run, not a verdict.
 func (r *run) execute(ctx context.Context) error {
 	r.startPhase(PhaseInfra)
@@ -199,6 +237,12 @@ func (r *run) execute(ctx context.Context) error {
 		faultsDone.Add(1)
 		go func() {
 			defer faultsDone.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					faultResults[i] = f.Describe()
+					faultResults[i].Error = fmt.Sprintf("harness panic: %v", p)
+				}
+			}()
 			faultResults[i] = f.Inject(runCtx, env)
 		}()
 	}

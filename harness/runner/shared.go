@@ -6,6 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"faultline/harness/infra"
@@ -30,8 +33,12 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 		log = io.Discard
 	}
 	started := time.Now()
-	binDir, err := os.MkdirTemp("", "faultline-bin-*")
+	sweepBinaries(os.TempDir())
+	binDir, err := os.MkdirTemp("", binPattern)
 	if err != nil {
+		return nil, fmt.Errorf("binary folder: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(binDir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return nil, fmt.Errorf("binary folder: %w", err)
 	}
 	cleanup.Add("remove binaries", func(context.Context) error { return os.RemoveAll(binDir) })
@@ -78,5 +85,31 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	}
 	cleanup.Add("stop toxiproxy", func(context.Context) error { return px.Stop() })
 	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", time.Since(started).Round(time.Millisecond), filepath.Clean(root))
-	return &Shared{Infra: in, Proxies: px, Bins: b.bins, Root: root, Log: log}, nil
+	sh := &Shared{Infra: in, Proxies: px, Bins: b.bins, Root: root, Log: log}
+	cleanup.Add("remove unfinished run folders", func(context.Context) error {
+		sh.RemoveUnfinished()
+		return nil
+	})
+	return sh, nil
+}
+
+const binPattern = "faultline-bin-*"
+
+// sweepBinaries removes binary folders left by a process that died without
+// its cleanup (SIGKILL): their owner.pid names a process that is gone.
+func sweepBinaries(root string) {
+	dirs, _ := filepath.Glob(filepath.Join(root, binPattern))
+	for _, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, "owner.pid"))
+		if err != nil {
+			continue // being created, or not ours
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			_ = os.RemoveAll(dir)
+		}
+	}
 }
