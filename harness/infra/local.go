@@ -1,0 +1,392 @@
+package infra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// LocalOptions configures StartLocal.
+type LocalOptions struct {
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+	// KeepDir keeps the temporary folder (logs, data) after Stop, for
+	// debugging. It is marked with a KEEP file so no later sweep removes it.
+	KeepDir bool
+}
+
+// Timeouts of the local provider. Start-ups are bounded by them and by the
+// caller's context, whichever ends first.
+const (
+	startTimeout   = 90 * time.Second // one service, from spawn to ready
+	pgFastShutdown = 5 * time.Second  // SIGINT (fast shutdown) before SIGKILL
+	killWait       = 10 * time.Second // for SIGKILLed processes to be gone
+	probeTimeout   = 2 * time.Second  // one readiness probe
+	pollInterval   = 100 * time.Millisecond
+)
+
+// Local is the local infrastructure provider: a private PostgreSQL and a
+// private RabbitMQ node started from the installed binaries. It implements
+// Infra.
+type Local struct {
+	dir     string // resolved path of the temporary folder
+	logw    io.Writer
+	keepDir bool
+	cred    *syscall.Credential // nil: children run as this process's user
+	http    *http.Client
+
+	pgPort, amqpPort, mgmtPort, distPort, epmdPort int
+
+	rabbitArgv, rabbitEnv []string
+
+	mu      sync.Mutex // guards the fields below; held by broker restarts and Stop
+	pg      *child
+	epmd    *child
+	rabbit  *child
+	stopped bool
+	stopErr error
+}
+
+var _ Infra = (*Local)(nil)
+
+// StartLocal starts a private PostgreSQL 15 and RabbitMQ 3.10 (with the
+// management plugin) on free loopback ports in a new folder
+// $TMPDIR/faultline-local-*, and waits until both answer. It first removes
+// folders and processes left by earlier runs that died without Stop.
+//
+// When running as root, PostgreSQL and RabbitMQ run as the user named by
+// FAULTLINE_RUN_AS, or nobody. Every child runs in its own process group and
+// is SIGKILLed by the kernel if the test binary dies. ctx bounds the
+// start-up only; the services live until Stop.
+func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
+	begin := time.Now()
+	logw := opts.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	l := &Local{logw: logw, keepDir: opts.KeepDir, http: &http.Client{Timeout: 10 * time.Second}}
+	sweepStale(os.TempDir(), l.logf)
+
+	if err := l.prepare(); err != nil {
+		if l.dir != "" {
+			_ = l.Stop(context.WithoutCancel(ctx))
+		}
+		return nil, fmt.Errorf("local infra: %w", err)
+	}
+
+	var (
+		wg                 sync.WaitGroup
+		pgErr, rmqErr      error
+		pgTook, rabbitTook time.Duration
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		t := time.Now()
+		pgErr = l.startPostgres(ctx)
+		pgTook = time.Since(t)
+	}()
+	go func() {
+		defer wg.Done()
+		t := time.Now()
+		rmqErr = l.startRabbit(ctx)
+		rabbitTook = time.Since(t)
+	}()
+	wg.Wait()
+	if err := errors.Join(pgErr, rmqErr); err != nil {
+		if stopErr := l.Stop(context.WithoutCancel(ctx)); stopErr != nil {
+			err = errors.Join(err, fmt.Errorf("clean up: %w", stopErr))
+		}
+		return nil, fmt.Errorf("local infra: %w", err)
+	}
+	l.logf("local infra: postgres %s, rabbitmq %s (total %s) in %s",
+		pgTook.Round(100*time.Millisecond), rabbitTook.Round(100*time.Millisecond),
+		time.Since(begin).Round(100*time.Millisecond), l.dir)
+	return l, nil
+}
+
+// prepare creates the folder with its owner.pid and configuration, picks
+// the ports and the user to run as.
+func (l *Local) prepare() error {
+	uid, gid, cred, err := runAs()
+	if err != nil {
+		return err
+	}
+	l.cred = cred
+
+	dir, err := os.MkdirTemp("", dirPattern)
+	if err != nil {
+		return fmt.Errorf("create folder: %w", err)
+	}
+	l.dir = dir
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		l.dir = real
+	}
+	self, err := readProc(os.Getpid())
+	if err != nil {
+		return fmt.Errorf("read own start time: %w", err)
+	}
+	if err := writePidFile(filepath.Join(l.dir, ownerFile), os.Getpid(), self.start); err != nil {
+		return fmt.Errorf("owner: %w", err)
+	}
+	if l.keepDir {
+		if err := os.WriteFile(filepath.Join(l.dir, keepFile), []byte("LocalOptions.KeepDir\n"), 0o644); err != nil {
+			return fmt.Errorf("keep marker: %w", err)
+		}
+	}
+
+	ports, err := freePorts(5)
+	if err != nil {
+		return err
+	}
+	l.pgPort, l.amqpPort, l.mgmtPort, l.distPort, l.epmdPort = ports[0], ports[1], ports[2], ports[3], ports[4]
+
+	if err := l.prepareRabbit(); err != nil {
+		return err
+	}
+	if cred != nil {
+		if err := chownTree(l.dir, uid, gid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runAs returns the user children run as: when root, FAULTLINE_RUN_AS or
+// nobody (PostgreSQL refuses to run as root); otherwise the current user
+// (cred nil).
+func runAs() (uid, gid int, cred *syscall.Credential, err error) {
+	if os.Geteuid() != 0 {
+		return os.Geteuid(), os.Getegid(), nil, nil
+	}
+	name := os.Getenv("FAULTLINE_RUN_AS")
+	if name == "" {
+		name = "nobody"
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("user to run services as (FAULTLINE_RUN_AS): %w", err)
+	}
+	uid, err = strconv.Atoi(u.Uid)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("user %s: uid %q: %w", name, u.Uid, err)
+	}
+	gid, err = strconv.Atoi(u.Gid)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("user %s: gid %q: %w", name, u.Gid, err)
+	}
+	if uid == 0 {
+		return 0, 0, nil, fmt.Errorf("user %s is root: PostgreSQL refuses to run as root; set FAULTLINE_RUN_AS to an unprivileged user", name)
+	}
+	return uid, gid, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+}
+
+func chownTree(dir string, uid, gid int) error {
+	err := filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, gid)
+	})
+	if err != nil {
+		return fmt.Errorf("chown folder to uid %d: %w", uid, err)
+	}
+	return nil
+}
+
+// reservedPorts are the dev PostgreSQL and RabbitMQ of this machine's
+// engineers; never hand them out even if they happen to be free.
+func reservedPort(p int) bool {
+	return p == 55432 || p >= 55672 && p <= 55675
+}
+
+// freePorts picks n distinct free loopback ports by listening on port 0.
+// They are free when it returns; someone else could take one before the
+// service binds it, which start-up then reports.
+func freePorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	var ports []int
+	for len(ports) < n {
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("pick a free port: %w", err)
+		}
+		lns = append(lns, ln)
+		p := ln.Addr().(*net.TCPAddr).Port
+		if !reservedPort(p) {
+			ports = append(ports, p)
+		}
+	}
+	return ports, nil
+}
+
+func (l *Local) logf(format string, args ...any) {
+	fmt.Fprintf(l.logw, format+"\n", args...)
+}
+
+// Name implements Infra.
+func (l *Local) Name() string { return "local" }
+
+// CanRestartBroker implements Infra: the local broker can be crashed and
+// started again.
+func (l *Local) CanRestartBroker() bool { return true }
+
+// Dir is the temporary folder holding data and logs (*.log) of the services.
+func (l *Local) Dir() string { return l.dir }
+
+// waitReady polls probe until it succeeds, bounded by ctx and startTimeout.
+// If c exits first it fails at once with the tail of c's log.
+func waitReady(ctx context.Context, c *child, what string, probe func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	var last error
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
+		err := probe(pctx)
+		pcancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-c.done:
+			return fmt.Errorf("wait for %s: %w", what, c.exitError())
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s: %w (last probe: %v); last output of %s:\n%s", what, ctx.Err(), last, c.name, c.tail())
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// Stop implements Infra. It SIGKILLs the broker and epmd, shuts PostgreSQL
+// down fast (SIGINT, then SIGKILL after 5 s or when ctx ends), kills any
+// process still working in the folder, checks that no port still listens,
+// and removes the folder (unless KeepDir). Killing does not wait for ctx:
+// only the graceful part is bounded by it. A second Stop returns the first
+// one's result.
+func (l *Local) Stop(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return l.stopErr
+	}
+	l.stopped = true
+	begin := time.Now()
+
+	var errs []error
+	groups := map[int]bool{}
+	for _, c := range []*child{l.rabbit, l.epmd} {
+		if c == nil {
+			continue
+		}
+		groups[c.pid] = true
+		c.kill(syscall.SIGKILL)
+	}
+	if l.pg != nil {
+		groups[l.pg.pid] = true
+		l.pg.signalLeader(syscall.SIGINT)
+		gctx, cancel := context.WithTimeout(ctx, pgFastShutdown)
+		if err := l.pg.wait(gctx); err != nil {
+			l.logf("local infra: postgres fast shutdown: %v; killing it", err)
+			l.pg.kill(syscall.SIGKILL)
+		}
+		cancel()
+	}
+	kctx, cancel := context.WithTimeout(context.Background(), killWait)
+	defer cancel()
+	for _, c := range []*child{l.rabbit, l.epmd, l.pg} {
+		if c == nil {
+			continue
+		}
+		if err := c.wait(kctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if left := killStrays(l.dir, groups, killWait); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("processes %v survive SIGKILL", left))
+	}
+	if err := checkPortsClosed(l.ports()); err != nil {
+		errs = append(errs, err)
+	}
+	if l.dir != "" {
+		if l.keepDir {
+			l.logf("local infra: kept %s", l.dir)
+		} else if err := os.RemoveAll(l.dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove folder: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		l.stopErr = fmt.Errorf("local infra: stop: %w", err)
+		return l.stopErr
+	}
+	l.logf("local infra: stopped in %s", time.Since(begin).Round(10*time.Millisecond))
+	return nil
+}
+
+func (l *Local) ports() []int {
+	var out []int
+	for _, p := range []int{l.pgPort, l.amqpPort, l.mgmtPort, l.distPort, l.epmdPort} {
+		if p != 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// checkPortsClosed verifies that nothing accepts connections on the
+// loopback ports any more, allowing a second for sockets to close.
+func checkPortsClosed(ports []int) error {
+	deadline := time.Now().Add(time.Second)
+	for {
+		var open []string
+		for _, p := range ports {
+			c, err := net.DialTimeout("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), 200*time.Millisecond)
+			if err == nil {
+				c.Close()
+				open = append(open, strconv.Itoa(p))
+			}
+		}
+		if len(open) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ports %s still listen after stop", strings.Join(open, ", "))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pids returns the live processes this provider runs (for tests and
+// diagnostics): its children's groups and whatever works in its folder.
+func (l *Local) pids() []int {
+	l.mu.Lock()
+	groups := map[int]bool{}
+	for _, c := range []*child{l.pg, l.epmd, l.rabbit} {
+		if c != nil && !c.exited() {
+			groups[c.pid] = true
+		}
+	}
+	l.mu.Unlock()
+	var out []int
+	for _, p := range strays(l.dir, groups) {
+		out = append(out, p.pid)
+	}
+	return out
+}
