@@ -180,10 +180,23 @@ func readFrom(path string, offset int64) ([]eventlog.Entry, int64, error) {
 
 // Admin opens an AMQP channel straight to the scenario's vhost (not through
 // a proxy) for faults that change the topology or publish themselves.
+// The broker may be restarting (another fault of the same schedule): the
+// dial is retried until the fault deadline.
 func (env *Env) Admin(ctx context.Context) (*amqp.Connection, *amqp.Channel, error) {
-	conn, err := amqp.DialConfig(env.Infra.AMQPURL(env.VHost), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
-	if err != nil {
-		return nil, nil, fmt.Errorf("admin connection: %w", err)
+	deadline := time.Now().Add(env.Deadline)
+	var conn *amqp.Connection
+	var err error
+	for {
+		conn, err = amqp.DialConfig(env.Infra.AMQPURL(env.VHost), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("admin connection: %w", err)
+		}
+		if perr := pause(ctx, 200*time.Millisecond); perr != nil {
+			return nil, nil, fmt.Errorf("admin connection: %w (last error: %v)", perr, err)
+		}
 	}
 	ch, err := conn.Channel()
 	if err != nil {
