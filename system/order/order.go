@@ -57,10 +57,24 @@ type Item struct {
 
 // CreateRequest is the body of POST /orders.
 type CreateRequest struct {
-	CustomerID *string      `json:"customerId"`
-	Amount     *json.Number `json:"amount"`
-	Currency   *string      `json:"currency"`
-	Items      []Item       `json:"items"`
+	CustomerID *string `json:"customerId"`
+	Amount     *Amount `json:"amount"`
+	Currency   *string `json:"currency"`
+	Items      []Item  `json:"items"`
+}
+
+// Amount is a JSON number. A json.Number would also take a string holding
+// a number ("12.50"); the API takes only a number.
+type Amount json.Number
+
+// UnmarshalJSON accepts a JSON number only. b is one valid JSON value, so a
+// leading '-' or digit makes it a number.
+func (a *Amount) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || (b[0] != '-' && (b[0] < '0' || b[0] > '9')) {
+		return fmt.Errorf("amount must be a JSON number, not %s", b)
+	}
+	*a = Amount(b)
+	return nil
 }
 
 // Created is the answer to POST /orders and to the state changes.
@@ -113,18 +127,19 @@ func validate(r *http.Request) (validated, error) {
 	case req.Currency == nil || *req.Currency == "":
 		return v, errors.New("currency is required")
 	}
-	amount, err := req.Amount.Float64()
+	number := json.Number(*req.Amount)
+	amount, err := number.Float64()
 	if err != nil {
-		return v, fmt.Errorf("amount %q is not a number", req.Amount.String())
+		return v, fmt.Errorf("amount %q is not a number", number.String())
 	}
 	if amount < 0 {
-		return v, fmt.Errorf("amount %s is negative", req.Amount.String())
+		return v, fmt.Errorf("amount %s is negative", number.String())
 	}
 	if amount > 1e15 {
-		return v, fmt.Errorf("amount %s is too large", req.Amount.String())
+		return v, fmt.Errorf("amount %s is too large", number.String())
 	}
-	if strings.Contains(strings.ToLower(req.Amount.String()), "e") {
-		return v, fmt.Errorf("amount %s: write it as a plain decimal", req.Amount.String())
+	if strings.Contains(strings.ToLower(number.String()), "e") {
+		return v, fmt.Errorf("amount %s: write it as a plain decimal", number.String())
 	}
 	if !currencies[*req.Currency] {
 		return v, fmt.Errorf("unknown currency %q (accepted: CNY, EUR, GBP, JPY, USD)", *req.Currency)
@@ -141,7 +156,7 @@ func validate(r *http.Request) (validated, error) {
 		req.Items = []Item{}
 	}
 	items, _ := json.Marshal(req.Items)
-	return validated{customerID: *req.CustomerID, amount: req.Amount.String(), currency: *req.Currency, items: items}, nil
+	return validated{customerID: *req.CustomerID, amount: number.String(), currency: *req.Currency, items: items}, nil
 }
 
 func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) {
