@@ -141,6 +141,11 @@ func validate(r *http.Request) (validated, error) {
 	if strings.Contains(strings.ToLower(number.String()), "e") {
 		return v, fmt.Errorf("amount %s: write it as a plain decimal", number.String())
 	}
+	// orders.amount is numeric(18,2): more decimals would be rounded in the
+	// row while the event carried them unrounded.
+	if _, frac, ok := strings.Cut(number.String(), "."); ok && len(frac) > 2 {
+		return v, fmt.Errorf("amount %s: at most 2 decimal places", number.String())
+	}
 	if !currencies[*req.Currency] {
 		return v, fmt.Errorf("unknown currency %q (accepted: CNY, EUR, GBP, JPY, USD)", *req.Currency)
 	}
