@@ -183,7 +183,7 @@ func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) {
 func (s *Service) Create(ctx context.Context, v validated) (Created, error) {
 	orderID := "ORD-" + s.newID()
 	eventID := s.newID()
-	now := time.Now().UTC()
+	now := time.Now().UTC().Truncate(time.Microsecond) // what timestamptz keeps
 	ev := message.Event{
 		EventID: eventID, EventType: message.OrderCreated, OccurredAt: now.Format(time.RFC3339Nano),
 		OrderID: orderID, CustomerID: v.customerID, Amount: json.Number(v.amount), Currency: v.currency,
@@ -233,7 +233,7 @@ func (e *httpError) Error() string { return e.msg }
 func (s *Service) Transition(ctx context.Context, orderID, eventType string) (Created, error) {
 	next := map[string]string{message.OrderPaid: "Paid", message.OrderCancelled: "Cancelled"}[eventType]
 	eventID := s.newID()
-	now := time.Now().UTC()
+	now := time.Now().UTC().Truncate(time.Microsecond) // what timestamptz keeps
 	var ev message.Event
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var status, customer, amount, currency string
