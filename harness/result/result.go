@@ -32,6 +32,7 @@ type Scenario struct {
 	Started    time.Time   `json:"started"`
 	Dir        string      `json:"dir,omitempty"` // where its logs were kept
 	Phases     []Phase     `json:"phases,omitempty"`
+	Timeline   *Timeline   `json:"timeline,omitempty"`
 }
 
 // Counts are what the checker measured.
@@ -189,4 +190,72 @@ func (s Scenario) HasViolation(kind string) bool {
 		}
 	}
 	return false
+}
+
+// Timeline is what a scenario's timeline picture is drawn from. Times are
+// milliseconds since the run's workload started (negative: before it).
+type Timeline struct {
+	StartedAt time.Time `json:"started_at"`
+	EndMS     int64     `json:"end_ms"`
+	Lanes     []Lane    `json:"lanes"`
+	// Faults are the injected faults as spans (toxics, outages, broker
+	// restarts, pauses) on the time axis.
+	Faults []Span `json:"faults"`
+	// Rate counts events per bucket: committed, published, reserved.
+	BucketMS int64    `json:"bucket_ms"`
+	Rate     []Bucket `json:"rate"`
+	// Traces follow the eventIds involved in the window (duplicates, fenced
+	// writes, unknown outcomes, violations) through the pipeline.
+	Traces []Trace `json:"traces"`
+	// Rates before, during and after the faults (events reserved per second).
+	RateBefore float64 `json:"rate_before"`
+	RateDuring float64 `json:"rate_during"`
+	RateAfter  float64 `json:"rate_after"`
+}
+
+// Lane is one process.
+type Lane struct {
+	Process string `json:"process"`
+	Marks   []Mark `json:"marks"`
+}
+
+// Mark is a lifecycle point of a process: started, crashpoint (kill, pause,
+// delay), resumed, restarted, disconnected, connected.
+type Mark struct {
+	AtMS  int64  `json:"at_ms"`
+	Kind  string `json:"kind"`
+	Label string `json:"label"`
+}
+
+// Span is a fault over time.
+type Span struct {
+	Kind    string `json:"kind"`
+	Target  string `json:"target"`
+	Label   string `json:"label"`
+	StartMS int64  `json:"start_ms"`
+	EndMS   int64  `json:"end_ms"`
+}
+
+// Bucket is one slice of the rate chart.
+type Bucket struct {
+	AtMS      int64 `json:"at_ms"`
+	Committed int   `json:"committed"`
+	Published int   `json:"published"`
+	Reserved  int   `json:"reserved"`
+}
+
+// Trace is one eventId's way through the pipeline.
+type Trace struct {
+	EventID string `json:"event_id"`
+	Why     string `json:"why"` // e.g. "duplicate absorbed", "fenced", "lost"
+	Steps   []Step `json:"steps"`
+}
+
+// Step is one log line of a trace.
+type Step struct {
+	AtMS    int64  `json:"at_ms"`
+	Process string `json:"process"`
+	Event   string `json:"event"` // committed, claimed, published, confirmed, marked, fenced, delivered, duplicate, reserved, acked, ...
+	ClaimID string `json:"claim_id,omitempty"`
+	Detail  string `json:"detail,omitempty"`
 }
