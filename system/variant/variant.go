@@ -1,0 +1,143 @@
+// Package variant is the catalogue of the deliberately broken pipelines:
+// the negative controls. Each variant removes exactly one guard of the
+// correct pipeline, in one process; everything else (logs, crash points,
+// flags) stays as it is. A harness that cannot catch each of them proves
+// nothing.
+//
+// Every program takes --variant NAME, with FAULTLINE_VARIANT as the
+// environment fallback. The harness sets one variant for every process of a
+// run, so each program accepts every name here and applies only the variants
+// whose Process is its own; an unknown name is an error. Empty or "correct"
+// is the correct pipeline.
+package variant
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// EnvVar is the environment fallback of --variant, shared by every program.
+const EnvVar = "FAULTLINE_VARIANT"
+
+// Correct is the name of the correct pipeline (so is the empty name).
+const Correct = "correct"
+
+// The processes a variant lives in (the crash point catalogue's names).
+const (
+	Order     = "order"
+	Relay     = "relay"
+	Inventory = "inventory"
+)
+
+// Names of the variants.
+const (
+	CommitThenPublish      = "commit-then-publish"
+	PublishThenCommit      = "publish-then-commit"
+	NoMandatory            = "no-mandatory"
+	IgnoreReturn           = "ignore-return"
+	PublishedBeforeConfirm = "published-before-confirm"
+	NoFencing              = "no-fencing"
+	NoLease                = "no-lease"
+	AckBeforeCommit        = "ack-before-commit"
+	NoInbox                = "no-inbox"
+	InboxOwnTransaction    = "inbox-own-transaction"
+)
+
+// Variant is one broken pipeline.
+type Variant struct {
+	Name    string `json:"name"`
+	Process string `json:"process"` // order, relay or inventory; empty for the correct pipeline
+	Guard   string `json:"guard"`   // the guard of the correct pipeline it removes
+	Removes string `json:"removes"` // what the variant does instead, and what that breaks
+}
+
+// Catalogue returns the ten variants, in pipeline order.
+func Catalogue() []Variant {
+	return []Variant{
+		{CommitThenPublish, Order,
+			"outbox row in the order's transaction",
+			"no outbox: the order commits, then the service publishes the event itself; a crash between the two (order.after-commit) loses the event"},
+		{PublishThenCommit, Order,
+			"outbox row in the order's transaction",
+			"no outbox: the service publishes the event inside the open transaction, then commits; a crash between the two (order.before-commit) leaves a phantom event"},
+		{NoMandatory, Relay,
+			"mandatory publish: an unroutable message comes back as basic.return",
+			"publishes without mandatory: the broker drops an unroutable message, confirms it, and the row is marked Published: lost"},
+		{IgnoreReturn, Relay,
+			"a basic.return (correlated by MessageId) keeps the row from Published",
+			"publishes with mandatory but ignores the returns: an unroutable message is confirmed and marked Published: lost"},
+		{PublishedBeforeConfirm, Relay,
+			"Published only after a positive publisher confirm",
+			"marks rows Published right after publishing, without waiting for confirms: a nacked or undelivered message is lost"},
+		{NoFencing, Relay,
+			"every status write conditional on the claim id (fencing)",
+			"status writes ignore the claim id: a relay whose lease ran out overwrites the rows another claim now holds"},
+		{NoLease, Relay,
+			"lease expiry: a Processing row whose lease ran out is claimed again",
+			"claims never expire: rows of a relay that died after claiming stay Processing for ever: lost"},
+		{AckBeforeCommit, Inventory,
+			"manual ack only after the transaction committed",
+			"acks each delivery as soon as it is received, before the transaction: a crash before the commit loses the effect"},
+		{NoInbox, Inventory,
+			"inbox row (ON CONFLICT DO NOTHING) in the effect's transaction",
+			"no inbox: every delivery is taken as new and applied, so a redelivery or republish takes effect twice"},
+		{InboxOwnTransaction, Inventory,
+			"inbox row and effect in one transaction: both commit or neither",
+			"the inbox row commits in a transaction of its own before the effect's: a crash in between (inventory.before-commit) leaves the eventId seen and its effect lost"},
+	}
+}
+
+// Names returns the known names: correct, then the catalogue's.
+func Names() []string {
+	names := []string{Correct}
+	for _, v := range Catalogue() {
+		names = append(names, v.Name)
+	}
+	return names
+}
+
+// Lookup returns the variant called name. The empty name and "correct" give
+// the correct pipeline: Name "correct", no Process. An unknown name is an
+// error that lists the known ones.
+func Lookup(name string) (Variant, error) {
+	if name == "" || name == Correct {
+		return Variant{Name: Correct, Removes: "nothing: every guard in place"}, nil
+	}
+	for _, v := range Catalogue() {
+		if v.Name == name {
+			return v, nil
+		}
+	}
+	return Variant{}, fmt.Errorf("unknown variant %q (known: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Breaks reports whether the variant removes a guard of process.
+func (v Variant) Breaks(process string) bool {
+	return v.Process != "" && v.Process == process
+}
+
+// Detail is how process names its variant in its `started` line: the
+// variant, and whether this process runs it or stays correct.
+func (v Variant) Detail(process string) string {
+	switch {
+	case v.Process == "":
+		return "variant=" + Correct
+	case v.Breaks(process):
+		return "variant=" + v.Name
+	default:
+		return fmt.Sprintf("variant=%s (breaks %s; this process is correct)", v.Name, v.Process)
+	}
+}
+
+// Register defines --variant on fs. Its default is FAULTLINE_VARIANT (or
+// *p if already set), so the command line wins over the environment.
+func Register(fs *flag.FlagSet, p *string) {
+	def := *p
+	if def == "" {
+		def = os.Getenv(EnvVar)
+	}
+	fs.StringVar(p, "variant", def, fmt.Sprintf("deliberately broken variant to run (environment fallback %s; empty or %q: the correct pipeline); one of: %s",
+		EnvVar, Correct, strings.Join(Names(), ", ")))
+}
