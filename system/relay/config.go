@@ -9,6 +9,7 @@ import (
 
 	"faultline/system/control"
 	"faultline/system/topology"
+	"faultline/system/variant"
 )
 
 // Config is a relay's configuration.
@@ -29,6 +30,7 @@ type Config struct {
 	EventLog       string
 	ControlAddr    string
 	ReconnectMax   time.Duration
+	Variant        string // a deliberately broken variant (package variant); empty: correct
 }
 
 // Flags defines the configuration's flags on fs.
@@ -49,6 +51,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.EventLog, "event-log", "", "path of the JSON-lines event log (empty: stderr)")
 	fs.StringVar(&c.ControlAddr, "control-addr", "127.0.0.1:0", "loopback address of the control server (health, crash points)")
 	fs.DurationVar(&c.ReconnectMax, "reconnect-max", 2*time.Second, "largest wait between reconnect attempts")
+	variant.Register(fs, &c.Variant)
 }
 
 // Validate checks values flags cannot, and fills derived defaults.
@@ -89,6 +92,9 @@ func (c *Config) Validate() error {
 	}
 	if err := control.RequireLoopback(c.ControlAddr); err != nil {
 		errs = append(errs, err)
+	}
+	if _, err := variant.Lookup(c.Variant); err != nil {
+		errs = append(errs, fmt.Errorf("--variant: %w", err))
 	}
 	return errors.Join(errs...)
 }

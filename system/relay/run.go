@@ -5,17 +5,25 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"faultline/system/control"
 	"faultline/system/crashpoint"
 	"faultline/system/dbutil"
 	"faultline/system/eventlog"
 	"faultline/system/schema"
+	"faultline/system/variant"
 )
 
-// Run relays until ctx ends. It survives the database or the broker going
-// away: every failure is logged and retried with backoff.
+// Run relays until ctx ends, with the guards of cfg.Variant (all of them
+// unless it is a relay variant). It survives the database or the broker
+// going away: every failure is logged and retried with backoff.
 func Run(ctx context.Context, cfg Config) error {
-	return RunWithGuards(ctx, cfg, AllGuards())
+	guards, err := GuardsFor(cfg.Variant)
+	if err != nil {
+		return err
+	}
+	return RunWithGuards(ctx, cfg, guards)
 }
 
 // RunWithGuards runs a relay with the given guards (variants drop one).
@@ -46,15 +54,21 @@ func RunWithGuards(ctx context.Context, cfg Config, guards Guards) error {
 	}
 	r := &Relay{
 		cfg:    cfg,
-		store:  store{db: db, unfenced: !guards.FenceByClaimID, noExpiry: !guards.LeaseExpiry},
+		store:  newStore(db, guards),
 		log:    log,
 		points: points,
 		guards: guards,
 	}
-	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: fmt.Sprintf("relay lease=%s batch=%d renew=%t", cfg.Lease, cfg.BatchSize, cfg.Renew)})
+	v, _ := variant.Lookup(cfg.Variant) // checked by Validate
+	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: fmt.Sprintf("relay lease=%s batch=%d renew=%t %s", cfg.Lease, cfg.BatchSize, cfg.Renew, v.Detail(variant.Relay))})
 	r.loop(ctx)
 	r.pub.close()
 	return nil
+}
+
+// newStore is the relay's SQL with the guards' fencing and lease expiry.
+func newStore(db *pgxpool.Pool, guards Guards) store {
+	return store{db: db, unfenced: !guards.FenceByClaimID, noExpiry: !guards.LeaseExpiry}
 }
 
 // loop is the relay's life: connect, claim, publish, settle, again.

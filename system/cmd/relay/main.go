@@ -1,4 +1,6 @@
 // Command relay runs one outbox relay. Run several at once on one outbox.
+// --variant (or FAULTLINE_VARIANT) switches one guard off for a relay
+// variant (see package variant); any other process's variant leaves it correct.
 package main
 
 import (

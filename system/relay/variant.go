@@ -1,0 +1,30 @@
+package relay
+
+import (
+	"faultline/system/variant"
+)
+
+// guardVariants are the relay's broken variants: each switches off one of
+// the correct relay's guards (one file each, variant_*.go).
+var guardVariants = map[string]func(*Guards){
+	variant.NoMandatory:            noMandatory,
+	variant.IgnoreReturn:           ignoreReturn,
+	variant.PublishedBeforeConfirm: publishedBeforeConfirm,
+	variant.NoFencing:              noFencing,
+	variant.NoLease:                noLease,
+}
+
+// GuardsFor returns the guards of the named variant: every guard for the
+// correct pipeline and for variants that break another process, one guard
+// fewer for a relay variant. An unknown name is an error.
+func GuardsFor(name string) (Guards, error) {
+	v, err := variant.Lookup(name)
+	if err != nil {
+		return Guards{}, err
+	}
+	g := AllGuards()
+	if off, ok := guardVariants[v.Name]; ok {
+		off(&g)
+	}
+	return g, nil
+}
