@@ -248,7 +248,16 @@ func TestFullQueueNacksAndIsNotPublished(t *testing.T) {
 	e.run(c)
 	e.waitFor("the first rows Published", func() bool { return e.row(first[2]).status == "Published" })
 	later := e.insertMore(3, 100)
-	e.waitFor("a nack", func() bool { return count(e.log("relay-1"), eventlog.Nacked) > 0 })
+	// The nacked line is logged before the retry is written: wait for the row.
+	e.waitFor("a nack recorded on a row", func() bool {
+		for _, id := range later {
+			if strings.Contains(e.row(id).lastError, "nacked by the broker") {
+				return true
+			}
+		}
+		return false
+	})
+	assert.Positive(t, count(e.log("relay-1"), eventlog.Nacked))
 	nacked := 0
 	for _, id := range later {
 		r := e.row(id)
