@@ -12,6 +12,7 @@ const (
 	RelayAfterMark        = "relay.after-mark"
 	RelayBeforeRenew      = "relay.before-renew"
 	InventoryAfterReceive = "inventory.after-receive"
+	InventoryBeforeCommit = "inventory.before-commit"
 	InventoryAfterCommit  = "inventory.after-commit"
 )
 
@@ -34,6 +35,7 @@ func Catalogue() []Point {
 		{RelayAfterMark, "relay", "Published written, next batch not yet claimed", "none needed: the batch is complete"},
 		{RelayBeforeRenew, "relay", "lease about to be renewed while confirms are slow", "lease expiry: rows taken over by another relay"},
 		{InventoryAfterReceive, "inventory", "message delivered, nothing committed", "manual ack after commit: the broker redelivers"},
+		{InventoryBeforeCommit, "inventory", "inbox and effect written, transaction not committed", "inbox row and effect in one transaction: both roll back together"},
 		{InventoryAfterCommit, "inventory", "inbox row and reservation committed, ack not yet sent", "inbox row in the same transaction absorbs the redelivery"},
 	}
 }

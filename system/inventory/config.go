@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"faultline/system/control"
+	"faultline/system/variant"
 )
 
 // EnvPrefix is the prefix of every flag's environment fallback:
@@ -32,6 +33,7 @@ type Config struct {
 	ControlAddr     string        // loopback address of the control HTTP server
 	ReconnectMax    time.Duration // cap of the reconnect and retry backoff
 	MaxDBConns      int32         // size of the PostgreSQL pool (not a flag)
+	Variant         string        // a deliberately broken variant (package variant); empty = correct
 }
 
 // DefaultConfig returns the defaults of every setting.
@@ -64,6 +66,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.EventLog, "event-log", c.EventLog, "path of the JSON-lines event log; empty = stderr")
 	fs.StringVar(&c.ControlAddr, "control-addr", c.ControlAddr, "loopback host:port of the control HTTP server (/healthz, /crashpoints, /inbox/cleanup); port 0 = any free port")
 	fs.DurationVar(&c.ReconnectMax, "reconnect-max", c.ReconnectMax, "max backoff between reconnect attempts and transaction retries")
+	variant.Register(fs, &c.Variant)
 }
 
 // Validate reports every bad setting at once.
@@ -109,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxDBConns < 2 {
 		bad("MaxDBConns must be >= 2 (consumer and cleanup each need one)")
+	}
+	if _, err := variant.Lookup(c.Variant); err != nil {
+		bad("--variant: %v", err)
 	}
 	return errors.Join(errs...)
 }

@@ -135,7 +135,8 @@ func (h *handler) commitRetrying(ctx context.Context, lost <-chan struct{}, item
 	}
 }
 
-// transact is one attempt: BEGIN, record inbox, apply effects, COMMIT.
+// transact is one attempt: BEGIN, record inbox, apply effects, crash point
+// inventory.before-commit, COMMIT.
 func (h *handler) transact(ctx context.Context, items []*item) (err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), txTimeout)
 	defer cancel()
@@ -163,6 +164,7 @@ func (h *handler) transact(ctx context.Context, items []*item) (err error) {
 	if err := h.steps.applyEffects(ctx, tx, fresh); err != nil {
 		return err
 	}
+	h.points.Hit(crashpoint.InventoryBeforeCommit)
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}

@@ -14,6 +14,7 @@
 //	apply        for the fresh deliveries, in per-aggregate order: reserve,
 //	effects      or park an event ahead of its aggregate's version (and
 //	             apply parked successors once their predecessor is applied)
+//	             crash point inventory.before-commit
 //	COMMIT       (retried with backoff while the database fails; never acked
 //	             before this point)
 //	             log `reserved` / `duplicate` / `held-back`
@@ -24,17 +25,17 @@
 //
 // The stages that carry a guard are the methods of the steps interface, and
 // correctSteps implements them. A deliberately broken variant is one small
-// file: a type embedding correctSteps that overrides one method, e.g.
+// file: a type embedding correctSteps that overrides one method:
 //
 //	ack-before-commit      receive acks every valid delivery right after the
 //	                       correct receive (so before the after-receive crash
 //	                       point); ack does nothing
 //	no-inbox               recordInbox marks every item fresh, writes nothing
-//	inbox-own-transaction  recordInbox inserts the inbox rows through the pool
-//	                       (committed at once), not through tx
+//	inbox-own-transaction  recordInbox inserts and commits the inbox rows in a
+//	                       transaction of their own, before the effect's
 //
-// and an entry point next to Run hands run the variant's steps (see
-// RunFailingEffect in export_test.go for the shape).
+// Run picks the steps of Config.Variant (see variant.go); a variant of
+// another process leaves the consumer correct.
 //
 // # The inbox retention boundary
 //
@@ -67,6 +68,7 @@ import (
 	"faultline/system/eventlog"
 	"faultline/system/schema"
 	"faultline/system/topology"
+	"faultline/system/variant"
 )
 
 // Process is the crash point catalogue's name for this service.
@@ -82,7 +84,11 @@ const (
 // back. It returns an error only for a bad configuration or a failed start
 // (event log, crash point arming, control server).
 func Run(ctx context.Context, cfg Config) error {
-	return run(ctx, cfg, func(st *store, log *eventlog.Log) steps { return correctSteps{st: st, log: log} })
+	newSteps, err := stepsFor(cfg.Variant)
+	if err != nil {
+		return err
+	}
+	return run(ctx, cfg, newSteps)
 }
 
 // consumer is one running inventory service.
@@ -120,8 +126,9 @@ func run(ctx context.Context, cfg Config, newSteps func(*store, *eventlog.Log) s
 		map[string]http.Handler{"POST /inbox/cleanup": http.HandlerFunc(c.serveCleanup)}); err != nil {
 		return err
 	}
-	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: fmt.Sprintf("inventory consumer=%s prefetch=%d tx-batch=%d retention=%s",
-		cfg.ConsumerName, cfg.Prefetch, cfg.TxBatch, cfg.InboxRetention)})
+	v, _ := variant.Lookup(cfg.Variant) // checked by Validate
+	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: fmt.Sprintf("inventory consumer=%s prefetch=%d tx-batch=%d retention=%s %s",
+		cfg.ConsumerName, cfg.Prefetch, cfg.TxBatch, cfg.InboxRetention, v.Detail(variant.Inventory))})
 
 	if err := dbutil.Retry(ctx, cfg.ReconnectMax, func(ctx context.Context) error { return schema.ApplyInventory(ctx, pool) },
 		func(err error) { log.Errorf("schema: %v (retrying)", err) }); err != nil {

@@ -52,7 +52,8 @@ func (it *item) reset() {
 // steps are the stages a batch goes through. The handler fixes their order:
 //
 //	receive → crash point after-receive → dead-letter poison →
-//	BEGIN → recordInbox → applyEffects (the fresh items) → COMMIT →
+//	BEGIN → recordInbox → applyEffects (the fresh items) →
+//	crash point before-commit → COMMIT →
 //	log results → crash point after-commit → ack
 //
 // correctSteps is the reference pipeline. A deliberately broken variant is a

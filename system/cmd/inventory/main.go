@@ -1,6 +1,8 @@
 // Command inventory runs the inventory consumer: order events from RabbitMQ
 // become stock reservations, each eventId taking effect once (inbox row and
-// reservation in one transaction, ack after commit).
+// reservation in one transaction, ack after commit). --variant (or
+// FAULTLINE_VARIANT) runs an inventory variant with one guard removed (see
+// package variant); any other process's variant leaves it correct.
 package main
 
 import (
