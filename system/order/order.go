@@ -1,6 +1,7 @@
 // Package order is the order service: an HTTP API that writes an order and
 // its outbox row in one PostgreSQL transaction. It never talks to RabbitMQ:
-// the relay publishes what the outbox holds.
+// the relay publishes what the outbox holds. (Only its two broken variants,
+// which have no outbox, publish themselves: see variant_*.go.)
 package order
 
 import (
@@ -42,12 +43,38 @@ type Service struct {
 
 	idMu    sync.Mutex
 	entropy io.Reader
+
+	// emit is how an event leaves the order's transaction: the outbox row,
+	// or a variant's direct publish.
+	emit emitter
 }
 
 // New makes a service over db.
 func New(db *pgxpool.Pool, log *eventlog.Log, points *crashpoint.Set) *Service {
-	return &Service{db: db, log: log, points: points, entropy: ulid.Monotonic(rand.Reader, 0)}
+	return &Service{db: db, log: log, points: points, entropy: ulid.Monotonic(rand.Reader, 0), emit: outbox{}}
 }
+
+// emitter is how an event leaves the order service. The correct one writes
+// the outbox row in the order's transaction and nothing else; the variants
+// without an outbox publish the event to RabbitMQ themselves.
+type emitter interface {
+	// inTx runs in the order's transaction after its writes, before the
+	// order.before-commit crash point and the commit.
+	inTx(ctx context.Context, tx pgx.Tx, ev message.Event, now time.Time) error
+	// committed runs after the commit, its `committed` line and the
+	// order.after-commit crash point.
+	committed(ctx context.Context, ev message.Event) error
+}
+
+// outbox is the correct emitter: the event is an outbox row, committed with
+// the order or not at all; the relay publishes it.
+type outbox struct{}
+
+func (outbox) inTx(ctx context.Context, tx pgx.Tx, ev message.Event, now time.Time) error {
+	return insertOutbox(ctx, tx, ev, now)
+}
+
+func (outbox) committed(context.Context, message.Event) error { return nil }
 
 // Item is one line of an order.
 type Item struct {
@@ -180,6 +207,7 @@ func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 // Create writes the order and its order.created outbox row in one transaction.
+// (A variant's emitter replaces the outbox row.)
 func (s *Service) Create(ctx context.Context, v validated) (Created, error) {
 	orderID := "ORD-" + s.newID()
 	eventID := s.newID()
@@ -195,12 +223,15 @@ func (s *Service) Create(ctx context.Context, v validated) (Created, error) {
 			orderID, v.customerID, v.amount, v.currency, v.items, now); err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
-		return insertOutbox(ctx, tx, ev, now)
+		return s.emit.inTx(ctx, tx, ev, now)
 	})
 	if err != nil {
 		return Created{}, err
 	}
 	s.afterCommit(ev)
+	if err := s.emit.committed(ctx, ev); err != nil {
+		return Created{}, err
+	}
 	return Created{OrderID: orderID, EventID: eventID, Sequence: 1}, nil
 }
 
@@ -260,12 +291,15 @@ func (s *Service) Transition(ctx context.Context, orderID, eventType string) (Cr
 			OrderID: orderID, CustomerID: customer, Amount: json.Number(amount), Currency: currency,
 			AggregateID: orderID, Sequence: version,
 		}
-		return insertOutbox(ctx, tx, ev, now)
+		return s.emit.inTx(ctx, tx, ev, now)
 	})
 	if err != nil {
 		return Created{}, err
 	}
 	s.afterCommit(ev)
+	if err := s.emit.committed(ctx, ev); err != nil {
+		return Created{}, err
+	}
 	return Created{OrderID: orderID, EventID: eventID, Sequence: ev.Sequence}, nil
 }
 

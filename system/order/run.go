@@ -9,11 +9,14 @@ import (
 	"net/http"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"faultline/system/control"
 	"faultline/system/crashpoint"
 	"faultline/system/dbutil"
 	"faultline/system/eventlog"
 	"faultline/system/schema"
+	"faultline/system/variant"
 )
 
 // Config is the order service's configuration.
@@ -22,6 +25,8 @@ type Config struct {
 	Listen   string
 	Instance string
 	EventLog string
+	AMQPURL  string // only for the variants without an outbox, which publish themselves
+	Variant  string // a deliberately broken variant (package variant); empty: correct
 }
 
 // Flags defines the configuration's flags on fs.
@@ -30,6 +35,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "loopback address of the HTTP API (port 0 picks one; the bound address is logged as `control`)")
 	fs.StringVar(&c.Instance, "instance", "order", "instance name in the event log")
 	fs.StringVar(&c.EventLog, "event-log", "", "path of the JSON-lines event log (empty: stderr)")
+	fs.StringVar(&c.AMQPURL, "amqp-url", "", "RabbitMQ URL; used (and required) only by the variants without an outbox: "+variant.CommitThenPublish+", "+variant.PublishThenCommit)
+	variant.Register(fs, &c.Variant)
 }
 
 // Validate checks values flags cannot.
@@ -39,6 +46,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Instance == "" {
 		return errors.New("--instance must not be empty")
+	}
+	v, err := variant.Lookup(c.Variant)
+	if err != nil {
+		return fmt.Errorf("--variant: %w", err)
+	}
+	if c.AMQPURL != "" {
+		if _, err := amqp.ParseURI(c.AMQPURL); err != nil {
+			return fmt.Errorf("--amqp-url: not an AMQP URL: %v", err)
+		}
+	} else if v.Breaks(variant.Order) {
+		return fmt.Errorf("--amqp-url is required with --variant %s: it publishes without an outbox", v.Name)
 	}
 	return control.RequireLoopback(c.Listen)
 }
@@ -67,6 +85,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	svc := New(db, log, points)
+	defer svc.useVariant(cfg.Variant, cfg.AMQPURL, log)()
+	v, _ := variant.Lookup(cfg.Variant) // checked by Validate
 	mux := http.NewServeMux()
 	control.Mount(mux, points, db.Ping)
 	svc.Register(mux)
@@ -76,7 +96,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: "order service"})
+	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: "order service " + v.Detail(variant.Order)})
 	log.Log(eventlog.Entry{Event: eventlog.Control, Detail: ln.Addr().String()})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -1,5 +1,8 @@
 // Command order runs the order service: POST /orders writes an order and its
-// outbox row in one transaction.
+// outbox row in one transaction. --variant (or FAULTLINE_VARIANT)
+// commit-then-publish or publish-then-commit runs a broken service without
+// an outbox that publishes to --amqp-url itself; any other process's variant
+// leaves it correct.
 package main
 
 import (

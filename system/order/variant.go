@@ -1,0 +1,26 @@
+package order
+
+import (
+	"faultline/system/eventlog"
+	"faultline/system/variant"
+)
+
+// emitterVariants are the order service's broken variants: no outbox, the
+// service publishes each event itself (variant_*.go).
+var emitterVariants = map[string]func(*directPublisher) emitter{
+	variant.CommitThenPublish: func(p *directPublisher) emitter { return commitThenPublish{p} },
+	variant.PublishThenCommit: func(p *directPublisher) emitter { return publishThenCommit{p} },
+}
+
+// useVariant switches the service to the named variant's emitter when it is
+// an order variant, publishing to amqpURL; it returns what to close at the
+// end. Any other name leaves the service correct.
+func (s *Service) useVariant(name, amqpURL string, log *eventlog.Log) (closer func()) {
+	mk, ok := emitterVariants[name]
+	if !ok {
+		return func() {}
+	}
+	pub := newDirectPublisher(amqpURL, log)
+	s.emit = mk(pub)
+	return pub.close
+}
