@@ -217,6 +217,7 @@ func (r *run) execute(ctx context.Context) error {
 	}
 
 	r.startPhase(PhaseWorkload)
+	workloadStart := time.Now()
 	orderProc, _ := r.sup.Process("order")
 	wl := workload.New(r.sc.Workload, uint64(r.opts.Seed), func() string {
 		if orderProc.Running() {
@@ -296,6 +297,7 @@ func (r *run) execute(ctx context.Context) error {
 	r.res.Invariants = invs
 	r.res.Evidence = evidence
 	r.res.Counts = check.Counts(obs)
+	r.res.Timeline = check.BuildTimeline(obs, workloadStart, time.Now(), faultResults, invs)
 	return nil
 }
 

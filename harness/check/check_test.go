@@ -1,0 +1,146 @@
+package check
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"faultline/harness/result"
+	"faultline/system/eventlog"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// obs builds an observation from a log; entries are in time order.
+func obs(orders map[string]int64, outbox []OutboxRow, res []Reservation, log ...eventlog.Entry) *Observation {
+	o := &Observation{Orders: map[string]Order{}, Outbox: outbox, Reservations: res, Log: log, ByEvent: map[string][]eventlog.Entry{}}
+	for id, v := range orders {
+		o.Orders[id] = Order{ID: id, Version: v}
+	}
+	for _, e := range log {
+		if e.EventID != "" {
+			o.ByEvent[e.EventID] = append(o.ByEvent[e.EventID], e)
+		}
+	}
+	return o
+}
+
+func ev(ms int, process, event, id, claim string) eventlog.Entry {
+	return eventlog.Entry{Time: at(ms), Process: process, Event: event, EventID: id, ClaimID: claim}
+}
+
+func find(invs []result.Invariant, name string) result.Invariant {
+	for _, inv := range invs {
+		if inv.Name == name {
+			return inv
+		}
+	}
+	return result.Invariant{}
+}
+
+func TestInvariants(t *testing.T) {
+	published := func(id, agg string, seq int64) OutboxRow {
+		return OutboxRow{EventID: id, AggregateID: agg, Sequence: seq, Status: "Published", Published: true}
+	}
+	cleanLog := []eventlog.Entry{
+		ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Confirmed, "E1", "c1"), ev(3, "relay-1", eventlog.Marked, "E1", "c1"),
+	}
+	for _, tc := range []struct {
+		name      string
+		o         *Observation
+		broken    string // the invariant that must fail ("" = none)
+		violation string
+	}{
+		{"all good", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}}, cleanLog...), "", ""},
+		{"lost", obs(map[string]int64{"A": 1, "B": 1}, []OutboxRow{published("E1", "A", 1), published("E2", "B", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}},
+			append(append([]eventlog.Entry{}, cleanLog...), ev(4, "relay-1", eventlog.Confirmed, "E2", "c1"), ev(5, "relay-1", eventlog.Marked, "E2", "c1"))...), NoLost, "lost"},
+		{"failed with alert is not lost", obs(map[string]int64{"A": 1}, []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Failed"}}, nil), "", ""},
+		{"phantom", obs(map[string]int64{}, nil, []Reservation{{1, "E9", "Z", 1, "order.created"}}), NoPhantom, "phantom"},
+		{"duplicate effect", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}, {2, "E1", "A", 1, "order.created"}}, cleanLog...), NoDuplicate, "duplicate-effect"},
+		{"stuck row", obs(map[string]int64{"A": 1}, []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Processing"}}, []Reservation{{1, "E1", "A", 1, "order.created"}}), OutboxTruth, "stuck-row"},
+		{"published without confirm", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}},
+			ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(3, "relay-1", eventlog.Marked, "E1", "c1")), OutboxTruth, "published-unconfirmed"},
+		{"returned but marked", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}},
+			ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Returned, "E1", "c1"), ev(2, "relay-1", eventlog.Confirmed, "E1", "c1"), ev(3, "relay-1", eventlog.Marked, "E1", "c1")), OutboxTruth, "published-unconfirmed"},
+		{"stale write accepted", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}},
+			ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Confirmed, "E1", "c1"),
+			ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), ev(4, "relay-2", eventlog.Confirmed, "E1", "c2"), ev(5, "relay-2", eventlog.Marked, "E1", "c2"),
+			ev(6, "relay-1", eventlog.Marked, "E1", "c1")), Fencing, "stale-write"},
+		{"fenced is fine", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}},
+			ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Confirmed, "E1", "c1"),
+			ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), ev(4, "relay-2", eventlog.Confirmed, "E1", "c2"), ev(5, "relay-2", eventlog.Marked, "E1", "c2"),
+			ev(6, "relay-1", eventlog.Fenced, "E1", "c1")), "", ""},
+		{"queue not drained", func() *Observation {
+			o := obs(map[string]int64{}, nil, nil)
+			o.Queue = QueueInfo{Messages: 2, Ready: 2}
+			return o
+		}(), QueueDrained, "queue-not-drained"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			invs := Invariants(tc.o, Options{})
+			for _, inv := range invs {
+				if inv.Name == tc.broken {
+					require.False(t, inv.OK, "%s should be broken", inv.Name)
+					require.NotEmpty(t, inv.Violations)
+					assert.Equal(t, tc.violation, inv.Violations[0].Kind)
+				} else {
+					assert.True(t, inv.OK, "%s: %s", inv.Name, inv.Detail)
+				}
+			}
+		})
+	}
+}
+
+func TestAggregateOrder(t *testing.T) {
+	inOrder := obs(map[string]int64{"A": 3}, nil, []Reservation{{1, "E1", "A", 1, ""}, {2, "E2", "A", 2, ""}, {3, "E3", "A", 3, ""}})
+	assert.True(t, find(Invariants(inOrder, Options{Ordered: true}), AggregateOrder).OK)
+	outOfOrder := obs(map[string]int64{"A": 3}, nil, []Reservation{{1, "E1", "A", 1, ""}, {2, "E3", "A", 3, ""}, {3, "E2", "A", 2, ""}})
+	inv := find(Invariants(outOfOrder, Options{Ordered: true}), AggregateOrder)
+	assert.False(t, inv.OK)
+	assert.Contains(t, inv.Violations[0].EventIDs, "E3")
+	assert.Empty(t, find(Invariants(outOfOrder, Options{}), AggregateOrder).Name, "only checked when asked")
+}
+
+func TestCountsAndEvidence(t *testing.T) {
+	o := obs(map[string]int64{"A": 1}, []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Published", Published: true}},
+		[]Reservation{{1, "E1", "A", 1, ""}},
+		ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Published, "E1", "c1"), ev(3, "relay-1", eventlog.Unknown, "E1", "c1"),
+		ev(2500, "relay-2", eventlog.Claimed, "E1", "c2"), ev(2501, "relay-2", eventlog.Published, "E1", "c2"), ev(2502, "relay-2", eventlog.Confirmed, "E1", "c2"),
+		ev(2503, "relay-2", eventlog.Marked, "E1", "c2"),
+		ev(2600, "inventory", eventlog.Delivered, "E1", ""), ev(2601, "inventory", eventlog.Reserved, "E1", ""),
+		ev(2700, "inventory", eventlog.Delivered, "E1", ""), ev(2701, "inventory", eventlog.Duplicate, "E1", ""))
+	c := Counts(o)
+	assert.Equal(t, 2, c.Published)
+	assert.Equal(t, 1, c.DuplicatesPublished)
+	assert.Equal(t, 1, c.DuplicatesDelivered)
+	assert.Equal(t, 1, c.DuplicatesAbsorbed)
+	assert.Equal(t, 1, c.Unknown)
+	for _, e := range []Evidence{ReclaimedAfterLease(), Republished(), UnknownRepublished(), DuplicateAbsorbed()} {
+		seen, detail := e.Check(o)
+		assert.True(t, seen, "%s: %s", e.Name, detail)
+	}
+	seen, _ := RedeliveryAbsorbed().Check(o)
+	assert.False(t, seen, "a republish is not a broker redelivery")
+	none := obs(nil, nil, nil)
+	for _, e := range []Evidence{ReclaimedAfterLease(), Republished(), UnknownRepublished(), DuplicateAbsorbed(), AtLeast(1, eventlog.Fenced), CrashPointHit("relay.after-claim")} {
+		seen, _ := e.Check(none)
+		assert.False(t, seen, "%s seen in an empty run", e.Name)
+	}
+
+	tl := BuildTimeline(o, t0, at(3000), []result.Fault{{Kind: "crash", Target: "relay-1", Start: at(1000), End: at(2000)}}, nil)
+	assert.Len(t, tl.Lanes, 3)
+	assert.Len(t, tl.Faults, 1)
+	assert.Equal(t, int64(1000), tl.Faults[0].StartMS)
+	require.NotEmpty(t, tl.Traces)
+	assert.Equal(t, "E1", tl.Traces[0].EventID)
+	assert.Greater(t, tl.RateAfter, 0.0)
+	total := 0
+	for _, b := range tl.Rate {
+		total += b.Reserved
+	}
+	assert.Equal(t, 1, total)
+}
