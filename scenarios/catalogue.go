@@ -163,6 +163,15 @@ func All() []runner.Scenario {
 			Evidence: []check.Evidence{check.CrashPointHit(crashpoint.InventoryAfterCommit), check.RedeliveryAbsorbed()},
 		},
 		{
+			Name: "inventory-crash-before-commit", Window: "inbox row and effect written, not committed",
+			Description: "The consumer is SIGKILLed with the inbox row and the reservation written in one transaction, not yet committed: both roll back, the broker redelivers, the effect happens once.",
+			Workload:    steady,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "inventory", Point: crashpoint.InventoryBeforeCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 3, 8)), RestartAfter: 200 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(crashpoint.InventoryBeforeCommit), check.Redelivered()},
+		},
+		{
 			Name: "inventory-db-down", Window: "consumer's database goes away",
 			Description: "inventory→pg is down for a while: transactions fail and are retried, nothing is acked before its commit, no effect lost or doubled.",
 			Workload:    steady,

@@ -337,7 +337,7 @@ func (r *run) setupInfra(ctx context.Context) error {
 	}
 	r.cleanup = append(r.cleanup, func(context.Context) { r.orders.Close(); r.invDB.Close() })
 
-	names := []string{"order.pg", "inventory.pg", "inventory.amqp"}
+	names := []string{"order.pg", "order.amqp", "inventory.pg", "inventory.amqp"}
 	for i := 1; i <= r.relays(); i++ {
 		names = append(names, fmt.Sprintf("relay-%d.pg", i), fmt.Sprintf("relay-%d.amqp", i))
 	}
@@ -401,7 +401,10 @@ func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
 			"--db-url", viaLink(ordersURL, r.links[name+".pg"]), "--amqp-url", viaLink(amqpURL, r.links[name+".amqp"]),
 		}})
 	}
-	procs = append(procs, proc{"order", "order", []string{"--instance", "order", "--db-url", viaLink(ordersURL, r.links["order.pg"])}})
+	// The order service talks to the broker only in the variants without an
+	// outbox; it gets its link all the same.
+	procs = append(procs, proc{"order", "order", []string{"--instance", "order", "--db-url", viaLink(ordersURL, r.links["order.pg"]),
+		"--amqp-url", viaLink(amqpURL, r.links["order.amqp"])}})
 
 	for _, p := range procs {
 		bin, err := r.sh.Bins.For(p.kind)
