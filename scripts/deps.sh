@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Installs what faultline needs from the distribution's packages, only when
-# missing: PostgreSQL 15 server binaries and RabbitMQ. Idempotent; fine as
-# root (CI) or with sudo. Neither service is started or enabled here: the
-# harness runs private instances of its own.
+# missing: PostgreSQL 15 server binaries, RabbitMQ, and Chromium (the report
+# test looks at the report page in a real headless browser). Idempotent;
+# fine as root (CI) or with sudo. Neither service is started or enabled
+# here: the harness runs private instances of its own.
 set -euo pipefail
 
 need=()
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need+=(rabbitmq-server)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "deps: postgresql and rabbitmq-server already installed"
+  echo "deps: postgresql, rabbitmq-server and chromium already installed"
   exit 0
 fi
 
