@@ -78,6 +78,9 @@ type Options struct {
 	Phase func(name string)
 	// Converge overrides the scenario's convergence bound.
 	Converge time.Duration
+	// Tick is told, about once a second during the long phases (workload,
+	// converging), how far the phase has come (0..1); may be nil.
+	Tick func(phase string, done float64)
 }
 
 // Phases of a run.
@@ -185,6 +188,29 @@ func (r *run) endPhase() {
 	}
 }
 
+// tick reports a long phase's progress once a second until stopped.
+func (r *run) tick(phase string, done func() float64) (stop func()) {
+	if r.opts.Tick == nil {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				r.opts.Tick(phase, min(done(), 1))
+			}
+		}
+	}()
+	return func() { close(quit); <-finished }
+}
+
 // safeExecute turns a panic of the harness into a failed run, so one bug
 // cannot take the shared infrastructure (and every other run) down with it.
 func (r *run) safeExecute(ctx context.Context) (err error) {
@@ -247,7 +273,11 @@ func (r *run) execute(ctx context.Context) error {
 			faultResults[i] = f.Inject(runCtx, env)
 		}()
 	}
+	stopTick := r.tick(PhaseWorkload, func() float64 {
+		return float64(wl.Acknowledged()) / float64(max(r.sc.Workload.Orders*max(r.sc.Workload.EventsPerOrder, 1), 1))
+	})
 	wlErr := wl.Run(runCtx)
+	stopTick()
 	r.startPhase(PhaseFaults)
 	faultsDone.Wait()
 	r.res.Faults = faultResults
@@ -264,7 +294,10 @@ func (r *run) execute(ctx context.Context) error {
 	if r.opts.Converge > 0 {
 		timeout = r.opts.Converge
 	}
+	convStart := time.Now()
+	stopTick = r.tick(PhaseConverging, func() float64 { return time.Since(convStart).Seconds() / timeout.Seconds() })
 	convergedAt, convErr := check.WaitConverged(runCtx, src, timeout, 1500*time.Millisecond)
+	stopTick()
 	lastFault := time.Time{}
 	for _, f := range faultResults {
 		if f.End.After(lastFault) {
