@@ -50,6 +50,8 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		progress(stderr, "[%d/%d] %s [%s] seed %d: %s (%.1fs)", done, total, res.Name, res.Variant, res.Seed, res.Verdict, float64(res.DurationMS)/1000)
 	}
 	plan.Phase = func(run, phase string) { progress(stderr, "  %s: %s", run, phase) }
+	b := newBars(stderr)
+	plan.Tick = b.tick
 
 	started := time.Now()
 	var out result.Run

@@ -155,6 +155,7 @@ func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, va
 	var wg sync.WaitGroup
 	var done int
 	var mu sync.Mutex
+	b := newBars(stderr)
 	for i, sc := range picked {
 		wg.Add(1)
 		go func() {
@@ -162,7 +163,8 @@ func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, va
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			res := sh.Run(ctx, sc, runner.Options{Seed: c.seed, Variant: variant,
-				Phase: func(p string) { progress(stderr, "  %s: %s", sc.Name, p) }})
+				Phase: func(p string) { progress(stderr, "  %s: %s", sc.Name, p) },
+				Tick:  func(p string, d float64) { b.tick(sc.Name, p, d) }})
 			results[i] = res
 			mu.Lock()
 			done++

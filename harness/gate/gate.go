@@ -35,6 +35,8 @@ type Plan struct {
 	Progress func(done, total int, res result.Scenario)
 	// Phase is told a run's phases; may be nil.
 	Phase func(run string, phase string)
+	// Tick is told a run's progress in its long phases; may be nil.
+	Tick func(run, phase string, done float64)
 }
 
 type job struct {
@@ -94,9 +96,12 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 				// reports what it finds after a shorter wait.
 				opts.Converge = 15 * time.Second
 			}
+			name := j.sc.Name + "[" + variantName(j.variant) + "]"
 			if plan.Phase != nil {
-				name := j.sc.Name + "[" + variantName(j.variant) + "]"
 				opts.Phase = func(p string) { plan.Phase(name, p) }
+			}
+			if plan.Tick != nil {
+				opts.Tick = func(p string, d float64) { plan.Tick(name, p, d) }
 			}
 			res := sh.Run(ctx, j.sc, opts)
 			results[i] = res
