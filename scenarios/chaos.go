@@ -23,19 +23,21 @@ func randomChaos() runner.Scenario {
 		Exclusive:   true,
 		Converge:    60 * time.Second,
 		Faults: func(rng *rand.Rand) []fault.Fault {
-			at := func() fault.Trigger { return fault.Trigger{AfterOrders: int64(between(rng, 20, 420))} }
+			// Faults land in the first 300 of the 500 orders, so a crash point
+			// armed at its trigger still has batches left to fire on.
+			at := func() fault.Trigger { return fault.Trigger{AfterOrders: int64(between(rng, 20, 300))} }
 			relayPoints := []string{crashpoint.RelayAfterClaim, crashpoint.RelayAfterPublish, crashpoint.RelayAfterConfirm, crashpoint.RelayAfterMark}
 			invPoints := []string{crashpoint.InventoryAfterReceive, crashpoint.InventoryAfterCommit}
 			links := []string{"relay-1.pg", "relay-2.amqp", "inventory.amqp", "order.pg"}
 			menu := []func() fault.Fault{
 				func() fault.Fault {
-					return fault.Crash{Process: "relay-1", Point: relayPoints[rng.IntN(len(relayPoints))], Action: crashpoint.Kill, Hit: int64(between(rng, 1, 3)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
+					return fault.Crash{Process: "relay-1", Point: relayPoints[rng.IntN(len(relayPoints))], Action: crashpoint.Kill, Hit: int64(between(rng, 1, 2)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
 				},
 				func() fault.Fault {
 					return fault.Crash{Process: "relay-2", Point: crashpoint.RelayAfterConfirm, Action: crashpoint.Pause, Hit: 1, Trigger: at(), Hold: 4 * time.Second}
 				},
 				func() fault.Fault {
-					return fault.Crash{Process: "inventory", Point: invPoints[rng.IntN(len(invPoints))], Action: crashpoint.Kill, Hit: int64(between(rng, 1, 3)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
+					return fault.Crash{Process: "inventory", Point: invPoints[rng.IntN(len(invPoints))], Action: crashpoint.Kill, Hit: int64(between(rng, 1, 2)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
 				},
 				func() fault.Fault {
 					return fault.Crash{Process: "order", Point: crashpoint.OrderAfterCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 1, 5)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
