@@ -2,7 +2,7 @@
 GO ?= go
 TEST_TIMEOUT ?= 30m
 
-.PHONY: deps build test scenarios vet clean
+.PHONY: deps build test scenarios report vet clean
 
 ## deps: install PostgreSQL and RabbitMQ from the distribution when missing
 deps:
@@ -23,6 +23,10 @@ test: vet
 ## scenarios: the scenario catalogue on the correct pipeline, with each run's figures
 scenarios:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v -run 'TestScenarios' ./scenarios
+
+## report: the main job — the gate (correct pipeline + every variant) with its report in reports/latest/
+report:
+	$(GO) run ./cmd/faultline gate
 
 clean:
 	rm -rf bin
