@@ -1,0 +1,230 @@
+package reports
+
+import (
+	"fmt"
+	"time"
+
+	"faultline/harness/result"
+)
+
+// The fixture: a gate run with the correct pipeline and variants, timelines,
+// a failure with violations, a documented limit, runs not run, and markup
+// in reasons, eventIds, labels and details that must come out as text.
+
+const evil = `<script>alert("x")</script>`
+
+var t0 = time.Date(2026, 11, 30, 16, 8, 0, 0, time.UTC)
+
+func at(ms int64) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func invariants(broken ...result.Invariant) []result.Invariant {
+	names := []string{"converged", "no-lost-event", "no-phantom", "no-duplicate-effect", "outbox-truth", "fencing", "queue-drained"}
+	var out []result.Invariant
+	for _, n := range names {
+		inv := result.Invariant{Name: n, OK: true}
+		for _, b := range broken {
+			if b.Name == n {
+				inv = b
+			}
+		}
+		out = append(out, inv)
+	}
+	return out
+}
+
+func counts(n int) result.Counts {
+	return result.Counts{Orders: n, Events: n, Published: n, Confirmed: n, Delivered: n, Reservations: n, CrashPointHits: 1}
+}
+
+// timeline draws four processes, the fault and two traced events.
+func timeline(point, action string, spanKind, target string, traced ...result.Trace) *result.Timeline {
+	tl := &result.Timeline{
+		StartedAt: at(0),
+		EndMS:     9000,
+		Lanes: []result.Lane{
+			{Process: "order", Marks: []result.Mark{{AtMS: -400, Kind: "started", Label: "order started"}}},
+			{Process: "relay-1", Marks: []result.Mark{{AtMS: -380, Kind: "started", Label: "relay-1 started"}}},
+			{Process: "relay-2", Marks: []result.Mark{{AtMS: -370, Kind: "started", Label: "relay-2 started"}}},
+			{Process: "inventory", Marks: []result.Mark{
+				{AtMS: -350, Kind: "started", Label: "inventory started"},
+				{AtMS: 5200, Kind: "disconnected", Label: "amqp connection lost"},
+				{AtMS: 5900, Kind: "connected", Label: "amqp connected"},
+			}},
+		},
+		Faults:     []result.Span{{Kind: spanKind, Target: target, Label: point + " " + action, StartMS: 3000, EndMS: 5000}},
+		BucketMS:   250,
+		RateBefore: 96, RateDuring: 31.5, RateAfter: 140,
+		Traces: traced,
+	}
+	for i := range tl.Lanes {
+		if tl.Lanes[i].Process == target {
+			tl.Lanes[i].Marks = append(tl.Lanes[i].Marks,
+				result.Mark{AtMS: 3000, Kind: "crashpoint", Label: point + " " + action},
+				result.Mark{AtMS: 5000, Kind: map[string]string{"kill": "restarted", "pause": "resumed"}[action], Label: target + " back"})
+		}
+	}
+	for ms := int64(0); ms < 9000; ms += 250 {
+		b := result.Bucket{AtMS: ms, Committed: 25, Published: 24, Reserved: 24}
+		if ms >= 3000 && ms < 5000 {
+			b.Published, b.Reserved = 8, 7
+		}
+		if ms >= 5000 && ms < 6000 {
+			b.Published, b.Reserved = 40, 38
+		}
+		if ms >= 7500 {
+			b.Committed = 0
+		}
+		tl.Rate = append(tl.Rate, b)
+	}
+	return tl
+}
+
+func trace(id, why string, base int64, extra ...result.Step) result.Trace {
+	steps := []result.Step{
+		{AtMS: base, Process: "order", Event: "committed"},
+		{AtMS: base + 40, Process: "relay-1", Event: "claimed", ClaimID: "relay-1:9f2c"},
+		{AtMS: base + 55, Process: "relay-1", Event: "published", ClaimID: "relay-1:9f2c"},
+		{AtMS: base + 70, Process: "relay-1", Event: "confirmed", ClaimID: "relay-1:9f2c"},
+	}
+	steps = append(steps, extra...)
+	return result.Trace{EventID: id, Why: why, Steps: steps}
+}
+
+func fixtureRun() result.Run {
+	dupTrace := trace("01JDUPLICATE0000000000000A", "duplicate absorbed", 2900,
+		result.Step{AtMS: 2990, Process: "inventory", Event: "delivered"},
+		result.Step{AtMS: 3010, Process: "inventory", Event: "reserved"},
+		result.Step{AtMS: 3020, Process: "inventory", Event: "acked"},
+		result.Step{AtMS: 5400, Process: "relay-2", Event: "claimed", ClaimID: "relay-2:77aa"},
+		result.Step{AtMS: 5420, Process: "relay-2", Event: "published", ClaimID: "relay-2:77aa"},
+		result.Step{AtMS: 5430, Process: "relay-2", Event: "confirmed", ClaimID: "relay-2:77aa"},
+		result.Step{AtMS: 5440, Process: "relay-2", Event: "marked", ClaimID: "relay-2:77aa"},
+		result.Step{AtMS: 5460, Process: "inventory", Event: "delivered"},
+		result.Step{AtMS: 5470, Process: "inventory", Event: "duplicate", Detail: "inbox row exists"},
+		result.Step{AtMS: 5480, Process: "inventory", Event: "acked"},
+	)
+	lostTrace := trace("01JLOST"+evil, "lost "+evil, 3100,
+		result.Step{AtMS: 5100, Process: "relay-1", Event: "fenced", ClaimID: "relay-1:9f2c", Detail: "0 rows: the claim moved on"},
+	)
+	lostLines := []string{
+		"16:08:03.100 order      committed        01JLOST" + evil,
+		"16:08:03.140 relay-1    claimed          01JLOST" + evil + " claim=relay-1:9f2c",
+		"16:08:05.100 relay-1    fenced           01JLOST" + evil + " claim=relay-1:9f2c",
+	}
+
+	scenarios := []result.Scenario{
+		{
+			Name: "order-crash-after-commit", Variant: "correct", Seed: 7, Window: "order committed, event not yet published", Verdict: result.Pass,
+			Counts:     counts(120),
+			Faults:     []result.Fault{{Kind: "crash", Target: "order", Detail: "order.after-commit kill@12", Hit: true, Start: at(3000), End: at(5000)}},
+			Evidence:   []result.Evidence{{Name: "crash point order.after-commit hit", Seen: true, Detail: "1 hit"}},
+			Invariants: invariants(), RecoveryMS: 1830, DurationMS: 14200, Started: at(-7000),
+			Phases: []result.Phase{
+				{Name: "infra", Start: at(-7000), End: at(-500)}, {Name: "workload", Start: at(-500), End: at(7000)},
+				{Name: "converging", Start: at(7000), End: at(8800)}, {Name: "checking", Start: at(8800), End: at(9000)},
+			},
+			Timeline: timeline("order.after-commit", "kill", "crash", "order", trace("01JCOMMITTED00000000000000", "crash window", 2950)),
+		},
+		{
+			Name: "relay-crash-after-confirm", Variant: "correct", Seed: 7, Window: "confirm seen, Published update not yet written", Verdict: result.Pass,
+			Counts: func() result.Counts {
+				c := counts(150)
+				c.Published, c.Delivered, c.DuplicatesPublished, c.DuplicatesDelivered, c.DuplicatesAbsorbed = 153, 153, 3, 3, 3
+				return c
+			}(),
+			Faults:     []result.Fault{{Kind: "crash", Target: "relay-1", Detail: "relay.after-confirm kill@3", Hit: true, Start: at(3000), End: at(5000)}},
+			Evidence:   []result.Evidence{{Name: "republished", Seen: true}, {Name: "duplicate absorbed", Seen: true, Detail: "3 seen"}},
+			Invariants: invariants(), RecoveryMS: 2400, DurationMS: 15100, Started: at(-7000),
+			Timeline: timeline("relay.after-confirm", "kill", "crash", "relay-1", dupTrace,
+				trace("01JDUPLICATE0000000000000B", "duplicate absorbed", 2920), trace("01JDUPLICATE0000000000000C", "duplicate absorbed", 2940)),
+		},
+		{
+			Name: "relay-pause-past-lease", Variant: "correct", Seed: 7, Window: "claim held past its lease (pause)", Verdict: result.Fail,
+			Reason: "invariant broken: no-lost-event " + evil,
+			Counts: func() result.Counts {
+				c := counts(90)
+				c.Reservations, c.Lost, c.FencedWrites = 89, 1, 2
+				return c
+			}(),
+			Faults:   []result.Fault{{Kind: "pause", Target: "relay-1", Detail: "relay.after-confirm pause@2 for 5s " + evil, Hit: true, Start: at(3000), End: at(5000)}},
+			Evidence: []result.Evidence{{Name: "at least 1 \"fenced\"", Seen: true, Detail: "2 seen"}, {Name: "duplicate absorbed", Seen: false, Detail: "0 seen"}},
+			Invariants: invariants(result.Invariant{Name: "no-lost-event", OK: false, Detail: "1 committed events have no reservation",
+				Violations: []result.Violation{{Kind: "lost", EventIDs: []string{"01JLOST" + evil}, Message: "1 committed events have no reservation " + evil, Timeline: lostLines}}}),
+			RecoveryMS: 4100, DurationMS: 22000, Started: at(-7000), Dir: "/tmp/faultline-runs/relay-pause-past-lease-7",
+			Timeline: timeline("relay.after-confirm", "pause", "pause", "relay-1", lostTrace, dupTrace),
+		},
+		{
+			Name: "inbox-retention-replay", Variant: "correct", Seed: 7, Window: "replay older than the inbox retention", Verdict: result.Pass,
+			Counts: func() result.Counts {
+				c := counts(30)
+				c.Reservations, c.DuplicateEffects, c.DuplicatesAbsorbed = 31, 1, 1
+				return c
+			}(),
+			Faults:   []result.Fault{{Kind: "replay", Target: "inventory", Detail: "one event replayed after the inbox cleanup", Hit: true, EventIDs: []string{"01JREPLAYED000000000000000"}}},
+			Evidence: []result.Evidence{{Name: "the checker reports exactly the replayed event's duplicate", Seen: true}},
+			Invariants: invariants(result.Invariant{Name: "no-duplicate-effect", OK: false, Expected: true, Detail: "1 extra effects for 1 events (expected: replay after the inbox retention)",
+				Violations: []result.Violation{{Kind: "duplicate-effect", EventIDs: []string{"01JREPLAYED000000000000000"}, Message: "1 events took effect more than once",
+					Timeline: []string{"16:08:17.427 order      committed        01JREPLAYED000000000000000 (order.created)"}}}}),
+			RecoveryMS: 300, DurationMS: 9000, Started: at(-7000),
+		},
+		{Name: "unroutable-then-routable", Variant: "correct", Seed: 7, Verdict: result.NotRun, Reason: "context canceled " + evil},
+		{
+			Name: "commit-then-publish-probe", Variant: "correct", Seed: 7, Verdict: result.Pass, Counts: counts(10),
+			Invariants: invariants(), DurationMS: 4000, Started: at(-7000),
+		},
+
+		// Variants.
+		{
+			Name: "order-crash-after-commit", Variant: "commit-then-publish", Seed: 7, Verdict: result.Fail,
+			Counts: func() result.Counts {
+				c := counts(120)
+				c.Published, c.Delivered, c.Reservations, c.Lost = 119, 119, 119, 1
+				return c
+			}(),
+			Faults: []result.Fault{{Kind: "crash", Target: "order", Detail: "order.after-commit kill@12", Hit: true}},
+			Invariants: invariants(result.Invariant{Name: "no-lost-event", OK: false, Detail: "1 committed events have no reservation",
+				Violations: []result.Violation{{Kind: "lost", EventIDs: []string{"01JVARLOST0000000000000000"}, Message: "1 committed events have no reservation",
+					Timeline: []string{"16:08:03.100 order      committed        01JVARLOST0000000000000000"}}}}),
+			RecoveryMS: 15000, DurationMS: 25000, Started: at(-7000),
+		},
+		{
+			// no-inbox passes here: the duplicate publish never reached the
+			// consumer twice. The variant is not caught by this scenario.
+			Name: "relay-crash-after-confirm", Variant: "no-inbox", Seed: 7, Verdict: result.Pass, Counts: counts(150),
+			Faults: []result.Fault{{Kind: "crash", Target: "relay-1", Detail: "relay.after-confirm kill@3", Hit: true}}, Invariants: invariants(),
+			RecoveryMS: 2000, DurationMS: 15000, Started: at(-7000),
+		},
+		{
+			Name: "inventory-crash-after-commit", Variant: "no-inbox", Seed: 7, Verdict: result.Fail,
+			Counts: func() result.Counts {
+				c := counts(100)
+				c.Reservations, c.DuplicateEffects, c.DuplicatesDelivered = 101, 1, 1
+				return c
+			}(),
+			Invariants: invariants(result.Invariant{Name: "no-duplicate-effect", OK: false,
+				Violations: []result.Violation{{Kind: "duplicate-effect", EventIDs: []string{"01JVARDUP00000000000000000"}, Message: "1 events took effect more than once"}}}),
+			RecoveryMS: 1200, DurationMS: 12000, Started: at(-7000),
+		},
+		{
+			// Fails, but not with the violation its missing guard causes.
+			Name: "broker-nack", Variant: "published-before-confirm", Seed: 7, Verdict: result.Fail, Counts: counts(80),
+			Invariants: invariants(result.Invariant{Name: "outbox-truth", OK: false,
+				Violations: []result.Violation{{Kind: "stuck-row", EventIDs: []string{"01JSTUCK000000000000000000"}, Message: "1 rows left Processing"}}}),
+			DurationMS: 16000, Started: at(-7000),
+		},
+		{Name: "relay-pause-past-lease", Variant: "no-fencing", Seed: 7, Verdict: result.NotRun, Reason: "interrupted"},
+	}
+	return result.Run{
+		Schema: result.Schema, Seed: 7, Started: t0, DurationMS: 95_000, Pass: false, Infra: "local",
+		Scenarios: scenarios,
+		Variants: []result.Variant{
+			{Name: "commit-then-publish", Guard: "outbox row in the order's transaction", Expected: "lost", Caught: true, CaughtBy: []string{"order-crash-after-commit"}},
+			{Name: "no-inbox", Guard: "inbox row", Expected: "duplicate-effect", Caught: true, CaughtBy: []string{"inventory-crash-after-commit"}, Missed: []string{"relay-crash-after-confirm"}},
+			{Name: "published-before-confirm", Guard: "Published only after a positive confirm", Expected: "lost", Caught: false, CaughtBy: []string{}, Missed: []string{"broker-nack"}},
+			{Name: "no-fencing", Guard: "claim id in every status write", Expected: "stale-write", Caught: false, CaughtBy: []string{}},
+		},
+	}
+}
+
+// caseName is how a result appears in junit.xml.
+func caseName(s result.Scenario) string { return fmt.Sprintf("%s/%s", variantOf(s), s.Name) }

@@ -1,0 +1,171 @@
+package reports
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"strings"
+	"time"
+
+	"faultline/harness/result"
+)
+
+//go:embed report.html.tmpl
+var pageSource string
+
+// page is built with html/template only: every value from the run is
+// escaped by it, the page needs no script and loads nothing.
+var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"ms":    fmtMS,
+	"join":  strings.Join,
+	"split": strings.Split,
+	"inc":   func(i int) int { return i + 1 },
+}).Parse(pageSource))
+
+type pageData struct {
+	Title     string
+	Pass      bool
+	Seeds     string
+	Started   string
+	Duration  string
+	Infra     string
+	Schema    string
+	Generated string
+	Stats     stats
+	Columns   []countColumn
+	Windows   []windowRow
+	Matrix    matrix
+	Results   []scenarioView
+}
+
+type scenarioView struct {
+	ID         string
+	S          result.Scenario
+	Variant    string
+	IsVariant  bool
+	Outcome    outcome
+	Open       bool
+	Started    string
+	Duration   string
+	Recovery   string
+	Counts     []countItem
+	Faults     []faultView
+	Violations []violationView
+	Failed     []string
+	Timeline   *tlView
+	Traces     []traceRow
+	Hidden     int
+	Stages     []string
+}
+
+type countItem struct {
+	Name  string
+	Value int
+	Class string
+}
+
+type faultView struct {
+	result.Fault
+	When string
+}
+
+type violationView struct {
+	result.Violation
+	Invariant string
+	Expected  bool
+}
+
+func (ix *index) scenarioView(s result.Scenario) scenarioView {
+	v := scenarioView{ID: anchor(s), S: s, Variant: variantOf(s), Outcome: ix.verdictOf(s), Stages: stages,
+		Duration: fmtMS(s.DurationMS), Recovery: fmtMS(s.RecoveryMS), Failed: s.Failed()}
+	v.IsVariant = v.Variant != correct
+	v.Open = v.Outcome.Class == clsBad
+	if !s.Started.IsZero() {
+		v.Started = s.Started.UTC().Format("2006-01-02 15:04:05Z")
+	}
+	c := s.Counts
+	for _, it := range []struct {
+		name string
+		n    int
+		bad  bool
+	}{
+		{"orders", c.Orders, false}, {"events", c.Events, false}, {"published", c.Published, false}, {"confirmed", c.Confirmed, false},
+		{"returned", c.Returned, false}, {"nacked", c.Nacked, false}, {"unknown outcomes", c.Unknown, false}, {"retries", c.Retries, false},
+		{"failed (alert)", c.Failed, false}, {"delivered", c.Delivered, false}, {"redelivered", c.Redelivered, false},
+		{"dead-lettered", c.DeadLettered, false}, {"reservations", c.Reservations, false},
+		{"duplicates published", c.DuplicatesPublished, false}, {"duplicates delivered", c.DuplicatesDelivered, false},
+		{"duplicates absorbed", c.DuplicatesAbsorbed, false}, {"duplicate effects", c.DuplicateEffects, true},
+		{"lost", c.Lost, true}, {"phantom", c.Phantom, true}, {"fenced writes", c.FencedWrites, false},
+		{"stale writes", c.StaleWrites, true}, {"stuck rows", c.StuckRows, true}, {"held back", c.HeldBack, false},
+		{"crash point hits", c.CrashPointHits, false},
+	} {
+		item := countItem{Name: it.name, Value: it.n}
+		switch {
+		case it.n == 0:
+			item.Class = "zero"
+		case it.bad:
+			item.Class = "bad"
+		}
+		v.Counts = append(v.Counts, item)
+	}
+	for _, f := range s.Faults {
+		fv := faultView{Fault: f}
+		if !f.Start.IsZero() && !s.Started.IsZero() {
+			fv.When = "+" + fmtMS(f.Start.Sub(s.Started).Milliseconds())
+			if !f.End.IsZero() {
+				fv.When += " for " + fmtMS(f.End.Sub(f.Start).Milliseconds())
+			}
+		}
+		v.Faults = append(v.Faults, fv)
+	}
+	for _, inv := range s.Invariants {
+		for _, vi := range inv.Violations {
+			v.Violations = append(v.Violations, violationView{Violation: vi, Invariant: inv.Name, Expected: inv.Expected || inv.OK})
+		}
+	}
+	v.Timeline = layoutTimeline(s)
+	v.Traces, v.Hidden = traceRows(s.Timeline)
+	return v
+}
+
+func renderHTML(run result.Run, windows []Window) ([]byte, error) {
+	ix := newIndex(run, windows)
+	m := ix.matrix(windows)
+	d := pageData{
+		Title:     "faultline report",
+		Pass:      run.Pass,
+		Infra:     run.Infra,
+		Schema:    run.Schema,
+		Generated: time.Now().UTC().Format("2006-01-02 15:04:05Z"),
+		Stats:     ix.stats(m),
+		Columns:   countColumns,
+		Windows:   ix.windowRows(windows),
+		Matrix:    m,
+		Duration:  fmtMS(run.DurationMS),
+		Seeds:     seedsText(run),
+	}
+	if !run.Started.IsZero() {
+		d.Started = run.Started.UTC().Format("2006-01-02 15:04:05Z")
+		d.Title += " " + run.Started.UTC().Format("2006-01-02 15:04")
+	}
+	for _, s := range sortedResults(run) {
+		d.Results = append(d.Results, ix.scenarioView(s))
+	}
+	var b bytes.Buffer
+	if err := page.Execute(&b, d); err != nil {
+		return nil, fmt.Errorf("render index.html: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+func seedsText(run result.Run) string {
+	if len(run.Seeds) < 2 {
+		return fmt.Sprint(run.Seed)
+	}
+	var s []string
+	for _, x := range run.Seeds {
+		s = append(s, fmt.Sprint(x))
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,198 @@
+package reports
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"faultline/harness/result"
+)
+
+// mdCell makes text safe in a Markdown table cell and in running text:
+// no table break, no newline, no raw HTML.
+func mdCell(s string) string {
+	r := strings.NewReplacer("|", `\|`, "\r", " ", "\n", " ", "&", "&amp;", "<", "&lt;", ">", "&gt;", "`", "'")
+	return r.Replace(s)
+}
+
+// mdCode puts text in an inline code span that its own backticks cannot end.
+func mdCode(s string) string {
+	s = strings.NewReplacer("\n", " ", "\r", " ", "|", `\|`).Replace(s)
+	fence := "`"
+	for strings.Contains(s, fence) {
+		fence += "`"
+	}
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		s = " " + s + " "
+	}
+	return fence + s + fence
+}
+
+// mdFence is a fence longer than any run of backticks in the block.
+func mdFence(lines []string) string {
+	fence := "```"
+	for _, l := range lines {
+		for strings.Contains(l, fence) {
+			fence += "`"
+		}
+	}
+	return fence
+}
+
+var mdIcon = map[string]string{clsGood: "✅", clsBad: "❌", clsLimit: "⚠️", clsNone: "⏭️"}
+
+func renderMarkdown(run result.Run, windows []Window) []byte {
+	ix := newIndex(run, windows)
+	m := ix.matrix(windows)
+	st := ix.stats(m)
+	var b bytes.Buffer
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+
+	verdict := "FAIL"
+	if run.Pass {
+		verdict = "PASS"
+	}
+	p("# faultline report: %s\n\n", verdict)
+	p("- seed %s", mdCell(seedsText(run)))
+	if !run.Started.IsZero() {
+		p(", started %s", run.Started.UTC().Format("2006-01-02 15:04:05Z"))
+	}
+	p(", took %s", fmtMS(run.DurationMS))
+	if run.Infra != "" {
+		p(", infrastructure %s", mdCell(run.Infra))
+	}
+	p("\n- correct pipeline: %d/%d passed", st.CorrectPassed, st.CorrectRun)
+	if st.CorrectNotRun > 0 {
+		p(", %d not run", st.CorrectNotRun)
+	}
+	p("\n- variants: %d/%d caught\n\n", st.VariantsCaught, st.Variants)
+
+	p("## Failure windows\n\n")
+	p("| boundary | window | crash point | guard | without the guard | pipeline | scenario | measured outcome |")
+	for _, c := range countColumns {
+		p(" %s |", c.Short)
+	}
+	p("\n|---|---|---|---|---|---|---|---|")
+	for range countColumns {
+		p("--:|")
+	}
+	p("\n")
+	for _, r := range ix.windowRows(windows) {
+		pipe := r.Pipeline
+		if pipe == "" {
+			pipe = "—"
+		}
+		without := ""
+		if r.Variant {
+			without = r.W.Without
+		}
+		scen := ""
+		if r.Scenario != "" {
+			scen = mdCode(r.Scenario)
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %s %s |", mdCell(r.W.Boundary), mdCell(r.W.Window), mdCode(r.W.CrashPoint), mdCell(r.W.Guard),
+			mdCell(without), mdCell(pipe), scen, mdIcon[r.Outcome.Class], mdCell(r.Outcome.Text))
+		if r.Counts != nil {
+			for _, c := range r.Counts.cells() {
+				p(" %s |", c)
+			}
+		} else {
+			for range countColumns {
+				p(" – |")
+			}
+		}
+		p("\n")
+	}
+
+	p("\n## Verdicts\n\n")
+	for _, s := range sortedResults(run) {
+		o := ix.verdictOf(s)
+		p("- %s %s [%s] seed %d: %s", mdIcon[o.Class], mdCode(s.Name), mdCell(variantOf(s)), s.Seed, mdCell(o.Text))
+		if s.Verdict != result.NotRun {
+			p(" (recovery %s, took %s)", fmtMS(s.RecoveryMS), fmtMS(s.DurationMS))
+		}
+		p("\n")
+	}
+
+	p("\n## Catch matrix\n\n")
+	if len(m.Rows) == 0 {
+		p("No variant in this run.\n")
+	} else {
+		p("| variant | caught by |")
+		for _, s := range m.Scenarios {
+			p(" %s |", mdCode(s))
+		}
+		p(" verdict |\n|---|---|")
+		for range m.Scenarios {
+			p(":-:|")
+		}
+		p("---|\n")
+		for _, r := range m.Rows {
+			p("| %s | %s |", mdCode(r.Variant), mdCell(r.Expect))
+			for _, c := range r.Cells {
+				if c.Text == "" {
+					p(" |")
+					continue
+				}
+				p(" %s %s |", mdIcon[c.Class], c.Text)
+			}
+			p(" %s %s |\n", mdIcon[r.Verdict.Class], mdCell(r.Verdict.Text))
+		}
+	}
+
+	p("\n## Failures\n\n")
+	n := 0
+	for _, s := range sortedResults(run) {
+		o := ix.verdictOf(s)
+		if o.Class != clsBad {
+			continue
+		}
+		n++
+		p("### %s [%s] seed %d\n\n", mdCell(s.Name), mdCell(variantOf(s)), s.Seed)
+		p("%s\n\n", mdCell(o.Text))
+		if s.Reason != "" {
+			p("Reason: %s\n\n", mdCell(s.Reason))
+		}
+		for _, f := range s.Failed() {
+			p("- %s\n", mdCell(f))
+		}
+		if len(s.Failed()) > 0 {
+			p("\n")
+		}
+		writeViolations(&b, s, false)
+	}
+	if n == 0 {
+		p("None.\n\n")
+	}
+
+	limits := false
+	for _, s := range sortedResults(run) {
+		if len(expectedLimits(s)) == 0 {
+			continue
+		}
+		if !limits {
+			p("## Documented limits\n\n")
+			limits = true
+		}
+		p("### %s [%s] seed %d\n\n", mdCell(s.Name), mdCell(variantOf(s)), s.Seed)
+		writeViolations(&b, s, true)
+	}
+	return b.Bytes()
+}
+
+// writeViolations lists a run's violations with their timelines: the
+// unexpected ones, or with expected set the documented limits.
+func writeViolations(b *bytes.Buffer, s result.Scenario, expected bool) {
+	for _, inv := range s.Invariants {
+		if inv.OK || inv.Expected != expected {
+			continue
+		}
+		for _, v := range inv.Violations {
+			fmt.Fprintf(b, "**%s** (%s): %s — eventIds %s\n\n", mdCell(v.Kind), mdCell(inv.Name), mdCell(v.Message), mdCode(strings.Join(v.EventIDs, ", ")))
+			if len(v.Timeline) > 0 {
+				fence := mdFence(v.Timeline)
+				fmt.Fprintf(b, "%s\n%s\n%s\n\n", fence, strings.Join(v.Timeline, "\n"), fence)
+			}
+		}
+	}
+}

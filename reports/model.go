@@ -1,0 +1,558 @@
+package reports
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"faultline/harness/result"
+)
+
+// The data behind every rendering: one place decides what a window's
+// measured outcome is, whether a variant was caught, and in which order
+// results are listed, so index.html, summary.md and junit.xml agree.
+
+const correct = "correct"
+
+// Classes of an outcome (CSS classes in index.html, icons in summary.md).
+const (
+	clsGood  = "good"  // what should happen happened
+	clsBad   = "bad"   // a broken guarantee, or a variant not caught
+	clsLimit = "limit" // a documented limit, reported as expected
+	clsNone  = "none"  // not run, nothing to compare
+)
+
+// outcome is one measured outcome.
+type outcome struct {
+	Text   string
+	Class  string
+	Detail string // longer text for a tooltip
+}
+
+// index finds results by scenario and variant.
+type index struct {
+	run    result.Run
+	byKey  map[string][]result.Scenario
+	expect map[string]string // variant → violation kind that catches it
+	guard  map[string]string
+}
+
+func key(name, variant string) string { return name + "\x00" + variant }
+
+func variantOf(s result.Scenario) string {
+	if s.Variant == "" {
+		return correct
+	}
+	return s.Variant
+}
+
+func newIndex(run result.Run, windows []Window) *index {
+	ix := &index{run: run, byKey: map[string][]result.Scenario{}, expect: map[string]string{}, guard: map[string]string{}}
+	for _, s := range run.Scenarios {
+		k := key(s.Name, variantOf(s))
+		ix.byKey[k] = append(ix.byKey[k], s)
+	}
+	for _, w := range windows {
+		if w.Variant == "" {
+			continue
+		}
+		if w.Expect != "" && ix.expect[w.Variant] == "" {
+			ix.expect[w.Variant] = w.Expect
+		}
+		if ix.guard[w.Variant] == "" {
+			ix.guard[w.Variant] = w.Guard
+		}
+	}
+	// The gate's own verdicts say it best.
+	for _, v := range run.Variants {
+		if v.Expected != "" {
+			ix.expect[v.Name] = v.Expected
+		}
+		if v.Guard != "" {
+			ix.guard[v.Name] = v.Guard
+		}
+	}
+	return ix
+}
+
+func (ix *index) find(name, variant string) []result.Scenario {
+	return ix.byKey[key(name, variant)]
+}
+
+// caught says whether a variant run reported the violation its missing
+// guard causes (any failure, when that kind is unknown).
+func caught(s result.Scenario, kind string) bool {
+	if s.Verdict != result.Fail {
+		return false
+	}
+	return kind == "" || s.HasViolation(kind)
+}
+
+// kinds lists the violation kinds of the unexpected broken invariants, or
+// the broken invariants' names when they carry no violation.
+func kinds(s result.Scenario) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(k string) {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	for _, inv := range s.Invariants {
+		if inv.OK || inv.Expected {
+			continue
+		}
+		if len(inv.Violations) == 0 {
+			add(inv.Name)
+		}
+		for _, v := range inv.Violations {
+			add(v.Kind)
+		}
+	}
+	return out
+}
+
+// expectedLimits describes the broken invariants a scenario expected.
+func expectedLimits(s result.Scenario) []string {
+	var out []string
+	for _, inv := range s.Invariants {
+		if inv.OK || !inv.Expected {
+			continue
+		}
+		for _, v := range inv.Violations {
+			out = append(out, v.Kind+" of "+strings.Join(v.EventIDs, ", "))
+		}
+		if len(inv.Violations) == 0 {
+			out = append(out, inv.Name)
+		}
+	}
+	return out
+}
+
+// why says in one line why a run failed.
+func why(s result.Scenario) string {
+	if k := kinds(s); len(k) > 0 {
+		return strings.Join(k, ", ")
+	}
+	if f := s.Failed(); len(f) > 0 {
+		return f[0]
+	}
+	if s.Reason != "" {
+		return s.Reason
+	}
+	return s.Verdict
+}
+
+// pick is the run a cell shows when a scenario ran with several seeds: the
+// first that failed, else the first.
+func pick(runs []result.Scenario) result.Scenario {
+	for _, r := range runs {
+		if r.Verdict == result.Fail {
+			return r
+		}
+	}
+	return runs[0]
+}
+
+func seedNote(runs []result.Scenario, shown result.Scenario) string {
+	if len(runs) < 2 {
+		return ""
+	}
+	if shown.Verdict == result.Fail {
+		return fmt.Sprintf(" (seed %d of %d)", shown.Seed, len(runs))
+	}
+	return fmt.Sprintf(" (%d seeds)", len(runs))
+}
+
+// correctOutcome is what a scenario measured on the correct pipeline.
+func correctOutcome(runs []result.Scenario) outcome {
+	if len(runs) == 0 {
+		return outcome{Text: "not run", Class: clsNone}
+	}
+	r := pick(runs)
+	note := seedNote(runs, r)
+	switch r.Verdict {
+	case result.Pass:
+		if lim := expectedLimits(r); len(lim) > 0 {
+			return outcome{Text: "pass: documented limit, " + strings.Join(lim, "; ") + " reported" + note, Class: clsLimit, Detail: r.Reason}
+		}
+		return outcome{Text: "pass" + note, Class: clsGood}
+	case result.Fail:
+		return outcome{Text: "FAIL: " + why(r) + note, Class: clsBad, Detail: strings.Join(r.Failed(), "\n")}
+	default:
+		return outcome{Text: notRunText(r), Class: clsNone}
+	}
+}
+
+func notRunText(r result.Scenario) string {
+	if r.Reason != "" {
+		return "not run: " + r.Reason
+	}
+	return "not run"
+}
+
+// variantOutcome is what a catching scenario measured on a variant.
+func variantOutcome(runs []result.Scenario, kind string) outcome {
+	if len(runs) == 0 {
+		return outcome{Text: "not run", Class: clsNone}
+	}
+	for _, r := range runs {
+		if caught(r, kind) {
+			k := kind
+			if k == "" {
+				k = why(r)
+			}
+			return outcome{Text: "caught: " + k + seedNote(runs, r), Class: clsGood, Detail: strings.Join(r.Failed(), "\n")}
+		}
+	}
+	r := pick(runs)
+	return missed(r, kind)
+}
+
+func missed(r result.Scenario, kind string) outcome {
+	switch r.Verdict {
+	case result.Pass:
+		return outcome{Text: "MISSED: the run passed, no " + kind + " reported", Class: clsBad}
+	case result.Fail:
+		return outcome{Text: "MISSED: failed with " + why(r) + ", not " + kind, Class: clsBad, Detail: strings.Join(r.Failed(), "\n")}
+	default:
+		return outcome{Text: notRunText(r), Class: clsNone}
+	}
+}
+
+// verdictOf is a single result's outcome: on the correct pipeline its
+// verdict, on a variant whether it was caught.
+func (ix *index) verdictOf(s result.Scenario) outcome {
+	if variantOf(s) == correct {
+		return correctOutcome([]result.Scenario{s})
+	}
+	return variantOutcome([]result.Scenario{s}, ix.expect[s.Variant])
+}
+
+// sortedResults lists the correct pipeline's results by name and seed, then
+// the variants' by variant, name and seed.
+func sortedResults(run result.Run) []result.Scenario {
+	out := append([]result.Scenario(nil), run.Scenarios...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		ac, bc := variantOf(a) == correct, variantOf(b) == correct
+		if ac != bc {
+			return ac
+		}
+		if variantOf(a) != variantOf(b) {
+			return variantOf(a) < variantOf(b)
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Seed < b.Seed
+	})
+	return out
+}
+
+// anchor is a scenario's element id in index.html.
+func anchor(s result.Scenario) string {
+	var b strings.Builder
+	b.WriteString("sc-")
+	for _, r := range s.Name + "--" + variantOf(s) + fmt.Sprintf("--%d", s.Seed) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('_')
+		}
+	}
+	return b.String()
+}
+
+// countsRow are the headline's count columns of one run.
+type countsRow struct {
+	Published, Delivered, DupPublished, DupDelivered, Absorbed, DupEffects, Lost, Phantom, Fenced int
+	Recovery                                                                                      string
+}
+
+// countColumns names them, with what each means.
+var countColumns = []countColumn{
+	{"published", "pub\u00adlished", "publish calls"},
+	{"delivered", "deliv\u00adered", "deliveries to the consumer"},
+	{"dup pub", "dup pub", "duplicates published: extra publishes of an eventId"},
+	{"dup del", "dup del", "duplicates delivered: extra deliveries of an eventId"},
+	{"absorbed", "ab\u00adsorbed", "duplicate deliveries the inbox recognised"},
+	{"dup effect", "dup effect", "extra effect rows for one eventId"},
+	{"lost", "lost", "committed events with no effect"},
+	{"phantom", "phan\u00adtom", "effects or messages with no committed order"},
+	{"fenced", "fenced", "status writes refused to a stale claim"},
+	{"recovery", "recov\u00adery", "from the last fault to convergence"},
+}
+
+// countColumn is a headline count column: its name, its heading in
+// index.html (with soft hyphens for a narrow column) and what it means.
+type countColumn struct{ Short, Head, Long string }
+
+func (c countsRow) cells() []string {
+	return []string{
+		fmt.Sprint(c.Published), fmt.Sprint(c.Delivered), fmt.Sprint(c.DupPublished), fmt.Sprint(c.DupDelivered),
+		fmt.Sprint(c.Absorbed), fmt.Sprint(c.DupEffects), fmt.Sprint(c.Lost), fmt.Sprint(c.Phantom), fmt.Sprint(c.Fenced), c.Recovery,
+	}
+}
+
+func countsOf(s result.Scenario) *countsRow {
+	if s.Verdict == result.NotRun {
+		return nil
+	}
+	c := s.Counts
+	return &countsRow{
+		Published: c.Published, Delivered: c.Delivered, DupPublished: c.DuplicatesPublished, DupDelivered: c.DuplicatesDelivered,
+		Absorbed: c.DuplicatesAbsorbed, DupEffects: c.DuplicateEffects, Lost: c.Lost, Phantom: c.Phantom, Fenced: c.FencedWrites,
+		Recovery: fmtMS(s.RecoveryMS),
+	}
+}
+
+// fmtMS prints a duration in milliseconds for people.
+func fmtMS(ms int64) string {
+	neg := ""
+	if ms < 0 {
+		neg, ms = "-", -ms
+	}
+	switch {
+	case ms < 1000:
+		return fmt.Sprintf("%s%d ms", neg, ms)
+	case ms < 60_000:
+		return fmt.Sprintf("%s%.2f s", neg, float64(ms)/1000)
+	default:
+		return fmt.Sprintf("%s%dm%02ds", neg, ms/60_000, ms%60_000/1000)
+	}
+}
+
+// windowRow is one line of the headline table: a window's run on the
+// correct pipeline or on its variant.
+type windowRow struct {
+	W Window
+	// The boundary cell spans every line of consecutive windows at the
+	// same boundary; the window cells span the lines of one window.
+	BoundaryFirst bool
+	BoundarySpan  int
+	First         bool
+	Span          int
+	Last          bool // last line of its window
+
+	Variant  bool   // a variant's line (else the correct pipeline's)
+	Pipeline string // correct, or the variant's name, or "" for none
+	Scenario string
+	Anchor   string // the shown result's section, "" when not run
+	Outcome  outcome
+	Counts   *countsRow
+}
+
+// windowRows fills the headline table.
+func (ix *index) windowRows(windows []Window) []windowRow {
+	var rows []windowRow
+	for i := 0; i < len(windows); {
+		w := windows[i]
+		j := i + 1
+		for j < len(windows) && windows[j].Boundary == w.Boundary && windows[j].Window == w.Window && windows[j].Scenario == w.Scenario {
+			j++
+		}
+		group := windows[i:j]
+		start := len(rows)
+		for _, name := range append([]string{w.Scenario}, w.Also...) {
+			runs := ix.find(name, correct)
+			row := windowRow{W: w, Pipeline: correct, Scenario: name, Outcome: correctOutcome(runs)}
+			if len(runs) > 0 {
+				r := pick(runs)
+				row.Anchor, row.Counts = anchor(r), countsOf(r)
+			}
+			rows = append(rows, row)
+		}
+		for _, g := range group {
+			row := windowRow{W: g, Variant: true, Pipeline: g.Variant}
+			if g.Variant == "" {
+				row.Outcome = outcome{Text: "no variant: a documented limit, shown on the correct pipeline", Class: clsNone}
+				rows = append(rows, row)
+				continue
+			}
+			kind := g.Expect
+			if kind == "" {
+				kind = ix.expect[g.Variant]
+			}
+			row.Scenario = g.variantScenario()
+			runs := ix.find(row.Scenario, g.Variant)
+			row.Outcome = variantOutcome(runs, kind)
+			if len(runs) > 0 {
+				r := pick(runs)
+				for _, x := range runs {
+					if caught(x, kind) {
+						r = x
+						break
+					}
+				}
+				row.Anchor, row.Counts = anchor(r), countsOf(r)
+			}
+			rows = append(rows, row)
+		}
+		rows[start].First, rows[start].Span = true, len(rows)-start
+		rows[len(rows)-1].Last = true
+		i = j
+	}
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j].W.Boundary == rows[i].W.Boundary {
+			j++
+		}
+		rows[i].BoundaryFirst, rows[i].BoundarySpan = true, j-i
+		i = j
+	}
+	return rows
+}
+
+// Cells of the catch matrix.
+const (
+	cellCaught = "caught"
+	cellMissed = "missed"
+	cellNotRun = "not run"
+)
+
+type matrixCell struct {
+	Text   string // caught, missed, not run, or "" where the scenario is not meant to catch the variant
+	Class  string
+	Anchor string
+	Title  string
+}
+
+type matrixRow struct {
+	Variant string
+	Guard   string
+	Expect  string
+	Cells   []matrixCell
+	Verdict outcome
+}
+
+type matrix struct {
+	Scenarios []string
+	Rows      []matrixRow
+}
+
+// matrix is variant × catching scenario: caught, missed or not run. The
+// pairs come from the gate's verdicts, the windows and the variant runs.
+func (ix *index) matrix(windows []Window) matrix {
+	var variants, scens []string
+	seenV, seenS := map[string]bool{}, map[string]bool{}
+	pairs := map[string]bool{}
+	add := func(v, s string) {
+		if v == "" || v == correct || s == "" {
+			return
+		}
+		if !seenV[v] {
+			seenV[v] = true
+			variants = append(variants, v)
+		}
+		if !seenS[s] {
+			seenS[s] = true
+			scens = append(scens, s)
+		}
+		pairs[key(s, v)] = true
+	}
+	for _, v := range ix.run.Variants {
+		for _, s := range v.CaughtBy {
+			add(v.Name, s)
+		}
+		for _, s := range v.Missed {
+			add(v.Name, s)
+		}
+		if !seenV[v.Name] {
+			seenV[v.Name] = true
+			variants = append(variants, v.Name)
+		}
+	}
+	for _, w := range windows {
+		add(w.Variant, w.variantScenario())
+	}
+	for _, s := range ix.run.Scenarios {
+		add(variantOf(s), s.Name)
+	}
+	sort.Strings(scens)
+
+	m := matrix{Scenarios: scens}
+	for _, v := range variants {
+		row := matrixRow{Variant: v, Guard: ix.guard[v], Expect: ix.expect[v]}
+		anyCaught, anyRun := false, false
+		var caughtBy []string
+		for _, s := range scens {
+			if !pairs[key(s, v)] {
+				row.Cells = append(row.Cells, matrixCell{})
+				continue
+			}
+			runs := ix.find(s, v)
+			cell := matrixCell{Text: cellNotRun, Class: clsNone, Title: s + " was not run on " + v}
+			for _, r := range runs {
+				if r.Verdict == result.NotRun {
+					continue
+				}
+				anyRun = true
+				o := variantOutcome([]result.Scenario{r}, row.Expect)
+				cell.Anchor, cell.Title = anchor(r), o.Text
+				if o.Class == clsGood {
+					cell.Text, cell.Class = cellCaught, clsGood
+					anyCaught = true
+					caughtBy = append(caughtBy, s)
+					break
+				}
+				cell.Text, cell.Class = cellMissed, clsBad
+			}
+			row.Cells = append(row.Cells, cell)
+		}
+		switch {
+		case anyCaught:
+			row.Verdict = outcome{Text: "caught by " + strings.Join(caughtBy, ", "), Class: clsGood}
+		case anyRun:
+			row.Verdict = outcome{Text: "MISSED", Class: clsBad}
+		default:
+			row.Verdict = outcome{Text: "not run", Class: clsNone}
+		}
+		// The gate's verdict wins where it has one.
+		for _, gv := range ix.run.Variants {
+			if gv.Name != v {
+				continue
+			}
+			if gv.Caught {
+				row.Verdict = outcome{Text: "caught by " + strings.Join(gv.CaughtBy, ", "), Class: clsGood}
+			} else if anyRun || len(gv.Missed) > 0 {
+				row.Verdict = outcome{Text: "MISSED", Class: clsBad}
+			}
+		}
+		m.Rows = append(m.Rows, row)
+	}
+	return m
+}
+
+// stats are the run's headline figures.
+type stats struct {
+	CorrectPassed, CorrectRun, CorrectNotRun int
+	VariantsCaught, Variants                 int
+}
+
+func (ix *index) stats(m matrix) stats {
+	var st stats
+	for _, s := range ix.run.Scenarios {
+		if variantOf(s) != correct {
+			continue
+		}
+		switch s.Verdict {
+		case result.Pass:
+			st.CorrectPassed++
+			st.CorrectRun++
+		case result.Fail:
+			st.CorrectRun++
+		default:
+			st.CorrectNotRun++
+		}
+	}
+	for _, r := range m.Rows {
+		st.Variants++
+		if r.Verdict.Class == clsGood {
+			st.VariantsCaught++
+		}
+	}
+	return st
+}

@@ -1,0 +1,96 @@
+// Package reports renders a faultline run into its report folder:
+//
+//	index.html     one self-contained page (inline CSS and SVG, no script,
+//	               nothing loaded from the network, every value escaped by
+//	               html/template): the failure-window table, the catch
+//	               matrix, and per scenario its timeline, counts, faults,
+//	               evidence, invariants and violations
+//	summary.md     the same headline table, verdicts, catch matrix and
+//	               failures in Markdown
+//	results.json   the run as data (result.Run, with its schema version)
+//	junit.xml      one testcase per scenario × pipeline for CI
+//	screenshot.png index.html as headless Chromium draws it (Screenshot)
+//
+// The headline is DESIGN.md's failure-window table filled with what was
+// measured: Write takes the windows (DefaultWindows is the catalogue's) and
+// finds each window's runs on the correct pipeline and on its variant.
+package reports
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"faultline/harness/result"
+)
+
+// The files of a report folder.
+const (
+	IndexFile      = "index.html"
+	SummaryFile    = "summary.md"
+	ResultsFile    = "results.json"
+	JUnitFile      = "junit.xml"
+	ScreenshotFile = "screenshot.png"
+)
+
+// Write renders run into dir (created if missing): index.html, summary.md,
+// results.json and junit.xml. A run without a schema gets result.Schema.
+func Write(dir string, run result.Run, windows []Window) error {
+	if run.Schema == "" {
+		run.Schema = result.Schema
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("reports: %w", err)
+	}
+	data, err := json.MarshalIndent(run, "", "  ")
+	if err != nil {
+		return fmt.Errorf("reports: encode results.json: %w", err)
+	}
+	html, err := renderHTML(run, windows)
+	if err != nil {
+		return fmt.Errorf("reports: %w", err)
+	}
+	junit, err := renderJUnit(run, windows)
+	if err != nil {
+		return fmt.Errorf("reports: %w", err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{
+		{ResultsFile, append(data, '\n')},
+		{SummaryFile, renderMarkdown(run, windows)},
+		{JUnitFile, junit},
+		{IndexFile, html},
+	} {
+		if err := writeFile(filepath.Join(dir, f.name), f.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFile replaces a file whole: a reader never sees half a report.
+func writeFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("reports: %w", err)
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp.Name(), 0o644)
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("reports: write %s: %w", path, werr)
+	}
+	return nil
+}
