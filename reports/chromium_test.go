@@ -1,0 +1,129 @@
+package reports
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// needChromium fails (not skips) without the browser: CI installs it.
+func needChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(ChromiumPath); err != nil {
+		t.Fatalf("%v", ErrNoChromium)
+	}
+}
+
+// browsers lists the processes still running with one of our profiles.
+func browsers(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	require.NoError(t, err)
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if bytes.Contains(b, []byte("--user-data-dir="+filepath.Join(os.TempDir(), profilePrefix))) {
+			out = append(out, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
+func profiles(t *testing.T) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(os.TempDir(), profilePrefix+"*"))
+	require.NoError(t, err)
+	return m
+}
+
+// The report as a real browser shows it: the table, the matrix and the
+// timelines are on the page, markup from the run is text, and the folder
+// keeps a screenshot.
+func TestReportInBrowser(t *testing.T) {
+	needChromium(t)
+	before := profiles(t)
+	dir := reportDir(t)
+	require.NoError(t, Write(dir, fixtureRun(), DefaultWindows()))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	start := time.Now()
+	dom, err := DumpDOM(ctx, filepath.Join(dir, IndexFile))
+	require.NoError(t, err)
+	t.Logf("dump-dom took %s", time.Since(start).Round(time.Millisecond))
+
+	assert.Contains(t, dom, `id="windows"`)
+	rows := regexp.MustCompile(`<tr class="window[^"]*" data-window="([^"]+)"`).FindAllStringSubmatch(dom, -1)
+	seen := map[string]bool{}
+	for _, r := range rows {
+		seen[r[1]] = true
+	}
+	for _, w := range DefaultWindows() {
+		assert.True(t, seen[w.Scenario], "window row %s on the page", w.Scenario)
+	}
+	assert.Len(t, rows, 25, "a line per window and pipeline")
+	assert.Contains(t, dom, `id="matrix"`)
+	assert.Contains(t, dom, `data-variant="no-inbox"`)
+	svgs := regexp.MustCompile(`(?s)<svg class="timeline".*?</svg>`).FindAllString(dom, -1)
+	require.Len(t, svgs, 3, "a timeline per scenario that recorded one")
+	for _, lane := range []string{"order", "relay-1", "relay-2", "inventory"} {
+		assert.Contains(t, svgs[0], `class="lanelabel" x="8"`)
+		assert.Regexp(t, `<text class="lanelabel"[^>]*>`+lane+`</text>`, svgs[0])
+	}
+	assert.Contains(t, dom, "no timeline recorded")
+	// Markup in the run's data is text in the browser, never an element.
+	assert.NotContains(t, strings.ToLower(dom), "<script")
+	assert.Contains(t, dom, "no-lost-event &lt;script&gt;alert(\"x\")&lt;/script&gt;")
+
+	start = time.Now()
+	require.NoError(t, WriteScreenshot(ctx, dir))
+	t.Logf("screenshot took %s", time.Since(start).Round(time.Millisecond))
+	png := filepath.Join(dir, ScreenshotFile)
+	fi, err := os.Stat(png)
+	require.NoError(t, err)
+	assert.Greater(t, fi.Size(), int64(10*1024), "a real picture, not a blank page")
+	head := make([]byte, 8)
+	f, err := os.Open(png)
+	require.NoError(t, err)
+	_, err = f.Read(head)
+	f.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "\x89PNG\r\n\x1a\n", string(head))
+	t.Logf("screenshot: %s (%d bytes)", png, fi.Size())
+
+	// Nothing left behind: no browser process, no profile.
+	assert.Empty(t, browsers(t))
+	assert.ElementsMatch(t, before, profiles(t))
+}
+
+// A deadline ends the browser and everything it started.
+func TestChromiumBoundedByContext(t *testing.T) {
+	needChromium(t)
+	dir := t.TempDir()
+	require.NoError(t, Write(dir, fixtureRun(), DefaultWindows()))
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := DumpDOM(ctx, filepath.Join(dir, IndexFile))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Empty(t, browsers(t))
+}
+
+func TestChromiumMissingPage(t *testing.T) {
+	needChromium(t)
+	_, err := DumpDOM(context.Background(), filepath.Join(t.TempDir(), "nope.html"))
+	require.Error(t, err)
+}
