@@ -78,7 +78,7 @@ type violationView struct {
 
 func (ix *index) scenarioView(s result.Scenario) scenarioView {
 	v := scenarioView{ID: anchor(s), S: s, Variant: variantOf(s), Outcome: ix.verdictOf(s), Stages: stages,
-		Duration: fmtMS(s.DurationMS), Recovery: fmtMS(s.RecoveryMS), Failed: s.Failed()}
+		Duration: fmtMS(s.DurationMS), Recovery: fmtRecovery(s.RecoveryMS), Failed: s.Failed()}
 	v.IsVariant = v.Variant != correct
 	v.Open = v.Outcome.Class == clsBad
 	if !s.Started.IsZero() {

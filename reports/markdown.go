@@ -109,7 +109,7 @@ func renderMarkdown(run result.Run, windows []Window) []byte {
 		o := ix.verdictOf(s)
 		p("- %s %s [%s] seed %d: %s", mdIcon[o.Class], mdCode(s.Name), mdCell(variantOf(s)), s.Seed, mdCell(o.Text))
 		if s.Verdict != result.NotRun {
-			p(" (recovery %s, took %s)", fmtMS(s.RecoveryMS), fmtMS(s.DurationMS))
+			p(" (recovery %s, took %s)", fmtRecovery(s.RecoveryMS), fmtMS(s.DurationMS))
 		}
 		p("\n")
 	}

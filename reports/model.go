@@ -305,7 +305,7 @@ func countsOf(s result.Scenario) *countsRow {
 	return &countsRow{
 		Published: c.Published, Delivered: c.Delivered, DupPublished: c.DuplicatesPublished, DupDelivered: c.DuplicatesDelivered,
 		Absorbed: c.DuplicatesAbsorbed, DupEffects: c.DuplicateEffects, Lost: c.Lost, Phantom: c.Phantom, Fenced: c.FencedWrites,
-		Recovery: fmtMS(s.RecoveryMS),
+		Recovery: fmtRecovery(s.RecoveryMS),
 	}
 }
 
@@ -555,4 +555,13 @@ func (ix *index) stats(m matrix) stats {
 		}
 	}
 	return st
+}
+
+// fmtRecovery renders a recovery time; a negative one means the run never
+// converged (the runner's convention).
+func fmtRecovery(ms int64) string {
+	if ms < 0 {
+		return "not converged"
+	}
+	return fmtMS(ms)
 }

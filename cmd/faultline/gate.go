@@ -66,10 +66,9 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	printGate(stdout, out, plan.Catches)
 	fmt.Fprintf(stdout, "gate finished in %s\n", time.Since(started).Round(time.Second))
-	if err := writeResults(dir, out); err != nil {
+	if err := writeReport(ctx, dir, out, stdout, stderr); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "results: %s\n", filepath.Join(dir, "results.json"))
 	if !out.Pass {
 		return errViolation
 	}

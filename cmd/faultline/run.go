@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"faultline/harness/result"
 	"faultline/harness/runner"
 	"faultline/harness/supervisor"
+	"faultline/reports"
 	"faultline/scenarios"
 )
 
@@ -138,10 +138,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			out.Pass = false
 		}
 	}
-	if err := writeResults(dir, out); err != nil {
+	if err := writeReport(ctx, dir, out, stdout, stderr); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "results: %s\n", filepath.Join(dir, "results.json"))
 	if !out.Pass {
 		return errViolation
 	}
@@ -188,14 +187,17 @@ func oneLine(r result.Scenario) string {
 	return s
 }
 
-func writeResults(dir string, run result.Run) error {
-	data, err := json.MarshalIndent(run, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode results: %w", err)
+// writeReport writes the report folder (index.html, summary.md,
+// results.json, junit.xml) and a screenshot of the page taken in headless
+// Chromium; a missing browser costs only the screenshot.
+func writeReport(ctx context.Context, dir string, run result.Run, stdout, stderr io.Writer) error {
+	if err := reports.Write(dir, run, reports.DefaultWindows()); err != nil {
+		return fmt.Errorf("write report: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), data, 0o644); err != nil {
-		return fmt.Errorf("write results: %w", err)
+	if err := reports.WriteScreenshot(ctx, dir); err != nil {
+		progress(stderr, "report: no screenshot: %v", err)
 	}
+	fmt.Fprintf(stdout, "report: %s (results.json, summary.md, junit.xml)\n", filepath.Join(dir, reports.IndexFile))
 	return nil
 }
 

@@ -27,7 +27,7 @@ type Scenario struct {
 	Faults     []Fault     `json:"faults"`
 	Evidence   []Evidence  `json:"evidence"`
 	Invariants []Invariant `json:"invariants"`
-	RecoveryMS int64       `json:"recovery_ms"`
+	RecoveryMS int64       `json:"recovery_ms"` // -1: never converged
 	DurationMS int64       `json:"duration_ms"`
 	Started    time.Time   `json:"started"`
 	Dir        string      `json:"dir,omitempty"` // where its logs were kept
