@@ -21,3 +21,21 @@ func parse(fs *flag.FlagSet, args []string, out io.Writer) error {
 	}
 	return nil
 }
+
+// parseInterspersed parses flags placed before, between or after the
+// positional arguments (`faultline run NAME --seed 3`) and returns the
+// positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string, out io.Writer) ([]string, error) {
+	var positional []string
+	for {
+		if err := parse(fs, args, out); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}

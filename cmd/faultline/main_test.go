@@ -22,6 +22,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--variant", "nope", "broker-nack"}, `unknown variant "nope"`},
 		{[]string{"run", "--parallel", "0", "broker-nack"}, "--parallel must be at least 1"},
 		{[]string{"run", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"run", "broker-nack", "--seed", "x"}, `invalid value "x" for flag -seed`},
+		{[]string{"run", "broker-nack", "nope", "--seed", "3"}, `unknown scenario "nope"`},
 		{[]string{"gate", "--seeds", "0"}, "--seeds must be at least 1"},
 		{[]string{"gate", "extra"}, `gate takes no arguments`},
 		{[]string{"list", "extra"}, "list takes no arguments"},

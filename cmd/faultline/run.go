@@ -93,7 +93,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(fs.Output(), "usage: faultline run [flags] SCENARIO... | --all")
 		fs.PrintDefaults()
 	}
-	if err := parse(fs, args, stderr); err != nil {
+	names, err := parseInterspersed(fs, args, stderr)
+	if err != nil {
 		return err
 	}
 	if err := c.resolve(); err != nil {
@@ -103,7 +104,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *all {
 		picked = scenarios.All()
 	}
-	for _, name := range fs.Args() {
+	for _, name := range names {
 		sc, err := scenarios.Lookup(name)
 		if err != nil {
 			return usageError{err.Error()}
