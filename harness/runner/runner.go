@@ -29,7 +29,7 @@ import (
 // between its scenarios.
 type Shared struct {
 	Infra   infra.Infra
-	Proxies *proxies.Server
+	Proxies proxies.Links
 	Bins    supervisor.Binaries
 	// Root is where each run gets its folder.
 	Root string
@@ -40,31 +40,39 @@ type Shared struct {
 	logMu     sync.Mutex
 
 	activeMu sync.Mutex
-	active   map[string]bool // run folders of runs under way
+	active   map[string]*supervisor.Supervisor // runs under way: folder → its processes (nil before they start)
 }
 
-// RemoveUnfinished removes the folders of runs still under way (an
-// interrupted run leaves nothing behind) and the runs root if it is empty.
-func (sh *Shared) RemoveUnfinished() {
+// RemoveUnfinished stops the processes of the runs still under way (no
+// restart can follow: a stopped supervisor starts nothing) and removes
+// their folders, so an interrupted run leaves nothing behind.
+func (sh *Shared) RemoveUnfinished(ctx context.Context) {
 	sh.activeMu.Lock()
-	defer sh.activeMu.Unlock()
-	for dir := range sh.active {
+	active := sh.active
+	sh.active = nil
+	sh.activeMu.Unlock()
+	for dir, sup := range active {
+		if sup != nil {
+			_ = sup.StopAll(ctx)
+		}
 		_ = os.RemoveAll(dir)
 	}
-	sh.active = nil
 }
 
-func (sh *Shared) track(dir string, on bool) {
+// track records a run under way and, once they start, its processes.
+func (sh *Shared) track(dir string, sup *supervisor.Supervisor) {
 	sh.activeMu.Lock()
 	defer sh.activeMu.Unlock()
 	if sh.active == nil {
-		sh.active = map[string]bool{}
+		sh.active = map[string]*supervisor.Supervisor{}
 	}
-	if on {
-		sh.active[dir] = true
-	} else {
-		delete(sh.active, dir)
-	}
+	sh.active[dir] = sup
+}
+
+func (sh *Shared) untrack(dir string) {
+	sh.activeMu.Lock()
+	defer sh.activeMu.Unlock()
+	delete(sh.active, dir)
 }
 
 // Options of one run.
@@ -374,10 +382,11 @@ func (r *run) setupInfra(ctx context.Context) error {
 	for i := 1; i <= r.relays(); i++ {
 		names = append(names, fmt.Sprintf("relay-%d.pg", i), fmt.Sprintf("relay-%d.amqp", i))
 	}
+	pgUpstream, amqpUpstream := in.LinkUpstreams()
 	for _, name := range names {
-		upstream := in.PostgresAddr()
+		upstream := pgUpstream
 		if strings.HasSuffix(name, ".amqp") {
-			upstream = in.AMQPAddr()
+			upstream = amqpUpstream
 		}
 		proxyName := r.id + "." + name
 		link, err := r.sh.Proxies.AddLink(ctx, proxyName, upstream)
@@ -417,6 +426,7 @@ func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
 	}
 	r.cleanup = append(r.cleanup, func(context.Context) { outLog.Close() })
 	r.sup = supervisor.New(r.dir, outLog)
+	r.sh.track(r.dir, r.sup)
 	r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = r.sup.StopAll(ctx) })
 
 	type proc struct {

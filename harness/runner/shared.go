@@ -22,6 +22,9 @@ type SharedOptions struct {
 	// by the cleanup when empty.
 	Root string
 	Log  io.Writer
+	// Infra is the provider (local, docker, external or auto; the CLI's
+	// --infra); empty: FAULTLINE_INFRA, else auto.
+	Infra string
 }
 
 // StartShared starts the infrastructure, builds the pipeline and Toxiproxy
@@ -47,13 +50,13 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 		if root, err = os.MkdirTemp("", "faultline-runs-*"); err != nil {
 			return nil, fmt.Errorf("runs folder: %w", err)
 		}
-		cleanup.Add("remove empty runs folder", func(context.Context) error {
-			_ = os.Remove(root) // only if no failing run kept its logs there
-			return nil
-		})
 	} else if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("runs folder: %w", err)
 	}
+	cleanup.Add("remove empty runs folder", func(context.Context) error {
+		_ = os.Remove(root) // only if no failing run kept its logs there
+		return nil
+	})
 
 	type built struct {
 		bins supervisor.Binaries
@@ -68,7 +71,7 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 		}
 		buildDone <- b
 	}()
-	in, err := infra.StartLocal(ctx, infra.LocalOptions{Log: log})
+	in, err := infra.Open(ctx, opts.Infra, infra.Options{Log: log})
 	if in != nil {
 		cleanup.Add("stop infrastructure", in.Stop)
 	}
@@ -79,15 +82,21 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	if b.err != nil {
 		return nil, fmt.Errorf("build: %w", b.err)
 	}
-	px, err := proxies.StartServer(ctx, b.toxi, log)
-	if err != nil {
-		return nil, fmt.Errorf("start toxiproxy: %w", err)
+	var px proxies.Links
+	if tp, ok := in.(infra.ToxiproxyProvider); ok {
+		px = tp.Toxiproxy() // docker: its own, in the containers' network
+	} else {
+		srv, err := proxies.StartServer(ctx, b.toxi, log)
+		if err != nil {
+			return nil, fmt.Errorf("start toxiproxy: %w", err)
+		}
+		cleanup.Add("stop toxiproxy", func(context.Context) error { return srv.Stop() })
+		px = srv
 	}
-	cleanup.Add("stop toxiproxy", func(context.Context) error { return px.Stop() })
 	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", time.Since(started).Round(time.Millisecond), filepath.Clean(root))
 	sh := &Shared{Infra: in, Proxies: px, Bins: b.bins, Root: root, Log: log}
-	cleanup.Add("remove unfinished run folders", func(context.Context) error {
-		sh.RemoveUnfinished()
+	cleanup.Add("stop and remove unfinished runs", func(ctx context.Context) error {
+		sh.RemoveUnfinished(ctx)
 		return nil
 	})
 	return sh, nil
