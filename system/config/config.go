@@ -5,12 +5,15 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 )
 
 // Parse defines nothing itself: call it after defining fs's flags. It applies
@@ -63,5 +66,23 @@ func Main(fs *flag.FlagSet, prefix string, args []string, stderr io.Writer) {
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		os.Exit(2)
+	}
+}
+
+// RunMain is a pipeline program's main: parse the flags (exit 2 on a bad
+// flag or value), validate (exit 2), then run until SIGINT or SIGTERM
+// (exit 1 if run fails).
+func RunMain(fs *flag.FlagSet, prefix string, validate func() error, run func(context.Context) error) {
+	Main(fs, prefix, os.Args[1:], os.Stderr)
+	if err := validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", fs.Name(), err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", fs.Name(), err)
+		stop()
+		os.Exit(1)
 	}
 }

@@ -8,10 +8,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"faultline/system/config"
 	"faultline/system/inventory"
@@ -21,15 +17,5 @@ func main() {
 	cfg := inventory.DefaultConfig()
 	fs := flag.NewFlagSet("inventory", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
-	config.Main(fs, inventory.EnvPrefix, os.Args[1:], os.Stderr)
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "inventory: %v\n", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := inventory.Run(ctx, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "inventory: %v\n", err)
-		os.Exit(1)
-	}
+	config.RunMain(fs, inventory.EnvPrefix, func() error { return cfg.Validate() }, func(ctx context.Context) error { return inventory.Run(ctx, cfg) })
 }

@@ -8,10 +8,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"faultline/system/config"
 	"faultline/system/order"
@@ -21,15 +17,5 @@ func main() {
 	var cfg order.Config
 	fs := flag.NewFlagSet("order", flag.ContinueOnError)
 	cfg.Flags(fs)
-	config.Main(fs, "ORDER", os.Args[1:], os.Stderr)
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "order: %v\n", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := order.Run(ctx, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "order: %v\n", err)
-		os.Exit(1)
-	}
+	config.RunMain(fs, "ORDER", func() error { return cfg.Validate() }, func(ctx context.Context) error { return order.Run(ctx, cfg) })
 }

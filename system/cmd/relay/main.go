@@ -6,10 +6,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"faultline/system/config"
 	"faultline/system/relay"
@@ -19,15 +15,5 @@ func main() {
 	var cfg relay.Config
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	cfg.Flags(fs)
-	config.Main(fs, "RELAY", os.Args[1:], os.Stderr)
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "relay: %v\n", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := relay.Run(ctx, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "relay: %v\n", err)
-		os.Exit(1)
-	}
+	config.RunMain(fs, "RELAY", func() error { return cfg.Validate() }, func(ctx context.Context) error { return relay.Run(ctx, cfg) })
 }
