@@ -4,7 +4,10 @@
 // The Toxiproxy server runs as a child process built from this module
 // (BuildServer, StartServer): toxiproxy v2.5.0's in-process ApiServer.Listen
 // blocks, calls logger.Fatal on error and has no Shutdown. The server and
-// every proxy bind 127.0.0.1 only.
+// every proxy bind 127.0.0.1 only. A server that runs elsewhere (the docker
+// provider's, in the containers' network) is driven through RemoteServer,
+// which gives each link one of the ports published for it. A run depends
+// on Links, which both provide.
 //
 // Behaviour of toxiproxy v2.5.0 worth knowing (read from its sources and
 // pinned by this package's tests):

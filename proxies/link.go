@@ -88,8 +88,9 @@ func proxyHandle(c *toxiproxy.Client, name string) *toxiproxy.Proxy {
 // Name returns the proxy's name.
 func (l *Link) Name() string { return l.name }
 
-// Addr returns the address the proxy listens on, the one the process must
-// dial (127.0.0.1:port).
+// Addr returns the address the process must dial: where the proxy listens
+// (127.0.0.1:port) for a Server, the host side of the proxy's port for a
+// RemoteServer.
 func (l *Link) Addr() string { return l.addr }
 
 // Upstream returns the address the proxy forwards to.
