@@ -3,6 +3,11 @@
 // scenario creates its own databases and its own vhost on it, so scenarios
 // can run in parallel.
 //
+// Three providers: local (StartLocal), docker (StartDocker) and external
+// (StartExternal). Select picks one from FAULTLINE_INFRA (auto: local when
+// the binaries are installed, else docker when a daemon answers), Start
+// starts it, Open does both.
+//
 // The local provider (StartLocal) runs a private PostgreSQL 15 and a private
 // RabbitMQ 3.10 node from the installed Debian binaries, on free loopback
 // ports, inside one temporary folder, and removes every process, port and
@@ -22,8 +27,8 @@ type Infra interface {
 	// Name names the provider, e.g. "local".
 	Name() string
 
-	// PostgresAddr is the server's "127.0.0.1:port" (a proxy will sit in
-	// front of it).
+	// PostgresAddr is the server's host:port as this host reaches it
+	// ("127.0.0.1:port" for local).
 	PostgresAddr() string
 	// PostgresURL is a superuser URL for database, e.g.
 	// postgres://postgres@127.0.0.1:port/db?sslmode=disable.
@@ -35,7 +40,9 @@ type Infra interface {
 	// sessions (DROP DATABASE IF EXISTS ... WITH (FORCE)).
 	DropDatabase(ctx context.Context, name string) error
 
-	// AMQPAddr is the broker's AMQP "127.0.0.1:port".
+	// AMQPAddr is the broker's AMQP host:port as this host reaches it
+	// ("127.0.0.1:port" for local). On docker it can change when the
+	// broker restarts: ask again rather than keep it.
 	AMQPAddr() string
 	// AMQPURL is amqp://guest:guest@127.0.0.1:port/<url-escaped vhost>.
 	AMQPURL(vhost string) string
@@ -51,6 +58,13 @@ type Infra interface {
 	// missing queue gives an error that matches ErrNotFound.
 	Queue(ctx context.Context, vhost, queue string) (QueueInfo, error)
 
+	// LinkUpstreams are the addresses a Toxiproxy link forwards to, as the
+	// Toxiproxy server sees them: PostgresAddr and AMQPAddr where the
+	// server runs on this host (local, external); the containers' network
+	// aliases (postgres:5432, rabbitmq:5672) for docker, whose Toxiproxy
+	// runs in the containers' network (see ToxiproxyProvider).
+	LinkUpstreams() (postgres, amqp string)
+
 	// CanRestartBroker says whether StopBroker/StartBroker work.
 	CanRestartBroker() bool
 	// StopBroker crashes the broker (SIGKILL, not a clean stop) and waits
@@ -61,8 +75,9 @@ type Infra interface {
 	// Ra saves its registry of queue servers every 500 ms. Let declared
 	// topology settle for a second before crashing the broker.
 	StopBroker(ctx context.Context) error
-	// StartBroker starts the broker again on the same ports and data and
-	// waits until AMQP and the management API answer.
+	// StartBroker starts the broker again with the same data and waits
+	// until AMQP and the management API answer. Local keeps its ports;
+	// docker keeps the in-network address, not always the host port.
 	StartBroker(ctx context.Context) error
 	// RestartBroker is StopBroker then StartBroker.
 	RestartBroker(ctx context.Context) error

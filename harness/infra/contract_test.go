@@ -1,0 +1,77 @@
+package infra
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testContract exercises what every provider must do the same way:
+// per-scenario databases and vhosts, queue counters. prefix keeps names
+// apart from other tests on the same services.
+func testContract(ctx context.Context, t *testing.T, in Infra, prefix string) {
+	t.Run("database", func(t *testing.T) {
+		for _, bad := range []string{"", "Orders", "a-b", `x"; DROP`, strings.Repeat("a", 64)} {
+			assert.Error(t, in.CreateDatabase(ctx, bad), "name %q", bad)
+			assert.Error(t, in.DropDatabase(ctx, bad), "name %q", bad)
+		}
+		db := prefix + "_orders"
+		require.NoError(t, in.CreateDatabase(ctx, db))
+		t.Cleanup(func() { _ = in.DropDatabase(context.Background(), db) })
+		assert.Error(t, in.CreateDatabase(ctx, db), "creating an existing database fails")
+
+		conn, err := pgx.Connect(ctx, in.PostgresURL(db))
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, `INSERT INTO t VALUES (1, 'one')`)
+		require.NoError(t, err)
+		var v, fsync string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT v FROM t WHERE id = 1`).Scan(&v))
+		assert.Equal(t, "one", v)
+		require.NoError(t, conn.QueryRow(ctx, `SHOW fsync`).Scan(&fsync))
+		assert.Equal(t, "on", fsync, "a crash must be real: fsync stays on")
+
+		require.NoError(t, in.DropDatabase(ctx, db), "drops under an open session")
+		_ = conn.Close(ctx)
+		require.NoError(t, in.DropDatabase(ctx, db), "dropping a missing database is fine")
+		_, err = pgx.Connect(ctx, in.PostgresURL(db))
+		assert.Error(t, err)
+	})
+
+	t.Run("vhost and queue", func(t *testing.T) {
+		vhost := prefix + "/scenario" // a slash must survive escaping
+		require.NoError(t, in.CreateVHost(ctx, vhost))
+		t.Cleanup(func() { _ = in.DeleteVHost(context.Background(), vhost) })
+		assert.Error(t, in.CreateVHost(ctx, vhost), "creating an existing vhost fails")
+
+		conn, err := amqp.Dial(in.AMQPURL(vhost))
+		require.NoError(t, err)
+		defer conn.Close()
+		ch, err := conn.Channel()
+		require.NoError(t, err)
+		require.NoError(t, ch.Confirm(false))
+		_, err = ch.QueueDeclare("parked", true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+		require.NoError(t, err)
+		publish(ctx, t, ch, "parked", "kept")
+
+		assert.EventuallyWithT(t, func(c *assert.CollectT) {
+			got, err := in.Queue(ctx, vhost, "parked")
+			require.NoError(c, err)
+			assert.Equal(c, QueueInfo{Messages: 1, Ready: 1}, got)
+		}, 15*time.Second, 100*time.Millisecond)
+		_, err = in.Queue(ctx, vhost, "nope")
+		assert.ErrorIs(t, err, ErrNotFound)
+
+		require.NoError(t, in.DeleteVHost(ctx, vhost))
+		require.NoError(t, in.DeleteVHost(ctx, vhost), "deleting a missing vhost is fine")
+		_, err = in.Queue(ctx, vhost, "parked")
+		assert.ErrorIs(t, err, ErrNotFound)
+	})
+}

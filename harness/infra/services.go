@@ -1,0 +1,329 @@
+package infra
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// This file holds what the docker and external providers share: they reach
+// PostgreSQL and RabbitMQ by URL with credentials, where the local provider
+// owns trust-authenticated loopback services.
+
+// pgServer is a PostgreSQL server reached by a URL of a user that may
+// CREATE DATABASE. Databases are swapped into the URL's path.
+type pgServer struct {
+	base *url.URL // as given, host with a port
+}
+
+// url returns the server's URL with database as its database.
+func (p pgServer) url(database string) string {
+	u := *p.base
+	u.Path, u.RawPath = "/"+database, ""
+	return u.String()
+}
+
+// adminDatabase is the database of the URL as given, or postgres.
+func (p pgServer) adminDatabase() string {
+	if db := strings.TrimPrefix(p.base.Path, "/"); db != "" {
+		return db
+	}
+	return "postgres"
+}
+
+func (p pgServer) exec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, p.url(p.adminDatabase()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func (p pgServer) createDatabase(ctx context.Context, name string) error {
+	if err := validIdentifier(name); err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	if err := p.exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// dropDatabase needs PostgreSQL 13 or later (WITH (FORCE)).
+func (p pgServer) dropDatabase(ctx context.Context, name string) error {
+	if err := validIdentifier(name); err != nil {
+		return fmt.Errorf("drop database: %w", err)
+	}
+	if err := p.exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+// check connects and verifies that the user may create databases.
+func (p pgServer) check(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, p.url(p.adminDatabase()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var user string
+	var may bool
+	err = conn.QueryRow(ctx, `SELECT current_user, rolsuper OR rolcreatedb FROM pg_roles WHERE rolname = current_user`).Scan(&user, &may)
+	if err != nil {
+		return fmt.Errorf("read the user's role: %w", err)
+	}
+	if !may {
+		return fmt.Errorf("user %s may not CREATE DATABASE (it needs SUPERUSER or CREATEDB): every scenario creates its own databases", user)
+	}
+	return nil
+}
+
+// amqpServer is a RabbitMQ broker reached by an AMQP URL; vhosts are
+// swapped into the URL's path.
+type amqpServer struct {
+	base *url.URL // as given, host with a port
+}
+
+func (a amqpServer) url(vhost string) string {
+	u := *a.base
+	u.Path, u.RawPath = "/"+vhost, "/"+url.PathEscape(vhost)
+	return u.String()
+}
+
+// user is the AMQP user, to whom a new vhost grants all permissions.
+func (a amqpServer) user() string {
+	if a.base.User != nil && a.base.User.Username() != "" {
+		return a.base.User.Username()
+	}
+	return "guest" // amqp091-go's default
+}
+
+// check opens and closes one connection to the URL as given.
+func (a amqpServer) check(ctx context.Context) error {
+	timeout := probeTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	conn, err := amqp.DialConfig(a.base.String(), amqp.Config{Dial: amqp.DefaultDial(timeout)})
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+// mgmtAPI is a client of RabbitMQ's management HTTP API.
+type mgmtAPI struct {
+	base       string // scheme://host:port[/prefix], no credentials, no trailing slash
+	user, pass string
+	http       *http.Client
+}
+
+func newMgmtAPI(u *url.URL, defaultUser, defaultPass string) mgmtAPI {
+	user, pass := defaultUser, defaultPass
+	if u.User != nil {
+		user = u.User.Username()
+		pass, _ = u.User.Password()
+	}
+	b := *u
+	b.User = nil
+	b.RawQuery, b.Fragment = "", ""
+	return mgmtAPI{
+		base: strings.TrimSuffix(b.String(), "/"),
+		user: user, pass: pass,
+		http: &http.Client{Timeout: 10 * time.Second},
+	}
+}
+
+// do calls the API. in, if not nil, is sent as JSON; out, if not nil,
+// receives a JSON answer with status 200. A status not in want is an error
+// with the answer's body.
+func (m mgmtAPI) do(ctx context.Context, method, path string, in, out any, want ...int) (int, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, err
+		}
+		body = bytes.NewReader(b)
+	}
+	// path is already escaped; %2F in it stays as it is.
+	req, err := http.NewRequestWithContext(ctx, method, m.base+path, body)
+	if err != nil {
+		return 0, err
+	}
+	req.SetBasicAuth(m.user, m.pass)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := m.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	ok := false
+	for _, w := range want {
+		ok = ok || resp.StatusCode == w
+	}
+	if !ok {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return resp.StatusCode, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	if out != nil && resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: decode: %w", method, path, err)
+		}
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// check verifies that the API answers and that its user may create vhosts
+// (the administrator tag).
+func (m mgmtAPI) check(ctx context.Context) error {
+	var who struct {
+		Name string          `json:"name"`
+		Tags json.RawMessage `json:"tags"` // a list since 3.9, a comma-separated string before
+	}
+	code, err := m.do(ctx, http.MethodGet, "/api/whoami", nil, &who, http.StatusOK, http.StatusUnauthorized)
+	if err != nil {
+		return err
+	}
+	if code == http.StatusUnauthorized {
+		return fmt.Errorf("user %s is refused (401): a wrong password, or a user without the administrator tag; one is needed to create and delete vhosts", m.user)
+	}
+	if !strings.Contains(string(who.Tags), "administrator") {
+		return fmt.Errorf("user %s is not an administrator (tags %s): it cannot create and delete vhosts", who.Name, who.Tags)
+	}
+	return nil
+}
+
+// createVHost creates vhost name and grants user all permissions on it; it
+// fails if the vhost exists.
+func (m mgmtAPI) createVHost(ctx context.Context, name, user string) error {
+	if name == "" {
+		return errors.New("create vhost: empty name")
+	}
+	// 201: created; 204: it already existed (PUT is an upsert).
+	code, err := m.do(ctx, http.MethodPut, "/api/vhosts/"+url.PathEscape(name), nil, nil, http.StatusCreated, http.StatusNoContent)
+	if err != nil {
+		return fmt.Errorf("create vhost %q: %w", name, err)
+	}
+	if code == http.StatusNoContent {
+		return fmt.Errorf("create vhost %q: it already exists", name)
+	}
+	perms := map[string]string{"configure": ".*", "write": ".*", "read": ".*"}
+	_, err = m.do(ctx, http.MethodPut, "/api/permissions/"+url.PathEscape(name)+"/"+url.PathEscape(user), perms, nil,
+		http.StatusCreated, http.StatusNoContent)
+	if err != nil {
+		return fmt.Errorf("create vhost %q: grant %s: %w", name, user, err)
+	}
+	return nil
+}
+
+// deleteVHost deletes vhost name; a missing vhost is not an error.
+func (m mgmtAPI) deleteVHost(ctx context.Context, name string) error {
+	if name == "" {
+		return errors.New("delete vhost: empty name")
+	}
+	_, err := m.do(ctx, http.MethodDelete, "/api/vhosts/"+url.PathEscape(name), nil, nil,
+		http.StatusNoContent, http.StatusNotFound)
+	if err != nil {
+		return fmt.Errorf("delete vhost %q: %w", name, err)
+	}
+	return nil
+}
+
+func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {
+	var q struct {
+		Messages  int `json:"messages"`
+		Ready     int `json:"messages_ready"`
+		Unacked   int `json:"messages_unacknowledged"`
+		Consumers int `json:"consumers"`
+	}
+	path := "/api/queues/" + url.PathEscape(vhost) + "/" + url.PathEscape(queue)
+	code, err := m.do(ctx, http.MethodGet, path, nil, &q, http.StatusOK, http.StatusNotFound)
+	if err != nil {
+		return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, err)
+	}
+	if code == http.StatusNotFound {
+		return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, ErrNotFound)
+	}
+	return QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers}, nil
+}
+
+// waitBroker polls until the broker answers (AMQP and the management API)
+// when up is true, or until AMQP no longer answers when up is false. It is
+// bounded by ctx and timeout.
+func waitBroker(ctx context.Context, a amqpServer, m mgmtAPI, up bool, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
+		err := a.check(pctx)
+		if err == nil && up {
+			_, err = m.do(pctx, http.MethodGet, "/api/overview", nil, nil, http.StatusOK)
+		}
+		pcancel()
+		if up && err == nil || !up && err != nil && ctx.Err() == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			if up {
+				return fmt.Errorf("wait for the broker at %s to answer: %w (last probe: %v)", a.base.Host, ctx.Err(), last)
+			}
+			return fmt.Errorf("wait for the broker at %s to go away: %w (it still answers)", a.base.Host, ctx.Err())
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// parseServiceURL parses raw, named by variable, and checks its scheme and
+// host; a missing port becomes defaultPort[scheme]. Errors never repeat the
+// URL, which may hold a password.
+func parseServiceURL(variable, raw string, defaultPort map[string]string) (*url.URL, error) {
+	if raw == "" {
+		return nil, fmt.Errorf("%s is not set", variable)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("%s is not a URL: %v", variable, err)
+	}
+	port, ok := defaultPort[u.Scheme]
+	if !ok {
+		var schemes []string
+		for s := range defaultPort {
+			schemes = append(schemes, s+"://")
+		}
+		slices.Sort(schemes)
+		return nil, fmt.Errorf("%s: scheme %q, want %s", variable, u.Scheme, strings.Join(schemes, " or "))
+	}
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf("%s: no host", variable)
+	}
+	if u.Port() == "" {
+		u.Host = net.JoinHostPort(u.Hostname(), port)
+	}
+	return u, nil
+}
