@@ -55,7 +55,7 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	started := time.Now()
 	var out result.Run
-	err = withShared(ctx, filepath.Join(dir, "runs"), stderr, func(sh *runner.Shared) error {
+	err = withShared(ctx, c, filepath.Join(dir, "runs"), stderr, func(sh *runner.Shared) error {
 		var err error
 		out, err = gate.Run(ctx, sh, plan)
 		out.Infra = sh.Infra.Name()

@@ -25,6 +25,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "broker-nack", "--seed", "x"}, `invalid value "x" for flag -seed`},
 		{[]string{"run", "broker-nack", "nope", "--seed", "3"}, `unknown scenario "nope"`},
 		{[]string{"gate", "--seeds", "0"}, "--seeds must be at least 1"},
+		{[]string{"gate", "--infra", "cloud"}, `--infra "cloud": want one of`},
 		{[]string{"gate", "extra"}, `gate takes no arguments`},
 		{[]string{"list", "extra"}, "list takes no arguments"},
 		{[]string{"bench"}, "not written yet"},

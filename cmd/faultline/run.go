@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"faultline/harness/infra"
 	"faultline/harness/result"
 	"faultline/harness/runner"
 	"faultline/harness/supervisor"
@@ -23,17 +25,22 @@ type common struct {
 	out      string
 	seed     int64
 	parallel int
+	infra    string
 }
 
 func (c *common) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.out, "out", "", "report folder (default: a new folder under reports/, with reports/latest pointing at it)")
 	fs.Int64Var(&c.seed, "seed", 0, "seed of the fault schedules (default: drawn and printed)")
 	fs.IntVar(&c.parallel, "parallel", 8, "scenario runs at once")
+	fs.StringVar(&c.infra, "infra", "", "where PostgreSQL and RabbitMQ come from: local, docker, external or auto (default: $FAULTLINE_INFRA, else auto)")
 }
 
 func (c *common) resolve() error {
 	if c.parallel < 1 {
 		return usagef("--parallel must be at least 1, got %d", c.parallel)
+	}
+	if c.infra != "" && !slices.Contains(infra.Kinds, c.infra) {
+		return usagef("--infra %q: want one of %s", c.infra, strings.Join(infra.Kinds, ", "))
 	}
 	if c.seed == 0 {
 		c.seed = time.Now().UnixNano() % 1_000_000
@@ -62,13 +69,13 @@ func outDir(flagValue string) (string, error) {
 
 // withShared starts the shared infrastructure, runs fn, and tears it all
 // down — also on Ctrl-C.
-func withShared(ctx context.Context, runsDir string, stderr io.Writer, fn func(*runner.Shared) error) error {
+func withShared(ctx context.Context, c common, runsDir string, stderr io.Writer, fn func(*runner.Shared) error) error {
 	cleanup := supervisor.NewCleanup()
 	stop := cleanup.OnSignal()
 	defer stop()
 	defer func() { _ = cleanup.Run(context.WithoutCancel(ctx)) }()
 	progress(stderr, "infra: starting PostgreSQL, RabbitMQ and Toxiproxy, building the pipeline")
-	sh, err := runner.StartShared(ctx, runner.SharedOptions{Root: runsDir, Log: stderr}, cleanup)
+	sh, err := runner.StartShared(ctx, runner.SharedOptions{Root: runsDir, Log: stderr, Infra: c.infra}, cleanup)
 	if err != nil {
 		return err
 	}
@@ -124,7 +131,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	progress(stderr, "seed %d; report in %s", c.seed, dir)
 	started := time.Now()
 	var results []result.Scenario
-	err = withShared(ctx, filepath.Join(dir, "runs"), stderr, func(sh *runner.Shared) error {
+	err = withShared(ctx, c, filepath.Join(dir, "runs"), stderr, func(sh *runner.Shared) error {
 		results = runAll(ctx, sh, picked, *variant, c, stderr)
 		return nil
 	})

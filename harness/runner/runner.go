@@ -169,7 +169,7 @@ func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	}
 	// A failure of the correct pipeline keeps its logs; a broken variant is
 	// expected to fail, and its violations (with timelines) are in the result.
-	keep := opts.KeepDir || (r.res.Verdict != result.Pass && variant == "correct")
+	keep := opts.KeepDir || (r.res.Verdict == result.Fail && variant == "correct")
 	if !keep {
 		_ = os.RemoveAll(r.dir)
 	} else {
