@@ -3,6 +3,8 @@ package fault
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"faultline/harness/result"
@@ -35,7 +37,7 @@ type Sync struct {
 
 // Describe implements Fault.
 func (t Toxic) Describe() result.Fault {
-	detail := fmt.Sprintf("%s %s %v for %s, %s", t.Toxic.Type(), t.Toxic.Direction(), t.Toxic.Attributes(), t.Duration, t.Trigger)
+	detail := fmt.Sprintf("%s %s %s for %s, %s", t.Toxic.Type(), t.Toxic.Direction(), attributes(t.Toxic), t.Duration, t.Trigger)
 	if t.At != nil {
 		detail += fmt.Sprintf(", while %s waits at %s", t.At.Process, t.At.Point)
 	}
@@ -85,4 +87,19 @@ func (t Toxic) sync(ctx context.Context, env *Env) error {
 		return e.Event == eventlog.CrashPoint && e.Point == t.At.Point && !e.Time.Before(armed)
 	})
 	return err
+}
+
+// attributes renders a toxic's attributes as sorted key=value pairs.
+func attributes(t proxies.Toxic) string {
+	attrs := t.Attributes()
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%v", k, attrs[k])
+	}
+	return strings.Join(parts, " ")
 }
