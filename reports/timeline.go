@@ -16,16 +16,17 @@ import (
 // before / during / after rates, and the recovery time as a bracket.
 
 const (
-	tlWidth     = 1200.0
-	tlLeft      = 118.0 // lane labels
-	tlRight     = 14.0
-	tlPhaseY    = 2.0
-	tlPhaseH    = 15.0
-	tlLanesY    = 22.0
-	tlLaneH     = 30.0
-	tlRateH     = 58.0
-	maxDrawn    = 6  // traces drawn as paths
-	maxTraceRow = 40 // traces listed in the table
+	tlWidth       = 1200.0
+	tlLeft        = 118.0 // lane labels
+	tlMinLabelGap = 170.0 // px between two mark labels on one lane
+	tlRight       = 14.0
+	tlPhaseY      = 2.0
+	tlPhaseH      = 15.0
+	tlLanesY      = 22.0
+	tlLaneH       = 30.0
+	tlRateH       = 58.0
+	maxDrawn      = 6  // traces drawn as paths
+	maxTraceRow   = 40 // traces listed in the table
 )
 
 type tlView struct {
@@ -268,14 +269,21 @@ func layoutTimeline(s result.Scenario) *tlView {
 	for i, l := range tl.Lanes {
 		y := tlLanesY + float64(i)*tlLaneH
 		lv := laneView{Label: l.Process, Y: y, MidY: y + tlLaneH/2, Odd: i%2 == 1}
+		lastLabelX := -1e9
 		for _, m := range l.Marks {
 			mv := markView{X: x(m.AtMS), Y: lv.MidY, Class: markClass(m.Kind, m.Label)}
 			mv.Title = fmt.Sprintf("%s %s: %s at %s", l.Process, m.Kind, m.Label, fmtMS(m.AtMS))
 			switch mv.Class {
 			case "kill", "pause", "delay", "resume", "restart":
 				mv.Label = m.Label
-				if mv.Label == "" {
+				if mv.Label == "" || mv.Class == "restart" {
+					// a restart's label is the process's whole start line: the tooltip has it
 					mv.Label = m.Kind
+				}
+				if mv.X-lastLabelX < tlMinLabelGap {
+					mv.Label = "" // too close to the previous label: the tooltip still has it
+				} else {
+					lastLabelX = mv.X
 				}
 				mv.LabelX = mv.X + 8
 			}
