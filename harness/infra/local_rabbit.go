@@ -1,12 +1,9 @@
 package infra
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -260,102 +257,29 @@ func (l *Local) ManagementURL() string {
 	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(l.mgmtPort))
 }
 
+// api is the management API client of this node, as guest.
+func (l *Local) api() mgmtAPI {
+	return mgmtAPI{base: l.ManagementURL(), user: "guest", pass: "guest", http: l.http}
+}
+
 // CreateVHost implements Infra.
 func (l *Local) CreateVHost(ctx context.Context, name string) error {
-	if name == "" {
-		return errors.New("create vhost: empty name")
-	}
-	path := "/api/vhosts/" + url.PathEscape(name)
-	// 201: created; 204: it already existed (PUT is an upsert).
-	code, err := l.mgmt(ctx, http.MethodPut, path, nil, nil, http.StatusCreated, http.StatusNoContent)
-	if err != nil {
-		return fmt.Errorf("create vhost %q: %w", name, err)
-	}
-	if code == http.StatusNoContent {
-		return fmt.Errorf("create vhost %q: it already exists", name)
-	}
-	perms := map[string]string{"configure": ".*", "write": ".*", "read": ".*"}
-	_, err = l.mgmt(ctx, http.MethodPut, "/api/permissions/"+url.PathEscape(name)+"/guest", perms, nil,
-		http.StatusCreated, http.StatusNoContent)
-	if err != nil {
-		return fmt.Errorf("create vhost %q: grant guest: %w", name, err)
-	}
-	return nil
+	return l.api().createVHost(ctx, name, "guest")
 }
 
 // DeleteVHost implements Infra.
 func (l *Local) DeleteVHost(ctx context.Context, name string) error {
-	if name == "" {
-		return errors.New("delete vhost: empty name")
-	}
-	_, err := l.mgmt(ctx, http.MethodDelete, "/api/vhosts/"+url.PathEscape(name), nil, nil,
-		http.StatusNoContent, http.StatusNotFound)
-	if err != nil {
-		return fmt.Errorf("delete vhost %q: %w", name, err)
-	}
-	return nil
+	return l.api().deleteVHost(ctx, name)
 }
 
 // Queue implements Infra. The counters are eventually consistent: the
 // broker emits them every 500 ms (collect_statistics_interval), so a just
 // published message shows up within about a second.
 func (l *Local) Queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {
-	var q struct {
-		Messages  int `json:"messages"`
-		Ready     int `json:"messages_ready"`
-		Unacked   int `json:"messages_unacknowledged"`
-		Consumers int `json:"consumers"`
-	}
-	path := "/api/queues/" + url.PathEscape(vhost) + "/" + url.PathEscape(queue)
-	code, err := l.mgmt(ctx, http.MethodGet, path, nil, &q, http.StatusOK, http.StatusNotFound)
-	if err != nil {
-		return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, err)
-	}
-	if code == http.StatusNotFound {
-		return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, ErrNotFound)
-	}
-	return QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers}, nil
+	return l.api().queue(ctx, vhost, queue)
 }
 
-// mgmt calls the management API as guest. in, if not nil, is sent as JSON;
-// out, if not nil, receives a JSON answer with status 200. A status not in
-// want is an error with the answer's body.
+// mgmt calls the management API as guest (see mgmtAPI.do).
 func (l *Local) mgmt(ctx context.Context, method, path string, in, out any, want ...int) (int, error) {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return 0, err
-		}
-		body = bytes.NewReader(b)
-	}
-	// path is already escaped; %2F in it stays as it is.
-	req, err := http.NewRequestWithContext(ctx, method, l.ManagementURL()+path, body)
-	if err != nil {
-		return 0, err
-	}
-	req.SetBasicAuth("guest", "guest")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := l.http.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	ok := false
-	for _, w := range want {
-		ok = ok || resp.StatusCode == w
-	}
-	if !ok {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return resp.StatusCode, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
-	}
-	if out != nil && resp.StatusCode == http.StatusOK {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%s %s: decode: %w", method, path, err)
-		}
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, nil
+	return l.api().do(ctx, method, path, in, out, want...)
 }
