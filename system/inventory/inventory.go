@@ -63,10 +63,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"faultline/system/control"
-	"faultline/system/crashpoint"
 	"faultline/system/dbutil"
 	"faultline/system/eventlog"
 	"faultline/system/schema"
+	"faultline/system/service"
 	"faultline/system/topology"
 	"faultline/system/variant"
 )
@@ -103,20 +103,12 @@ func run(ctx context.Context, cfg Config, newSteps func(*store, *eventlog.Log) s
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	log, err := eventlog.Open(cfg.EventLog, cfg.Instance)
+	base, err := service.Open(ctx, Process, cfg.Instance, cfg.EventLog, cfg.DBURL, cfg.MaxDBConns)
 	if err != nil {
 		return err
 	}
-	defer log.Close()
-	points := crashpoint.NewSet(Process, log)
-	if err := points.ArmFromEnv(); err != nil {
-		return err
-	}
-	pool, err := dbutil.Open(ctx, cfg.DBURL, cfg.MaxDBConns)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
+	defer base.Close()
+	log, points, pool := base.Log, base.Points, base.DB
 	st := &store{pool: pool, consumer: cfg.ConsumerName}
 	c := &consumer{cfg: cfg, log: log, store: st, handler: &handler{pool: pool, steps: newSteps(st, log), log: log,
 		points: points, retryMax: cfg.ReconnectMax, dbUp: new(atomic.Bool)}}

@@ -12,10 +12,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"faultline/system/control"
-	"faultline/system/crashpoint"
 	"faultline/system/dbutil"
 	"faultline/system/eventlog"
 	"faultline/system/schema"
+	"faultline/system/service"
 	"faultline/system/variant"
 )
 
@@ -66,20 +66,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	log, err := eventlog.Open(cfg.EventLog, cfg.Instance)
+	base, err := service.Open(ctx, "order", cfg.Instance, cfg.EventLog, cfg.DBURL, 8)
 	if err != nil {
 		return err
 	}
-	defer log.Close()
-	points := crashpoint.NewSet("order", log)
-	if err := points.ArmFromEnv(); err != nil {
-		return err
-	}
-	db, err := dbutil.Open(ctx, cfg.DBURL, 8)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+	defer base.Close()
+	log, points, db := base.Log, base.Points, base.DB
 	if err := dbutil.Retry(ctx, 2*time.Second, func(ctx context.Context) error { return schema.ApplyOrders(ctx, db) },
 		func(err error) { log.Errorf("schema: %v (retrying)", err) }); err != nil {
 		return err

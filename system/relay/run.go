@@ -12,6 +12,7 @@ import (
 	"faultline/system/dbutil"
 	"faultline/system/eventlog"
 	"faultline/system/schema"
+	"faultline/system/service"
 	"faultline/system/variant"
 )
 
@@ -31,20 +32,12 @@ func RunWithGuards(ctx context.Context, cfg Config, guards Guards) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	log, err := eventlog.Open(cfg.EventLog, cfg.Instance)
+	base, err := service.Open(ctx, "relay", cfg.Instance, cfg.EventLog, cfg.DBURL, 4)
 	if err != nil {
 		return err
 	}
-	defer log.Close()
-	points := crashpoint.NewSet("relay", log)
-	if err := points.ArmFromEnv(); err != nil {
-		return err
-	}
-	db, err := dbutil.Open(ctx, cfg.DBURL, 4)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+	defer base.Close()
+	log, points, db := base.Log, base.Points, base.DB
 	if _, err := control.Serve(ctx, cfg.ControlAddr, log, points, db.Ping, nil); err != nil {
 		return err
 	}
