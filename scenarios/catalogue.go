@@ -181,6 +181,15 @@ func All() []runner.Scenario {
 			Evidence: []check.Evidence{processErrors("inventory")},
 		},
 		{
+			Name: "relay-db-down", Window: "relay's database goes away",
+			Description: "relay-1→pg is down for a while: its claims and status writes fail and are retried, its rows wait for their lease, and the relay carries on when the link is back, without a restart.",
+			Workload:    steady,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.LinkDown{Link: "relay-1.pg", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: 2 * time.Second}}
+			},
+			Evidence: []check.Evidence{processErrors("relay-1"), resumedAfter("relay-1", eventlog.Marked)},
+		},
+		{
 			Name: "poison-message", Window: "a message that can never be processed",
 			Description: "Malformed messages (not JSON, no eventId) are dead-lettered, logged, and never block the valid events behind them.",
 			Workload:    steady,
@@ -260,6 +269,34 @@ func reconnected() check.Evidence {
 			}
 		}
 		return len(n) > 0 && again == len(n), fmt.Sprintf("%d of %d clients connected again", again, len(n))
+	})
+}
+
+// resumedAfter: the process logged event after its last error, i.e. it
+// went on working after the fault without a restart.
+func resumedAfter(process, event string) check.Evidence {
+	return check.Custom(process+" worked again after the fault", func(o *check.Observation) (bool, string) {
+		lastErr, starts := -1, 0
+		for i, e := range o.Log {
+			if e.Process != process {
+				continue
+			}
+			switch e.Event {
+			case eventlog.ErrorOccurred, eventlog.Disconnected:
+				lastErr = i
+			case eventlog.Started:
+				starts++
+			}
+		}
+		if lastErr < 0 {
+			return false, "no error logged"
+		}
+		for _, e := range o.Log[lastErr+1:] {
+			if e.Process == process && e.Event == event {
+				return starts == 1, fmt.Sprintf("%s after its last error, %d start(s)", event, starts)
+			}
+		}
+		return false, "nothing " + event + " after its last error"
 	})
 }
 

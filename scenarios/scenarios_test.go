@@ -133,7 +133,7 @@ func TestCatalogue(t *testing.T) {
 		"order-crash-after-commit", "relay-crash-after-claim", "relay-crash-after-publish", "relay-crash-after-confirm",
 		"relay-pause-past-lease", "relay-db-slow-past-lease", "amqp-reset-before-confirm", "unroutable-then-routable",
 		"unroutable-budget-exhausted", "broker-nack", "broker-restart", "inventory-crash-after-receive",
-		"inventory-crash-after-commit", "inventory-crash-before-commit", "order-crash-before-commit", "inventory-db-down", "poison-message", "aggregate-order",
+		"inventory-crash-after-commit", "inventory-crash-before-commit", "order-crash-before-commit", "inventory-db-down", "relay-db-down", "poison-message", "aggregate-order",
 		"relay-crash-during-renewal", "inbox-retention-replay", "random-chaos",
 	}
 	for _, name := range want {

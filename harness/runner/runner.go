@@ -131,6 +131,7 @@ type run struct {
 	invDB   *pgxpool.Pool
 	cleanup []func(context.Context)
 	phase   *result.Phase
+	obs     *check.Observation // the end state, once observed
 }
 
 // Run runs the scenario and returns its result. It never panics on a
@@ -330,6 +331,7 @@ func (r *run) execute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("observe: %w", err)
 	}
+	r.obs = obs
 	invs := append([]result.Invariant{converged}, check.Invariants(obs, check.Options{Ordered: r.sc.Ordered})...)
 	evidence := check.Evaluate(obs, r.sc.Evidence)
 	if r.sc.Expect != nil {
@@ -522,6 +524,15 @@ func (r *run) writeSummary() {
 		}
 	}
 	_ = os.WriteFile(filepath.Join(r.dir, "summary.txt"), []byte(b.String()), 0o644)
+	if r.obs != nil {
+		// The whole run, every process, merged in time order.
+		var tl strings.Builder
+		for _, e := range r.obs.Log {
+			tl.WriteString(check.FormatEntry(e))
+			tl.WriteByte('\n')
+		}
+		_ = os.WriteFile(filepath.Join(r.dir, "timeline.txt"), []byte(tl.String()), 0o644)
+	}
 }
 
 // ident makes a scenario name into a database-name prefix.
