@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -204,6 +203,3 @@ func FormatEntry(e eventlog.Entry) string {
 	}
 	return s
 }
-
-// sinceStart is a helper for evidence that needs times.
-func sinceStart(start, t time.Time) time.Duration { return t.Sub(start) }

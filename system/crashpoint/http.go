@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 )
 
 // Handler serves the points at /crashpoints:
@@ -43,9 +42,4 @@ func (s *Set) Handler() http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	return mux
-}
-
-// IsCrashpointPath reports whether a request path belongs to Handler.
-func IsCrashpointPath(p string) bool {
-	return p == "/crashpoints" || strings.HasPrefix(p, "/crashpoints/")
 }

@@ -87,16 +87,3 @@ func TestHandler(t *testing.T) {
 	code, _ = call(t, srv, http.MethodPost, "/crashpoints/"+RelayAfterClaim, "kill")
 	assert.Equal(t, http.StatusMethodNotAllowed, code)
 }
-
-func TestIsCrashpointPath(t *testing.T) {
-	for p, want := range map[string]bool{
-		"/crashpoints":                   true,
-		"/crashpoints/":                  true,
-		"/crashpoints/relay.after-claim": true,
-		"/crashpointsx":                  false,
-		"/healthz":                       false,
-		"/":                              false,
-	} {
-		assert.Equal(t, want, IsCrashpointPath(p), p)
-	}
-}
