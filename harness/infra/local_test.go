@@ -185,8 +185,10 @@ func testRestart(ctx context.Context, t *testing.T, l *Local) {
 	publish(ctx, t, ch, "q", "survives")
 	// Ra (2.2, in RabbitMQ 3.10) saves its registry of queue servers every
 	// 500 ms; a node killed sooner forgets the new queue's server and
-	// starts an empty, leaderless one in its place. See StopBroker.
-	time.Sleep(time.Second)
+	// starts an empty, leaderless one in its place. See StopBroker. Nothing
+	// outside the node shows when the save happened, so this waits several
+	// save intervals (once, on a loaded machine, one second was not enough).
+	time.Sleep(3 * time.Second)
 
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	oldPid := l.rabbit.pid

@@ -280,7 +280,9 @@ func waitBroker(ctx context.Context, a amqpServer, m mgmtAPI, up bool, timeout t
 			_, err = m.do(pctx, http.MethodGet, "/api/overview", nil, nil, http.StatusOK)
 		}
 		pcancel()
-		if up && err == nil || !up && err != nil && ctx.Err() == nil {
+		// Down means refused or closed, not slow: a probe that timed out on
+		// a loaded machine says nothing about whether the broker is gone.
+		if up && err == nil || !up && err != nil && !timedOut(err) && ctx.Err() == nil {
 			return nil
 		}
 		last = err
@@ -326,4 +328,11 @@ func parseServiceURL(variable, raw string, defaultPort map[string]string) (*url.
 		u.Host = net.JoinHostPort(u.Hostname(), port)
 	}
 	return u, nil
+}
+
+// timedOut reports whether err is a probe that ran out of time rather than
+// an answer (refused, reset, closed).
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
