@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,48 +22,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"faultline/harness/infra"
+	"faultline/harness/infra/infratest"
 	"faultline/system/eventlog"
 	"faultline/system/inventory"
 	"faultline/system/topology"
 )
 
-// testInfra is the one PostgreSQL + RabbitMQ of this test binary; every test
-// gets its own database and vhost on it. It is the local provider, unless
-// FAULTLINE_TEST_PG_URL, FAULTLINE_TEST_AMQP_URL and FAULTLINE_TEST_AMQP_API
-// name running services.
-var testInfra services
+// testInfra is the one PostgreSQL + RabbitMQ of this test binary
+// (FAULTLINE_INFRA chooses it); every test gets its own database and vhost.
+var testInfra infra.Infra
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	pg, mq, api := os.Getenv("FAULTLINE_TEST_PG_URL"), os.Getenv("FAULTLINE_TEST_AMQP_URL"), os.Getenv("FAULTLINE_TEST_AMQP_API")
-	if pg != "" || mq != "" || api != "" {
-		ext, err := newExternalServices(pg, mq, api)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		testInfra = ext
-		return m.Run()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	local, err := infra.StartLocal(ctx, infra.LocalOptions{})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start local infrastructure: %v\n", err)
-		return 1
-	}
-	testInfra = local
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := local.Stop(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "stop local infrastructure: %v\n", err)
-		}
-	}()
-	return m.Run()
+	infratest.Main(m, func(in infra.Infra) { testInfra = in })
 }
 
 // waitTimeout bounds every wait for a condition.

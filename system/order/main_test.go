@@ -5,12 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,37 +18,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"faultline/harness/infra"
+	"faultline/harness/infra/infratest"
 	"faultline/system/crashpoint"
 	"faultline/system/eventlog"
 	"faultline/system/order"
 	"faultline/system/schema"
 )
 
-// testInfra is this test binary's private PostgreSQL (and RabbitMQ, which
-// these tests do not use); each test gets its own database on it.
-var testInfra *infra.Local
+// testInfra is this test binary's PostgreSQL (and RabbitMQ, which these
+// tests do not use); each test gets its own database on it.
+var testInfra infra.Infra
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	local, err := infra.StartLocal(ctx, infra.LocalOptions{Log: os.Stderr})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start local infrastructure: %v\n", err)
-		return 1
-	}
-	testInfra = local
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := local.Stop(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "stop local infrastructure: %v\n", err)
-		}
-	}()
-	return m.Run()
+	infratest.Main(m, func(in infra.Infra) { testInfra = in })
 }
 
 // waitTimeout bounds every wait for a condition.

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"faultline/harness/infra"
+	"faultline/harness/infra/infratest"
 	"faultline/system/crashpoint"
 	"faultline/system/eventlog"
 	"faultline/system/schema"
@@ -25,22 +26,10 @@ import (
 )
 
 // local is the test binary's PostgreSQL and RabbitMQ.
-var local *infra.Local
+var local infra.Infra
 
 func TestMain(m *testing.M) {
-	if os.Getenv("FAULTLINE_SKIP_INFRA") != "" {
-		os.Exit(m.Run())
-	}
-	ctx := context.Background()
-	var err error
-	local, err = infra.StartLocal(ctx, infra.LocalOptions{Log: os.Stderr})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "relay tests:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = local.Stop(ctx)
-	os.Exit(code)
+	infratest.Main(m, func(in infra.Infra) { local = in })
 }
 
 var envSeq atomic.Int64
@@ -57,9 +46,6 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if local == nil {
-		t.Skip("no infrastructure (FAULTLINE_SKIP_INFRA)")
-	}
 	ctx := context.Background()
 	name := fmt.Sprintf("relay_test_%d_%d", os.Getpid(), envSeq.Add(1))
 	require.NoError(t, local.CreateDatabase(ctx, name))
@@ -311,14 +297,18 @@ func TestExpiredLeaseIsClaimedByAnotherRelay(t *testing.T) {
 	again, err := s.claim(ctx, "relay-2:now", 10, time.Minute)
 	require.NoError(t, err)
 	assert.Empty(t, again, "a live lease is not taken")
-	e.waitFor("the lease to expire", func() bool {
-		again, err = s.claim(ctx, "relay-2:now", 10, time.Minute)
-		require.NoError(t, err)
-		return len(again) == 3
+	e.waitFor("the lease to run out", func() bool {
+		var expired int
+		require.NoError(t, e.db.QueryRow(ctx, `SELECT count(*) FROM outbox_messages WHERE locked_until < CURRENT_TIMESTAMP`).Scan(&expired))
+		return expired == 3
 	})
 	noExpiry := store{db: e.db, noExpiry: true}
-	_, err = noExpiry.claim(ctx, "x:y", 10, time.Millisecond)
+	taken, err := noExpiry.claim(ctx, "relay-3:no-lease", 10, time.Minute)
 	require.NoError(t, err)
+	assert.Empty(t, taken, "without lease expiry an expired claim is never taken over")
+	again, err = s.claim(ctx, "relay-2:now", 10, time.Minute)
+	require.NoError(t, err)
+	assert.Len(t, again, 3, "with lease expiry another relay takes the expired rows")
 }
 
 func TestGuardVariantsChangeTheSQL(t *testing.T) {

@@ -42,9 +42,6 @@ type orderEnv struct {
 
 func newOrderEnv(t *testing.T, bin string) *orderEnv {
 	t.Helper()
-	if local == nil {
-		t.Skip("no infrastructure (FAULTLINE_SKIP_INFRA)")
-	}
 	ctx := context.Background()
 	name := fmt.Sprintf("variant_test_%d_%d", os.Getpid(), envSeq.Add(1))
 	require.NoError(t, local.CreateDatabase(ctx, name))
