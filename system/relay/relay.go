@@ -56,6 +56,7 @@ const (
 	outcomeNotSent                  // the publish call failed: it never left
 	outcomeUnknown                  // channel lost or confirm timed out: maybe delivered
 	outcomeClaimLost                // the lease renewal found the row taken
+	outcomeStopped                  // the relay is stopping: never sent, left to the lease, no attempt counted
 )
 
 // batchResult is what happened to each row of a claimed batch.
@@ -81,6 +82,14 @@ func (r *Relay) processBatch(ctx context.Context, claimID string, rows []Row) {
 	var published []eventlog.Entry
 	for i, row := range rows {
 		dc, err := r.pub.publish(ctx, r.cfg.Exchange, row.EventType, r.guards.Mandatory, row)
+		if err != nil && ctx.Err() != nil {
+			// Stopping (SIGTERM) is not a failed attempt: these rows wait
+			// for their lease and go out with their budget intact.
+			for _, rest := range rows[i:] {
+				res.outcome[rest.EventID] = outcomeStopped
+			}
+			break
+		}
 		if err != nil {
 			// This and every later row never left the process.
 			for _, rest := range rows[i:] {
