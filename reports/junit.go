@@ -97,7 +97,7 @@ func renderJUnit(run result.Run, windows []Window) ([]byte, error) {
 			}
 		default:
 			kind := ix.expect[s.Variant]
-			if caught(s, kind) {
+			if s.Caught(kind) {
 				c.SystemOut = fmt.Sprintf("variant %s caught: the run reported %s, the violation its missing guard causes\n%s", s.Variant, orAny(kind), violationText(s, false))
 			} else {
 				o := missed(s, orAny(kind))

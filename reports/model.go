@@ -79,15 +79,6 @@ func (ix *index) find(name, variant string) []result.Scenario {
 	return ix.byKey[key(name, variant)]
 }
 
-// caught says whether a variant run reported the violation its missing
-// guard causes (any failure, when that kind is unknown).
-func caught(s result.Scenario, kind string) bool {
-	if s.Verdict != result.Fail {
-		return false
-	}
-	return kind == "" || s.HasViolation(kind)
-}
-
 // kinds lists the violation kinds of the unexpected broken invariants, or
 // the broken invariants' names when they carry no violation.
 func kinds(s result.Scenario) []string {
@@ -198,7 +189,7 @@ func variantOutcome(runs []result.Scenario, kind string) outcome {
 		return outcome{Text: "not run", Class: clsNone}
 	}
 	for _, r := range runs {
-		if caught(r, kind) {
+		if r.Caught(kind) {
 			k := kind
 			if k == "" {
 				k = why(r)
@@ -382,7 +373,7 @@ func (ix *index) windowRows(windows []Window) []windowRow {
 			if len(runs) > 0 {
 				r := pick(runs)
 				for _, x := range runs {
-					if caught(x, kind) {
+					if x.Caught(kind) {
 						r = x
 						break
 					}

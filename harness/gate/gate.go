@@ -152,16 +152,21 @@ func Verdicts(catches []Catch, results []result.Scenario) []result.Variant {
 			byVariant[c.Variant] = v
 			order = append(order, c.Variant)
 		}
+		ran := false
 		for _, r := range results {
-			if r.Variant != c.Variant || r.Name != c.Scenario {
+			if r.Variant != c.Variant || r.Name != c.Scenario || r.Verdict == result.NotRun {
 				continue
 			}
-			if r.Verdict == result.Fail && r.HasViolation(c.Expect) {
+			ran = true
+			if r.Caught(c.Expect) {
 				v.Caught = true
 				v.CaughtBy = append(v.CaughtBy, c.Scenario)
 			} else {
 				v.Missed = append(v.Missed, c.Scenario)
 			}
+		}
+		if !ran {
+			v.NotRun = append(v.NotRun, c.Scenario)
 		}
 	}
 	out := make([]result.Variant, 0, len(order))
@@ -200,7 +205,7 @@ func Matrix(run result.Run, catches []Catch) (variants, scenarios []string, cell
 	for _, c := range catches {
 		for _, r := range run.Scenarios {
 			if r.Variant == c.Variant && r.Name == c.Scenario {
-				if r.Verdict == result.Fail && r.HasViolation(c.Expect) {
+				if r.Caught(c.Expect) {
 					cells[c.Variant][c.Scenario] = Caught
 				} else if r.Verdict != result.NotRun {
 					cells[c.Variant][c.Scenario] = Missed

@@ -160,7 +160,8 @@ type Variant struct {
 	Expected string   `json:"expected,omitempty"` // the violation kind the missing guard causes
 	Caught   bool     `json:"caught"`
 	CaughtBy []string `json:"caught_by"`
-	Missed   []string `json:"missed,omitempty"` // catching scenarios that ran and did not report it
+	Missed   []string `json:"missed,omitempty"`  // catching scenarios that ran and did not report it
+	NotRun   []string `json:"not_run,omitempty"` // catching scenarios that could not run (or were never run)
 }
 
 // Run is a whole run of faultline: results.json.
@@ -174,6 +175,15 @@ type Run struct {
 	Infra      string     `json:"infra,omitempty"`
 	Scenarios  []Scenario `json:"scenarios"`
 	Variants   []Variant  `json:"variants"`
+}
+
+// Caught reports whether a run on a broken variant caught it: the run
+// failed and reported the violation kind the missing guard causes (any
+// failure, when kind is empty). A run that failed otherwise — a timeout, an
+// unrelated error — did not catch it. The gate, the CLI and the reports all
+// decide with this one rule.
+func (s Scenario) Caught(kind string) bool {
+	return s.Verdict == Fail && (kind == "" || s.HasViolation(kind))
 }
 
 // HasViolation reports whether the run reported a violation of kind that
