@@ -24,7 +24,9 @@ func between(rng *rand.Rand, lo, hi int) int { return lo + rng.IntN(hi-lo+1) }
 
 // steady is the default traffic: orders spread over a few seconds so faults
 // land mid-stream.
-var steady = workload.Spec{Orders: 120, Concurrency: 4, Pace: 5 * time.Second}
+func steady() workload.Spec {
+	return workload.Spec{Orders: 120, Concurrency: 4, Pace: 5 * time.Second}
+}
 
 // All returns every scenario, by name.
 func All() []runner.Scenario {
@@ -32,7 +34,7 @@ func All() []runner.Scenario {
 		{
 			Name: "order-crash-after-commit", Window: "order committed, event not yet published",
 			Description: "The order service is SIGKILLed right after committing an order and its outbox row; the outbox still carries the event.",
-			Workload:    steady,
+			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "order", Point: crashpoint.OrderAfterCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 10, 40)), RestartAfter: 200 * time.Millisecond}}
 			},
@@ -41,7 +43,7 @@ func All() []runner.Scenario {
 		{
 			Name: "order-crash-before-commit", Window: "event published, order transaction not committed",
 			Description: "The order service is SIGKILLed with the order and its outbox row written but not committed: both roll back together, nothing is published for an order that does not exist.",
-			Workload:    steady,
+			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "order", Point: crashpoint.OrderBeforeCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 10, 40)), RestartAfter: 200 * time.Millisecond}}
 			},
@@ -50,7 +52,7 @@ func All() []runner.Scenario {
 		{
 			Name: "relay-crash-after-claim", Window: "rows claimed, nothing published",
 			Description: "A relay is SIGKILLed holding a claimed batch; after the lease another claim takes the rows.",
-			Workload:    steady,
+			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "relay-1", Point: crashpoint.RelayAfterClaim, Action: crashpoint.Kill, Hit: int64(between(rng, 2, 5)), RestartAfter: 300 * time.Millisecond}}
 			},
@@ -59,7 +61,7 @@ func All() []runner.Scenario {
 		{
 			Name: "relay-crash-after-publish", Window: "published, confirm not yet seen (unknown outcome)",
 			Description: "A relay is SIGKILLed after publishing a batch, before any confirm: the outcome is unknown, so the same eventIds go out again after the lease.",
-			Workload:    steady,
+			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "relay-1", Point: crashpoint.RelayAfterPublish, Action: crashpoint.Kill, Hit: int64(between(rng, 2, 5)), RestartAfter: 300 * time.Millisecond}}
 			},
@@ -68,7 +70,7 @@ func All() []runner.Scenario {
 		{
 			Name: "relay-crash-after-confirm", Window: "confirm seen, Published update not yet written",
 			Description: "A relay is SIGKILLed after its confirms, before marking Published: the rows are republished after the lease and the inbox absorbs the duplicates.",
-			Workload:    steady,
+			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "relay-1", Point: crashpoint.RelayAfterConfirm, Action: crashpoint.Kill, Hit: int64(between(rng, 2, 5)), RestartAfter: 300 * time.Millisecond}}
 			},
@@ -77,7 +79,7 @@ func All() []runner.Scenario {
 		{
 			Name: "relay-pause-past-lease", Window: "claim held past its lease (pause)",
 			Description: "A relay freezes (SIGSTOP) after its confirms, holding its claim past the lease; another relay takes the rows over; when it resumes, its Published write is fenced.",
-			Workload:    steady,
+			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "relay-1", Point: crashpoint.RelayAfterConfirm, Action: crashpoint.Pause, Hit: int64(between(rng, 2, 4)), Hold: 5 * time.Second}}
 			},
@@ -107,7 +109,7 @@ func All() []runner.Scenario {
 		{
 			Name: "unroutable-then-routable", Window: "unroutable message gets a positive confirm",
 			Description: "The queue's binding is removed: mandatory publishes come back as basic.return, are retried with backoff, and are delivered once the binding is restored.",
-			Workload:    steady,
+			Workload:    steady(),
 			Args:        map[string][]string{"relay": {"--retry-budget", "30"}},
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Unbind{RoutingKey: "order.created", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, Duration: 3 * time.Second}}
@@ -117,7 +119,7 @@ func All() []runner.Scenario {
 		{
 			Name: "unroutable-budget-exhausted", Window: "unroutable message gets a positive confirm",
 			Description: "The binding never comes back: returned rows exhaust the retry budget and become Failed with an alert; nothing else is lost.",
-			Workload:    steady,
+			Workload:    steady(),
 			Args:        map[string][]string{"relay": {"--retry-budget", "3"}},
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Unbind{RoutingKey: "order.created", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 20, 60))}}}
@@ -127,7 +129,7 @@ func All() []runner.Scenario {
 		{
 			Name: "broker-nack", Window: "broker refuses a publish",
 			Description: "The queue holds at most 5 ready messages with overflow reject-publish; with the consumer frozen the broker nacks publishes, which are retried and all delivered.",
-			Workload:    steady,
+			Workload:    steady(),
 			Args:        map[string][]string{"relay": {"--retry-budget", "40"}, "inventory": {"--queue-max-length", "5"}},
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "inventory", Point: crashpoint.InventoryAfterReceive, Action: crashpoint.Pause, Hit: int64(between(rng, 3, 6)), Hold: 2 * time.Second}}
@@ -137,7 +139,7 @@ func All() []runner.Scenario {
 		{
 			Name: "broker-restart", Window: "broker goes away mid-stream",
 			Description: "The RabbitMQ node is SIGKILLed mid-stream and started again; relays and consumer reconnect without a restart and nothing is lost.",
-			Workload:    steady,
+			Workload:    steady(),
 			Exclusive:   true,
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				// RabbitMQ 3.10 forgets a quorum queue declared less than about
@@ -150,7 +152,7 @@ func All() []runner.Scenario {
 		{
 			Name: "inventory-crash-after-receive", Window: "delivered, not yet committed",
 			Description: "The consumer is SIGKILLed after receiving, before its transaction: the broker redelivers and the effect happens once.",
-			Workload:    steady,
+			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "inventory", Point: crashpoint.InventoryAfterReceive, Action: crashpoint.Kill, Hit: int64(between(rng, 3, 8)), RestartAfter: 200 * time.Millisecond}}
 			},
@@ -159,7 +161,7 @@ func All() []runner.Scenario {
 		{
 			Name: "inventory-crash-after-commit", Window: "committed, ack not yet sent",
 			Description: "The consumer is SIGKILLed after committing, before acking: the broker redelivers and the inbox absorbs it.",
-			Workload:    steady,
+			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "inventory", Point: crashpoint.InventoryAfterCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 3, 8)), RestartAfter: 200 * time.Millisecond}}
 			},
@@ -168,7 +170,7 @@ func All() []runner.Scenario {
 		{
 			Name: "inventory-crash-before-commit", Window: "inbox row and effect written, not committed",
 			Description: "The consumer is SIGKILLed with the inbox row and the reservation written in one transaction, not yet committed: both roll back, the broker redelivers, the effect happens once.",
-			Workload:    steady,
+			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "inventory", Point: crashpoint.InventoryBeforeCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 3, 8)), RestartAfter: 200 * time.Millisecond}}
 			},
@@ -177,7 +179,7 @@ func All() []runner.Scenario {
 		{
 			Name: "inventory-db-down", Window: "consumer's database goes away",
 			Description: "inventory→pg is down for a while: transactions fail and are retried, nothing is acked before its commit, no effect lost or doubled.",
-			Workload:    steady,
+			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.LinkDown{Link: "inventory.pg", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: 2 * time.Second}}
 			},
@@ -186,7 +188,7 @@ func All() []runner.Scenario {
 		{
 			Name: "relay-db-down", Window: "relay's database goes away",
 			Description: "relay-1→pg is down for a while: its claims and status writes fail and are retried, its rows wait for their lease, and the relay carries on when the link is back, without a restart.",
-			Workload:    steady,
+			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.LinkDown{Link: "relay-1.pg", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: 2 * time.Second}}
 			},
@@ -195,7 +197,7 @@ func All() []runner.Scenario {
 		{
 			Name: "poison-message", Window: "a message that can never be processed",
 			Description: "Malformed messages (not JSON, no eventId) are dead-lettered, logged, and never block the valid events behind them.",
-			Workload:    steady,
+			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Poison{Count: 5, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 30))}}}
 			},
@@ -217,7 +219,7 @@ func All() []runner.Scenario {
 		{
 			Name: "relay-crash-during-renewal", Window: "lease renewal while confirms are slow",
 			Description: "With lease renewal on and confirms slowed by latency on relay-1→amqp, relay-1 is killed as it renews: its rows are taken over after the lease.",
-			Workload:    steady,
+			Workload:    steady(),
 			Args:        map[string][]string{"relay": {"--renew", "--renew-interval", "400ms"}},
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{

@@ -11,13 +11,16 @@ import (
 	"faultline/system/topology"
 )
 
-// PoisonBodies are the malformed messages Poison publishes, in turn.
-var PoisonBodies = []string{
-	`{not json`,
-	`{"eventType":"order.created","orderId":"ORD-X"}`,
-	`["an", "array"]`,
-	``,
-	`{"eventId":"","eventType":"order.created"}`,
+// poisonBody is the i-th malformed message Poison publishes.
+func poisonBody(i int) string {
+	bodies := [...]string{
+		`{not json`,
+		`{"eventType":"order.created","orderId":"ORD-X"}`,
+		`["an", "array"]`,
+		``,
+		`{"eventId":"","eventType":"order.created"}`,
+	}
+	return bodies[i%len(bodies)]
 }
 
 // Poison publishes Count malformed messages into the events exchange.
@@ -49,7 +52,7 @@ func (p Poison) Inject(ctx context.Context, env *Env) result.Fault {
 	for i := 0; i < p.Count; i++ {
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, topology.Exchange, "order.created", true, false, amqp.Publishing{
 			ContentType: "application/json", DeliveryMode: amqp.Persistent,
-			MessageId: fmt.Sprintf("poison-%d", i), Body: []byte(PoisonBodies[i%len(PoisonBodies)]),
+			MessageId: fmt.Sprintf("poison-%d", i), Body: []byte(poisonBody(i)),
 		})
 		if err != nil {
 			return record(p, start, i > 0, fmt.Errorf("publish poison %d: %w", i, err))

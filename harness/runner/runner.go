@@ -100,12 +100,17 @@ const (
 	PhaseChecking   = "checking"
 )
 
-// Default process flags: short leases and backoffs so a scenario runs in
-// seconds. A scenario's Args come after these and win.
-var defaultArgs = map[string][]string{
-	"relay":     {"--lease", "2s", "--poll-interval", "50ms", "--batch-size", "50", "--backoff-base", "100ms", "--backoff-max", "1s", "--confirm-timeout", "1500ms", "--reconnect-max", "500ms"},
-	"inventory": {"--prefetch", "32", "--tx-batch", "16", "--cleanup-interval", "0s", "--reconnect-max", "500ms"},
-	"order":     nil,
+// defaultArgs are the process flags every run starts with: short leases and
+// backoffs so a scenario runs in seconds. A scenario's Args come after these
+// and win.
+func defaultArgs(kind string) []string {
+	switch kind {
+	case "relay":
+		return []string{"--lease", "2s", "--poll-interval", "50ms", "--batch-size", "50", "--backoff-base", "100ms", "--backoff-max", "1s", "--confirm-timeout", "1500ms", "--reconnect-max", "500ms"}
+	case "inventory":
+		return []string{"--prefetch", "32", "--tx-batch", "16", "--cleanup-interval", "0s", "--reconnect-max", "500ms"}
+	}
+	return nil
 }
 
 func (sh *Shared) logf(format string, args ...any) {
@@ -238,7 +243,7 @@ func (r *run) execute(ctx context.Context) error {
 		return fmt.Errorf("run folder: %w", err)
 	}
 	faults := r.sc.Schedule(r.opts.Seed)
-	for _, need := range r.sc.Needs(r.opts.Seed) {
+	for _, need := range needs(faults) {
 		if need == fault.CapBrokerRestart && !r.sh.Infra.CanRestartBroker() {
 			r.res.Verdict = result.NotRun
 			return fmt.Errorf("not run: needs a broker restart, which the %s provider cannot do", r.sh.Infra.Name())
@@ -456,7 +461,7 @@ func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
 		if err != nil {
 			return err
 		}
-		args := append(append(append([]string{}, p.args...), defaultArgs[p.kind]...), r.sc.Args[p.kind]...)
+		args := append(append(append([]string{}, p.args...), defaultArgs(p.kind)...), r.sc.Args[p.kind]...)
 		var env []string
 		if r.opts.Variant != "" && r.opts.Variant != "correct" {
 			env = append(env, "FAULTLINE_VARIANT="+r.opts.Variant)

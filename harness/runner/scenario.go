@@ -52,10 +52,10 @@ func (s Scenario) Schedule(seed int64) []fault.Fault {
 	return s.Faults(rand.New(rand.NewPCG(uint64(seed), uint64(seed)*0x9e3779b97f4a7c15+1)))
 }
 
-// Needs lists the capabilities the scenario's faults need.
-func (s Scenario) Needs(seed int64) []string {
+// needs lists the capabilities a schedule's faults need.
+func needs(faults []fault.Fault) []string {
 	var out []string
-	for _, f := range s.Schedule(seed) {
+	for _, f := range faults {
 		if n, ok := f.(fault.Needs); ok {
 			out = append(out, n.Needs()...)
 		}
