@@ -39,8 +39,8 @@ func (c *common) resolve() error {
 	if c.parallel < 1 {
 		return usagef("--parallel must be at least 1, got %d", c.parallel)
 	}
-	if c.infra != "" && !slices.Contains(infra.Kinds, c.infra) {
-		return usagef("--infra %q: want one of %s", c.infra, strings.Join(infra.Kinds, ", "))
+	if c.infra != "" && !slices.Contains(infra.Kinds(), c.infra) {
+		return usagef("--infra %q: want one of %s", c.infra, strings.Join(infra.Kinds(), ", "))
 	}
 	if c.seed == 0 {
 		c.seed = time.Now().UnixNano() % 1_000_000

@@ -26,7 +26,7 @@ const (
 const EnvInfra = "FAULTLINE_INFRA"
 
 // Kinds are the values EnvInfra takes.
-var Kinds = []string{KindAuto, KindLocal, KindDocker, KindExternal}
+func Kinds() []string { return []string{KindAuto, KindLocal, KindDocker, KindExternal} }
 
 // Probe tells Select what this host offers. Each function returns nil when
 // the provider can run, or why not.
@@ -51,7 +51,7 @@ func Select(env func(string) string, probe Probe) (string, error) {
 		return kind, nil
 	case "", KindAuto:
 	default:
-		return "", fmt.Errorf("%s=%q (or --infra) is not a provider: want one of %s", EnvInfra, raw, strings.Join(Kinds, ", "))
+		return "", fmt.Errorf("%s=%q (or --infra) is not a provider: want one of %s", EnvInfra, raw, strings.Join(Kinds(), ", "))
 	}
 	localErr := probe.LocalBinaries()
 	if localErr == nil {
@@ -70,7 +70,7 @@ func Select(env func(string) string, probe Probe) (string, error) {
 %s takes %s`,
 		EnvInfra, localErr, dockerErr, EnvInfra,
 		EnvInfra, EnvPGURL, EnvAMQPURL, EnvManagementURL,
-		EnvInfra, strings.Join(Kinds, ", "))
+		EnvInfra, strings.Join(Kinds(), ", "))
 }
 
 // HostProbe probes this host; ctx bounds the Docker probe (at most 10 s).
@@ -145,7 +145,7 @@ func Start(ctx context.Context, kind string, opts Options) (Infra, error) {
 		}
 		return e, nil
 	default:
-		return nil, fmt.Errorf("start infrastructure: unknown provider %q: want one of %s", kind, strings.Join(Kinds[1:], ", "))
+		return nil, fmt.Errorf("start infrastructure: unknown provider %q: want one of %s", kind, strings.Join(Kinds()[1:], ", "))
 	}
 }
 
