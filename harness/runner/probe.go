@@ -12,9 +12,11 @@ import (
 	"faultline/harness/infra"
 )
 
-// queueProbe reads queue depths exactly, with a passive declare over AMQP
-// (the management API's counters lag by seconds), and takes the unacked
-// and consumer counts from the management API.
+// queueProbe asks the broker about a queue of the run's vhost. Depths and
+// consumer counts come from a passive declare over AMQP, which the queue
+// itself answers at once; the management API's counters lag by a stats
+// interval (and by longer for a queue declared a moment ago), so only the
+// unacked count, which AMQP does not give, is read there.
 type queueProbe struct {
 	infra infra.Infra
 	vhost string
@@ -24,7 +26,7 @@ type queueProbe struct {
 }
 
 func (p *queueProbe) queue(ctx context.Context, queue string) (check.QueueInfo, error) {
-	ready, err := p.ready(queue)
+	q, err := p.declare(queue)
 	if err != nil {
 		return check.QueueInfo{}, err
 	}
@@ -32,30 +34,54 @@ func (p *queueProbe) queue(ctx context.Context, queue string) (check.QueueInfo, 
 	if err != nil {
 		return check.QueueInfo{}, err
 	}
-	return check.QueueInfo{Ready: ready, Unacked: m.Unacked, Messages: ready + m.Unacked, Consumers: m.Consumers}, nil
+	return check.QueueInfo{Ready: q.Messages, Unacked: m.Unacked, Messages: q.Messages + m.Unacked, Consumers: q.Consumers}, nil
 }
 
-// ready is the exact number of ready messages.
-func (p *queueProbe) ready(queue string) (int, error) {
+// declare passively declares queue: its exact ready count and consumer
+// count, or an error if it does not exist (yet). A failed passive declare
+// closes its channel, so every call opens a channel of its own on the one
+// connection.
+func (p *queueProbe) declare(queue string) (amqp.Queue, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conn == nil || p.conn.IsClosed() {
 		conn, err := amqp.DialConfig(p.infra.AMQPURL(p.vhost), amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
 		if err != nil {
-			return 0, fmt.Errorf("probe %s: %w", queue, err)
+			return amqp.Queue{}, fmt.Errorf("probe %s: %w", queue, err)
 		}
 		p.conn = conn
 	}
 	ch, err := p.conn.Channel()
 	if err != nil {
-		return 0, fmt.Errorf("probe %s: %w", queue, err)
+		return amqp.Queue{}, fmt.Errorf("probe %s: %w", queue, err)
 	}
 	defer ch.Close()
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	if err != nil {
-		return 0, fmt.Errorf("probe %s: %w", queue, err)
+		return amqp.Queue{}, fmt.Errorf("probe %s: %w", queue, err)
 	}
-	return q.Messages, nil
+	return q, nil
+}
+
+// waitConsumer polls, every interval, until queue exists and has a
+// consumer, or ctx ends.
+func (p *queueProbe) waitConsumer(ctx context.Context, queue string, interval time.Duration) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		q, err := p.declare(queue)
+		if err == nil && q.Consumers > 0 {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("queue %s has no consumer", queue)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for a consumer on %s: %w (last: %v)", queue, ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
 }
 
 func (p *queueProbe) close() {

@@ -137,6 +137,7 @@ type run struct {
 	cleanup []func(context.Context)
 	phase   *result.Phase
 	obs     *check.Observation // the end state, once observed
+	qprobe  *queueProbe        // see probe; nil until first asked for
 }
 
 // Run runs the scenario and returns its result. It never panics on a
@@ -350,9 +351,17 @@ func (r *run) execute(ctx context.Context) error {
 }
 
 func (r *run) sources() check.Sources {
-	probe := &queueProbe{infra: r.sh.Infra, vhost: r.id}
-	r.cleanup = append(r.cleanup, func(context.Context) { probe.close() })
-	return check.Sources{OrdersDB: r.orders, InventoryDB: r.invDB, Queue: probe.queue}
+	return check.Sources{OrdersDB: r.orders, InventoryDB: r.invDB, Queue: r.probe().queue}
+}
+
+// probe is the run's one queue probe, closed at teardown.
+func (r *run) probe() *queueProbe {
+	if r.qprobe == nil {
+		p := &queueProbe{infra: r.sh.Infra, vhost: r.id}
+		r.cleanup = append(r.cleanup, func(context.Context) { p.close() })
+		r.qprobe = p
+	}
+	return r.qprobe
 }
 
 func (r *run) logPaths() []string {
@@ -490,23 +499,18 @@ func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
 }
 
 // waitConsuming waits until the consumer has declared its queue and
-// consumes from it, so the relays never publish into a missing topology.
+// consumes from it, so the relays never publish into a missing topology
+// (the consumer binds the queue before it consumes). It asks the queue with
+// a passive declare every 20 ms: the management API's view of a queue
+// declared a moment ago lags by seconds, and waiting on it cost each run
+// about 5 s.
 func (r *run) waitConsuming(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		q, err := r.sh.Infra.Queue(ctx, r.id, topology.Queue)
-		if err == nil && q.Consumers > 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the consumer did not start consuming %s: %v", topology.Queue, err)
-		case <-tick.C:
-		}
+	if err := r.probe().waitConsumer(ctx, topology.Queue, 20*time.Millisecond); err != nil {
+		return fmt.Errorf("the consumer did not start consuming: %w", err)
 	}
+	return nil
 }
 
 func (r *run) teardown(ctx context.Context) {
