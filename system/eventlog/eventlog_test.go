@@ -122,6 +122,29 @@ func TestBatchWritesAllLinesInOneWrite(t *testing.T) {
 	}
 }
 
+// TestLinesAreJSONMarshalBytes: a line is exactly json.Marshal of the entry
+// and a newline (HTML characters escaped, nothing indented), whatever
+// encodes it, so logs written before and after read the same.
+func TestLinesAreJSONMarshalBytes(t *testing.T) {
+	w := &countingWriter{}
+	l := eventlog.New(w, "relay-1")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
+	batch := []eventlog.Entry{
+		{Time: at, Event: eventlog.Claimed, EventID: "01J0", ClaimID: "relay-1:abc", AggregateID: "ORD-1", Sequence: 3, Attempt: 2},
+		{Time: at, Event: eventlog.Returned, EventID: "01J1", Redelivered: true, Hit: 7, Detail: `<NO_ROUTE> & "quoted" ünïcode` + "\t\u2028"},
+		{Time: at, Event: eventlog.ErrorOccurred, Error: strings.Repeat("long error ", 40)},
+	}
+	l.Batch(batch)
+	var want []byte
+	for _, e := range batch {
+		line, err := json.Marshal(e)
+		require.NoError(t, err)
+		want = append(append(want, line...), '\n')
+	}
+	require.Len(t, w.writes, 1)
+	assert.Equal(t, string(want), string(w.writes[0]))
+}
+
 // chunkyWriter stores each Write in small pieces, yielding between them,
 // the way a pipe or socket may take a large write: only the Log's own lock
 // keeps two lines from interleaving.
