@@ -161,12 +161,23 @@ func traces(o *Observation, start time.Time, invs []result.Invariant) []result.T
 		{eventlog.Nacked, "nacked"},
 		{eventlog.FailedAlert, "failed with alert"},
 	}
-	for _, want := range interesting {
-		for _, e := range o.Log {
+	// One pass for the first line of each of these events: most of them
+	// never happen in a run, and a pass each would read the whole log.
+	first := make(map[string]string, len(interesting))
+	for i := range o.Log {
+		e := &o.Log[i]
+		for _, want := range interesting {
 			if e.Event == want.event {
-				add(e.EventID, want.why)
+				if _, ok := first[e.Event]; !ok {
+					first[e.Event] = e.EventID
+				}
 				break
 			}
+		}
+	}
+	for _, want := range interesting {
+		if id, ok := first[want.event]; ok {
+			add(id, want.why)
 		}
 	}
 	return out
