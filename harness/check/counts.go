@@ -11,8 +11,9 @@ func Counts(o *Observation) result.Counts {
 	for _, ord := range o.Orders {
 		c.Events += int(ord.Version)
 	}
-	published := map[string]int{}
-	delivered := map[string]int{}
+	// One entry per eventId: sized for them up front, not grown line by line.
+	published := make(map[string]int, len(o.ByEvent))
+	delivered := make(map[string]int, len(o.ByEvent))
 	for _, e := range o.Log {
 		switch e.Event {
 		case eventlog.Published:

@@ -64,7 +64,7 @@ func flagged(o *Observation) map[key]bool {
 
 // eventIDFor maps an expected effect to the eventId the outbox gave it.
 func eventIDFor(o *Observation) map[key]string {
-	m := map[key]string{}
+	m := make(map[key]string, len(o.Outbox))
 	for _, r := range o.Outbox {
 		m[key{r.AggregateID, r.Sequence}] = r.EventID
 	}
@@ -74,7 +74,7 @@ func eventIDFor(o *Observation) map[key]string {
 // missingEffects are the committed events with no effect, except those
 // the pipeline flagged Failed with an alert, in aggregate order.
 func missingEffects(o *Observation) []key {
-	have := map[key]bool{}
+	have := make(map[key]bool, len(o.Reservations))
 	for _, r := range o.Reservations {
 		have[key{r.AggregateID, r.Sequence}] = true
 	}
@@ -152,8 +152,8 @@ func noPhantom(o *Observation) result.Invariant {
 // DuplicateEffects counts extra effect rows: more than one per eventId, or
 // per aggregate sequence.
 func DuplicateEffects(o *Observation) (extra int, ids []string) {
-	byEvent := map[string]int{}
-	byKey := map[key]int{}
+	byEvent := make(map[string]int, len(o.Reservations))
+	byKey := make(map[key]int, len(o.Reservations))
 	for _, r := range o.Reservations {
 		byEvent[r.EventID]++
 		byKey[key{r.AggregateID, r.Sequence}]++
