@@ -187,17 +187,63 @@ func (s correctSteps) applyEffects(ctx context.Context, tx pgx.Tx, items []*item
 	return s.st.write(ctx, tx, &e)
 }
 
+// ack acknowledges the items after their commit. When their delivery tags
+// are one unbroken run, a single basic.ack with multiple covers them all
+// (every earlier delivery of the channel is already settled: batches are
+// handled in order, and a batch that fails ends the channel), which spares
+// the broker one settlement per message; otherwise each is acked alone.
 func (s correctSteps) ack(_ context.Context, items []*item) {
 	entries := make([]eventlog.Entry, 0, len(items))
-	for _, it := range items {
-		e := eventlog.Entry{Event: eventlog.Acked, EventID: it.ev.EventID}
-		if err := it.d.Ack(false); err != nil {
-			// The channel is gone: the broker redelivers, the inbox absorbs it.
-			e = eventlog.Entry{Event: eventlog.ErrorOccurred, EventID: it.ev.EventID, Error: fmt.Sprintf("ack: %v (the broker will redeliver)", err)}
+	if last, ok := contiguousTags(items); ok {
+		var failed error
+		if err := last.Ack(true); err != nil {
+			failed = err
 		}
-		entries = append(entries, e)
+		for _, it := range items {
+			entries = append(entries, ackEntry(it, failed))
+		}
+		s.log.Batch(entries)
+		return
+	}
+	for _, it := range items {
+		entries = append(entries, ackEntry(it, it.d.Ack(false)))
 	}
 	s.log.Batch(entries)
+}
+
+// ackEntry is the log line of one item's ack.
+func ackEntry(it *item, err error) eventlog.Entry {
+	if err != nil {
+		// The channel is gone: the broker redelivers, the inbox absorbs it.
+		return eventlog.Entry{Event: eventlog.ErrorOccurred, EventID: it.ev.EventID, Error: fmt.Sprintf("ack: %v (the broker will redeliver)", err)}
+	}
+	return eventlog.Entry{Event: eventlog.Acked, EventID: it.ev.EventID}
+}
+
+// contiguousTags returns the delivery with the highest tag when the items'
+// tags are exactly first..first+len-1 on one channel, with more than one item.
+func contiguousTags(items []*item) (amqp.Delivery, bool) {
+	if len(items) < 2 {
+		return amqp.Delivery{}, false
+	}
+	lo, hi := items[0], items[0]
+	seen := make(map[uint64]bool, len(items))
+	for _, it := range items {
+		if it.d.Acknowledger != items[0].d.Acknowledger || seen[it.d.DeliveryTag] {
+			return amqp.Delivery{}, false
+		}
+		seen[it.d.DeliveryTag] = true
+		if it.d.DeliveryTag < lo.d.DeliveryTag {
+			lo = it
+		}
+		if it.d.DeliveryTag > hi.d.DeliveryTag {
+			hi = it
+		}
+	}
+	if hi.d.DeliveryTag-lo.d.DeliveryTag != uint64(len(items)-1) {
+		return amqp.Delivery{}, false
+	}
+	return hi.d, true
 }
 
 // storable rejects a parsed event that PostgreSQL would refuse to store, so

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"faultline/system/message"
 )
 
@@ -55,3 +57,42 @@ func TestBackoffIsCappedWithJitter(t *testing.T) {
 	b.reset()
 	assert.LessOrEqual(t, b.next(), b.min)
 }
+
+// One multiple-ack may settle a batch only when its tags are an unbroken
+// run on one channel: a hole could be a delivery that is not this batch's.
+func TestContiguousTags(t *testing.T) {
+	var chA, chB fakeAcknowledger = 1, 2
+	items := func(ack amqp.Acknowledger, tags ...uint64) []*item {
+		var out []*item
+		for _, tag := range tags {
+			out = append(out, &item{d: amqp.Delivery{Acknowledger: ack, DeliveryTag: tag}})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		items []*item
+		last  uint64 // 0: not contiguous
+	}{
+		{"one item acks alone", items(&chA, 7), 0},
+		{"a run", items(&chA, 4, 5, 6, 7), 7},
+		{"a run out of order", items(&chA, 6, 4, 7, 5), 7},
+		{"a hole", items(&chA, 4, 5, 7), 0},
+		{"a repeated tag", items(&chA, 4, 5, 5), 0},
+		{"two channels", append(items(&chA, 4), items(&chB, 5)...), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, ok := contiguousTags(tc.items)
+			assert.Equal(t, tc.last != 0, ok)
+			if ok {
+				assert.Equal(t, tc.last, d.DeliveryTag)
+			}
+		})
+	}
+}
+
+type fakeAcknowledger int
+
+func (*fakeAcknowledger) Ack(uint64, bool) error        { return nil }
+func (*fakeAcknowledger) Nack(uint64, bool, bool) error { return nil }
+func (*fakeAcknowledger) Reject(uint64, bool) error     { return nil }

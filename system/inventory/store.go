@@ -1,12 +1,10 @@
 package inventory
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,7 +16,14 @@ import (
 
 // SQL of the consumer. Every value is a parameter.
 const (
-	sqlInboxInsert = `INSERT INTO inbox_messages (consumer_name, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	// The inbox rows of a batch, in eventId order: two consumers inserting
+	// overlapping eventIds wait for each other in the same order and cannot
+	// deadlock. A second delivery of an eventId in the same batch conflicts
+	// with the first one's row and inserts nothing.
+	sqlInboxInsert = `INSERT INTO inbox_messages (consumer_name, event_id)
+SELECT $1, e FROM unnest($2::varchar[]) AS e ORDER BY e
+ON CONFLICT DO NOTHING
+RETURNING event_id`
 
 	// The versions of a batch's aggregates are created if missing, then
 	// locked, in aggregate order (two consumers lock in the same order, so
@@ -35,10 +40,17 @@ WHERE consumer_name = $1 AND aggregate_id = ANY($2::varchar[]) ORDER BY aggregat
 	sqlParkedAhead = `SELECT p.aggregate_id, p.sequence, p.payload FROM parked_events p
 JOIN aggregate_versions v ON v.consumer_name = p.consumer_name AND v.aggregate_id = p.aggregate_id
 WHERE p.consumer_name = $1 AND p.aggregate_id = ANY($2::varchar[]) AND p.sequence > v.last_sequence`
-	sqlVersionSet = `UPDATE aggregate_versions SET last_sequence = $3 WHERE consumer_name = $1 AND aggregate_id = $2`
+	sqlVersionSet = `UPDATE aggregate_versions AS v SET last_sequence = u.last
+FROM unnest($2::varchar[], $3::bigint[]) AS u(aggregate_id, last)
+WHERE v.consumer_name = $1 AND v.aggregate_id = u.aggregate_id`
 
+	// The reservations of a batch, in application order (reservation_id
+	// follows the order of the arrays).
 	sqlReserve = `INSERT INTO inventory_reservations (event_id, event_type, order_id, aggregate_id, sequence, amount, currency)
-VALUES ($1, $2, $3, $4, $5, $6, $7)`
+SELECT e, t, o, a, q, m::numeric, c
+FROM unnest($1::varchar[], $2::varchar[], $3::varchar[], $4::varchar[], $5::bigint[], $6::text[], $7::text[])
+  WITH ORDINALITY AS u(e, t, o, a, q, m, c, n)
+ORDER BY n`
 
 	sqlPark = `INSERT INTO parked_events (consumer_name, aggregate_id, sequence, event_id, payload)
 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`
@@ -55,31 +67,36 @@ type store struct {
 
 // recordInbox claims each item's eventId in tx: an item whose row was
 // inserted is fresh, one whose row already existed (an earlier delivery, or
-// an earlier item of this batch) is a duplicate. One round trip.
+// an earlier item of this batch) is a duplicate. One statement for the
+// whole batch.
 func (s *store) recordInbox(ctx context.Context, q pgx.Tx, items []*item) error {
-	// In eventId order, so two consumers inserting overlapping eventIds
-	// wait for each other in the same order and cannot deadlock. The sort
-	// is stable: of two deliveries of one eventId, the first is fresh.
-	items = slices.Clone(items)
-	slices.SortStableFunc(items, func(a, b *item) int { return cmp.Compare(a.ev.EventID, b.ev.EventID) })
-	b := &pgx.Batch{}
-	for _, it := range items {
-		b.Queue(sqlInboxInsert, s.consumer, it.ev.EventID)
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ev.EventID
 	}
-	res := q.SendBatch(ctx, b)
-	for _, it := range items {
-		tag, err := res.Exec()
-		if err != nil {
-			_ = res.Close()
-			return fmt.Errorf("inbox insert %s: %w", it.ev.EventID, err)
+	rows, err := q.Query(ctx, sqlInboxInsert, s.consumer, ids)
+	if err != nil {
+		return fmt.Errorf("inbox insert: %w", err)
+	}
+	inserted := make(map[string]bool, len(items))
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("inbox insert: %w", err)
 		}
-		it.fresh = tag.RowsAffected() == 1
+		inserted[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("inbox insert: %w", err)
+	}
+	// Of two deliveries of one eventId in the batch, the first is fresh.
+	for _, it := range items {
+		it.fresh = inserted[it.ev.EventID]
+		delete(inserted, it.ev.EventID)
 		if !it.fresh {
 			it.outcome = outcomeDuplicate
 		}
-	}
-	if err := res.Close(); err != nil {
-		return fmt.Errorf("inbox insert: %w", err)
 	}
 	return nil
 }
@@ -173,12 +190,19 @@ type versionSet struct {
 	last        int64
 }
 
-// write sends every write of e in one round trip. A held-back item whose
-// sequence another event already holds in parked_events gets a note.
+// write sends every write of e in one round trip: one statement for all
+// reservations, one for all versions, one per parked or unparked event
+// (rare: only events that arrive ahead of their predecessor). A held-back
+// item whose sequence another event already holds in parked_events gets a
+// note.
 func (s *store) write(ctx context.Context, tx pgx.Tx, e *effects) error {
 	b := &pgx.Batch{}
-	for _, ev := range e.reserve {
-		b.Queue(sqlReserve, ev.EventID, ev.EventType, ev.OrderID, ev.AggregateID, ev.Sequence, string(ev.Amount), ev.Currency)
+	if n := len(e.reserve); n > 0 {
+		ids, types, orders, aggs, seqs, amounts, currencies := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n), make([]string, n), make([]string, n)
+		for i, ev := range e.reserve {
+			ids[i], types[i], orders[i], aggs[i], seqs[i], amounts[i], currencies[i] = ev.EventID, ev.EventType, ev.OrderID, ev.AggregateID, ev.Sequence, string(ev.Amount), ev.Currency
+		}
+		b.Queue(sqlReserve, ids, types, orders, aggs, seqs, amounts, currencies)
 	}
 	for _, ev := range e.unpark {
 		b.Queue(sqlUnpark, s.consumer, ev.AggregateID, ev.Sequence)
@@ -190,17 +214,21 @@ func (s *store) write(ctx context.Context, tx pgx.Tx, e *effects) error {
 		}
 		b.Queue(sqlPark, s.consumer, it.ev.AggregateID, it.ev.Sequence, it.ev.EventID, payload)
 	}
-	for _, v := range e.versions {
-		b.Queue(sqlVersionSet, s.consumer, v.aggregateID, v.last)
+	if n := len(e.versions); n > 0 {
+		aggs, lasts := make([]string, n), make([]int64, n)
+		for i, v := range e.versions {
+			aggs[i], lasts[i] = v.aggregateID, v.last
+		}
+		b.Queue(sqlVersionSet, s.consumer, aggs, lasts)
 	}
 	if b.Len() == 0 {
 		return nil
 	}
 	res := tx.SendBatch(ctx, b)
 	defer res.Close()
-	for _, ev := range e.reserve {
+	if len(e.reserve) > 0 {
 		if _, err := res.Exec(); err != nil {
-			return fmt.Errorf("reserve %s: %w", ev.EventID, err)
+			return fmt.Errorf("reserve %d events: %w", len(e.reserve), err)
 		}
 	}
 	for _, ev := range e.unpark {
@@ -217,9 +245,9 @@ func (s *store) write(ctx context.Context, tx pgx.Tx, e *effects) error {
 			it.note = fmt.Sprintf("sequence %d already parked by another event; %s", it.ev.Sequence, it.note)
 		}
 	}
-	for _, v := range e.versions {
+	if len(e.versions) > 0 {
 		if _, err := res.Exec(); err != nil {
-			return fmt.Errorf("set version of aggregate %s to %d: %w", v.aggregateID, v.last, err)
+			return fmt.Errorf("set versions of %d aggregates: %w", len(e.versions), err)
 		}
 	}
 	return res.Close()
