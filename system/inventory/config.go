@@ -26,6 +26,7 @@ type Config struct {
 	ConsumerName    string        // the inbox key: inbox_messages.consumer_name
 	Prefetch        int           // basic.qos prefetch count, > 1
 	TxBatch         int           // max deliveries sharing one transaction, >= 1
+	Workers         int           // concurrent channels, each with its own batches and transactions, >= 1
 	InboxRetention  time.Duration // inbox rows older than this are cleaned up
 	CleanupInterval time.Duration // how often the cleanup runs; 0 disables it
 	QueueMaxLength  int           // x-max-length of the queue; 0 = none
@@ -43,6 +44,7 @@ func DefaultConfig() Config {
 		ConsumerName:    "inventory-service",
 		Prefetch:        64,
 		TxBatch:         32,
+		Workers:         1,
 		InboxRetention:  168 * time.Hour,
 		CleanupInterval: time.Minute,
 		ControlAddr:     "127.0.0.1:0",
@@ -60,6 +62,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ConsumerName, "consumer-name", c.ConsumerName, "consumer name: the key of this consumer's inbox rows")
 	fs.IntVar(&c.Prefetch, "prefetch", c.Prefetch, "unacknowledged deliveries the broker may send ahead (basic.qos), must be > 1")
 	fs.IntVar(&c.TxBatch, "tx-batch", c.TxBatch, "max deliveries sharing one transaction; 1 = one transaction per delivery")
+	fs.IntVar(&c.Workers, "workers", c.Workers, "channels consuming at once, each with its own connection, batches and transactions (the aggregate locks and the inbox keep them apart)")
 	fs.DurationVar(&c.InboxRetention, "inbox-retention", c.InboxRetention, "inbox rows older than this are deleted by the cleanup; a replay older than this takes effect again")
 	fs.DurationVar(&c.CleanupInterval, "cleanup-interval", c.CleanupInterval, "how often the inbox cleanup runs; 0 disables it")
 	fs.IntVar(&c.QueueMaxLength, "queue-max-length", c.QueueMaxLength, "x-max-length of the inventory queue (reject-publish); 0 = unbounded")
@@ -94,6 +97,9 @@ func (c Config) Validate() error {
 	}
 	if c.TxBatch < 1 {
 		bad("--tx-batch must be >= 1 (got %d)", c.TxBatch)
+	}
+	if c.Workers < 1 || c.Workers > 64 {
+		bad("--workers must be 1..64 (got %d)", c.Workers)
 	}
 	if c.InboxRetention < 0 {
 		bad("--inbox-retention must not be negative (got %s)", c.InboxRetention)

@@ -103,7 +103,8 @@ func run(ctx context.Context, cfg Config, newSteps func(*store, *eventlog.Log) s
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	base, err := service.Open(ctx, Process, cfg.Instance, cfg.EventLog, cfg.DBURL, cfg.MaxDBConns)
+	// One connection per worker's transaction, and the rest for the cleanup.
+	base, err := service.Open(ctx, Process, cfg.Instance, cfg.EventLog, cfg.DBURL, cfg.MaxDBConns+int32(cfg.Workers)-1)
 	if err != nil {
 		return err
 	}
@@ -119,8 +120,8 @@ func run(ctx context.Context, cfg Config, newSteps func(*store, *eventlog.Log) s
 		return err
 	}
 	v, _ := variant.Lookup(cfg.Variant) // checked by Validate
-	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: fmt.Sprintf("inventory consumer=%s prefetch=%d tx-batch=%d retention=%s %s",
-		cfg.ConsumerName, cfg.Prefetch, cfg.TxBatch, cfg.InboxRetention, v.Detail(variant.Inventory))})
+	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: fmt.Sprintf("inventory consumer=%s prefetch=%d tx-batch=%d workers=%d retention=%s %s",
+		cfg.ConsumerName, cfg.Prefetch, cfg.TxBatch, cfg.Workers, cfg.InboxRetention, v.Detail(variant.Inventory))})
 
 	if err := dbutil.Retry(ctx, cfg.ReconnectMax, func(ctx context.Context) error { return schema.ApplyInventory(ctx, pool) },
 		func(err error) { log.Errorf("schema: %v (retrying)", err) }); err != nil {
@@ -133,7 +134,9 @@ func run(ctx context.Context, cfg Config, newSteps func(*store, *eventlog.Log) s
 	if cfg.CleanupInterval > 0 {
 		wg.Go(func() { c.cleanupLoop(ctx) })
 	}
-	c.consumeLoop(ctx)
+	for range cfg.Workers {
+		wg.Go(func() { c.consumeLoop(ctx) })
+	}
 	wg.Wait()
 	return nil
 }
