@@ -34,7 +34,7 @@ usage:
   faultline list                       crash points, scenarios and variants
   faultline run [flags] SCENARIO...    run scenarios (--all for every one)
   faultline gate [flags]               every scenario on the correct pipeline, and the catching scenarios on every variant
-  faultline bench                      (not yet: the benchmark issue fills it)
+  faultline bench [flags]              throughput of the relay, the consumer and the pipeline against their baselines (bench.json)
 
 run 'faultline COMMAND --help' for a command's flags.
 exit status: 0 all held, 1 a violation (or a variant not caught), 2 bad usage or infrastructure error.
@@ -58,12 +58,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "gate":
 		err = cmdGate(ctx, args[1:], stdout, stderr)
 	case "bench":
-		err = usagef("bench: the benchmarks are not written yet (a later issue fills this command)")
+		err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
-		err = usagef("unknown command %q (want list, run or gate)", args[0])
+		err = usagef("unknown command %q (want list, run, gate or bench)", args[0])
 	}
 	var ue usageError
 	switch {

@@ -28,7 +28,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"gate", "--infra", "cloud"}, `--infra "cloud": want one of`},
 		{[]string{"gate", "extra"}, `gate takes no arguments`},
 		{[]string{"list", "extra"}, "list takes no arguments"},
-		{[]string{"bench"}, "not written yet"},
+		{[]string{"bench", "extra"}, "bench takes no arguments"},
+		{[]string{"bench", "--relays", "1,x"}, `--relays: "x" is not a number`},
+		{[]string{"bench", "--relays", "0"}, "relay instances must be 1..16"},
+		{[]string{"bench", "--reps", "0"}, "repetitions must be at least 1"},
+		{[]string{"bench", "--only", "relay,warp"}, `unknown figure "warp"`},
+		{[]string{"bench", "--infra", "cloud"}, `--infra "cloud": want one of`},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), tc.args, &out, &errOut)
