@@ -2,7 +2,7 @@
 GO ?= go
 TEST_TIMEOUT ?= 30m
 
-.PHONY: deps build test scenarios report vet clean
+.PHONY: deps build test scenarios report vet clean bench-go
 
 ## deps: install PostgreSQL and RabbitMQ from the distribution when missing
 deps:
@@ -27,6 +27,10 @@ scenarios:
 ## report: the main job — the gate (correct pipeline + every variant) with its report in reports/latest/
 report:
 	$(GO) run ./cmd/faultline gate
+
+## bench-go: Go benchmarks of the hot paths (relay claim and status writes on real PostgreSQL, event log, checker)
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem ./system/... ./harness/check
 
 clean:
 	rm -rf bin
