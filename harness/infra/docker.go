@@ -57,7 +57,8 @@ const (
 	// loopback connections.
 	dockerRabbitUser = "faultline"
 	dockerRabbitPass = "faultline"
-	// Like the local broker: queue counters every 500 ms.
+	// Like the local broker: queue counters every 500 ms (quorum queues'
+	// through quorumTickConfig).
 	dockerRabbitConf = `collect_statistics_interval = 500
 management.sample_retention_policies.global.minute = 1
 management.sample_retention_policies.global.hour = 60
@@ -240,6 +241,11 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 			testcontainers.WithFiles(testcontainers.ContainerFile{
 				Reader:            strings.NewReader(dockerRabbitConf),
 				ContainerFilePath: "/etc/rabbitmq/conf.d/90-faultline.conf",
+				FileMode:          0o644,
+			}, testcontainers.ContainerFile{
+				// The image's RABBITMQ_ADVANCED_CONFIG_FILE.
+				Reader:            strings.NewReader(quorumTickConfig),
+				ContainerFilePath: "/etc/rabbitmq/advanced.config",
 				FileMode:          0o644,
 			}),
 		)
