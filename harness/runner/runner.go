@@ -163,6 +163,7 @@ func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	teardownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	r.teardown(teardownCtx)
+	sh.untrack(r.dir) // finished: its folder is kept or removed below, not by RemoveUnfinished
 	if err != nil {
 		if r.res.Verdict != result.NotRun {
 			r.res.Verdict = result.Fail
