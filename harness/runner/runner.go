@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -373,27 +374,61 @@ func (r *run) logPaths() []string {
 	return out
 }
 
-// setupInfra creates the scenario's databases, vhost and links.
+// setupInfra creates the scenario's databases, vhost and links. The two
+// databases and the vhost are made side by side, and removed so at
+// teardown: with eight runs starting at once each CREATE DATABASE takes a
+// second or more, and each DROP DATABASE waits for a checkpoint.
 func (r *run) setupInfra(ctx context.Context) error {
 	in := r.sh.Infra
+	type resource struct {
+		create, remove func(context.Context) error
+	}
+	var resources []resource
 	for _, db := range []string{r.id + "_orders", r.id + "_inventory"} {
-		if err := in.CreateDatabase(ctx, db); err != nil {
-			return fmt.Errorf("create database: %w", err)
-		}
-		r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = in.DropDatabase(ctx, db) })
+		resources = append(resources, resource{
+			create: func(ctx context.Context) error {
+				if err := in.CreateDatabase(ctx, db); err != nil {
+					return fmt.Errorf("create database: %w", err)
+				}
+				return nil
+			},
+			remove: func(ctx context.Context) error { return in.DropDatabase(ctx, db) },
+		})
 	}
-	if err := in.CreateVHost(ctx, r.id); err != nil {
-		return fmt.Errorf("create vhost: %w", err)
+	resources = append(resources, resource{
+		create: func(ctx context.Context) error {
+			if err := in.CreateVHost(ctx, r.id); err != nil {
+				return fmt.Errorf("create vhost: %w", err)
+			}
+			return nil
+		},
+		remove: func(ctx context.Context) error { return in.DeleteVHost(ctx, r.id) },
+	})
+	made := make([]bool, len(resources))
+	err := sideBySide(len(resources), func(i int) error {
+		err := resources[i].create(ctx)
+		made[i] = err == nil
+		return err
+	})
+	r.cleanup = append(r.cleanup, func(ctx context.Context) {
+		_ = sideBySide(len(resources), func(i int) error {
+			if !made[i] {
+				return nil
+			}
+			return resources[i].remove(ctx)
+		})
+	})
+	if err != nil {
+		return err
 	}
-	r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = in.DeleteVHost(ctx, r.id) })
-	var err error
 	if r.orders, err = pgxpool.New(ctx, in.PostgresURL(r.id+"_orders")); err != nil {
 		return fmt.Errorf("orders pool: %w", err)
 	}
+	r.cleanup = append(r.cleanup, func(context.Context) { r.orders.Close() })
 	if r.invDB, err = pgxpool.New(ctx, in.PostgresURL(r.id+"_inventory")); err != nil {
 		return fmt.Errorf("inventory pool: %w", err)
 	}
-	r.cleanup = append(r.cleanup, func(context.Context) { r.orders.Close(); r.invDB.Close() })
+	r.cleanup = append(r.cleanup, func(context.Context) { r.invDB.Close() })
 
 	names := []string{"order.pg", "order.amqp", "inventory.pg", "inventory.amqp"}
 	for i := 1; i <= r.relays(); i++ {
@@ -543,6 +578,17 @@ func (r *run) writeSummary() {
 		}
 		_ = os.WriteFile(filepath.Join(r.dir, "timeline.txt"), []byte(tl.String()), 0o644)
 	}
+}
+
+// sideBySide runs fn(0) … fn(n-1) at once and returns their errors joined.
+func sideBySide(n int, fn func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = fn(i) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // ident makes a scenario name into a database-name prefix.
