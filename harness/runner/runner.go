@@ -101,13 +101,43 @@ const (
 	PhaseChecking   = "checking"
 )
 
+// Where a run waits (README, "Time to a verdict"). A run's wall time is
+// its infra phase (databases, vhost, links, processes: under a second),
+// its workload (paced: most scenarios send 120 orders over 5 s so that
+// faults land mid-stream), the faults still under way when the workload
+// ends (a broker restart waits for the broker to boot again, about 5 s),
+// and the convergence wait. These waits are ours:
+const (
+	// RelayLease is the relays' claim lease: a row whose relay died or
+	// froze is claimed again only after it. The crash points fire early in
+	// the workload, so the wait overlaps the workload and rarely adds to a
+	// run; it also has to outlast a slow batch on a loaded machine, or the
+	// correct pipeline would have its claims taken over.
+	RelayLease = 2 * time.Second
+	// RelayPoll is how often an idle relay looks for Pending rows.
+	RelayPoll = 50 * time.Millisecond
+	// QuietWindow is how long the pipeline must stay settled (outbox
+	// settled, queue drained, reservations unchanged) to count as
+	// converged; it costs every run this much. The unacked count comes
+	// from the management API (AMQP does not give it), which lags: the
+	// quorum queue publishes it every 500 ms on the local and docker
+	// providers and the API collects it every 500 ms. The window is three
+	// such intervals, so a delivery still held by the consumer is seen
+	// before the run is cut short and its effect missed. (On an external
+	// broker with RabbitMQ's defaults the count lags up to 5 s.)
+	QuietWindow = 1500 * time.Millisecond
+	// ConsumerPoll is how often a run asks, with a passive declare, whether
+	// the consumer consumes yet, before it starts the relays.
+	ConsumerPoll = 20 * time.Millisecond
+)
+
 // defaultArgs are the process flags every run starts with: short leases and
 // backoffs so a scenario runs in seconds. A scenario's Args come after these
 // and win.
 func defaultArgs(kind string) []string {
 	switch kind {
 	case "relay":
-		return []string{"--lease", "2s", "--poll-interval", "50ms", "--batch-size", "50", "--backoff-base", "100ms", "--backoff-max", "1s", "--confirm-timeout", "1500ms", "--reconnect-max", "500ms"}
+		return []string{"--lease", RelayLease.String(), "--poll-interval", RelayPoll.String(), "--batch-size", "50", "--backoff-base", "100ms", "--backoff-max", "1s", "--confirm-timeout", "1500ms", "--reconnect-max", "500ms"}
 	case "inventory":
 		return []string{"--prefetch", "32", "--tx-batch", "16", "--cleanup-interval", "0s", "--reconnect-max", "500ms"}
 	}
@@ -313,7 +343,7 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	convStart := time.Now()
 	stopTick = r.tick(PhaseConverging, func() float64 { return time.Since(convStart).Seconds() / timeout.Seconds() })
-	convergedAt, convErr := check.WaitConverged(runCtx, src, timeout, 1500*time.Millisecond)
+	convergedAt, convErr := check.WaitConverged(runCtx, src, timeout, QuietWindow)
 	stopTick()
 	lastFault := time.Time{}
 	for _, f := range faultResults {
@@ -537,13 +567,13 @@ func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
 // waitConsuming waits until the consumer has declared its queue and
 // consumes from it, so the relays never publish into a missing topology
 // (the consumer binds the queue before it consumes). It asks the queue with
-// a passive declare every 20 ms: the management API's view of a queue
+// a passive declare every ConsumerPoll: the management API's view of a queue
 // declared a moment ago lags by seconds, and waiting on it cost each run
 // about 5 s.
 func (r *run) waitConsuming(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	if err := r.probe().waitConsumer(ctx, topology.Queue, 20*time.Millisecond); err != nil {
+	if err := r.probe().waitConsumer(ctx, topology.Queue, ConsumerPoll); err != nil {
 		return fmt.Errorf("the consumer did not start consuming: %w", err)
 	}
 	return nil

@@ -58,3 +58,10 @@ func TestSideBySideAtOnce(t *testing.T) {
 	})
 	assert.NoError(t, err)
 }
+
+func TestDefaultArgsUseTheNamedWaits(t *testing.T) {
+	args := defaultArgs("relay")
+	assert.Subset(t, args, []string{"--lease", RelayLease.String(), "--poll-interval", RelayPoll.String()})
+	assert.Equal(t, "2s", RelayLease.String())
+	assert.Equal(t, "50ms", RelayPoll.String())
+}
