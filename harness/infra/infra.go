@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Infra is what scenarios need from PostgreSQL and RabbitMQ, whatever
@@ -84,6 +85,12 @@ type Infra interface {
 
 	// Stop removes everything the provider started. It is idempotent.
 	Stop(ctx context.Context) error
+}
+
+// StartTimer is a provider that timed its services' start-up; the local
+// provider starts postgres and rabbitmq side by side.
+type StartTimer interface {
+	StartTimes() map[string]time.Duration
 }
 
 // QueueInfo are a queue's counters as the management API reports them.

@@ -51,6 +51,8 @@ type Local struct {
 
 	rabbitArgv, rabbitEnv []string
 
+	pgTook, rabbitTook time.Duration // start-up of each, set once by StartLocal
+
 	mu      sync.Mutex // guards the fields below; held by broker restarts and Stop
 	pg      *child
 	epmd    *child
@@ -59,7 +61,10 @@ type Local struct {
 	stopErr error
 }
 
-var _ Infra = (*Local)(nil)
+var (
+	_ Infra      = (*Local)(nil)
+	_ StartTimer = (*Local)(nil)
+)
 
 // StartLocal starts a private PostgreSQL 15 and RabbitMQ 3.10 (with the
 // management plugin) on free loopback ports in a new folder
@@ -111,10 +116,17 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
 		}
 		return nil, fmt.Errorf("local infra: %w", err)
 	}
+	l.pgTook, l.rabbitTook = pgTook, rabbitTook
 	l.logf("local infra: postgres %s, rabbitmq %s (total %s) in %s",
 		pgTook.Round(100*time.Millisecond), rabbitTook.Round(100*time.Millisecond),
 		time.Since(begin).Round(100*time.Millisecond), l.dir)
 	return l, nil
+}
+
+// StartTimes implements StartTimer: how long PostgreSQL and RabbitMQ took
+// to answer at start-up (side by side, so the slower is the start-up).
+func (l *Local) StartTimes() map[string]time.Duration {
+	return map[string]time.Duration{"postgres": l.pgTook, "rabbitmq": l.rabbitTook}
 }
 
 // prepare creates the folder with its owner.pid and configuration, picks

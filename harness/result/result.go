@@ -175,6 +175,9 @@ type Run struct {
 	Infra      string     `json:"infra,omitempty"`
 	Scenarios  []Scenario `json:"scenarios"`
 	Variants   []Variant  `json:"variants"`
+	// Timing is how long the verdict took; absent in results written
+	// before it was recorded.
+	Timing *Timing `json:"timing,omitempty"`
 }
 
 // Caught reports whether a run on a broken variant caught it: the run

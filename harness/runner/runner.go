@@ -36,6 +36,13 @@ type Shared struct {
 	Root string
 	// Log receives progress lines; may be nil.
 	Log io.Writer
+	// StartedIn is how long StartShared took: the infrastructure's
+	// start-up, with the build of the pipeline running alongside, and the
+	// Toxiproxy server's. StartParts are its parts: infra (the provider's
+	// whole start-up), postgres and rabbitmq where the provider times them
+	// (infra.StartTimer), build, toxiproxy.
+	StartedIn  time.Duration
+	StartParts map[string]time.Duration
 
 	exclusive sync.RWMutex
 	logMu     sync.Mutex

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"faultline/harness/infra"
+	"faultline/harness/result"
 	"faultline/harness/supervisor"
 	"faultline/proxies"
 )
@@ -61,17 +62,23 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	type built struct {
 		bins supervisor.Binaries
 		toxi string
+		took time.Duration
 		err  error
 	}
 	buildDone := make(chan built, 1)
 	go func() {
 		var b built
+		t := time.Now()
 		if b.bins, b.err = supervisor.Build(ctx, binDir); b.err == nil {
 			b.toxi, b.err = proxies.BuildServer(ctx, binDir)
 		}
+		b.took = time.Since(t)
 		buildDone <- b
 	}()
+	parts := map[string]time.Duration{}
+	infraStart := time.Now()
 	in, err := infra.Open(ctx, opts.Infra, infra.Options{Log: log})
+	parts["infra"] = time.Since(infraStart)
 	if in != nil {
 		cleanup.Add("stop infrastructure", in.Stop)
 	}
@@ -82,7 +89,14 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	if b.err != nil {
 		return nil, fmt.Errorf("build: %w", b.err)
 	}
+	parts["build"] = b.took
+	if st, ok := in.(infra.StartTimer); ok {
+		for name, took := range st.StartTimes() {
+			parts[name] = took
+		}
+	}
 	var px proxies.Links
+	toxiStart := time.Now()
 	if tp, ok := in.(infra.ToxiproxyProvider); ok {
 		px = tp.Toxiproxy() // docker: its own, in the containers' network
 	} else {
@@ -93,13 +107,31 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 		cleanup.Add("stop toxiproxy", func(context.Context) error { return srv.Stop() })
 		px = srv
 	}
-	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", time.Since(started).Round(time.Millisecond), filepath.Clean(root))
-	sh := &Shared{Infra: in, Proxies: px, Bins: b.bins, Root: root, Log: log}
+	parts["toxiproxy"] = time.Since(toxiStart)
+	took := time.Since(started)
+	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", took.Round(time.Millisecond), filepath.Clean(root))
+	sh := &Shared{Infra: in, Proxies: px, Bins: b.bins, Root: root, Log: log, StartedIn: took, StartParts: parts}
 	cleanup.Add("stop and remove unfinished runs", func(ctx context.Context) error {
 		sh.RemoveUnfinished(ctx)
 		return nil
 	})
 	return sh, nil
+}
+
+// Timing is the time to a verdict as far as the shared infrastructure and
+// the runs tell it: the start-up and its parts, and the median and maximum
+// wall time of the runs. The caller adds what only it knows (how long all
+// the runs and the whole command took, and the goals).
+func (sh *Shared) Timing(runs []result.Scenario) *result.Timing {
+	t := &result.Timing{InfraStartMS: sh.StartedIn.Milliseconds()}
+	if len(sh.StartParts) > 0 {
+		t.StartPartsMS = map[string]int64{}
+		for name, took := range sh.StartParts {
+			t.StartPartsMS[name] = took.Milliseconds()
+		}
+	}
+	t.ScenarioMedianMS, t.ScenarioMaxMS = result.ScenarioStats(runs)
+	return t
 }
 
 const binPattern = "faultline-bin-*"
