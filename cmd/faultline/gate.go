@@ -64,8 +64,13 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	// The verdict is in once the runs are over and the infrastructure is
+	// down; the report is written after.
+	if out.Timing != nil {
+		out.Timing.TotalMS = time.Since(started).Milliseconds()
+	}
 	printGate(stdout, out, plan.Catches)
-	fmt.Fprintf(stdout, "gate finished in %s\n", time.Since(started).Round(time.Second))
+	printTiming(stdout, out.Timing, out.Scenarios, "gate", waits(true))
 	if err := writeReport(ctx, dir, out, stdout, stderr); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"faultline/harness/gate"
 	"faultline/harness/infra"
 	"faultline/harness/result"
 	"faultline/harness/runner"
@@ -131,14 +132,20 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	progress(stderr, "seed %d; report in %s", c.seed, dir)
 	started := time.Now()
 	var results []result.Scenario
+	var timing *result.Timing
 	err = withShared(ctx, c, filepath.Join(dir, "runs"), stderr, func(sh *runner.Shared) error {
+		runsStarted := time.Now()
 		results = runAll(ctx, sh, picked, *variant, c, stderr)
+		timing = sh.Timing(results)
+		timing.RunsMS = time.Since(runsStarted).Milliseconds()
+		timing.GoalScenarioMedianMS = gate.GoalScenarioMedian.Milliseconds()
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	out := result.Run{Schema: result.Schema, Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: time.Since(started).Milliseconds(), Scenarios: results, Variants: []result.Variant{}}
+	timing.TotalMS = time.Since(started).Milliseconds()
+	out := result.Run{Schema: result.Schema, Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS, Scenarios: results, Variants: []result.Variant{}, Timing: timing}
 	out.Pass = true
 	for _, r := range results {
 		fmt.Fprintf(stdout, "%-32s %-24s %s  %s\n", r.Name, r.Variant, r.Verdict, oneLine(r))
@@ -146,6 +153,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			out.Pass = false
 		}
 	}
+	printTiming(stdout, out.Timing, out.Scenarios, "run", waits(false))
 	if err := writeReport(ctx, dir, out, stdout, stderr); err != nil {
 		return err
 	}
