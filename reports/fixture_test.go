@@ -217,6 +217,9 @@ func fixtureRun() result.Run {
 	return result.Run{
 		Schema: result.Schema, Seed: 7, Started: t0, DurationMS: 95_000, Pass: false, Infra: "local",
 		Scenarios: scenarios,
+		Timing: &result.Timing{InfraStartMS: 6100, StartPartsMS: map[string]int64{"infra": 6000, "rabbitmq": 5900, "postgres": 1400, "build": 2100, "toxiproxy": 90},
+			RunsMS: 95_000, ExclusiveMS: 22_000, TotalMS: 101_500, ScenarioMedianMS: 14_200, ScenarioMaxMS: 25_000,
+			GoalTotalMS: 120_000, GoalScenarioMedianMS: 10_000},
 		Variants: []result.Variant{
 			{Name: "commit-then-publish", Guard: "outbox row in the order's transaction", Expected: "lost", Caught: true, CaughtBy: []string{"order-crash-after-commit"}},
 			{Name: "no-inbox", Guard: "inbox row", Expected: "duplicate-effect", Caught: true, CaughtBy: []string{"inventory-crash-after-commit"}, Missed: []string{"relay-crash-after-confirm"}},

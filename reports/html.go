@@ -36,6 +36,7 @@ type pageData struct {
 	Columns   []countColumn
 	Windows   []windowRow
 	Matrix    matrix
+	Timing    []timingRow
 	Results   []scenarioView
 }
 
@@ -48,6 +49,7 @@ type scenarioView struct {
 	Open       bool
 	Started    string
 	Duration   string
+	Phases     string // where its time went
 	Recovery   string
 	Counts     []countItem
 	Faults     []faultView
@@ -78,7 +80,7 @@ type violationView struct {
 
 func (ix *index) scenarioView(s result.Scenario) scenarioView {
 	v := scenarioView{ID: anchor(s), S: s, Variant: variantOf(s), Outcome: ix.verdictOf(s), Stages: stages,
-		Duration: fmtMS(s.DurationMS), Recovery: fmtRecovery(s.RecoveryMS), Failed: s.Failed()}
+		Duration: fmtMS(s.DurationMS), Phases: phasesText(s), Recovery: fmtRecovery(s.RecoveryMS), Failed: s.Failed()}
 	v.IsVariant = v.Variant != correct
 	v.Open = v.Outcome.Class == clsBad
 	if !s.Started.IsZero() {
@@ -142,6 +144,7 @@ func renderHTML(run result.Run, windows []Window) ([]byte, error) {
 		Columns:   countColumns,
 		Windows:   ix.windowRows(windows),
 		Matrix:    m,
+		Timing:    timingRows(run),
 		Duration:  fmtMS(run.DurationMS),
 		Seeds:     seedsText(run),
 	}

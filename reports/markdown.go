@@ -140,6 +140,28 @@ func renderMarkdown(run result.Run, windows []Window) []byte {
 		}
 	}
 
+	if rows := timingRows(run); len(rows) > 0 {
+		p("\n## Time to a verdict\n\n| figure | time | note |\n|---|--:|---|\n")
+		for _, r := range rows {
+			icon := ""
+			if r.Class != "" {
+				icon = mdIcon[r.Class] + " "
+			}
+			p("| %s | %s | %s%s |\n", mdCell(r.Label), r.Value, icon, mdCell(r.Note))
+		}
+		p("\nWhere the slowest runs' time went (seconds):\n\n")
+		for i, s := range slowestRuns(run.Scenarios) {
+			if i == 5 {
+				break
+			}
+			p("- %s [%s] %s", mdCode(s.Name), mdCell(variantOf(s)), fmtMS(s.DurationMS))
+			if ph := phasesText(s); ph != "" {
+				p(": %s", mdCell(ph))
+			}
+			p("\n")
+		}
+	}
+
 	p("\n## Failures\n\n")
 	n := 0
 	for _, s := range sortedResults(run) {

@@ -3,10 +3,12 @@
 //	index.html     one self-contained page (inline CSS and SVG, no script,
 //	               nothing loaded from the network, every value escaped by
 //	               html/template): the failure-window table, the catch
-//	               matrix, and per scenario its timeline, counts, faults,
-//	               evidence, invariants and violations
-//	summary.md     the same headline table, verdicts, catch matrix and
-//	               failures in Markdown
+//	               matrix, the time to a verdict (result.Timing, when the
+//	               run recorded it) with each run's phases, and per
+//	               scenario its timeline, counts, faults, evidence,
+//	               invariants and violations
+//	summary.md     the same headline table, verdicts, catch matrix, time
+//	               to a verdict and failures in Markdown
 //	results.json   the run as data (result.Run, with its schema version)
 //	junit.xml      one testcase per scenario × pipeline for CI
 //	screenshot.png index.html as headless Chromium draws it (Screenshot)
