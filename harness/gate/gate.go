@@ -49,8 +49,16 @@ const (
 
 // VariantConverge bounds a broken variant's wait for convergence: a broken
 // pipeline may never converge (no-lease leaves its rows Processing), and the
-// checker reports what it finds when the wait ends.
-const VariantConverge = 15 * time.Second
+// checker reports what it finds when the wait ends. It has to be long
+// enough that a variant which does converge gets there first, and that
+// rows still unsettled at the end are stuck, not slow: on this 2-core
+// machine the correct pipeline's convergence wait in the gate's scenarios
+// (the 1.5 s quiet window included) took at most 2.8 s, and variants
+// that converge at most 3.2 s; with RabbitMQ's default 5 s quorum-queue
+// stats tick (an external broker) it took up to 7.4 s. 10 s clears all of
+// these, and is five relay leases, so a row left Processing that long is
+// one no lease will free. (It was 15 s; only no-lease waits all of it.)
+const VariantConverge = 10 * time.Second
 
 type job struct {
 	sc      runner.Scenario
