@@ -395,3 +395,45 @@ func staleGroups(dir string) map[int]bool {
 	}
 	return groups
 }
+
+// listenerPid finds the process with a listening TCP socket on port, from
+// /proc/net/tcp{,6} and the processes' descriptors.
+func listenerPid(port int) (int, bool) {
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			i := strings.LastIndexByte(f[1], ':')
+			if p, err := strconv.ParseInt(f[1][i+1:], 16, 32); err == nil && int(p) == port {
+				inodes["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return 0, false
+	}
+	for _, p := range listProcs() {
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.pid))
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p.pid, fd.Name())); err == nil && inodes[link] {
+				return p.pid, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// inDir reports whether pid works in dir (its cwd is under it).
+func inDir(pid int, dir string) bool {
+	return dir != "" && cwdUnder(pid, dir)
+}
