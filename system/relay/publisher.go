@@ -17,6 +17,8 @@ type publisher struct {
 	ch      *amqp.Channel
 	returns chan amqp.Return
 	closed  chan *amqp.Error
+	// returned holds returns drained for publishes not yet finished.
+	returned map[string]amqp.Return
 }
 
 // dialPublisher connects, puts the channel in confirm mode and declares the
@@ -45,10 +47,12 @@ func dialPublisher(ctx context.Context, url string, batch int) (*publisher, erro
 		return nil, err
 	}
 	p := &publisher{
-		conn:    conn,
-		ch:      ch,
-		returns: ch.NotifyReturn(make(chan amqp.Return, 2*batch+16)),
-		closed:  ch.NotifyClose(make(chan *amqp.Error, 1)),
+		conn: conn,
+		ch:   ch,
+		// Two batches can be in flight (one publishing, one confirming).
+		returns:  ch.NotifyReturn(make(chan amqp.Return, 4*batch+16)),
+		returned: map[string]amqp.Return{},
+		closed:   ch.NotifyClose(make(chan *amqp.Error, 1)),
 	}
 	return p, ctx.Err()
 }
@@ -70,23 +74,32 @@ func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory
 	})
 }
 
-// drainReturns collects the basic.returns already handed over, by MessageId.
-// RabbitMQ sends a mandatory message's return before its confirm and the
-// client hands frames over in order, so once a publish's confirm has been
-// seen, its return (if any) is already in the buffer.
-func (p *publisher) drainReturns() map[string]amqp.Return {
-	out := map[string]amqp.Return{}
-	for {
+// takeReturns returns the basic.returns of the given publishes, by
+// MessageId. RabbitMQ sends a mandatory message's return before its
+// confirm and the client hands frames over in order, so once a publish's
+// confirm has been seen, its return (if any) is already in the buffer;
+// returns of a later batch found there are kept for it.
+func (p *publisher) takeReturns(flights []inFlight) map[string]amqp.Return {
+	for drained := false; !drained; {
 		select {
 		case r, ok := <-p.returns:
 			if !ok {
-				return out
+				drained = true
+				break
 			}
-			out[r.MessageId] = r
+			p.returned[r.MessageId] = r
 		default:
-			return out
+			drained = true
 		}
 	}
+	out := map[string]amqp.Return{}
+	for _, f := range flights {
+		if r, ok := p.returned[f.row.EventID]; ok {
+			out[f.row.EventID] = r
+			delete(p.returned, f.row.EventID)
+		}
+	}
+	return out
 }
 
 // close ends the connection without waiting long for the broker's

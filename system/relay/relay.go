@@ -65,47 +65,67 @@ type batchResult struct {
 	reason  map[string]string
 }
 
-// processBatch publishes a claimed batch, pipelined: every publish goes out,
-// then the confirms are awaited together.
-func (r *Relay) processBatch(ctx context.Context, claimID string, rows []Row) {
-	res := batchResult{outcome: make(map[string]outcome, len(rows)), reason: map[string]string{}}
-	var renewal *renewer
-	if r.cfg.Renew {
-		renewal = r.startRenewal(ctx, claimID, rows)
-	}
+// inFlight is one published row and its deferred confirm.
+type inFlight struct {
+	row Row
+	dc  *amqp.DeferredConfirmation
+}
 
-	type inFlight struct {
-		row Row
-		dc  *amqp.DeferredConfirmation
+// batch is a claimed batch on its way: published, awaiting its confirms.
+type batch struct {
+	claimID string
+	rows    []Row
+	pub     *publisher // the channel it went out on
+	flights []inFlight
+	res     batchResult
+	renewal *renewer
+}
+
+// publishBatch publishes every row of a claimed batch without waiting for
+// a confirm; finishBatch awaits them. The loop publishes the next batch
+// before it finishes this one, so the broker always has work while a batch
+// is being confirmed and marked.
+func (r *Relay) publishBatch(ctx context.Context, claimID string, rows []Row) *batch {
+	b := &batch{claimID: claimID, rows: rows, pub: r.pub,
+		res:     batchResult{outcome: make(map[string]outcome, len(rows)), reason: map[string]string{}},
+		flights: make([]inFlight, 0, len(rows))}
+	if r.cfg.Renew {
+		b.renewal = r.startRenewal(ctx, claimID, rows)
 	}
-	flights := make([]inFlight, 0, len(rows))
-	var published []eventlog.Entry
+	published := make([]eventlog.Entry, 0, len(rows))
 	for i, row := range rows {
-		dc, err := r.pub.publish(ctx, r.cfg.Exchange, row.EventType, r.guards.Mandatory, row)
+		dc, err := b.pub.publish(ctx, r.cfg.Exchange, row.EventType, r.guards.Mandatory, row)
 		if err != nil && ctx.Err() != nil {
 			// Stopping (SIGTERM) is not a failed attempt: these rows wait
 			// for their lease and go out with their budget intact.
 			for _, rest := range rows[i:] {
-				res.outcome[rest.EventID] = outcomeStopped
+				b.res.outcome[rest.EventID] = outcomeStopped
 			}
 			break
 		}
 		if err != nil {
 			// This and every later row never left the process.
 			for _, rest := range rows[i:] {
-				res.outcome[rest.EventID] = outcomeNotSent
-				res.reason[rest.EventID] = "publish: " + err.Error()
+				b.res.outcome[rest.EventID] = outcomeNotSent
+				b.res.reason[rest.EventID] = "publish: " + err.Error()
 			}
 			break
 		}
-		flights = append(flights, inFlight{row, dc})
+		b.flights = append(b.flights, inFlight{row, dc})
 		published = append(published, eventlog.Entry{Event: eventlog.Published, EventID: row.EventID, ClaimID: claimID, AggregateID: row.AggregateID, Sequence: row.Sequence, Attempt: row.AttemptCount + 1})
 	}
 	r.log.Batch(published)
 	r.points.Hit(crashpoint.RelayAfterPublish)
+	return b
+}
 
-	// Await every confirm of the batch, bounded by the confirm timeout.
-	waitCtx, cancel := context.WithTimeout(ctx, r.cfg.ConfirmTimeout)
+// finishBatch awaits a published batch's confirms (bounded by the confirm
+// timeout, also when the relay is stopping: what went out is confirmed and
+// marked rather than left to the lease), decides each row's outcome and
+// settles them.
+func (r *Relay) finishBatch(ctx context.Context, b *batch) {
+	res, flights, claimID := b.res, b.flights, b.claimID
+	waitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ConfirmTimeout)
 	acked := make(map[string]bool, len(flights))
 	timedOut := false
 	for _, f := range flights {
@@ -120,10 +140,10 @@ func (r *Relay) processBatch(ctx context.Context, claimID string, rows []Row) {
 		acked[f.row.EventID] = ok
 	}
 	cancel()
-	channelLost := r.pub.isClosed()
-	returned := r.pub.drainReturns()
+	channelLost := b.pub.isClosed()
+	returned := b.pub.takeReturns(flights)
 
-	var lines []eventlog.Entry
+	lines := make([]eventlog.Entry, 0, len(flights))
 	for _, f := range flights {
 		id := f.row.EventID
 		ret, wasReturned := returned[id]
@@ -157,19 +177,21 @@ func (r *Relay) processBatch(ctx context.Context, claimID string, rows []Row) {
 	r.log.Batch(lines)
 	r.points.Hit(crashpoint.RelayAfterConfirm)
 
-	if renewal != nil {
-		for id := range renewal.stop() {
+	if b.renewal != nil {
+		for id := range b.renewal.stop() {
 			res.outcome[id], res.reason[id] = outcomeClaimLost, "claim lost at lease renewal"
 		}
 	}
-	r.settle(ctx, claimID, rows, res)
+	r.settle(ctx, claimID, b.rows, res)
 	r.points.Hit(crashpoint.RelayAfterMark)
 
 	if channelLost || timedOut {
 		// Start from a fresh connection: anything still in flight on this
 		// one has an unknown outcome and is left to the lease.
-		r.pub.close()
-		r.pub = nil
+		b.pub.close()
+		if r.pub == b.pub {
+			r.pub = nil
+		}
 	}
 }
 

@@ -64,11 +64,25 @@ func newStore(db *pgxpool.Pool, guards Guards) store {
 	return store{db: db, unfenced: !guards.FenceByClaimID, noExpiry: !guards.LeaseExpiry}
 }
 
-// loop is the relay's life: connect, claim, publish, settle, again.
+// loop is the relay's life: connect, claim, publish, settle, again. Two
+// batches overlap: batch N+1 is claimed and published while batch N waits
+// for its confirms, then N is finished (confirms, marks) and N+1 waits.
 func (r *Relay) loop(ctx context.Context) {
+	var pending *batch // published, not finished
+	finish := func() {
+		if pending != nil {
+			r.finishBatch(ctx, pending)
+			pending = nil
+		}
+	}
+	defer finish()
 	failures := 0
 	for ctx.Err() == nil {
 		if r.pub == nil {
+			if pending != nil {
+				finish()
+				continue
+			}
 			pub, err := dialPublisher(ctx, r.cfg.AMQPURL, r.cfg.BatchSize)
 			if err != nil {
 				if failures == 0 {
@@ -85,6 +99,7 @@ func (r *Relay) loop(ctx context.Context) {
 		claimID := r.newClaimID()
 		rows, err := r.store.claim(ctx, claimID, r.cfg.BatchSize, r.cfg.Lease)
 		if err != nil {
+			finish()
 			if ctx.Err() != nil {
 				return
 			}
@@ -95,6 +110,10 @@ func (r *Relay) loop(ctx context.Context) {
 		}
 		failures = 0
 		if len(rows) == 0 {
+			if pending != nil {
+				finish() // then look again at once: its retries may be due
+				continue
+			}
 			if r.pub.isClosed() {
 				r.pub.close()
 				r.pub = nil
@@ -109,7 +128,9 @@ func (r *Relay) loop(ctx context.Context) {
 		}
 		r.log.Batch(lines)
 		r.points.Hit(crashpoint.RelayAfterClaim)
-		r.processBatch(ctx, claimID, rows)
+		next := r.publishBatch(ctx, claimID, rows)
+		finish()
+		pending = next
 	}
 }
 
