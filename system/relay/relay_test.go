@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -412,4 +413,64 @@ func procState(pid int) string {
 		return ""
 	}
 	return s[i+2 : i+3]
+}
+
+// The relay publishes the next batch before it finishes the one awaiting
+// its confirms: the second claim's publishes are in the log before the
+// first claim's confirms.
+func TestNextBatchGoesOutBeforeThePreviousIsConfirmed(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, topology.DeclareConsumer(e.channel(), topology.QueueOptions{}))
+	ids := e.insert(30)
+	c := e.config("relay-1")
+	c.BatchSize = 10
+	e.run(c)
+	e.waitFor("every row Published", func() bool {
+		for _, id := range ids {
+			if e.row(id).status != "Published" {
+				return false
+			}
+		}
+		return true
+	})
+	entries := e.log("relay-1")
+	var claims []string
+	firstOf := map[string]int{} // event + claim → first line
+	for i, x := range entries {
+		if x.Event == eventlog.Claimed && !slices.Contains(claims, x.ClaimID) {
+			claims = append(claims, x.ClaimID)
+		}
+		if _, ok := firstOf[x.Event+x.ClaimID]; !ok {
+			firstOf[x.Event+x.ClaimID] = i
+		}
+	}
+	require.GreaterOrEqual(t, len(claims), 2)
+	assert.Less(t, firstOf[eventlog.Published+claims[1]], firstOf[eventlog.Confirmed+claims[0]],
+		"batch 2 went out before batch 1's confirms were taken")
+	assert.Equal(t, 30, count(entries, eventlog.Marked))
+}
+
+// Returns are matched to their own batch when two batches overlap: every
+// row of every batch is returned, none is Published.
+func TestReturnsOfOverlappingBatchesStayWithTheirRows(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, topology.DeclareExchange(e.channel())) // no queue bound: unroutable
+	ids := e.insert(12)
+	c := e.config("relay-1")
+	c.BatchSize, c.RetryBudget = 2, 100
+	e.run(c)
+	e.waitFor("an attempt on every row", func() bool {
+		for _, id := range ids {
+			if e.row(id).attempts < 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range ids {
+		r := e.row(id)
+		assert.NotEqual(t, "Published", r.status, id)
+		assert.Contains(t, r.lastError, "returned: 312 NO_ROUTE", id)
+	}
+	assert.Zero(t, count(e.log("relay-1"), eventlog.Marked))
 }
