@@ -2,7 +2,7 @@
 GO ?= go
 TEST_TIMEOUT ?= 30m
 
-.PHONY: deps build test scenarios report vet clean bench-go
+.PHONY: deps build test scenarios report vet clean bench bench-go
 
 ## deps: install PostgreSQL and RabbitMQ from the distribution when missing
 deps:
@@ -27,6 +27,11 @@ scenarios:
 ## report: the main job — the gate (correct pipeline + every variant) with its report in reports/latest/
 report:
 	$(GO) run ./cmd/faultline gate
+
+## bench: throughput of the relay, the consumer and the pipeline against their baselines, as ratios (BENCH_JSON)
+BENCH_JSON ?= reports/bench.json
+bench:
+	$(GO) run ./cmd/faultline bench --json $(BENCH_JSON)
 
 ## bench-go: Go benchmarks of the hot paths (relay claim and status writes on real PostgreSQL, event log, checker)
 bench-go:
