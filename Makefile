@@ -35,7 +35,7 @@ bench:
 
 ## bench-go: Go benchmarks of the hot paths (relay claim and status writes on real PostgreSQL, event log, checker)
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem ./system/... ./harness/check
+	$(GO) test -run '^$$' -bench . -benchmem ./system/relay ./system/eventlog ./system/crashpoint ./harness/check
 
 clean:
 	rm -rf bin
