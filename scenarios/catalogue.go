@@ -130,7 +130,10 @@ func All() []runner.Scenario {
 			Name: "broker-nack", Window: "broker refuses a publish",
 			Description: "The queue holds at most 5 ready messages with overflow reject-publish; with the consumer frozen the broker nacks publishes, which are retried and all delivered.",
 			Workload:    steady(),
-			Args:        map[string][]string{"relay": {"--retry-budget", "40"}, "inventory": {"--queue-max-length", "5"}},
+			// One channel of 32 unacked: with the consumer's default four,
+			// the frozen consumer would hold the whole stream unacked and the
+			// queue would never fill.
+			Args: map[string][]string{"relay": {"--retry-budget", "40"}, "inventory": {"--queue-max-length", "5", "--workers", "1"}},
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "inventory", Point: crashpoint.InventoryAfterReceive, Action: crashpoint.Pause, Hit: int64(between(rng, 3, 6)), Hold: 2 * time.Second}}
 			},

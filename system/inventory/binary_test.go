@@ -94,7 +94,7 @@ func TestCrashPointsAsProcess(t *testing.T) {
 				cmd := exec.Command(bin)
 				cmd.Env = append(os.Environ(),
 					"INVENTORY_DB_URL="+e.dbURL(), "INVENTORY_AMQP_URL="+e.amqpURL(),
-					"INVENTORY_EVENT_LOG="+e.logPath, "INVENTORY_RECONNECT_MAX=200ms",
+					"INVENTORY_EVENT_LOG="+e.logPath, "INVENTORY_RECONNECT_MAX=200ms", "INVENTORY_WORKERS=1",
 					crashpoint.EnvVar+"="+arming)
 				var stderr bytes.Buffer
 				cmd.Stderr = &stderr

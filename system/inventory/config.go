@@ -42,9 +42,9 @@ func DefaultConfig() Config {
 	return Config{
 		Instance:        "inventory",
 		ConsumerName:    "inventory-service",
-		Prefetch:        64,
-		TxBatch:         32,
-		Workers:         1,
+		Prefetch:        256,
+		TxBatch:         128,
+		Workers:         4,
 		InboxRetention:  168 * time.Hour,
 		CleanupInterval: time.Minute,
 		ControlAddr:     "127.0.0.1:0",

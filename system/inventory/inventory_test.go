@@ -342,3 +342,44 @@ func TestBrokerConnectionLoss(t *testing.T) {
 	e.waitDrained()
 	assert.Equal(t, []string{"evt-1", "evt-2"}, e.reservations())
 }
+
+// Several workers in one consumer: every event of 20 aggregates × 10
+// sequences, published in a scrambled order with every one of them twice,
+// takes effect exactly once and in sequence order per aggregate, whichever
+// worker's transaction got it.
+func TestWorkersKeepOnceAndOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Workers, cfg.Prefetch, cfg.TxBatch = 4, 8, 4
+	const aggregates, sequences = 20, 10
+	id := func(a int, seq int64) string { return fmt.Sprintf("evt-%02d-%02d", a, seq) }
+	var msgs []amqp.Publishing
+	for round := 0; round < 2; round++ {
+		for seq := int64(sequences); seq >= 1; seq-- { // later sequences first: most are held back
+			for a := 0; a < aggregates; a++ {
+				msgs = append(msgs, event(id(a, seq), fmt.Sprintf("agg-%02d", a), seq))
+			}
+		}
+	}
+	e.publish(msgs...)
+	e.start(cfg)
+	es := e.waitCount(eventlog.Reserved, "", aggregates*sequences)
+	e.waitDrained()
+
+	got := e.reservations()
+	require.Len(t, got, aggregates*sequences, "each event once")
+	position := map[string]int{}
+	for i, eid := range got {
+		_, dup := position[eid]
+		require.False(t, dup, "%s reserved twice", eid)
+		position[eid] = i
+	}
+	for a := 0; a < aggregates; a++ {
+		for seq := int64(2); seq <= sequences; seq++ {
+			assert.Less(t, position[id(a, seq-1)], position[id(a, seq)], "aggregate %d: sequence %d after %d", a, seq, seq-1)
+		}
+	}
+	assert.Equal(t, aggregates*sequences, count(es, eventlog.Duplicate, ""), "every second delivery absorbed by the inbox")
+	assert.GreaterOrEqual(t, countAMQPConnected(es), 4, "one channel per worker")
+}

@@ -85,6 +85,7 @@ func (e *env) config() inventory.Config {
 	cfg.EventLog = e.logPath
 	cfg.CleanupInterval = 0
 	cfg.ReconnectMax = 200 * time.Millisecond
+	cfg.Workers = 1 // one channel: the tests follow its deliveries one by one (TestWorkers runs several)
 	return cfg
 }
 
