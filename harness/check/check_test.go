@@ -144,3 +144,45 @@ func TestCountsAndEvidence(t *testing.T) {
 	}
 	assert.Equal(t, 1, total)
 }
+
+// A retry write logged after another relay's claim is stale only if that
+// claim did not see it: a claim starting a later attempt came after the
+// write, however late the write was logged.
+func TestStaleRetryWrites(t *testing.T) {
+	attempt := func(e eventlog.Entry, n int) eventlog.Entry { e.Attempt = n; return e }
+	for _, tc := range []struct {
+		name  string
+		log   []eventlog.Entry
+		stale bool
+	}{
+		{"retry logged late, the next claim saw it", []eventlog.Entry{
+			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
+			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 2),
+			attempt(ev(4, "relay-1", eventlog.Retry, "E1", "c1"), 1),
+		}, false},
+		{"retry accepted after a claim that did not see it", []eventlog.Entry{
+			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
+			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 1),
+			attempt(ev(4, "relay-1", eventlog.Retry, "E1", "c1"), 1),
+		}, true},
+		{"failure accepted after a claim that did not see it", []eventlog.Entry{
+			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 8),
+			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 8),
+			attempt(ev(4, "relay-1", eventlog.FailedAlert, "E1", "c1"), 8),
+		}, true},
+		{"a mark after another claim is stale whatever the attempts", []eventlog.Entry{
+			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
+			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 2),
+			ev(4, "relay-1", eventlog.Marked, "E1", "c1"),
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := obs(map[string]int64{"A": 1}, nil, nil, tc.log...)
+			if tc.stale {
+				assert.Equal(t, []string{"E1"}, StaleWrites(o))
+			} else {
+				assert.Empty(t, StaleWrites(o))
+			}
+		})
+	}
+}

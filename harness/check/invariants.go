@@ -263,6 +263,14 @@ func confirmedBeforeMark(entries []eventlog.Entry) bool {
 
 // StaleWrites finds status writes (marked, retry-scheduled, failed)
 // accepted from a claim after another claim had taken the row.
+//
+// The logs say when a line was written, not when its statement committed:
+// a relay may log a retry it committed well before another relay claimed
+// the row after its backoff. A retry or failure write counts its attempt,
+// and each claim logs the attempt it starts, so a later claim that already
+// saw the write (its attempt is past the write's) came after it; only a
+// claim that did not see it shows a stale write. A Published row is never
+// claimed again, so a mark has no such ambiguity.
 func StaleWrites(o *Observation) []string {
 	var ids []string
 	for id, entries := range o.ByEvent {
@@ -279,10 +287,14 @@ func StaleWrites(o *Observation) []string {
 					continue
 				}
 				for _, other := range entries[start+1 : i] {
-					if other.Event == eventlog.Claimed && other.ClaimID != e.ClaimID {
-						ids = append(ids, id)
-						break
+					if other.Event != eventlog.Claimed || other.ClaimID == e.ClaimID {
+						continue
 					}
+					if e.Event != eventlog.Marked && e.Attempt > 0 && other.Attempt > e.Attempt {
+						continue // that claim saw this write: it came after it
+					}
+					ids = append(ids, id)
+					break
 				}
 			}
 		}
