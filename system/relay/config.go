@@ -19,6 +19,7 @@ type Config struct {
 	Instance       string
 	Lease          time.Duration
 	BatchSize      int
+	InFlight       int // batches published and awaiting their confirms at once
 	PollInterval   time.Duration
 	RetryBudget    int
 	BackoffBase    time.Duration
@@ -39,7 +40,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AMQPURL, "amqp-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
 	fs.StringVar(&c.Instance, "instance", "relay-1", "instance name: the first half of every claim id (instance:uuid)")
 	fs.DurationVar(&c.Lease, "lease", 30*time.Second, "how long a claim holds its rows (must cover claim → publish → confirm → mark)")
-	fs.IntVar(&c.BatchSize, "batch-size", 100, "rows claimed, published and confirmed together")
+	fs.IntVar(&c.BatchSize, "batch-size", 500, "rows claimed, published and confirmed together (larger batches spread the claim's and the mark's per-statement cost; a crash leaves up to --in-flight batches to the lease)")
+	fs.IntVar(&c.InFlight, "in-flight", 2, "batches published and awaiting their confirms at once (the oldest is finished when this many are out)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 200*time.Millisecond, "wait before claiming again when nothing was due")
 	fs.IntVar(&c.RetryBudget, "retry-budget", 8, "failed attempts (return, nack, send failure) before a row becomes Failed")
 	fs.DurationVar(&c.BackoffBase, "backoff-base", 500*time.Millisecond, "first retry delay; doubles per attempt, with jitter")
@@ -74,6 +76,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchSize < 1 || c.BatchSize > 10000 {
 		errs = append(errs, fmt.Errorf("--batch-size must be 1..10000, got %d", c.BatchSize))
+	}
+	if c.InFlight < 1 || c.InFlight > 16 {
+		errs = append(errs, fmt.Errorf("--in-flight must be 1..16, got %d", c.InFlight))
 	}
 	if c.RetryBudget < 1 {
 		errs = append(errs, fmt.Errorf("--retry-budget must be at least 1, got %d", c.RetryBudget))

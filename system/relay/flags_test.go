@@ -22,6 +22,7 @@ func TestConfigRejectsBadValues(t *testing.T) {
 	}{
 		{[]string{"--lease", "0s"}, "--lease must be positive"},
 		{[]string{"--batch-size", "0"}, "--batch-size must be 1..10000"},
+		{[]string{"--in-flight", "0"}, "--in-flight must be 1..16"},
 		{[]string{"--retry-budget", "0"}, "--retry-budget must be at least 1"},
 		{[]string{"--amqp-url", "http://x"}, "--amqp-url"},
 		{[]string{"--control-addr", "0.0.0.0:9000"}, "only loopback"},

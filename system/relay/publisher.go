@@ -22,9 +22,10 @@ type publisher struct {
 }
 
 // dialPublisher connects, puts the channel in confirm mode and declares the
-// exchange. The return buffer holds a whole batch, so the client's reader
-// never blocks on it (which would deadlock the connection).
-func dialPublisher(ctx context.Context, url string, batch int) (*publisher, error) {
+// exchange. The return buffer holds every message that can be in flight
+// (inFlight of them), so the client's reader never blocks on it (which
+// would deadlock the connection).
+func dialPublisher(ctx context.Context, url string, inFlight int) (*publisher, error) {
 	conn, err := amqp.DialConfig(url, amqp.Config{
 		Heartbeat:  5 * time.Second,
 		Dial:       amqp.DefaultDial(5 * time.Second),
@@ -47,10 +48,9 @@ func dialPublisher(ctx context.Context, url string, batch int) (*publisher, erro
 		return nil, err
 	}
 	p := &publisher{
-		conn: conn,
-		ch:   ch,
-		// Two batches can be in flight (one publishing, one confirming).
-		returns:  ch.NotifyReturn(make(chan amqp.Return, 4*batch+16)),
+		conn:     conn,
+		ch:       ch,
+		returns:  ch.NotifyReturn(make(chan amqp.Return, 2*inFlight+16)),
 		returned: map[string]amqp.Return{},
 		closed:   ch.NotifyClose(make(chan *amqp.Error, 1)),
 	}

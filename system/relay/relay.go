@@ -30,6 +30,9 @@ type Relay struct {
 	pub    *publisher
 	// guards are the pipeline's protections; variants switch one off.
 	guards Guards
+	// settling is closed when the status writes in progress are done
+	// (nil: none in progress). Only the loop's goroutine touches it.
+	settling chan struct{}
 }
 
 // Guards are the relay's protections. The correct relay has all of them.
@@ -182,9 +185,6 @@ func (r *Relay) finishBatch(ctx context.Context, b *batch) {
 			res.outcome[id], res.reason[id] = outcomeClaimLost, "claim lost at lease renewal"
 		}
 	}
-	r.settle(ctx, claimID, b.rows, res)
-	r.points.Hit(crashpoint.RelayAfterMark)
-
 	if channelLost || timedOut {
 		// Start from a fresh connection: anything still in flight on this
 		// one has an unknown outcome and is left to the lease.
@@ -192,6 +192,26 @@ func (r *Relay) finishBatch(ctx context.Context, b *batch) {
 		if r.pub == b.pub {
 			r.pub = nil
 		}
+	}
+
+	// The status writes go on beside the next claim and publish, one
+	// batch's at a time: the relay's own path is claim → publish, and the
+	// database does the marking of the previous batch meanwhile.
+	r.waitSettled()
+	done := make(chan struct{})
+	r.settling = done
+	go func() {
+		defer close(done)
+		r.settle(ctx, claimID, b.rows, res)
+		r.points.Hit(crashpoint.RelayAfterMark)
+	}()
+}
+
+// waitSettled waits for the status writes of the last finished batch.
+func (r *Relay) waitSettled() {
+	if r.settling != nil {
+		<-r.settling
+		r.settling = nil
 	}
 }
 

@@ -64,26 +64,31 @@ func newStore(db *pgxpool.Pool, guards Guards) store {
 	return store{db: db, unfenced: !guards.FenceByClaimID, noExpiry: !guards.LeaseExpiry}
 }
 
-// loop is the relay's life: connect, claim, publish, settle, again. Two
-// batches overlap: batch N+1 is claimed and published while batch N waits
-// for its confirms, then N is finished (confirms, marks) and N+1 waits.
+// loop is the relay's life: connect, claim, publish, settle, again. Up to
+// InFlight batches overlap: a new batch is claimed and published while the
+// earlier ones wait for their confirms, and the oldest is finished (its
+// confirms awaited, its rows marked) once InFlight are out.
 func (r *Relay) loop(ctx context.Context) {
-	var pending *batch // published, not finished
-	finish := func() {
-		if pending != nil {
-			r.finishBatch(ctx, pending)
-			pending = nil
-		}
+	var pending []*batch // published, not finished, oldest first
+	finishOldest := func() {
+		r.finishBatch(ctx, pending[0])
+		pending = pending[1:]
 	}
-	defer finish()
+	finishAll := func() {
+		for len(pending) > 0 {
+			finishOldest()
+		}
+		r.waitSettled()
+	}
+	defer finishAll()
 	failures := 0
 	for ctx.Err() == nil {
 		if r.pub == nil {
-			if pending != nil {
-				finish()
+			if len(pending) > 0 {
+				finishAll()
 				continue
 			}
-			pub, err := dialPublisher(ctx, r.cfg.AMQPURL, r.cfg.BatchSize)
+			pub, err := dialPublisher(ctx, r.cfg.AMQPURL, r.cfg.BatchSize*r.cfg.InFlight)
 			if err != nil {
 				if failures == 0 {
 					r.log.Log(eventlog.Entry{Event: eventlog.Disconnected, Error: err.Error()})
@@ -99,7 +104,7 @@ func (r *Relay) loop(ctx context.Context) {
 		claimID := r.newClaimID()
 		rows, err := r.store.claim(ctx, claimID, r.cfg.BatchSize, r.cfg.Lease)
 		if err != nil {
-			finish()
+			finishAll()
 			if ctx.Err() != nil {
 				return
 			}
@@ -110,8 +115,8 @@ func (r *Relay) loop(ctx context.Context) {
 		}
 		failures = 0
 		if len(rows) == 0 {
-			if pending != nil {
-				finish() // then look again at once: its retries may be due
+			if len(pending) > 0 {
+				finishOldest() // then look again at once: its retries may be due
 				continue
 			}
 			if r.pub.isClosed() {
@@ -128,9 +133,10 @@ func (r *Relay) loop(ctx context.Context) {
 		}
 		r.log.Batch(lines)
 		r.points.Hit(crashpoint.RelayAfterClaim)
-		next := r.publishBatch(ctx, claimID, rows)
-		finish()
-		pending = next
+		pending = append(pending, r.publishBatch(ctx, claimID, rows))
+		if len(pending) >= r.cfg.InFlight {
+			finishOldest()
+		}
 	}
 }
 
