@@ -42,8 +42,8 @@ func DefaultConfig() Config {
 	return Config{
 		Instance:        "inventory",
 		ConsumerName:    "inventory-service",
-		Prefetch:        256,
-		TxBatch:         128,
+		Prefetch:        1024,
+		TxBatch:         512,
 		Workers:         4,
 		InboxRetention:  168 * time.Hour,
 		CleanupInterval: time.Minute,
