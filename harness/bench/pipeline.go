@@ -142,18 +142,28 @@ func measureConsumer(ctx context.Context, st *stage, dir string, flags Flags, ev
 	if _, err := procs.start(ctx, "inventory", supervisor.KindInventory, inventoryArgs(st, flags.Inventory)); err != nil {
 		return Sample{}, err
 	}
-	if err := waitDone(ctx, st.inventory, "every event reserved", waitLimit(len(events)),
-		`SELECT count(*) >= $1 FROM inventory_reservations`, len(events)); err != nil {
-		return Sample{}, err
-	}
-	from, to, acked, err := procs.span(eventlog.Delivered, eventlog.Acked, "inventory")
+	from, to, err := procs.waitReserved(ctx, st, len(events))
 	if err != nil {
 		return Sample{}, err
 	}
-	if acked < len(events) {
-		return Sample{}, fmt.Errorf("consumer: %d acks in the log, want %d", acked, len(events))
-	}
 	return newSample(len(events), to.Sub(from)), nil
+}
+
+// waitReserved waits until the consumer reserved n events and returns the
+// times of its first delivery and of its last ack, checking it acked them all.
+func (p *processes) waitReserved(ctx context.Context, st *stage, n int) (first, last time.Time, err error) {
+	if err := waitDone(ctx, st.inventory, "every event reserved", waitLimit(n),
+		`SELECT count(*) >= $1 FROM inventory_reservations`, n); err != nil {
+		return first, last, err
+	}
+	first, last, acked, err := p.span(eventlog.Delivered, eventlog.Acked, "inventory")
+	if err != nil {
+		return first, last, err
+	}
+	if acked < n {
+		return first, last, fmt.Errorf("consumer: %d acks in the log, want %d", acked, n)
+	}
+	return first, last, nil
 }
 
 // measureEndToEnd: the order service, relays and the consumer running,
@@ -185,20 +195,13 @@ func measureEndToEnd(ctx context.Context, st *stage, dir string, flags Flags, or
 	if st := wl.Stats(); st.Acknowledged != int64(orders) {
 		return Sample{}, fmt.Errorf("orders: %d acknowledged of %d (%d failed, %d rejected)", st.Acknowledged, orders, st.Failed, st.Rejected)
 	}
-	if err := waitDone(ctx, st.inventory, "every order reserved", waitLimit(orders),
-		`SELECT count(*) >= $1 FROM inventory_reservations`, orders); err != nil {
-		return Sample{}, err
-	}
 	from, _, _, err := procs.span(eventlog.Committed, eventlog.Committed, "order")
 	if err != nil {
 		return Sample{}, err
 	}
-	_, to, acked, err := procs.span(eventlog.Delivered, eventlog.Acked, "inventory")
+	_, to, err := procs.waitReserved(ctx, st, orders)
 	if err != nil {
 		return Sample{}, err
-	}
-	if acked < orders {
-		return Sample{}, fmt.Errorf("end to end: %d acks in the log, want %d", acked, orders)
 	}
 	return newSample(orders, to.Sub(from)), nil
 }
