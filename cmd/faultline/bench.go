@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -66,9 +68,17 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
+	// Ctrl-C cancels the measurement: the repetition under way stops its
+	// processes and drops its databases and vhost, then the infrastructure
+	// stops and the folder goes. A second Ctrl-C exits at once.
+	parent := ctx
+	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	go func() {
+		<-ctx.Done()
+		stopSignals()
+	}()
 	cleanup := supervisor.NewCleanup()
-	stop := cleanup.OnSignal()
-	defer stop()
 	defer func() { _ = cleanup.Run(context.WithoutCancel(ctx)) }()
 	work, err := os.MkdirTemp("", "faultline-bench-*")
 	if err != nil {
@@ -101,6 +111,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	opts.Dir = filepath.Join(work, "runs")
 	opts.Log = stderr
 	rep, err := bench.Run(ctx, in, b.bins, opts)
+	if err != nil && ctx.Err() != nil && parent.Err() == nil {
+		return fmt.Errorf("bench interrupted (its processes, databases and vhosts are gone)")
+	}
 	if err != nil {
 		return err
 	}
