@@ -65,9 +65,10 @@ func newStore(db *pgxpool.Pool, guards Guards) store {
 }
 
 // loop is the relay's life: connect, claim, publish, settle, again. Up to
-// InFlight batches overlap: a new batch is claimed and published while the
-// earlier ones wait for their confirms, and the oldest is finished (its
-// confirms awaited, its rows marked) once InFlight are out.
+// InFlight full batches overlap: a new batch is claimed and published while
+// the earlier ones wait for their confirms, and the oldest is finished (its
+// confirms awaited, its rows marked) once InFlight are out or a batch came
+// back short.
 func (r *Relay) loop(ctx context.Context) {
 	var pending []*batch // published, not finished, oldest first
 	finishOldest := func() {
@@ -134,7 +135,10 @@ func (r *Relay) loop(ctx context.Context) {
 		r.log.Batch(lines)
 		r.points.Hit(crashpoint.RelayAfterClaim)
 		pending = append(pending, r.publishBatch(ctx, claimID, rows))
-		if len(pending) >= r.cfg.InFlight {
+		// A short batch means the outbox is drained: finish before claiming
+		// again, so new rows gather into a batch instead of going out a
+		// few at a time (each claim and mark costs the database the same).
+		if len(pending) >= r.cfg.InFlight || len(rows) < r.cfg.BatchSize {
 			finishOldest()
 		}
 	}
