@@ -44,7 +44,7 @@ func DefaultConfig() Config {
 		ConsumerName:    "inventory-service",
 		Prefetch:        1024,
 		TxBatch:         512,
-		Workers:         4,
+		Workers:         3,
 		InboxRetention:  168 * time.Hour,
 		CleanupInterval: time.Minute,
 		ControlAddr:     "127.0.0.1:0",
