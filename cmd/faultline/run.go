@@ -177,9 +177,13 @@ func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, va
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			res := sh.Run(ctx, sc, runner.Options{Seed: c.seed, Variant: variant,
+			opts := runner.Options{Seed: c.seed, Variant: variant,
 				Phase: func(p string) { progress(stderr, "  %s: %s", sc.Name, p) },
-				Tick:  func(p string, d float64) { b.tick(sc.Name, p, d) }})
+				Tick:  func(p string, d float64) { b.tick(sc.Name, p, d) }}
+			if variant != "" && variant != "correct" {
+				opts.Converge = gate.VariantConverge // as in the gate: a broken pipeline may never settle
+			}
+			res := sh.Run(ctx, sc, opts)
 			results[i] = res
 			mu.Lock()
 			done++
