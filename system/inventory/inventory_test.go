@@ -156,8 +156,9 @@ func TestAggregateOrder(t *testing.T) {
 					}
 				}
 			}
-			es := e.waitCount(eventlog.Reserved, "", len(tc.want))
+			e.waitCount(eventlog.Reserved, "", len(tc.want))
 			e.waitDrained()
+			es := e.events() // drained: the acks after the last reservation are in
 
 			var want []string
 			for _, seq := range tc.want {
