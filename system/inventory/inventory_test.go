@@ -156,9 +156,13 @@ func TestAggregateOrder(t *testing.T) {
 					}
 				}
 			}
+			delivered := 0
+			for _, round := range tc.rounds {
+				delivered += len(round)
+			}
 			e.waitCount(eventlog.Reserved, "", len(tc.want))
+			es := e.waitCount(eventlog.Acked, "", delivered) // each ack is logged just after its batch's reservations
 			e.waitDrained()
-			es := e.events() // drained: the acks after the last reservation are in
 
 			var want []string
 			for _, seq := range tc.want {
@@ -366,8 +370,8 @@ func TestWorkersKeepOnceAndOrder(t *testing.T) {
 	e.publish(msgs...)
 	e.start(cfg)
 	e.waitCount(eventlog.Reserved, "", aggregates*sequences)
+	es := e.waitCount(eventlog.Acked, "", len(msgs)) // every delivery settled: its duplicate line is in
 	e.waitDrained()
-	es := e.events() // drained: every delivery's line is in
 
 	got := e.reservations()
 	require.Len(t, got, aggregates*sequences, "each event once")
