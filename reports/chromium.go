@@ -92,7 +92,9 @@ func runChromium(ctx context.Context, htmlPath string, mode string) ([]byte, err
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 3 * time.Second
-	cmd.Env = append(os.Environ(), "HOME="+profile)
+	// Chromium keeps its shared-memory folders (org.chromium.Chromium.*) in
+	// TMPDIR: inside the profile they go with it.
+	cmd.Env = append(os.Environ(), "HOME="+profile, "TMPDIR="+profile)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()

@@ -44,7 +44,9 @@ func profiles(t *testing.T) []string {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(os.TempDir(), profilePrefix+"*"))
 	require.NoError(t, err)
-	return m
+	shm, err := filepath.Glob(filepath.Join(os.TempDir(), "org.chromium.Chromium.*")) // Chromium's own, in TMPDIR
+	require.NoError(t, err)
+	return append(m, shm...)
 }
 
 // The report as a real browser shows it: the table, the matrix and the
@@ -110,6 +112,7 @@ func TestReportInBrowser(t *testing.T) {
 // A deadline ends the browser and everything it started.
 func TestChromiumBoundedByContext(t *testing.T) {
 	needChromium(t)
+	before := profiles(t)
 	dir := t.TempDir()
 	require.NoError(t, Write(dir, fixtureRun(), DefaultWindows()))
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
@@ -120,6 +123,7 @@ func TestChromiumBoundedByContext(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Empty(t, browsers(t))
+	assert.ElementsMatch(t, before, profiles(t), "a killed browser leaves no folder either")
 }
 
 func TestChromiumMissingPage(t *testing.T) {
