@@ -170,35 +170,47 @@ func count(entries []eventlog.Entry, event string) int {
 	return n
 }
 
+// An unroutable row is returned, never Published: in one batch, and when
+// several small batches overlap (each return stays with its own row).
 func TestUnroutableIsReturnedNotPublished(t *testing.T) {
-	e := newEnv(t)
-	require.NoError(t, topology.DeclareExchange(e.channel())) // no queue bound: unroutable
-	ids := e.insert(3)
-	c := e.config("relay-1")
-	c.RetryBudget = 100
-	e.run(c)
-	e.waitFor("two attempts on every row", func() bool {
-		for _, id := range ids {
-			if e.row(id).attempts < 2 {
-				return false
+	for _, tc := range []struct {
+		name       string
+		rows, size int
+	}{
+		{"one batch", 3, 100},
+		{"overlapping batches", 12, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			require.NoError(t, topology.DeclareExchange(e.channel())) // no queue bound: unroutable
+			ids := e.insert(tc.rows)
+			c := e.config("relay-1")
+			c.RetryBudget, c.BatchSize = 100, tc.size
+			e.run(c)
+			e.waitFor("two attempts on every row", func() bool {
+				for _, id := range ids {
+					if e.row(id).attempts < 2 {
+						return false
+					}
+				}
+				return true
+			})
+			for _, id := range ids {
+				r := e.row(id)
+				assert.NotEqual(t, "Published", r.status, id)
+				assert.False(t, r.published, id)
+				assert.Contains(t, r.lastError, "returned: 312 NO_ROUTE", id)
 			}
-		}
-		return true
-	})
-	for _, id := range ids {
-		r := e.row(id)
-		assert.NotEqual(t, "Published", r.status, id)
-		assert.False(t, r.published, id)
-		assert.Contains(t, r.lastError, "returned: 312 NO_ROUTE", id)
+			entries := e.log("relay-1")
+			assert.GreaterOrEqual(t, count(entries, eventlog.Returned), 2*tc.rows)
+			assert.Zero(t, count(entries, eventlog.Marked))
+			// A retried row waits for its backoff.
+			var backoffs int
+			require.NoError(t, e.db.QueryRow(context.Background(),
+				`SELECT count(*) FROM outbox_messages WHERE status = 'Pending' AND next_attempt_at > occurred_at`).Scan(&backoffs))
+			assert.Positive(t, backoffs)
+		})
 	}
-	entries := e.log("relay-1")
-	assert.GreaterOrEqual(t, count(entries, eventlog.Returned), 6)
-	assert.Zero(t, count(entries, eventlog.Marked))
-	// A retried row waits for its backoff.
-	var backoffs int
-	require.NoError(t, e.db.QueryRow(context.Background(),
-		`SELECT count(*) FROM outbox_messages WHERE status = 'Pending' AND next_attempt_at > occurred_at`).Scan(&backoffs))
-	assert.Positive(t, backoffs)
 }
 
 func TestRetryBudgetExhaustedFailsWithAlert(t *testing.T) {
@@ -448,29 +460,4 @@ func TestNextBatchGoesOutBeforeThePreviousIsConfirmed(t *testing.T) {
 	assert.Less(t, firstOf[eventlog.Published+claims[1]], firstOf[eventlog.Confirmed+claims[0]],
 		"batch 2 went out before batch 1's confirms were taken")
 	assert.Equal(t, 30, count(entries, eventlog.Marked))
-}
-
-// Returns are matched to their own batch when two batches overlap: every
-// row of every batch is returned, none is Published.
-func TestReturnsOfOverlappingBatchesStayWithTheirRows(t *testing.T) {
-	e := newEnv(t)
-	require.NoError(t, topology.DeclareExchange(e.channel())) // no queue bound: unroutable
-	ids := e.insert(12)
-	c := e.config("relay-1")
-	c.BatchSize, c.RetryBudget = 2, 100
-	e.run(c)
-	e.waitFor("an attempt on every row", func() bool {
-		for _, id := range ids {
-			if e.row(id).attempts < 1 {
-				return false
-			}
-		}
-		return true
-	})
-	for _, id := range ids {
-		r := e.row(id)
-		assert.NotEqual(t, "Published", r.status, id)
-		assert.Contains(t, r.lastError, "returned: 312 NO_ROUTE", id)
-	}
-	assert.Zero(t, count(e.log("relay-1"), eventlog.Marked))
 }
