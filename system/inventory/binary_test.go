@@ -90,32 +90,10 @@ func TestCrashPointsAsProcess(t *testing.T) {
 		t.Run(tc.point, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			start := func(arming string) *exec.Cmd {
-				cmd := exec.Command(bin)
-				cmd.Env = append(os.Environ(),
-					"INVENTORY_DB_URL="+e.dbURL(), "INVENTORY_AMQP_URL="+e.amqpURL(),
-					"INVENTORY_EVENT_LOG="+e.logPath, "INVENTORY_RECONNECT_MAX=200ms", "INVENTORY_WORKERS=1",
-					crashpoint.EnvVar+"="+arming)
-				var stderr bytes.Buffer
-				cmd.Stderr = &stderr
-				require.NoError(t, cmd.Start())
-				t.Cleanup(func() {
-					if cmd.ProcessState == nil {
-						_ = cmd.Process.Kill()
-						_ = cmd.Wait()
-					}
-					if t.Failed() {
-						t.Logf("stderr of pid %d:\n%s", cmd.Process.Pid, stderr.String())
-					}
-				})
-				return cmd
-			}
-			connected := func(n int) {
-				e.waitFor("consumer connected", func(es []eventlog.Entry) bool { return countAMQPConnected(es) >= n })
-			}
+			start := func(arming string) *exec.Cmd { return e.startBinary(bin, crashpoint.EnvVar+"="+arming) }
 
 			first := start(tc.point + "=kill@1")
-			connected(1)
+			e.waitConnected(1)
 			e.publish(event("evt-crash", "order-1", 1))
 			status := waitExit(t, first)
 			require.Equal(t, syscall.SIGKILL, status.Signal(), "killed by the crash point")
@@ -125,7 +103,7 @@ func TestCrashPointsAsProcess(t *testing.T) {
 			assert.Equal(t, boolInt(tc.committed), count(es, eventlog.Reserved, "evt-crash"))
 
 			second := start("")
-			connected(2)
+			e.waitConnected(2)
 			es = e.waitCount(eventlog.Acked, "evt-crash", 1)
 			e.waitDrained()
 			assert.Equal(t, []string{"evt-crash"}, e.reservations(), "exactly one reservation")
@@ -157,6 +135,36 @@ func waitExit(t *testing.T, cmd *exec.Cmd) syscall.WaitStatus {
 		t.Fatalf("process %d did not exit within %s", cmd.Process.Pid, waitTimeout)
 	}
 	return cmd.ProcessState.Sys().(syscall.WaitStatus)
+}
+
+// startBinary runs the inventory binary on the test's database, vhost and
+// event log (one worker, short reconnects) with extra environment, and
+// kills it when the test ends; a failed test shows its stderr.
+func (e *env) startBinary(bin string, extraEnv ...string) *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = append(append(os.Environ(),
+		"INVENTORY_DB_URL="+e.dbURL(), "INVENTORY_AMQP_URL="+e.amqpURL(),
+		"INVENTORY_EVENT_LOG="+e.logPath, "INVENTORY_RECONNECT_MAX=200ms", "INVENTORY_WORKERS=1"), extraEnv...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(e.t, cmd.Start())
+	e.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		if e.t.Failed() {
+			e.t.Logf("stderr of pid %d:\n%s", cmd.Process.Pid, stderr.String())
+		}
+	})
+	return cmd
+}
+
+// waitConnected waits until the log holds n AMQP connections of the consumer.
+func (e *env) waitConnected(n int) {
+	e.t.Helper()
+	e.waitFor("consumer connected", func(es []eventlog.Entry) bool { return countAMQPConnected(es) >= n })
 }
 
 func countAMQPConnected(es []eventlog.Entry) int {

@@ -1,8 +1,6 @@
 package inventory_test
 
 import (
-	"bytes"
-	"os"
 	"os/exec"
 	"slices"
 	"syscall"
@@ -131,31 +129,11 @@ func TestInboxOwnTransactionLosesTheEffectAtBeforeCommit(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			start := func(arming string) *exec.Cmd {
-				cmd := exec.Command(bin)
-				cmd.Env = append(os.Environ(),
-					"INVENTORY_DB_URL="+e.dbURL(), "INVENTORY_AMQP_URL="+e.amqpURL(),
-					"INVENTORY_EVENT_LOG="+e.logPath, "INVENTORY_RECONNECT_MAX=200ms", "INVENTORY_WORKERS=1",
-					variant.EnvVar+"="+tc.variant, crashpoint.EnvVar+"="+arming)
-				var stderr bytes.Buffer
-				cmd.Stderr = &stderr
-				require.NoError(t, cmd.Start())
-				t.Cleanup(func() {
-					if cmd.ProcessState == nil {
-						_ = cmd.Process.Kill()
-						_ = cmd.Wait()
-					}
-					if t.Failed() {
-						t.Logf("stderr of pid %d:\n%s", cmd.Process.Pid, stderr.String())
-					}
-				})
-				return cmd
-			}
-			connected := func(n int) {
-				e.waitFor("consumer connected", func(es []eventlog.Entry) bool { return countAMQPConnected(es) >= n })
+				return e.startBinary(bin, variant.EnvVar+"="+tc.variant, crashpoint.EnvVar+"="+arming)
 			}
 
 			first := start(crashpoint.InventoryBeforeCommit + "=kill@1")
-			connected(1)
+			e.waitConnected(1)
 			e.publish(event("evt-window", "order-1", 1))
 			status := waitExit(t, first)
 			require.Equal(t, syscall.SIGKILL, status.Signal(), "killed by the crash point")
@@ -169,7 +147,7 @@ func TestInboxOwnTransactionLosesTheEffectAtBeforeCommit(t *testing.T) {
 			assert.Equal(t, boolInt(tc.broken), e.inboxRows("evt-window"), "the inbox row survives only in its own transaction")
 
 			second := start("")
-			connected(2)
+			e.waitConnected(2)
 			es = e.waitCount(eventlog.Acked, "evt-window", 1)
 			e.waitDrained()
 			assert.Equal(t, 1, e.inboxRows("evt-window"))
