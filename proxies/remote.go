@@ -100,19 +100,10 @@ func NewRemoteServer(ctx context.Context, apiAddr, listenHost string, ports []Po
 func (s *RemoteServer) waitForAPI(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	ticker := time.NewTicker(pollInterval)
-	defer ticker.Stop()
-	for {
-		_, err := call(ctx, s.client.Proxies)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("toxiproxy server %s: wait for API: %w (last error: %v)", s.apiAddr, ctx.Err(), err)
-		case <-ticker.C:
-		}
+	if err := pollAPI(ctx, s.client, s.apiAddr, nil, nil); err != nil {
+		return fmt.Errorf("toxiproxy server %s: %w", s.apiAddr, err)
 	}
+	return nil
 }
 
 // APIAddr returns the API's address as given.

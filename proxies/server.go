@@ -158,18 +158,26 @@ func isEarlyExit(err error) bool {
 
 // waitForAPI polls the API until it answers, the process exits, or ctx ends.
 func (s *Server) waitForAPI(ctx context.Context) error {
+	return pollAPI(ctx, s.client, s.apiAddr, s.exited, func() error {
+		return &earlyExitError{apiAddr: s.apiAddr, err: s.exitStatus()}
+	})
+}
+
+// pollAPI asks a Toxiproxy API for its proxies every pollInterval until it
+// answers or ctx ends; when exited closes (nil: never), it returns gone().
+func pollAPI(ctx context.Context, client *toxiproxy.Client, apiAddr string, exited <-chan struct{}, gone func() error) error {
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
 	for {
-		_, err := call(ctx, s.client.Proxies)
+		_, err := call(ctx, client.Proxies)
 		if err == nil {
 			return nil
 		}
 		select {
-		case <-s.exited:
-			return &earlyExitError{apiAddr: s.apiAddr, err: s.exitStatus()}
+		case <-exited:
+			return gone()
 		case <-ctx.Done():
-			return fmt.Errorf("wait for API on %s: %w (last error: %v)", s.apiAddr, ctx.Err(), err)
+			return fmt.Errorf("wait for API on %s: %w (last error: %v)", apiAddr, ctx.Err(), err)
 		case <-ticker.C:
 		}
 	}
