@@ -18,6 +18,7 @@ import (
 
 	"faultline/harness/bench"
 	"faultline/harness/infra"
+	"faultline/harness/runner"
 	"faultline/harness/supervisor"
 )
 
@@ -87,30 +88,14 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cleanup.Add("remove bench folder", func(context.Context) error { return os.RemoveAll(work) })
 	progress(stderr, "bench: starting PostgreSQL and RabbitMQ, building the pipeline")
 	started := time.Now()
-	type built struct {
-		bins supervisor.Binaries
-		err  error
-	}
-	buildDone := make(chan built, 1)
-	go func() {
-		bins, err := supervisor.Build(ctx, filepath.Join(work, "bin"))
-		buildDone <- built{bins, err}
-	}()
-	in, err := infra.Open(ctx, *infraKind, infra.Options{Log: stderr})
-	if in != nil {
-		cleanup.Add("stop infrastructure", in.Stop)
-	}
-	b := <-buildDone
+	b, err := runner.OpenBuilt(ctx, *infraKind, stderr, false, cleanup)
 	if err != nil {
-		return fmt.Errorf("start infrastructure: %w", err)
-	}
-	if b.err != nil {
-		return fmt.Errorf("build: %w", b.err)
+		return err
 	}
 	progress(stderr, "bench: ready in %s; %d events × %d repetitions, relays %v", time.Since(started).Round(time.Millisecond), opts.Events, opts.Reps, opts.Relays)
 	opts.Dir = filepath.Join(work, "runs")
 	opts.Log = stderr
-	rep, err := bench.Run(ctx, in, b.bins, opts)
+	rep, err := bench.Run(ctx, b.Infra, b.Bins, opts)
 	if err != nil && ctx.Err() != nil && parent.Err() == nil {
 		return fmt.Errorf("bench interrupted (its processes, databases and vhosts are gone)")
 	}

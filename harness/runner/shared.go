@@ -28,6 +28,68 @@ type SharedOptions struct {
 	Infra string
 }
 
+// Built is the infrastructure with the programs built beside it.
+type Built struct {
+	Infra     infra.Infra
+	Bins      supervisor.Binaries
+	Toxiproxy string                   // the Toxiproxy server binary, when asked for
+	Parts     map[string]time.Duration // start-up: infra, build, and the provider's own parts
+}
+
+// OpenBuilt starts the infrastructure provider kind (empty: FAULTLINE_INFRA)
+// and, meanwhile, builds the pipeline's programs — and Toxiproxy's server
+// when withToxiproxy — into a binary folder of this process. The folder and
+// the infrastructure are registered on cleanup; folders that a killed
+// process left are swept first.
+func OpenBuilt(ctx context.Context, kind string, log io.Writer, withToxiproxy bool, cleanup *supervisor.Cleanup) (Built, error) {
+	sweepBinaries(os.TempDir())
+	binDir, err := os.MkdirTemp("", binPattern)
+	if err != nil {
+		return Built{}, fmt.Errorf("binary folder: %w", err)
+	}
+	cleanup.Add("remove binaries", func(context.Context) error { return os.RemoveAll(binDir) })
+	if err := os.WriteFile(filepath.Join(binDir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return Built{}, fmt.Errorf("binary folder: %w", err)
+	}
+	type built struct {
+		bins supervisor.Binaries
+		toxi string
+		took time.Duration
+		err  error
+	}
+	buildDone := make(chan built, 1)
+	go func() {
+		var b built
+		t := time.Now()
+		if b.bins, b.err = supervisor.Build(ctx, binDir); b.err == nil && withToxiproxy {
+			b.toxi, b.err = proxies.BuildServer(ctx, binDir)
+		}
+		b.took = time.Since(t)
+		buildDone <- b
+	}()
+	parts := map[string]time.Duration{}
+	infraStart := time.Now()
+	in, err := infra.Open(ctx, kind, infra.Options{Log: log})
+	parts["infra"] = time.Since(infraStart)
+	if in != nil {
+		cleanup.Add("stop infrastructure", in.Stop)
+	}
+	b := <-buildDone
+	if err != nil {
+		return Built{}, fmt.Errorf("start infrastructure: %w", err)
+	}
+	if b.err != nil {
+		return Built{}, fmt.Errorf("build: %w", b.err)
+	}
+	parts["build"] = b.took
+	if st, ok := in.(infra.StartTimer); ok {
+		for name, took := range st.StartTimes() {
+			parts[name] = took
+		}
+	}
+	return Built{Infra: in, Bins: b.bins, Toxiproxy: b.toxi, Parts: parts}, nil
+}
+
 // StartShared starts the infrastructure, builds the pipeline and Toxiproxy
 // binaries once, and starts the Toxiproxy server. Every step it took is
 // registered on cleanup, so an interrupt or a failure later tears it down.
@@ -37,16 +99,8 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 		log = io.Discard
 	}
 	started := time.Now()
-	sweepBinaries(os.TempDir())
-	binDir, err := os.MkdirTemp("", binPattern)
-	if err != nil {
-		return nil, fmt.Errorf("binary folder: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(binDir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		return nil, fmt.Errorf("binary folder: %w", err)
-	}
-	cleanup.Add("remove binaries", func(context.Context) error { return os.RemoveAll(binDir) })
 	root := opts.Root
+	var err error
 	if root == "" {
 		if root, err = os.MkdirTemp("", "faultline-runs-*"); err != nil {
 			return nil, fmt.Errorf("runs folder: %w", err)
@@ -58,49 +112,17 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 		_ = os.Remove(root) // only if no failing run kept its logs there
 		return nil
 	})
-
-	type built struct {
-		bins supervisor.Binaries
-		toxi string
-		took time.Duration
-		err  error
-	}
-	buildDone := make(chan built, 1)
-	go func() {
-		var b built
-		t := time.Now()
-		if b.bins, b.err = supervisor.Build(ctx, binDir); b.err == nil {
-			b.toxi, b.err = proxies.BuildServer(ctx, binDir)
-		}
-		b.took = time.Since(t)
-		buildDone <- b
-	}()
-	parts := map[string]time.Duration{}
-	infraStart := time.Now()
-	in, err := infra.Open(ctx, opts.Infra, infra.Options{Log: log})
-	parts["infra"] = time.Since(infraStart)
-	if in != nil {
-		cleanup.Add("stop infrastructure", in.Stop)
-	}
-	b := <-buildDone
+	b, err := OpenBuilt(ctx, opts.Infra, log, true, cleanup)
 	if err != nil {
-		return nil, fmt.Errorf("start infrastructure: %w", err)
+		return nil, err
 	}
-	if b.err != nil {
-		return nil, fmt.Errorf("build: %w", b.err)
-	}
-	parts["build"] = b.took
-	if st, ok := in.(infra.StartTimer); ok {
-		for name, took := range st.StartTimes() {
-			parts[name] = took
-		}
-	}
+	in, parts := b.Infra, b.Parts
 	var px proxies.Links
 	toxiStart := time.Now()
 	if tp, ok := in.(infra.ToxiproxyProvider); ok {
 		px = tp.Toxiproxy() // docker: its own, in the containers' network
 	} else {
-		srv, err := proxies.StartServer(ctx, b.toxi, log)
+		srv, err := proxies.StartServer(ctx, b.Toxiproxy, log)
 		if err != nil {
 			return nil, fmt.Errorf("start toxiproxy: %w", err)
 		}
@@ -110,7 +132,7 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	parts["toxiproxy"] = time.Since(toxiStart)
 	took := time.Since(started)
 	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", took.Round(time.Millisecond), filepath.Clean(root))
-	sh := &Shared{Infra: in, Proxies: px, Bins: b.bins, Root: root, Log: log, StartedIn: took, StartParts: parts}
+	sh := &Shared{Infra: in, Proxies: px, Bins: b.Bins, Root: root, Log: log, StartedIn: took, StartParts: parts}
 	cleanup.Add("stop and remove unfinished runs", func(ctx context.Context) error {
 		sh.RemoveUnfinished(ctx)
 		return nil
