@@ -39,18 +39,11 @@ WHERE event_id = $1 AND status = 'Processing' AND locked_by = $2`
 // until no row is due. It keeps every guard and gives up all batching and
 // pipelining. It returns how many rows it published and the time it took.
 func naiveRelay(ctx context.Context, db *pgxpool.Pool, url string) (int, time.Duration, error) {
-	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second), Properties: amqp.Table{"connection_name": "faultline bench naive relay"}})
+	conn, ch, err := confirmChannel(url, "naive relay")
 	if err != nil {
-		return 0, 0, fmt.Errorf("naive relay: dial: %w", err)
+		return 0, 0, err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return 0, 0, fmt.Errorf("naive relay: channel: %w", err)
-	}
-	if err := ch.Confirm(false); err != nil {
-		return 0, 0, fmt.Errorf("naive relay: confirm mode: %w", err)
-	}
 	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
 	const claimID = "naive:1"
 	n := 0

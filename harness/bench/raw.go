@@ -21,18 +21,11 @@ const rawWindow = 256
 // outstanding. It returns the time from the first publish to the last
 // confirm. No database, no claims, no marks: what the broker can take.
 func publishRaw(ctx context.Context, url string, events []event) (time.Duration, error) {
-	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second), Properties: amqp.Table{"connection_name": "faultline bench raw"}})
+	conn, ch, err := confirmChannel(url, "raw publisher")
 	if err != nil {
-		return 0, fmt.Errorf("raw publisher: dial: %w", err)
+		return 0, err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return 0, fmt.Errorf("raw publisher: channel: %w", err)
-	}
-	if err := ch.Confirm(false); err != nil {
-		return 0, fmt.Errorf("raw publisher: confirm mode: %w", err)
-	}
 	window := make([]*amqp.DeferredConfirmation, rawWindow)
 	wait := func(dc *amqp.DeferredConfirmation) error {
 		if dc == nil {
@@ -66,4 +59,21 @@ func publishRaw(ctx context.Context, url string, events []event) (time.Duration,
 		}
 	}
 	return time.Since(start), nil
+}
+
+// confirmChannel connects as name and opens a channel in confirm mode.
+func confirmChannel(url, name string) (*amqp.Connection, *amqp.Channel, error) {
+	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second), Properties: amqp.Table{"connection_name": "faultline bench " + name}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: dial: %w", name, err)
+	}
+	ch, err := conn.Channel()
+	if err == nil {
+		err = ch.Confirm(false)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("%s: confirm channel: %w", name, err)
+	}
+	return conn, ch, nil
 }
