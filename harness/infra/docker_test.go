@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -64,44 +63,7 @@ func TestDocker(t *testing.T) {
 		assert.Contains(t, "NS", string(b))
 	})
 
-	t.Run("restart keeps a quorum message", func(t *testing.T) {
-		const vhost = "dock-restart"
-		require.NoError(t, d.CreateVHost(ctx, vhost))
-		conn, err := amqp.Dial(d.AMQPURL(vhost))
-		require.NoError(t, err)
-		ch, err := conn.Channel()
-		require.NoError(t, err)
-		require.NoError(t, ch.Confirm(false))
-		_, err = ch.QueueDeclare("q", true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
-		require.NoError(t, err)
-		publish(ctx, t, ch, "q", "survives")
-		time.Sleep(time.Second) // see Infra.StopBroker
-
-		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
-		t0 := time.Now()
-		require.NoError(t, d.StopBroker(ctx))
-		select {
-		case <-closed:
-		case <-time.After(10 * time.Second):
-			t.Error("client did not see the connection drop")
-		}
-		require.NoError(t, d.StartBroker(ctx))
-		t.Logf("broker restart took %s", time.Since(t0).Round(100*time.Millisecond))
-
-		conn2, err := amqp.Dial(d.AMQPURL(vhost))
-		require.NoError(t, err)
-		defer conn2.Close()
-		ch2, err := conn2.Channel()
-		require.NoError(t, err)
-		var m amqp.Delivery
-		require.Eventually(t, func() bool {
-			var ok bool
-			m, ok, err = ch2.Get("q", false)
-			return err == nil && ok
-		}, 30*time.Second, 200*time.Millisecond, "the message did not survive the restart (last error %v)", err)
-		assert.Equal(t, "survives", string(m.Body))
-		require.NoError(t, d.DeleteVHost(ctx, vhost))
-	})
+	t.Run("restart keeps a quorum message", func(t *testing.T) { testRestartKeepsQuorumMessage(ctx, t, d, "dock-restart") })
 
 	require.NoError(t, d.Stop(ctx))
 	require.NoError(t, d.Stop(ctx), "Stop is idempotent")

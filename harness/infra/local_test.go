@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -45,8 +44,7 @@ func TestLocal(t *testing.T) {
 	assert.Equal(t, "amqp://guest:guest@"+l.AMQPAddr()+"/%2F", l.AMQPURL("/"))
 	assert.Equal(t, "amqp://guest:guest@"+l.AMQPAddr()+"/s-1", l.AMQPURL("s-1"))
 
-	t.Run("postgres database", func(t *testing.T) { testDatabase(ctx, t, l) })
-	t.Run("vhost and amqp", func(t *testing.T) { testVHost(ctx, t, l) })
+	testContract(ctx, t, l, "loc")
 	t.Run("restart keeps quorum message", func(t *testing.T) { testRestart(ctx, t, l) })
 
 	// Stop: every process gone, no port listening, no folder.
@@ -78,88 +76,6 @@ func TestLocal(t *testing.T) {
 	assert.Error(t, l.StartBroker(ctx), "no broker after Stop")
 }
 
-func testDatabase(ctx context.Context, t *testing.T, l *Local) {
-	for _, bad := range []string{"", "Orders", "a-b", `x"; DROP`, strings.Repeat("a", 64)} {
-		assert.Error(t, l.CreateDatabase(ctx, bad), "name %q", bad)
-		assert.Error(t, l.DropDatabase(ctx, bad), "name %q", bad)
-	}
-
-	const db = "fl_test_orders"
-	require.NoError(t, l.CreateDatabase(ctx, db))
-	assert.Error(t, l.CreateDatabase(ctx, db), "creating an existing database fails")
-
-	conn, err := pgx.Connect(ctx, l.PostgresURL(db))
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, `INSERT INTO t VALUES (1, 'one')`)
-	require.NoError(t, err)
-	var v, fsync string
-	require.NoError(t, conn.QueryRow(ctx, `SELECT v FROM t WHERE id = 1`).Scan(&v))
-	assert.Equal(t, "one", v)
-	require.NoError(t, conn.QueryRow(ctx, `SHOW fsync`).Scan(&fsync))
-	assert.Equal(t, "on", fsync, "a crash must be real: fsync stays on")
-
-	// WITH (FORCE) drops it under an open session.
-	require.NoError(t, l.DropDatabase(ctx, db))
-	_ = conn.Close(ctx)
-	require.NoError(t, l.DropDatabase(ctx, db), "dropping a missing database is fine")
-	_, err = pgx.Connect(ctx, l.PostgresURL(db))
-	assert.Error(t, err)
-}
-
-func testVHost(ctx context.Context, t *testing.T, l *Local) {
-	const vhost = "scenario/1" // a slash must survive escaping
-	require.NoError(t, l.CreateVHost(ctx, vhost))
-	t.Cleanup(func() { _ = l.DeleteVHost(context.Background(), vhost) })
-	assert.Error(t, l.CreateVHost(ctx, vhost), "creating an existing vhost fails")
-
-	conn, err := amqp.Dial(l.AMQPURL(vhost))
-	require.NoError(t, err)
-	defer conn.Close()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	require.NoError(t, ch.Confirm(false))
-
-	for _, q := range []string{"work", "parked"} {
-		_, err = ch.QueueDeclare(q, true, false, false, false, nil)
-		require.NoError(t, err)
-	}
-	publish(ctx, t, ch, "parked", "kept")
-	publish(ctx, t, ch, "work", "hello")
-
-	// Consume from one queue while the other keeps its message.
-	msgs, err := ch.Consume("work", "c1", false, false, false, false, nil)
-	require.NoError(t, err)
-	select {
-	case m := <-msgs:
-		assert.Equal(t, "hello", string(m.Body))
-		require.NoError(t, m.Ack(false))
-	case <-time.After(10 * time.Second):
-		t.Fatal("no delivery from queue work")
-	}
-
-	// Queue() is eventually consistent: poll.
-	want := map[string]QueueInfo{
-		"parked": {Messages: 1, Ready: 1},
-		"work":   {Consumers: 1},
-	}
-	for q, w := range want {
-		assert.EventuallyWithT(t, func(c *assert.CollectT) {
-			got, err := l.Queue(ctx, vhost, q)
-			require.NoError(c, err)
-			assert.Equal(c, w, got)
-		}, 10*time.Second, 100*time.Millisecond, "queue %s", q)
-	}
-	_, err = l.Queue(ctx, vhost, "nope")
-	assert.ErrorIs(t, err, ErrNotFound)
-
-	require.NoError(t, l.DeleteVHost(ctx, vhost))
-	require.NoError(t, l.DeleteVHost(ctx, vhost), "deleting a missing vhost is fine")
-	_, err = l.Queue(ctx, vhost, "parked")
-	assert.ErrorIs(t, err, ErrNotFound)
-}
-
 func publish(ctx context.Context, t *testing.T, ch *amqp.Channel, queue, body string) {
 	t.Helper()
 	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, amqp.Publishing{
@@ -173,50 +89,9 @@ func publish(ctx context.Context, t *testing.T, ch *amqp.Channel, queue, body st
 }
 
 func testRestart(ctx context.Context, t *testing.T, l *Local) {
-	const vhost = "restart"
-	require.NoError(t, l.CreateVHost(ctx, vhost))
-	conn, err := amqp.Dial(l.AMQPURL(vhost))
-	require.NoError(t, err)
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	require.NoError(t, ch.Confirm(false))
-	_, err = ch.QueueDeclare("q", true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
-	require.NoError(t, err)
-	publish(ctx, t, ch, "q", "survives")
-	// Ra (2.2, in RabbitMQ 3.10) saves its registry of queue servers every
-	// 500 ms; a node killed sooner forgets the new queue's server and
-	// starts an empty, leaderless one in its place. See StopBroker. Nothing
-	// outside the node shows when the save happened, so this waits several
-	// save intervals (once, on a loaded machine, one second was not enough).
-	time.Sleep(3 * time.Second)
-
-	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	oldPid := l.rabbit.pid
-	t0 := time.Now()
-	require.NoError(t, l.RestartBroker(ctx))
-	t.Logf("broker restart took %s", time.Since(t0).Round(100*time.Millisecond))
+	testRestartKeepsQuorumMessage(ctx, t, l, "restart")
 	assert.False(t, alive(oldPid, 0), "old node is gone")
-	select {
-	case <-closed:
-	case <-time.After(5 * time.Second):
-		t.Error("client did not see the connection drop")
-	}
-
-	conn, err = amqp.Dial(l.AMQPURL(vhost))
-	require.NoError(t, err)
-	defer conn.Close()
-	// The quorum queue elects its leader shortly after the node is up.
-	var body string
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		ch, err := conn.Channel()
-		require.NoError(c, err)
-		defer ch.Close()
-		m, ok, err := ch.Get("q", true)
-		require.NoError(c, err)
-		require.True(c, ok, "queue empty")
-		body = string(m.Body)
-	}, 30*time.Second, 200*time.Millisecond)
-	assert.Equal(t, "survives", body)
 
 	assert.NoError(t, l.StopBroker(ctx))
 	assert.NoError(t, l.StopBroker(ctx), "stopping a stopped broker is fine")
