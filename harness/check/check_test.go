@@ -186,3 +186,16 @@ func TestStaleRetryWrites(t *testing.T) {
 		})
 	}
 }
+
+// Check computes the shared findings once; it must say exactly what
+// Invariants and Counts say separately, on a run with every kind of finding.
+func TestCheckIsInvariantsAndCounts(t *testing.T) {
+	o := bigObservation(2000, 20)
+	o.Reservations = append(o.Reservations, o.Reservations[0], Reservation{1, "E-phantom", "Z", 1, "order.created"})
+	invs, c := Check(o, Options{Ordered: true})
+	assert.Equal(t, Invariants(o, Options{Ordered: true}), invs)
+	assert.Equal(t, Counts(o), c)
+	assert.Positive(t, c.Lost)
+	assert.Positive(t, c.Phantom)
+	assert.Positive(t, c.DuplicateEffects)
+}

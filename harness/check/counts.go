@@ -6,7 +6,9 @@ import (
 )
 
 // Counts measures the run from the observation.
-func Counts(o *Observation) result.Counts {
+func Counts(o *Observation) result.Counts { return counts(o, findingsOf(o)) }
+
+func counts(o *Observation, f findings) result.Counts {
 	c := result.Counts{Orders: len(o.Orders), Reservations: len(o.Reservations)}
 	for _, ord := range o.Orders {
 		c.Events += int(ord.Version)
@@ -63,9 +65,9 @@ func Counts(o *Observation) result.Counts {
 			c.StuckRows++
 		}
 	}
-	c.DuplicateEffects, _ = DuplicateEffects(o)
-	c.StaleWrites = len(StaleWrites(o))
-	c.Lost = len(missingEffects(o))
-	c.Phantom = len(phantoms(o))
+	c.DuplicateEffects = f.extraEffects
+	c.StaleWrites = len(f.staleWrites)
+	c.Lost = len(f.missing)
+	c.Phantom = len(f.phantoms)
 	return c
 }

@@ -36,12 +36,38 @@ type key struct {
 
 // Invariants checks every invariant against the observation.
 func Invariants(o *Observation, opts Options) []result.Invariant {
+	return invariants(o, opts, findingsOf(o))
+}
+
+// Check is Invariants and Counts together, with the findings both rest on
+// (missing effects, phantoms, duplicate effects, stale writes) computed once.
+func Check(o *Observation, opts Options) ([]result.Invariant, result.Counts) {
+	f := findingsOf(o)
+	return invariants(o, opts, f), counts(o, f)
+}
+
+// findings are the facts that both an invariant and a count are made of.
+type findings struct {
+	missing      []key    // committed events without an effect (not flagged Failed)
+	phantoms     []string // effects without a committed order event
+	extraEffects int      // effect rows beyond one per event
+	duplicated   []string // eventIds with more than one effect
+	staleWrites  []string // eventIds with a status write accepted from a stale claim
+}
+
+func findingsOf(o *Observation) findings {
+	f := findings{missing: missingEffects(o), phantoms: phantoms(o), staleWrites: StaleWrites(o)}
+	f.extraEffects, f.duplicated = DuplicateEffects(o)
+	return f
+}
+
+func invariants(o *Observation, opts Options, f findings) []result.Invariant {
 	out := []result.Invariant{
-		noLost(o),
-		noPhantom(o),
-		noDuplicate(o),
+		noLost(o, f.missing),
+		noPhantom(o, f.phantoms),
+		noDuplicate(o, f.extraEffects, f.duplicated),
 		outboxTruth(o),
-		fencing(o),
+		fencing(o, f.staleWrites),
 		queueDrained(o),
 		nothingHeldBack(o),
 	}
@@ -99,8 +125,7 @@ func missingEffects(o *Observation) []key {
 
 // noLost: every committed order has exactly its effects (one per event of
 // its history), except events the pipeline flagged Failed with an alert.
-func noLost(o *Observation) result.Invariant {
-	missing := missingEffects(o)
+func noLost(o *Observation, missing []key) result.Invariant {
 	ids := eventIDFor(o)
 	var lost, labels []string
 	for _, k := range missing {
@@ -137,8 +162,7 @@ func phantoms(o *Observation) []string {
 }
 
 // noPhantom: no effect without a committed order event behind it.
-func noPhantom(o *Observation) result.Invariant {
-	ids := phantoms(o)
+func noPhantom(o *Observation, ids []string) result.Invariant {
 	inv := result.Invariant{Name: NoPhantom, OK: len(ids) == 0}
 	if len(ids) > 0 {
 		inv.Detail = fmt.Sprintf("%d effects of events whose order was never committed", len(ids))
@@ -179,8 +203,7 @@ func DuplicateEffects(o *Observation) (extra int, ids []string) {
 	return extra, ids
 }
 
-func noDuplicate(o *Observation) result.Invariant {
-	extra, ids := DuplicateEffects(o)
+func noDuplicate(o *Observation, extra int, ids []string) result.Invariant {
 	inv := result.Invariant{Name: NoDuplicate, OK: extra == 0}
 	if extra > 0 {
 		inv.Detail = fmt.Sprintf("%d extra effects for %d events", extra, len(ids))
@@ -303,8 +326,7 @@ func StaleWrites(o *Observation) []string {
 	return compact(ids)
 }
 
-func fencing(o *Observation) result.Invariant {
-	ids := StaleWrites(o)
+func fencing(o *Observation, ids []string) result.Invariant {
 	inv := result.Invariant{Name: Fencing, OK: len(ids) == 0}
 	if len(ids) > 0 {
 		inv.Detail = fmt.Sprintf("%d status writes accepted from a claim that no longer held the row", len(ids))

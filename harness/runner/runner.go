@@ -377,14 +377,15 @@ func (r *run) execute(ctx context.Context) error {
 		return fmt.Errorf("observe: %w", err)
 	}
 	r.obs = obs
-	invs := append([]result.Invariant{converged}, check.Invariants(obs, check.Options{Ordered: r.sc.Ordered})...)
+	checked, counts := check.Check(obs, check.Options{Ordered: r.sc.Ordered})
+	invs := append([]result.Invariant{converged}, checked...)
 	evidence := check.Evaluate(obs, r.sc.Evidence)
 	if r.sc.Expect != nil {
 		evidence = append(evidence, r.sc.Expect(obs, faultResults, invs))
 	}
 	r.res.Invariants = invs
 	r.res.Evidence = evidence
-	r.res.Counts = check.Counts(obs)
+	r.res.Counts = counts
 	r.res.Timeline = check.BuildTimeline(obs, workloadStart, time.Now(), faultResults, invs)
 	return nil
 }
