@@ -15,9 +15,11 @@ build:
 
 vet:
 	$(GO) vet ./...
+	cd protocol && $(GO) vet ./...
 
 ## test: every test, the scenarios included (real PostgreSQL, RabbitMQ, Toxiproxy)
 test: vet
+	cd protocol && $(GO) test -count=1 ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## scenarios: the scenario catalogue on the correct pipeline, with each run's figures
@@ -35,7 +37,8 @@ bench:
 
 ## bench-go: Go benchmarks of the hot paths (relay claim and status writes on real PostgreSQL, event log, checker)
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem ./system/relay ./system/eventlog ./system/crashpoint ./harness/check
+	$(GO) test -run '^$$' -bench . -benchmem ./system/relay ./harness/check
+	cd protocol && $(GO) test -run '^$$' -bench . -benchmem ./eventlog ./crashpoint
 
 clean:
 	rm -rf bin

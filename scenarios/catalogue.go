@@ -16,7 +16,7 @@ import (
 	"faultline/harness/workload"
 	"faultline/proxies"
 	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // between picks a number in [lo, hi] from the seeded schedule.

@@ -9,7 +9,7 @@ import (
 
 	"faultline/harness/supervisor"
 	"faultline/harness/workload"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // The pipeline's own programs, run as real processes straight against

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"faultline/harness/result"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // benchEvents is the size of the run the checker benchmarks look at.

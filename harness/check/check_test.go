@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"faultline/harness/result"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)

@@ -2,7 +2,7 @@ package check
 
 import (
 	"faultline/harness/result"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Counts measures the run from the observation.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"faultline/harness/result"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Evidence is something a scenario must see to show its window opened.

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"faultline/harness/result"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Invariant names.

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"faultline/harness/result"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // maxTraces bounds the eventIds a timeline follows.

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"faultline/harness/result"
-	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Crash arms a crash point in a process and waits for it to fire: kill

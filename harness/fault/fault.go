@@ -19,7 +19,7 @@ import (
 	"faultline/harness/result"
 	"faultline/harness/supervisor"
 	"faultline/proxies"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Fault is one injected fault.

@@ -9,8 +9,8 @@ import (
 
 	"faultline/harness/result"
 	"faultline/proxies"
-	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Toxic puts a Toxiproxy toxic on one link for Duration.

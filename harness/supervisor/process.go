@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Process is one supervised program across its incarnations (a restart is

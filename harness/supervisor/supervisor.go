@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"faultline/system/crashpoint"
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
 )
 
 // ErrNotRunning is returned by operations that need a live process when the

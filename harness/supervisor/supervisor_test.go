@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // testproc is the test subject built from testdata/testproc by TestMain.

@@ -1,8 +1,11 @@
-package crashpoint
-
+// Package crashpoint is the reference pipeline's catalogue of crash points
+// on top of the protocol's (github.com/faultline-dev/faultline/protocol/crashpoint).
+//
 // The catalogue: every crash point in the pipeline, the process it lives in,
 // and the failure window a crash there opens. A call site names its point
-// with one of these constants; `faultline list` prints Catalogue().
+// with one of these constants; system/faultline.yaml maps the protocol's
+// windows to them.
+package crashpoint
 const (
 	OrderBeforeCommit     = "order.before-commit"
 	OrderAfterCommit      = "order.after-commit"

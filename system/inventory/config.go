@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/system/control"
+	"github.com/faultline-dev/faultline/protocol/control"
 	"faultline/system/variant"
 )
 

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // failingEffect is the correct pipeline except that the effect of one eventId

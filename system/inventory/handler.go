@@ -12,7 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // txTimeout bounds one transaction attempt. It does not follow the process

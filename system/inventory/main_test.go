@@ -23,7 +23,7 @@ import (
 
 	"faultline/harness/infra"
 	"faultline/harness/infra/infratest"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/inventory"
 	"faultline/system/topology"
 )

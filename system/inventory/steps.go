@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/message"
 )
 

@@ -20,7 +20,7 @@ import (
 	"faultline/harness/infra"
 	"faultline/harness/infra/infratest"
 	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/order"
 	"faultline/system/schema"
 )

@@ -23,7 +23,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/message"
 )
 

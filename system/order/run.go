@@ -11,9 +11,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/system/control"
+	"github.com/faultline-dev/faultline/protocol/control"
 	"faultline/system/dbutil"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/schema"
 	"faultline/system/service"
 	"faultline/system/variant"

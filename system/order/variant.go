@@ -1,7 +1,7 @@
 package order
 
 import (
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/variant"
 )
 

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"time"
 
-	"faultline/system/control"
+	"github.com/faultline-dev/faultline/protocol/control"
 	"faultline/system/topology"
 	"faultline/system/variant"
 )

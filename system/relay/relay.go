@@ -18,7 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Relay moves outbox rows to the broker.

@@ -21,7 +21,7 @@ import (
 	"faultline/harness/infra"
 	"faultline/harness/infra/infratest"
 	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/schema"
 	"faultline/system/topology"
 )

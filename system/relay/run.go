@@ -7,10 +7,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"faultline/system/control"
+	"github.com/faultline-dev/faultline/protocol/control"
 	"faultline/system/crashpoint"
 	"faultline/system/dbutil"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/schema"
 	"faultline/system/service"
 	"faultline/system/variant"

@@ -10,7 +10,7 @@ import (
 
 	"faultline/system/crashpoint"
 	"faultline/system/dbutil"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Base is a program's event log, crash points and database pool.

@@ -18,9 +18,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"faultline/system/control"
+	"github.com/faultline-dev/faultline/protocol/control"
 	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 func main() {

@@ -1,7 +1,7 @@
-// Package crashpoint lets the harness crash, freeze or slow a pipeline
-// process at a named place in its code.
+// Package crashpoint lets faultline crash, freeze or slow a pipeline
+// process at a named place in its code (docs/protocol.md, "Crash points").
 //
-// A call site is one line, `points.Hit(crashpoint.RelayAfterConfirm)`;
+// A call site is one line, `points.Hit("relay.after-confirm")`;
 // arming lives elsewhere: in FAULTLINE_CRASHPOINTS at start, or at run time
 // through the HTTP handler every process serves on its control address.
 // An unarmed point costs one atomic load.
@@ -26,12 +26,13 @@ import (
 	"syscall"
 	"time"
 
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // EnvVar arms crash points at process start, e.g.
 // FAULTLINE_CRASHPOINTS="relay.after-confirm=kill@3,relay.after-claim=delay:200ms@*".
-const EnvVar = "FAULTLINE_CRASHPOINTS"
+const EnvVar = protocol.EnvCrashPoints
 
 // Action kinds.
 const (
@@ -133,14 +134,13 @@ type point struct {
 	fired int64 // times it acted
 }
 
-// NewSet makes the crash points of process (from the catalogue), logging
-// each hit to log.
-func NewSet(process string, log *eventlog.Log) *Set {
+// NewSet makes the crash points named (the ones this process has call
+// sites for) of process, logging each hit to log. Names are the process's
+// own; its target file maps the protocol's windows to them.
+func NewSet(process string, log *eventlog.Log, names ...string) *Set {
 	s := &Set{process: process, log: log, points: map[string]*point{}, act: selfSignal}
-	for _, p := range Catalogue() {
-		if p.Process == process {
-			s.points[p.Name] = &point{name: p.Name}
-		}
+	for _, n := range names {
+		s.points[n] = &point{name: n}
 	}
 	return s
 }

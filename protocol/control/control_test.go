@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/system/control"
-	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/control"
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 func TestRequireLoopback(t *testing.T) {
@@ -81,7 +81,7 @@ func TestServe(t *testing.T) {
 	log, err := eventlog.Open(logPath, "relay-1")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = log.Close() })
-	points := crashpoint.NewSet("relay", log)
+	points := crashpoint.NewSet("relay", log, "relay.after-claim", "relay.after-confirm")
 
 	var failing atomic.Pointer[error]
 	health := func(ctx context.Context) error {
@@ -132,7 +132,7 @@ func TestServe(t *testing.T) {
 	// Crash points and extra handlers are mounted.
 	code, body = get(t, base+"/crashpoints")
 	assert.Equal(t, http.StatusOK, code)
-	assert.Contains(t, body, crashpoint.RelayAfterConfirm)
+	assert.Contains(t, body, "relay.after-confirm")
 	code, body = get(t, base+"/admin/ping")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "pong", body)
@@ -165,7 +165,7 @@ func TestServeHealthNil(t *testing.T) {
 	log := eventlog.New(io.Discard, "order")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	addr, err := control.Serve(ctx, "127.0.0.1:0", log, crashpoint.NewSet("order", log), nil, nil)
+	addr, err := control.Serve(ctx, "127.0.0.1:0", log, crashpoint.NewSet("order", log, "order.after-commit"), nil, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { cancel(); waitFree(t, addr) })
 	code, body := get(t, "http://"+addr+"/healthz")
@@ -175,7 +175,7 @@ func TestServeHealthNil(t *testing.T) {
 
 func TestServeRefuses(t *testing.T) {
 	log := eventlog.New(io.Discard, "order")
-	points := crashpoint.NewSet("order", log)
+	points := crashpoint.NewSet("order", log, "order.after-commit")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 

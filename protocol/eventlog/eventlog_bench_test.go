@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // benchEntries are the lines of one claimed batch, as the relay logs them.

@@ -12,8 +12,8 @@ import (
 	"net/http"
 	"time"
 
-	"faultline/system/crashpoint"
-	"faultline/system/eventlog"
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Serve listens on addr (which must be a loopback address), mounts the crash
