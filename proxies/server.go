@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,13 +76,57 @@ type Server struct {
 	stopErr  error
 }
 
+// ServerOption configures StartServer.
+type ServerOption func(*serverConfig)
+
+type serverConfig struct {
+	logPath string
+	level   string
+}
+
+// DefaultLogLevel is the server's log level unless WithLogLevel says
+// otherwise: Toxiproxy logs every connection at info level, and its errors
+// (an upstream it cannot dial, as while the broker restarts) are what is
+// worth keeping.
+const DefaultLogLevel = "error"
+
+// WithLogFile appends the server's output (zerolog JSON lines, on its stdout
+// and stderr) to the file at path, created with mode 0644 if need be.
+// Without it the output is discarded.
+func WithLogFile(path string) ServerOption {
+	return func(c *serverConfig) { c.logPath = path }
+}
+
+// WithLogLevel sets the server's log level (LOG_LEVEL in its environment):
+// trace, debug, info, warn, error, fatal, panic or disabled.
+func WithLogLevel(level string) ServerOption {
+	return func(c *serverConfig) { c.level = level }
+}
+
+// logLevels are the levels toxiproxy v2.5.0's server accepts in LOG_LEVEL
+// (zerolog.ParseLevel); on any other value it logs that, then logs at every
+// level.
+var logLevels = []string{"trace", "debug", "info", "warn", "error", "fatal", "panic", "disabled"}
+
 // StartServer starts the server at binPath with its API on 127.0.0.1 and a
-// free port, and returns once the API answers. The server's output goes to
-// log (nil discards it; the environment variable LOG_LEVEL sets its level).
-// The process is killed if the calling process dies; call Stop when done.
-func StartServer(ctx context.Context, binPath string, log io.Writer) (*Server, error) {
+// free port, and returns once the API answers. The process is killed if the
+// calling process dies; call Stop when done.
+//
+// The server's own output never goes to log: it goes to the file WithLogFile
+// names, at DefaultLogLevel unless WithLogLevel says otherwise, and is
+// discarded without one; its last lines are in the error if the server exits
+// before its API answers. log (nil: discarded) gets StartServer's notes: one
+// line when a start attempt failed and is made again.
+func StartServer(ctx context.Context, binPath string, log io.Writer, opts ...ServerOption) (*Server, error) {
 	if log == nil {
 		log = io.Discard
+	}
+	cfg := serverConfig{level: DefaultLogLevel}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	if !slices.Contains(logLevels, cfg.level) {
+		return nil, fmt.Errorf("start toxiproxy server %s: log level %q: want one of %s", binPath, cfg.level, strings.Join(logLevels, ", "))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("start toxiproxy server %s: %w", binPath, err)
@@ -90,14 +135,17 @@ func StartServer(ctx context.Context, binPath string, log io.Writer) (*Server, e
 	defer cancel()
 
 	var errs []error
-	for range startAttempts {
-		s, err := startOnce(ctx, binPath, log)
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		s, err := startOnce(ctx, binPath, cfg)
 		if err == nil {
 			return s, nil
 		}
 		errs = append(errs, err)
 		if !isEarlyExit(err) {
 			break
+		}
+		if attempt < startAttempts {
+			fmt.Fprintf(log, "toxiproxy: %v; starting it again on another port\n", err)
 		}
 	}
 	return nil, fmt.Errorf("start toxiproxy server %s: %w", binPath, errors.Join(errs...))
@@ -108,26 +156,46 @@ func StartServer(ctx context.Context, binPath string, log io.Writer) (*Server, e
 type earlyExitError struct {
 	apiAddr string
 	err     error
+	output  string // the server's last output, if any
 }
 
 func (e *earlyExitError) Error() string {
-	return fmt.Sprintf("server for %s exited before its API answered: %v", e.apiAddr, e.err)
+	msg := fmt.Sprintf("server for %s exited before its API answered: %v", e.apiAddr, e.err)
+	if e.output != "" {
+		msg += "; its last output: " + e.output
+	}
+	return msg
 }
 
 func (e *earlyExitError) Unwrap() error { return e.err }
 
-func startOnce(ctx context.Context, binPath string, log io.Writer) (*Server, error) {
+func startOnce(ctx context.Context, binPath string, cfg serverConfig) (*Server, error) {
 	port, err := freePort(ctx)
 	if err != nil {
 		return nil, err
 	}
+	last := new(tail)
+	var out io.Writer = last
+	var logFile *os.File
+	if cfg.logPath != "" {
+		logFile, err = os.OpenFile(cfg.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("log file: %w", err)
+		}
+		out = io.MultiWriter(logFile, last)
+	}
 	cmd := exec.Command(binPath, "-host", "127.0.0.1", "-port", port)
-	// Toxiproxy logs every connection at debug level; keep its errors only.
-	cmd.Env = append(os.Environ(), "LOG_LEVEL=error")
-	cmd.Stdout = log
-	cmd.Stderr = log
+	// The last LOG_LEVEL in the environment is the one the server sees.
+	cmd.Env = append(os.Environ(), "LOG_LEVEL="+cfg.level)
+	// One writer for both streams: exec copies them through one pipe, so
+	// their lines do not interleave mid-line.
+	cmd.Stdout = out
+	cmd.Stderr = out
 	cmd.SysProcAttr = serverProcAttr()
 	if err := cmd.Start(); err != nil {
+		if logFile != nil {
+			_ = logFile.Close()
+		}
 		return nil, fmt.Errorf("exec: %w", err)
 	}
 	apiAddr := net.JoinHostPort("127.0.0.1", port)
@@ -138,11 +206,16 @@ func startOnce(ctx context.Context, binPath string, log io.Writer) (*Server, err
 		exited:  make(chan struct{}),
 	}
 	go func() {
+		// Wait returns once the process has exited and its output has
+		// been copied: the log file is complete when exited closes.
 		s.waitErr = cmd.Wait()
+		if logFile != nil {
+			_ = logFile.Close()
+		}
 		close(s.exited)
 	}()
 
-	if err := s.waitForAPI(ctx); err != nil {
+	if err := s.waitForAPI(ctx, last); err != nil {
 		if stopErr := s.Stop(); stopErr != nil && !isEarlyExit(err) {
 			err = errors.Join(err, stopErr)
 		}
@@ -157,9 +230,9 @@ func isEarlyExit(err error) bool {
 }
 
 // waitForAPI polls the API until it answers, the process exits, or ctx ends.
-func (s *Server) waitForAPI(ctx context.Context) error {
+func (s *Server) waitForAPI(ctx context.Context, out *tail) error {
 	return pollAPI(ctx, s.client, s.apiAddr, s.exited, func() error {
-		return &earlyExitError{apiAddr: s.apiAddr, err: s.exitStatus()}
+		return &earlyExitError{apiAddr: s.apiAddr, err: s.exitStatus(), output: out.String()}
 	})
 }
 
@@ -255,4 +328,30 @@ func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	}
+}
+
+// tailSize bounds what tail keeps.
+const tailSize = 2048
+
+// tail keeps the last tailSize bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - tailSize; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// String returns what was kept, trimmed, with its lines joined by " | ".
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(strings.Split(strings.TrimSpace(string(t.buf)), "\n"), " | ")
 }

@@ -114,7 +114,7 @@ func fixtureRun() result.Run {
 
 	scenarios := []result.Scenario{
 		{
-			Name: "order-crash-after-commit", Variant: "correct", Seed: 7, Window: "order committed, event not yet published", Verdict: result.Pass,
+			Name: "producer-crash-after-commit", Variant: "correct", Seed: 7, Window: "order committed, event not yet published", Verdict: result.Pass,
 			Counts:     counts(120),
 			Faults:     []result.Fault{{Kind: "crash", Target: "order", Detail: "order.after-commit kill@12", Hit: true, Start: at(3000), End: at(5000)}},
 			Evidence:   []result.Evidence{{Name: "crash point order.after-commit hit", Seen: true, Detail: "1 hit"}},
@@ -175,7 +175,7 @@ func fixtureRun() result.Run {
 
 		// Variants.
 		{
-			Name: "order-crash-after-commit", Variant: "commit-then-publish", Seed: 7, Verdict: result.Fail,
+			Name: "producer-crash-after-commit", Variant: "commit-then-publish", Seed: 7, Verdict: result.Fail,
 			Counts: func() result.Counts {
 				c := counts(120)
 				c.Published, c.Delivered, c.Reservations, c.Lost = 119, 119, 119, 1
@@ -195,7 +195,7 @@ func fixtureRun() result.Run {
 			RecoveryMS: 2000, DurationMS: 15000, Started: at(-7000),
 		},
 		{
-			Name: "inventory-crash-after-commit", Variant: "no-inbox", Seed: 7, Verdict: result.Fail,
+			Name: "consumer-crash-after-commit", Variant: "no-inbox", Seed: 7, Verdict: result.Fail,
 			Counts: func() result.Counts {
 				c := counts(100)
 				c.Reservations, c.DuplicateEffects, c.DuplicatesDelivered = 101, 1, 1
@@ -221,8 +221,8 @@ func fixtureRun() result.Run {
 			RunsMS: 95_000, ExclusiveMS: 22_000, TotalMS: 101_500, ScenarioMedianMS: 14_200, ScenarioMaxMS: 25_000,
 			GoalTotalMS: 120_000, GoalScenarioMedianMS: 10_000},
 		Variants: []result.Variant{
-			{Name: "commit-then-publish", Guard: "outbox row in the order's transaction", Expected: "lost", Caught: true, CaughtBy: []string{"order-crash-after-commit"}},
-			{Name: "no-inbox", Guard: "inbox row", Expected: "duplicate-effect", Caught: true, CaughtBy: []string{"inventory-crash-after-commit"}, Missed: []string{"relay-crash-after-confirm"}},
+			{Name: "commit-then-publish", Guard: "outbox row in the order's transaction", Expected: "lost", Caught: true, CaughtBy: []string{"producer-crash-after-commit"}},
+			{Name: "no-inbox", Guard: "inbox row", Expected: "duplicate-effect", Caught: true, CaughtBy: []string{"consumer-crash-after-commit"}, Missed: []string{"relay-crash-after-confirm"}},
 			{Name: "published-before-confirm", Guard: "Published only after a positive confirm", Expected: "lost", Caught: false, CaughtBy: []string{}, Missed: []string{"broker-nack"}},
 			{Name: "no-fencing", Guard: "claim id in every status write", Expected: "stale-write", Caught: false, CaughtBy: []string{}},
 		},

@@ -91,7 +91,7 @@ func kinds(s result.Scenario) []string {
 		}
 	}
 	for _, inv := range s.Invariants {
-		if inv.OK || inv.Expected {
+		if inv.OK || inv.Expected || inv.NotChecked {
 			continue
 		}
 		if len(inv.Violations) == 0 {

@@ -133,8 +133,8 @@ func TestJUnit(t *testing.T) {
 	}
 
 	// Correct pipeline: pass passes, fail fails with violations and reason.
-	assert.Nil(t, s.Cases[c("correct/order-crash-after-commit")].Failure)
-	assert.Equal(t, "14.200", s.Cases[c("correct/order-crash-after-commit")].Time)
+	assert.Nil(t, s.Cases[c("correct/producer-crash-after-commit")].Failure)
+	assert.Equal(t, "14.200", s.Cases[c("correct/producer-crash-after-commit")].Time)
 	f := s.Cases[c("correct/relay-pause-past-lease")].Failure
 	require.NotNil(t, f)
 	assert.Contains(t, f.Message, "violations: lost")
@@ -156,10 +156,10 @@ func TestJUnit(t *testing.T) {
 	require.NotNil(t, s.Cases[c("no-fencing/relay-pause-past-lease")].Skipped)
 
 	// Variants: the testcase passes when the variant WAS caught...
-	caughtCase := s.Cases[c("commit-then-publish/order-crash-after-commit")]
+	caughtCase := s.Cases[c("commit-then-publish/producer-crash-after-commit")]
 	assert.Nil(t, caughtCase.Failure, "a caught variant is the expected outcome")
 	assert.Contains(t, caughtCase.SystemOut, "caught")
-	assert.Nil(t, s.Cases[c("no-inbox/inventory-crash-after-commit")].Failure)
+	assert.Nil(t, s.Cases[c("no-inbox/consumer-crash-after-commit")].Failure)
 	// ...and fails when it was not: a passing run on a variant...
 	nf := s.Cases[c("no-inbox/relay-crash-after-confirm")].Failure
 	require.NotNil(t, nf, "a variant run that passed is a failure: the broken guard went unnoticed")
@@ -213,9 +213,9 @@ func TestSummaryMarkdown(t *testing.T) {
 	assert.Contains(t, md, "# faultline report: FAIL")
 	assert.Contains(t, md, "| boundary | window | crash point | guard | without the guard | pipeline | scenario | measured outcome |")
 	// Every window's rows: the correct pipeline's and the variant's.
-	assert.Contains(t, md, "| app transaction | order committed, event not yet published | `order.after-commit` |")
-	assert.Regexp(t, `\| commit-then-publish \| `+"`order-crash-after-commit`"+` \| ✅ caught: lost \| 119 \| 119 \|`, md)
-	assert.Regexp(t, `\| correct \| `+"`inventory-crash-before-commit`"+` \| ⏭️ not run \|`, md)
+	assert.Contains(t, md, "| app transaction | fact committed, event not yet published | `producer.after-commit` |")
+	assert.Regexp(t, `\| commit-then-publish \| `+"`producer-crash-after-commit`"+` \| ✅ caught: lost \| 119 \| 119 \|`, md)
+	assert.Regexp(t, `\| correct \| `+"`consumer-crash-before-commit`"+` \| ⏭️ not run \|`, md)
 	assert.Contains(t, md, "❌ MISSED: the run passed, no duplicate-effect reported")
 	assert.Contains(t, md, "⚠️ pass: documented limit, duplicate-effect of 01JREPLAYED000000000000000 reported")
 	assert.Contains(t, md, "## Catch matrix")
@@ -247,8 +247,8 @@ func TestIndexHTMLSelfContainedAndEscaped(t *testing.T) {
 	for _, w := range DefaultWindows() {
 		assert.Contains(t, html, `data-window="`+w.Scenario+`"`)
 	}
-	// The inventory-crash-before-commit window was not run on either side.
-	assert.Regexp(t, `data-window="inventory-crash-before-commit" data-pipeline="correct">(?s:.*?)<td class="o none"[^>]*>not run</td>`, html)
+	// The consumer-crash-before-commit window was not run on either side.
+	assert.Regexp(t, `data-window="consumer-crash-before-commit" data-pipeline="correct">(?s:.*?)<td class="o none"[^>]*>not run</td>`, html)
 	// Timelines mark the fault, the processes and the traced events.
 	for _, s := range []string{"m-kill", "m-pause", "m-resume", "m-restart", "f-crash", "f-pause", ">relay-1</text>", ">inventory</text>",
 		"recovery 1.83 s", "before 96/s", "during 31.5/s", "after 140/s", "01JDUPLICATE0000000000000A"} {
@@ -264,9 +264,9 @@ func TestWindowRows(t *testing.T) {
 	for _, r := range rows {
 		byKey[r.Pipeline+"/"+r.Scenario] = r
 	}
-	assert.Equal(t, outcome{Text: "pass", Class: clsGood}, byKey["correct/order-crash-after-commit"].Outcome)
-	assert.Equal(t, "caught: lost", byKey["commit-then-publish/order-crash-after-commit"].Outcome.Text)
-	assert.Equal(t, 1, byKey["commit-then-publish/order-crash-after-commit"].Counts.Lost)
+	assert.Equal(t, outcome{Text: "pass", Class: clsGood}, byKey["correct/producer-crash-after-commit"].Outcome)
+	assert.Equal(t, "caught: lost", byKey["commit-then-publish/producer-crash-after-commit"].Outcome.Text)
+	assert.Equal(t, 1, byKey["commit-then-publish/producer-crash-after-commit"].Counts.Lost)
 	assert.Equal(t, clsBad, byKey["correct/relay-pause-past-lease"].Outcome.Class)
 	assert.Equal(t, "FAIL: lost", byKey["correct/relay-pause-past-lease"].Outcome.Text)
 	assert.Equal(t, "not run: interrupted", byKey["no-fencing/relay-pause-past-lease"].Outcome.Text)
@@ -315,9 +315,9 @@ func TestMatrix(t *testing.T) {
 		t.Fatalf("no cell %s × %s", v, s)
 		return ""
 	}
-	assert.Equal(t, cellCaught, cell("commit-then-publish", "order-crash-after-commit"))
+	assert.Equal(t, cellCaught, cell("commit-then-publish", "producer-crash-after-commit"))
 	assert.Equal(t, cellMissed, cell("no-inbox", "relay-crash-after-confirm"))
-	assert.Equal(t, cellCaught, cell("no-inbox", "inventory-crash-after-commit"))
+	assert.Equal(t, cellCaught, cell("no-inbox", "consumer-crash-after-commit"))
 	assert.Equal(t, cellMissed, cell("published-before-confirm", "broker-nack"))
 	assert.Equal(t, cellNotRun, cell("no-fencing", "relay-pause-past-lease"))
 	assert.Equal(t, cellNotRun, cell("no-lease", "relay-crash-after-claim"), "a window's variant that never ran")
@@ -342,7 +342,7 @@ func TestRealResults(t *testing.T) {
 		switch {
 		case r.Pipeline == correct && r.Scenario == "inbox-retention-replay":
 			assert.Equal(t, clsLimit, r.Outcome.Class, "the retention limit is reported, as expected")
-		case r.Pipeline == correct && r.Scenario == "inventory-crash-before-commit":
+		case r.Pipeline == correct && r.Scenario == "consumer-crash-before-commit":
 			assert.Equal(t, "not run", r.Outcome.Text, "not in that run's catalogue")
 		case r.Pipeline == correct:
 			assert.Equal(t, "pass", r.Outcome.Text, r.Scenario)

@@ -86,8 +86,8 @@ func TestTimingInReports(t *testing.T) {
 			i := strings.Index(md, "Where the slowest runs' time went")
 			require.GreaterOrEqual(t, i, 0)
 			slowest := md[i:]
-			assert.Contains(t, md, "| slowest scenario | 25.00 s | order-crash-after-commit [commit-then-publish] |\n")
-			first := strings.Index(slowest, "- `order-crash-after-commit` [commit-then-publish] 25.00 s\n") // no phases recorded: nothing after the time
+			assert.Contains(t, md, "| slowest scenario | 25.00 s | producer-crash-after-commit [commit-then-publish] |\n")
+			first := strings.Index(slowest, "- `producer-crash-after-commit` [commit-then-publish] 25.00 s\n") // no phases recorded: nothing after the time
 			second := strings.Index(slowest, "- `relay-pause-past-lease` [correct] 22.00 s\n")
 			require.GreaterOrEqual(t, first, 0)
 			assert.Less(t, first, second, "slowest first")

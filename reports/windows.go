@@ -46,13 +46,13 @@ func DefaultWindows() []Window {
 	)
 	return []Window{
 		{
-			Boundary: app, Window: "order committed, event not yet published", CrashPoint: "order.after-commit",
-			Guard: "outbox row in the same transaction", Scenario: "order-crash-after-commit",
+			Boundary: app, Window: "fact committed, event not yet published", CrashPoint: "producer.after-commit",
+			Guard: "outbox row in the same transaction", Scenario: "producer-crash-after-commit",
 			Variant: "commit-then-publish", Expect: "lost", Without: "event lost",
 		},
 		{
-			Boundary: app, Window: "event published, order transaction not committed", CrashPoint: "order.before-commit",
-			Guard: "outbox row in the same transaction", Scenario: "order-crash-before-commit",
+			Boundary: app, Window: "event published, fact's transaction not committed", CrashPoint: "producer.before-commit",
+			Guard: "outbox row in the same transaction", Scenario: "producer-crash-before-commit",
 			Variant: "publish-then-commit", Expect: "phantom", Without: "phantom event",
 		},
 		{
@@ -90,18 +90,18 @@ func DefaultWindows() []Window {
 			Variant: "no-fencing", Expect: "stale-write", Without: "stale worker overwrites the new claim",
 		},
 		{
-			Boundary: broker, Window: "delivered, not yet committed", CrashPoint: "inventory.after-receive",
-			Guard: "manual ack after commit", Scenario: "inventory-crash-after-receive",
+			Boundary: broker, Window: "delivered, not yet committed", CrashPoint: "consumer.after-receive",
+			Guard: "manual ack after commit", Scenario: "consumer-crash-after-receive",
 			Variant: "ack-before-commit", Expect: "lost", Without: "effect lost (ack first)",
 		},
 		{
-			Boundary: consumer, Window: "inbox row written, effect not yet committed", CrashPoint: "inventory.before-commit",
-			Guard: "inbox row and effect in one transaction", Scenario: "inventory-crash-before-commit",
+			Boundary: consumer, Window: "inbox row written, effect not yet committed", CrashPoint: "consumer.before-commit",
+			Guard: "inbox row and effect in one transaction", Scenario: "consumer-crash-before-commit",
 			Variant: "inbox-own-transaction", Expect: "lost", Without: "effect lost (the inbox says done)",
 		},
 		{
-			Boundary: consumer, Window: "committed, ack not yet sent", CrashPoint: "inventory.after-commit",
-			Guard: "inbox row in the same transaction", Scenario: "inventory-crash-after-commit",
+			Boundary: consumer, Window: "committed, ack not yet sent", CrashPoint: "consumer.after-commit",
+			Guard: "inbox row in the same transaction", Scenario: "consumer-crash-after-commit",
 			Variant: "no-inbox", Expect: "duplicate-effect", Without: "duplicate effect",
 		},
 		{

@@ -9,7 +9,8 @@ import (
 	"faultline/harness/runner"
 	"faultline/harness/workload"
 	"faultline/proxies"
-	"faultline/system/crashpoint"
+	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
 )
 
 // randomChaos mixes the other scenarios' faults, chosen and timed by the
@@ -26,27 +27,27 @@ func randomChaos() runner.Scenario {
 			// Faults land in the first 300 of the 500 orders, so a crash point
 			// armed at its trigger still has batches left to fire on.
 			at := func() fault.Trigger { return fault.Trigger{AfterOrders: int64(between(rng, 20, 300))} }
-			relayPoints := []string{crashpoint.RelayAfterClaim, crashpoint.RelayAfterPublish, crashpoint.RelayAfterConfirm, crashpoint.RelayAfterMark}
-			invPoints := []string{crashpoint.InventoryAfterReceive, crashpoint.InventoryAfterCommit}
-			links := []string{"relay-1.pg", "relay-2.amqp", "inventory.amqp", "order.pg"}
+			relayPoints := []string{protocol.RelayAfterClaim, protocol.RelayAfterPublish, protocol.RelayAfterConfirm, protocol.RelayAfterMark}
+			invPoints := []string{protocol.ConsumerAfterReceive, protocol.ConsumerAfterCommit}
+			links := []string{"relay-1.pg", "relay-2.amqp", "consumer.amqp", "producer.pg"}
 			menu := []func() fault.Fault{
 				func() fault.Fault {
 					return fault.Crash{Process: "relay-1", Point: relayPoints[rng.IntN(len(relayPoints))], Action: crashpoint.Kill, Hit: int64(between(rng, 1, 2)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
 				},
 				func() fault.Fault {
-					return fault.Crash{Process: "relay-2", Point: crashpoint.RelayAfterConfirm, Action: crashpoint.Pause, Hit: 1, Trigger: at(), Hold: 4 * time.Second}
+					return fault.Crash{Process: "relay-2", Point: protocol.RelayAfterConfirm, Action: crashpoint.Pause, Hit: 1, Trigger: at(), Hold: 4 * time.Second}
 				},
 				func() fault.Fault {
-					return fault.Crash{Process: "inventory", Point: invPoints[rng.IntN(len(invPoints))], Action: crashpoint.Kill, Hit: int64(between(rng, 1, 2)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
+					return fault.Crash{Process: "consumer", Point: invPoints[rng.IntN(len(invPoints))], Action: crashpoint.Kill, Hit: int64(between(rng, 1, 2)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
 				},
 				func() fault.Fault {
-					return fault.Crash{Process: "order", Point: crashpoint.OrderAfterCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 1, 5)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
+					return fault.Crash{Process: "producer", Point: protocol.ProducerAfterCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 1, 5)), Trigger: at(), RestartAfter: 200 * time.Millisecond}
 				},
 				func() fault.Fault {
 					return fault.Toxic{Link: links[rng.IntN(len(links))], Toxic: proxies.Latency{Latency: time.Duration(between(rng, 200, 800)) * time.Millisecond}, Trigger: at(), Duration: 2 * time.Second}
 				},
 				func() fault.Fault {
-					return fault.LinkDown{Link: "inventory.pg", Trigger: at(), Duration: 1500 * time.Millisecond}
+					return fault.LinkDown{Link: "consumer.pg", Trigger: at(), Duration: 1500 * time.Millisecond}
 				},
 				func() fault.Fault { return fault.Poison{Count: 3, Trigger: at()} },
 				func() fault.Fault {

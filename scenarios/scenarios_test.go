@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,16 +15,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"faultline/harness/check"
 	"faultline/harness/fault"
 	"faultline/harness/gate"
 	"faultline/harness/result"
 	"faultline/harness/runner"
 	"faultline/harness/supervisor"
+	"faultline/harness/target"
 	"faultline/harness/workload"
 )
 
 // shared is the one infrastructure of this test binary, set by TestMain.
 var shared *runner.Shared
+
+// tgt is the target under attack: FAULTLINE_TARGET, else the reference
+// pipeline's target file.
+var tgt *target.Target
 
 // seed is FAULTLINE_SEED, or one drawn for this run (printed, so a failing
 // schedule can be reproduced).
@@ -40,14 +48,22 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	path := os.Getenv("FAULTLINE_TARGET")
+	if path == "" {
+		path = filepath.Join("..", "system", "faultline.yaml")
+	}
+	if tgt, err = target.Load(path); err != nil {
+		fmt.Fprintln(os.Stderr, "faultline scenarios:", err)
+		os.Exit(2)
+	}
 	if testing.Short() {
 		os.Exit(m.Run())
 	}
-	fmt.Fprintf(os.Stderr, "faultline scenarios: seed %d (reproduce with FAULTLINE_SEED=%d)\n", seed, seed)
+	fmt.Fprintf(os.Stderr, "faultline scenarios: target %s (%s), seed %d (reproduce with FAULTLINE_SEED=%d)\n", tgt.Name, tgt.Path, seed, seed)
 	cleanup := supervisor.NewCleanup()
 	stop := cleanup.OnSignal()
 	ctx := context.Background()
-	shared, err = runner.StartShared(ctx, runner.SharedOptions{Log: os.Stderr}, cleanup)
+	shared, err = runner.StartShared(ctx, runner.SharedOptions{Log: os.Stderr, Target: tgt}, cleanup)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faultline scenarios:", err)
 		_ = cleanup.Run(ctx)
@@ -93,7 +109,7 @@ func TestScenarios(t *testing.T) {
 				// The infrastructure provider cannot do what the scenario
 				// needs (e.g. restart a broker it does not own): not run,
 				// never passed.
-				t.Skipf("not run on the %s provider: %s", shared.Infra.Name(), res.Reason)
+				t.Skipf("not run (%s provider, target %s): %s", shared.Infra.Name(), tgt.Name, res.Reason)
 			}
 			assert.Equal(t, result.Pass, res.Verdict, "scenario %s failed: %s", sc.Name, res.Reason)
 		})
@@ -130,11 +146,12 @@ func report(t *testing.T, res result.Scenario) {
 // TestCatalogue: every scenario the design asks for is there, with evidence.
 func TestCatalogue(t *testing.T) {
 	want := []string{
-		"order-crash-after-commit", "relay-crash-after-claim", "relay-crash-after-publish", "relay-crash-after-confirm",
+		"producer-crash-after-commit", "relay-crash-after-claim", "relay-crash-after-publish", "relay-crash-after-confirm",
 		"relay-pause-past-lease", "relay-db-slow-past-lease", "amqp-reset-before-confirm", "unroutable-then-routable",
-		"unroutable-budget-exhausted", "broker-nack", "broker-restart", "inventory-crash-after-receive",
-		"inventory-crash-after-commit", "inventory-crash-before-commit", "order-crash-before-commit", "inventory-db-down", "relay-db-down", "poison-message", "aggregate-order",
+		"unroutable-budget-exhausted", "broker-nack", "broker-restart", "consumer-crash-after-receive",
+		"consumer-crash-after-commit", "consumer-crash-before-commit", "producer-crash-before-commit", "consumer-db-down", "relay-db-down", "poison-message", "aggregate-order",
 		"relay-crash-during-renewal", "inbox-retention-replay", "random-chaos",
+		"consumer-db-cut-during-commit", "relay-pause-before-retry-past-lease", "relay-renewal-pause-past-lease", "unroutable-short-outage",
 	}
 	for _, name := range want {
 		sc, err := Lookup(name)
@@ -180,8 +197,10 @@ func TestGateCatchesEveryVariant(t *testing.T) {
 		t.Skip("the gate needs the real infrastructure; not in -short")
 	}
 	t.Parallel()
+	catches, err := gate.CatchesOf(tgt, All())
+	require.NoError(t, err)
 	run, err := gate.Run(context.Background(), shared, gate.Plan{
-		Scenarios: All(), Catches: Catches(), Seeds: []int64{seed}, Parallel: 6, VariantsOnly: true,
+		Scenarios: All(), Catches: catches, Seeds: []int64{seed}, Parallel: 6, VariantsOnly: true,
 		Progress: func(done, total int, res result.Scenario) {
 			t.Logf("[%d/%d] %s on %s: %s (%s)", done, total, res.Name, res.Variant, res.Verdict, res.Reason)
 		},
@@ -195,6 +214,25 @@ func TestGateCatchesEveryVariant(t *testing.T) {
 		if r.Dir != "" && !assert.NotEqual(t, result.NotRun, r.Verdict) {
 			t.Logf("%s on %s kept its logs in %s", r.Name, r.Variant, r.Dir)
 		}
+	}
+}
+
+// TestTargetCatchesNameKnownScenarios: every scenario the target file names
+// in a variant's caught_by is in the catalogue.
+func TestTargetCatchesNameKnownScenarios(t *testing.T) {
+	catches, err := gate.CatchesOf(tgt, All())
+	require.NoError(t, err)
+	assert.NotEmpty(t, catches)
+}
+
+// TestHarnessNeverImportsATarget: the harness and the scenarios reach a
+// pipeline only through its target file and the protocol.
+func TestHarnessNeverImportsATarget(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../harness/...", ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	for _, pkg := range strings.Fields(string(out)) {
+		assert.False(t, strings.HasPrefix(pkg, "faultline/system"), "harness or scenarios depend on %s", pkg)
+		assert.False(t, strings.HasPrefix(pkg, "faultline/examples"), "harness or scenarios depend on %s", pkg)
 	}
 }
 
@@ -220,4 +258,38 @@ func TestEndToEnd(t *testing.T) {
 	for _, inv := range res.Invariants {
 		assert.True(t, inv.OK, "%s: %s", inv.Name, inv.Detail)
 	}
+}
+
+// TestHarnessPanicFailsOneRun: a bug of the harness inside one run (here an
+// evidence check that panics) fails that run, with the panic as its
+// reason, and the gate finishes the others.
+func TestHarnessPanicFailsOneRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the real infrastructure; not in -short")
+	}
+	t.Parallel()
+	small := workload.Spec{Orders: 20, Concurrency: 2}
+	plan := gate.Plan{
+		Scenarios: []runner.Scenario{
+			{Name: "panics", Window: "none", Workload: small, Evidence: []check.Evidence{
+				check.Custom("a check with a bug", func(*check.Observation) (bool, string) { panic("a bug in a check") }),
+			}},
+			{Name: "fine", Window: "none", Workload: small},
+		},
+		Seeds: []int64{seed}, Parallel: 2,
+	}
+	run, err := gate.Run(context.Background(), shared, plan)
+	require.NoError(t, err)
+	require.Len(t, run.Scenarios, 2)
+	byName := map[string]result.Scenario{}
+	for _, r := range run.Scenarios {
+		byName[r.Name] = r
+	}
+	if dir := byName["panics"].Dir; dir != "" {
+		t.Cleanup(func() { _ = os.RemoveAll(dir) }) // the failure is this test's, not the pipeline's
+	}
+	assert.Equal(t, result.Fail, byName["panics"].Verdict)
+	assert.Contains(t, byName["panics"].Reason, "harness panic: a bug in a check")
+	assert.Equal(t, result.Pass, byName["fine"].Verdict, byName["fine"].Reason)
+	assert.False(t, run.Pass)
 }

@@ -16,10 +16,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"faultline/harness/bench"
 	"faultline/harness/infra"
 	"faultline/harness/runner"
 	"faultline/harness/supervisor"
+	"faultline/system/bench"
 )
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -86,16 +86,20 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("bench folder: %w", err)
 	}
 	cleanup.Add("remove bench folder", func(context.Context) error { return os.RemoveAll(work) })
+	ref, err := bench.LoadTarget(ctx)
+	if err != nil {
+		return err
+	}
 	progress(stderr, "bench: starting PostgreSQL and RabbitMQ, building the pipeline")
 	started := time.Now()
-	b, err := runner.OpenBuilt(ctx, *infraKind, stderr, false, cleanup)
+	b, err := runner.OpenBuilt(ctx, *infraKind, ref, stderr, false, cleanup)
 	if err != nil {
 		return err
 	}
 	progress(stderr, "bench: ready in %s; %d events × %d repetitions, relays %v", time.Since(started).Round(time.Millisecond), opts.Events, opts.Reps, opts.Relays)
 	opts.Dir = filepath.Join(work, "runs")
 	opts.Log = stderr
-	rep, err := bench.Run(ctx, b.Infra, b.Bins, opts)
+	rep, err := bench.Run(ctx, b.Infra, bench.ProgramsOf(ref, b.BuildDir), opts)
 	if err != nil && ctx.Err() != nil && parent.Err() == nil {
 		return fmt.Errorf("bench interrupted (its processes, databases and vhosts are gone)")
 	}

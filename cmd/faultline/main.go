@@ -1,6 +1,8 @@
-// Command faultline runs the failure-window scenarios against the real
-// pipeline: `list` what there is, `run` scenarios, `gate` the whole
-// catalogue on the correct pipeline and on every broken variant.
+// Command faultline runs the failure-window scenarios against a pipeline
+// described by its target file (default: the reference pipeline): `list`
+// what there is, `run` scenarios, `gate` the whole catalogue on the correct
+// pipeline and on every broken variant, `init` a target file for a new
+// pipeline, `check-target` one.
 package main
 
 import (
@@ -31,10 +33,15 @@ var errViolation = errors.New("violation")
 const usage = `faultline: attack the reliability boundaries of an outbox → RabbitMQ → inbox pipeline
 
 usage:
-  faultline list                       crash points, scenarios and variants
+  faultline list [--target PATH]       windows the target offers, scenarios and its variants
   faultline run [flags] SCENARIO...    run scenarios (--all for every one)
   faultline gate [flags]               every scenario on the correct pipeline, and the catching scenarios on every variant
-  faultline bench [flags]              throughput of the relay, the consumer and the pipeline against their baselines (bench.json)
+  faultline init [PATH]                write a commented target file for a new pipeline (default faultline.yaml)
+  faultline check-target PATH          check a target file, then start its pipeline once and check every part of it
+  faultline bench [flags]              throughput of the reference's relay, consumer and pipeline against their baselines (bench.json)
+
+--target PATH (run, gate, list): the pipeline's target file; default $FAULTLINE_TARGET, else the
+reference pipeline (system/faultline.yaml).
 
 run 'faultline COMMAND --help' for a command's flags.
 exit status: 0 all held, 1 a violation (or a variant not caught), 2 bad usage or infrastructure error.
@@ -59,11 +66,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdGate(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "init":
+		err = cmdInit(args[1:], stdout, stderr)
+	case "check-target":
+		err = cmdCheckTarget(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
-		err = usagef("unknown command %q (want list, run, gate or bench)", args[0])
+		err = usagef("unknown command %q (want list, run, gate, init, check-target or bench)", args[0])
 	}
 	var ue usageError
 	switch {

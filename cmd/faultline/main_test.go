@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"faultline/harness/target"
 )
 
 // Every usage error is caught before any infrastructure starts: exit 2 and
@@ -19,7 +23,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"explode"}, `unknown command "explode"`},
 		{[]string{"run"}, "name at least one scenario"},
 		{[]string{"run", "no-such-scenario"}, `unknown scenario "no-such-scenario"`},
-		{[]string{"run", "--variant", "nope", "broker-nack"}, `unknown variant "nope"`},
+		{[]string{"run", "--variant", "nope", "broker-nack"}, `has no variant "nope"`},
+		{[]string{"run", "--target", "testdata/nope.yaml", "broker-nack"}, "no such file"},
+		{[]string{"gate", "--target", "testdata/broken.yaml"}, "databse: unknown field"},
+		{[]string{"gate", "--target", "testdata/broken.yaml"}, `unknown placeholder "pg_url"`},
+		{[]string{"init", "a", "b"}, "init takes one path"},
+		{[]string{"check-target"}, "check-target takes the target file's path"},
 		{[]string{"run", "--parallel", "0", "broker-nack"}, "--parallel must be at least 1"},
 		{[]string{"run", "--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"run", "broker-nack", "--seed", "x"}, `invalid value "x" for flag -seed`},
@@ -45,7 +54,7 @@ func TestUsageErrors(t *testing.T) {
 func TestList(t *testing.T) {
 	var out, errOut bytes.Buffer
 	assert.Equal(t, exitOK, run(context.Background(), []string{"list"}, &out, &errOut))
-	for _, want := range []string{"relay.after-confirm", "inventory.before-commit", "relay-pause-past-lease", "random-chaos", "no-fencing", "inbox-own-transaction"} {
+	for _, want := range []string{"relay.after-confirm", "consumer.before-commit", "relay-pause-past-lease", "random-chaos", "no-fencing", "inbox-own-transaction", "target reference"} {
 		assert.Contains(t, out.String(), want)
 	}
 }
@@ -54,4 +63,26 @@ func TestBar(t *testing.T) {
 	assert.Equal(t, "[--------------------]   0%", bar(0))
 	assert.Equal(t, "[##########----------]  50%", bar(0.5))
 	assert.Equal(t, "[####################] 100%", bar(1))
+}
+
+// init writes a target file that loads, and refuses to overwrite it.
+func TestInitWritesATargetFileThatLoads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "faultline.yaml")
+	var out, errOut bytes.Buffer
+	require.Equal(t, exitOK, run(context.Background(), []string{"init", path}, &out, &errOut), errOut.String())
+	_, err := target.Load(path)
+	require.NoError(t, err)
+	errOut.Reset()
+	assert.Equal(t, exitUsage, run(context.Background(), []string{"init", path}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "exists (use --force")
+}
+
+// check-target on a malformed file lists every problem with its line and
+// starts nothing.
+func TestCheckTargetMalformedFile(t *testing.T) {
+	var out, errOut bytes.Buffer
+	assert.Equal(t, exitViolation, run(context.Background(), []string{"check-target", "testdata/broken.yaml"}, &out, &errOut))
+	for _, want := range []string{"broken.yaml:3: databse: unknown field", `broken.yaml:7: processes[0].command[1]: unknown placeholder "pg_url"`, "broken.yaml:8: processes[0].ready", "nothing started"} {
+		assert.Contains(t, out.String(), want)
+	}
 }

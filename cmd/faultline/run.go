@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,19 +18,23 @@ import (
 	"faultline/harness/result"
 	"faultline/harness/runner"
 	"faultline/harness/supervisor"
+	"faultline/harness/target"
 	"faultline/reports"
 	"faultline/scenarios"
 )
 
 // common flags of run and gate.
 type common struct {
-	out      string
-	seed     int64
-	parallel int
-	infra    string
+	out        string
+	seed       int64
+	parallel   int
+	infra      string
+	targetPath string
+	target     *target.Target
 }
 
 func (c *common) flags(fs *flag.FlagSet) {
+	targetFlag(fs, &c.targetPath)
 	fs.StringVar(&c.out, "out", "", "report folder (default: a new folder under reports/, with reports/latest pointing at it)")
 	fs.Int64Var(&c.seed, "seed", 0, "seed of the fault schedules (default: drawn and printed)")
 	fs.IntVar(&c.parallel, "parallel", 8, "scenario runs at once")
@@ -46,7 +51,42 @@ func (c *common) resolve() error {
 	if c.seed == 0 {
 		c.seed = time.Now().UnixNano() % 1_000_000
 	}
+	t, err := loadTarget(c.targetPath)
+	if err != nil {
+		return err
+	}
+	c.target = t
 	return nil
+}
+
+// targetFlag is --target, the same for every command.
+func targetFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "target", "", "the pipeline's target file (default: $FAULTLINE_TARGET, else the reference pipeline, system/faultline.yaml)")
+}
+
+// loadTarget loads the target file at path; empty: FAULTLINE_TARGET, else
+// the reference pipeline's target file in this source tree. A file that
+// does not parse is a usage error listing every problem.
+func loadTarget(path string) (*target.Target, error) {
+	if path == "" {
+		path = os.Getenv("FAULTLINE_TARGET")
+	}
+	if path == "" {
+		root, err := supervisor.ModuleRoot(context.Background())
+		if err != nil {
+			return nil, usagef("no --target given, and not inside faultline's source tree to find the reference pipeline: %v", err)
+		}
+		path = filepath.Join(root, "system", "faultline.yaml")
+	}
+	t, err := target.Load(path)
+	var problems *target.Errors
+	if errors.As(err, &problems) {
+		return nil, usagef("target file %s has %d problem(s):\n%s", path, len(*problems), problems.Error())
+	}
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	return t, nil
 }
 
 // outDir makes the report folder; the default one is reports/<timestamp>
@@ -69,14 +109,16 @@ func outDir(flagValue string) (string, error) {
 }
 
 // withShared starts the shared infrastructure, runs fn, and tears it all
-// down — also on Ctrl-C.
-func withShared(ctx context.Context, c common, runsDir string, stderr io.Writer, fn func(*runner.Shared) error) error {
+// down — also on Ctrl-C. Runs keep their folders under dir/runs, and
+// Toxiproxy's own log goes to dir/toxiproxy.log.
+func withShared(ctx context.Context, c common, dir string, stderr io.Writer, fn func(*runner.Shared) error) error {
 	cleanup := supervisor.NewCleanup()
 	stop := cleanup.OnSignal()
 	defer stop()
 	defer func() { _ = cleanup.Run(context.WithoutCancel(ctx)) }()
-	progress(stderr, "infra: starting PostgreSQL, RabbitMQ and Toxiproxy, building the pipeline")
-	sh, err := runner.StartShared(ctx, runner.SharedOptions{Root: runsDir, Log: stderr, Infra: c.infra}, cleanup)
+	progress(stderr, "infra: starting PostgreSQL, RabbitMQ and Toxiproxy, building target %s (%s)", c.target.Name, c.target.Path)
+	sh, err := runner.StartShared(ctx, runner.SharedOptions{Root: filepath.Join(dir, "runs"), Log: stderr, Infra: c.infra, Target: c.target,
+		ToxiproxyLog: filepath.Join(dir, "toxiproxy.log")}, cleanup)
 	if err != nil {
 		return err
 	}
@@ -122,20 +164,24 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(picked) == 0 {
 		return usagef("run: name at least one scenario, or --all (see faultline list)")
 	}
-	if *variant != "" && *variant != "correct" && !knownVariant(*variant) {
-		return usagef("unknown variant %q (known: %s)", *variant, strings.Join(variantNames(), ", "))
+	if *variant != "" && *variant != "correct" {
+		if _, ok := c.target.Variant(*variant); !ok {
+			return usagef("target %s has no variant %q (known: %s)", c.target.Name, *variant, strings.Join(variantNames(c.target), ", "))
+		}
 	}
 	dir, err := outDir(c.out)
 	if err != nil {
 		return err
 	}
-	progress(stderr, "seed %d; report in %s", c.seed, dir)
+	rep := newReporter(stderr)
+	defer rep.Stop()
+	rep.Logf("target %s, seed %d; report in %s", c.target.Name, c.seed, dir)
 	started := time.Now()
 	var results []result.Scenario
 	var timing *result.Timing
-	err = withShared(ctx, c, filepath.Join(dir, "runs"), stderr, func(sh *runner.Shared) error {
+	err = withShared(ctx, c, dir, rep, func(sh *runner.Shared) error {
 		runsStarted := time.Now()
-		results = runAll(ctx, sh, picked, *variant, c, stderr)
+		results = runAll(ctx, sh, picked, *variant, c, rep)
 		timing = sh.Timing(results)
 		timing.RunsMS = time.Since(runsStarted).Milliseconds()
 		timing.GoalScenarioMedianMS = gate.GoalScenarioMedian.Milliseconds()
@@ -145,7 +191,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	timing.TotalMS = time.Since(started).Milliseconds()
-	out := result.Run{Schema: result.Schema, Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS, Scenarios: results, Variants: []result.Variant{}, Timing: timing}
+	rep.Stop()
+	out := result.Run{Schema: result.Schema, Target: c.target.Name, Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS, Scenarios: results, Variants: []result.Variant{}, Timing: timing}
 	out.Pass = true
 	for _, r := range results {
 		fmt.Fprintf(stdout, "%-32s %-24s %s  %s\n", r.Name, r.Variant, r.Verdict, oneLine(r))
@@ -153,8 +200,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			out.Pass = false
 		}
 	}
-	printTiming(stdout, out.Timing, out.Scenarios, "run", waits(false))
-	if err := writeReport(ctx, dir, out, stdout, stderr); err != nil {
+	printTiming(stdout, out.Timing, out.Scenarios, "run", waits(false, c.target.Lease))
+	if err := writeReport(ctx, dir, out, stdout, rep); err != nil {
 		return err
 	}
 	if !out.Pass {
@@ -164,22 +211,27 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // runAll runs scenarios in parallel with progress.
-func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, variant string, c common, stderr io.Writer) []result.Scenario {
+func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, variant string, c common, rep reporter) []result.Scenario {
 	results := make([]result.Scenario, len(picked))
 	sem := make(chan struct{}, c.parallel)
 	var wg sync.WaitGroup
 	var done int
 	var mu sync.Mutex
-	b := newBars(stderr)
+	vname := variant
+	if vname == "" {
+		vname = "correct"
+	}
 	for i, sc := range picked {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			key := sc.Name + "[" + vname + "]"
+			rep.Start(key)
 			opts := runner.Options{Seed: c.seed, Variant: variant,
-				Phase: func(p string) { progress(stderr, "  %s: %s", sc.Name, p) },
-				Tick:  func(p string, d float64) { b.tick(sc.Name, p, d) }}
+				Phase: func(p string) { rep.Phase(key, p) },
+				Tick:  func(p string, d float64) { rep.Tick(key, p, d) }}
 			if variant != "" && variant != "correct" {
 				opts.Converge = gate.VariantConverge // as in the gate: a broken pipeline may never settle
 			}
@@ -187,7 +239,7 @@ func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, va
 			results[i] = res
 			mu.Lock()
 			done++
-			progress(stderr, "[%d/%d] %s [%s]: %s (%.1fs)", done, len(picked), res.Name, res.Variant, res.Verdict, float64(res.DurationMS)/1000)
+			rep.Done(key, fmt.Sprintf("[%d/%d] %s [%s]: %s (%.1fs)", done, len(picked), res.Name, res.Variant, res.Verdict, float64(res.DurationMS)/1000))
 			mu.Unlock()
 		}()
 	}
@@ -221,23 +273,10 @@ func writeReport(ctx context.Context, dir string, run result.Run, stdout, stderr
 	return nil
 }
 
-func variantNames() []string {
+func variantNames(t *target.Target) []string {
 	var out []string
-	seen := map[string]bool{}
-	for _, c := range scenarios.Catches() {
-		if !seen[c.Variant] {
-			seen[c.Variant] = true
-			out = append(out, c.Variant)
-		}
+	for _, v := range t.Variants {
+		out = append(out, v.Name)
 	}
 	return out
-}
-
-func knownVariant(name string) bool {
-	for _, v := range variantNames() {
-		if v == name {
-			return true
-		}
-	}
-	return false
 }

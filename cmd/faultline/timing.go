@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"faultline/harness/gate"
 	"faultline/harness/result"
@@ -19,11 +20,11 @@ var phaseColumns = []string{runner.PhaseInfra, runner.PhaseWorkload, runner.Phas
 // waits says where runs wait on something of ours (README, "Time to a
 // verdict"); variants adds the gate's bound on a broken variant's
 // convergence.
-func waits(variants bool) []string {
+func waits(variants bool, lease time.Duration) []string {
 	out := []string{
 		"workload: paced, most scenarios send 120 orders over 5s so faults land mid-stream",
 		fmt.Sprintf("converging: until settled and then quiet for %s (the management API's unacked count lags), polled every 200ms", runner.QuietWindow),
-		fmt.Sprintf("relays: lease %s (a dead relay's rows are taken over after it; overlaps the workload), poll %s", runner.RelayLease, runner.RelayPoll),
+		fmt.Sprintf("relays: the target's lease %s (a dead relay's rows are taken over after it; overlaps the workload)", lease),
 		"faults: a broker restart waits for RabbitMQ to boot again (about 5s); these runs have the broker to themselves",
 	}
 	if variants {

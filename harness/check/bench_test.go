@@ -23,7 +23,7 @@ const benchEvents = 10_000
 func bigObservation(n, lost int) *Observation {
 	orders := map[string]int64{}
 	var outbox []OutboxRow
-	var res []Reservation
+	var res []Effect
 	var log []eventlog.Entry
 	const perOrder = 4
 	for i := range n {
@@ -62,7 +62,7 @@ func bigObservation(n, lost int) *Observation {
 		line(ms+6, "inventory", eventlog.Delivered, "")
 		if lost == 0 || i%lost != 0 {
 			line(ms+7, "inventory", eventlog.Reserved, "")
-			res = append(res, Reservation{ID: int64(len(res) + 1), EventID: id, AggregateID: agg, Sequence: seq, EventType: "order.created"})
+			res = append(res, Effect{ID: int64(len(res) + 1), EventID: id, AggregateID: agg, Sequence: seq, EventType: "order.created"})
 		}
 		line(ms+8, "inventory", eventlog.Acked, "")
 		if delivered == 2 {

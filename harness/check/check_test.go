@@ -16,10 +16,13 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
 // obs builds an observation from a log; entries are in time order.
-func obs(orders map[string]int64, outbox []OutboxRow, res []Reservation, log ...eventlog.Entry) *Observation {
-	o := &Observation{Orders: map[string]Order{}, Outbox: outbox, Reservations: res, Log: log, ByEvent: map[string][]eventlog.Entry{}}
+func obs(orders map[string]int64, outbox []OutboxRow, res []Effect, log ...eventlog.Entry) *Observation {
+	o := &Observation{Outbox: outbox, HasOutbox: true, Effects: res, Log: log, ByEvent: map[string][]eventlog.Entry{},
+		LogRoles: map[string]bool{"producer": true, "relay": true, "consumer": true}, HasHeldBack: true}
 	for id, v := range orders {
-		o.Orders[id] = Order{ID: id, Version: v}
+		for seq := int64(1); seq <= v; seq++ {
+			o.Facts = append(o.Facts, Fact{AggregateID: id, Sequence: seq})
+		}
 	}
 	for _, e := range log {
 		if e.EventID != "" {
@@ -55,22 +58,22 @@ func TestInvariants(t *testing.T) {
 		broken    string // the invariant that must fail ("" = none)
 		violation string
 	}{
-		{"all good", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}}, cleanLog...), "", ""},
-		{"lost", obs(map[string]int64{"A": 1, "B": 1}, []OutboxRow{published("E1", "A", 1), published("E2", "B", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}},
+		{"all good", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}}, cleanLog...), "", ""},
+		{"lost", obs(map[string]int64{"A": 1, "B": 1}, []OutboxRow{published("E1", "A", 1), published("E2", "B", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}},
 			append(append([]eventlog.Entry{}, cleanLog...), ev(4, "relay-1", eventlog.Confirmed, "E2", "c1"), ev(5, "relay-1", eventlog.Marked, "E2", "c1"))...), NoLost, "lost"},
 		{"failed with alert is not lost", obs(map[string]int64{"A": 1}, []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Failed"}}, nil), "", ""},
-		{"phantom", obs(map[string]int64{}, nil, []Reservation{{1, "E9", "Z", 1, "order.created"}}), NoPhantom, "phantom"},
-		{"duplicate effect", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}, {2, "E1", "A", 1, "order.created"}}, cleanLog...), NoDuplicate, "duplicate-effect"},
-		{"stuck row", obs(map[string]int64{"A": 1}, []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Processing"}}, []Reservation{{1, "E1", "A", 1, "order.created"}}), OutboxTruth, "stuck-row"},
-		{"published without confirm", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}},
+		{"phantom", obs(map[string]int64{}, nil, []Effect{{1, "E9", "Z", 1, "order.created"}}), NoPhantom, "phantom"},
+		{"duplicate effect", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}, {2, "E1", "A", 1, "order.created"}}, cleanLog...), NoDuplicate, "duplicate-effect"},
+		{"stuck row", obs(map[string]int64{"A": 1}, []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Processing"}}, []Effect{{1, "E1", "A", 1, "order.created"}}), OutboxTruth, "stuck-row"},
+		{"published without confirm", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}},
 			ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(3, "relay-1", eventlog.Marked, "E1", "c1")), OutboxTruth, "published-unconfirmed"},
-		{"returned but marked", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}},
+		{"returned but marked", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}},
 			ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Returned, "E1", "c1"), ev(2, "relay-1", eventlog.Confirmed, "E1", "c1"), ev(3, "relay-1", eventlog.Marked, "E1", "c1")), OutboxTruth, "published-unconfirmed"},
-		{"stale write accepted", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}},
+		{"stale write accepted", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}},
 			ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Confirmed, "E1", "c1"),
 			ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), ev(4, "relay-2", eventlog.Confirmed, "E1", "c2"), ev(5, "relay-2", eventlog.Marked, "E1", "c2"),
 			ev(6, "relay-1", eventlog.Marked, "E1", "c1")), Fencing, "stale-write"},
-		{"fenced is fine", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Reservation{{1, "E1", "A", 1, "order.created"}},
+		{"fenced is fine", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}},
 			ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Confirmed, "E1", "c1"),
 			ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), ev(4, "relay-2", eventlog.Confirmed, "E1", "c2"), ev(5, "relay-2", eventlog.Marked, "E1", "c2"),
 			ev(6, "relay-1", eventlog.Fenced, "E1", "c1")), "", ""},
@@ -96,9 +99,9 @@ func TestInvariants(t *testing.T) {
 }
 
 func TestAggregateOrder(t *testing.T) {
-	inOrder := obs(map[string]int64{"A": 3}, nil, []Reservation{{1, "E1", "A", 1, ""}, {2, "E2", "A", 2, ""}, {3, "E3", "A", 3, ""}})
+	inOrder := obs(map[string]int64{"A": 3}, nil, []Effect{{1, "E1", "A", 1, ""}, {2, "E2", "A", 2, ""}, {3, "E3", "A", 3, ""}})
 	assert.True(t, find(Invariants(inOrder, Options{Ordered: true}), AggregateOrder).OK)
-	outOfOrder := obs(map[string]int64{"A": 3}, nil, []Reservation{{1, "E1", "A", 1, ""}, {2, "E3", "A", 3, ""}, {3, "E2", "A", 2, ""}})
+	outOfOrder := obs(map[string]int64{"A": 3}, nil, []Effect{{1, "E1", "A", 1, ""}, {2, "E3", "A", 3, ""}, {3, "E2", "A", 2, ""}})
 	inv := find(Invariants(outOfOrder, Options{Ordered: true}), AggregateOrder)
 	assert.False(t, inv.OK)
 	assert.Contains(t, inv.Violations[0].EventIDs, "E3")
@@ -107,7 +110,7 @@ func TestAggregateOrder(t *testing.T) {
 
 func TestCountsAndEvidence(t *testing.T) {
 	o := obs(map[string]int64{"A": 1}, []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Published", Published: true}},
-		[]Reservation{{1, "E1", "A", 1, ""}},
+		[]Effect{{1, "E1", "A", 1, ""}},
 		ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Published, "E1", "c1"), ev(3, "relay-1", eventlog.Unknown, "E1", "c1"),
 		ev(2500, "relay-2", eventlog.Claimed, "E1", "c2"), ev(2501, "relay-2", eventlog.Published, "E1", "c2"), ev(2502, "relay-2", eventlog.Confirmed, "E1", "c2"),
 		ev(2503, "relay-2", eventlog.Marked, "E1", "c2"),
@@ -191,7 +194,7 @@ func TestStaleRetryWrites(t *testing.T) {
 // Invariants and Counts say separately, on a run with every kind of finding.
 func TestCheckIsInvariantsAndCounts(t *testing.T) {
 	o := bigObservation(2000, 20)
-	o.Reservations = append(o.Reservations, o.Reservations[0], Reservation{1, "E-phantom", "Z", 1, "order.created"})
+	o.Effects = append(o.Effects, o.Effects[0], Effect{1, "E-phantom", "Z", 1, "order.created"})
 	invs, c := Check(o, Options{Ordered: true})
 	assert.Equal(t, Invariants(o, Options{Ordered: true}), invs)
 	assert.Equal(t, Counts(o), c)

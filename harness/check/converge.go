@@ -4,16 +4,15 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"faultline/system/topology"
 )
 
 // Progress is what convergence is judged by.
 type Progress struct {
-	Unsettled    int // outbox rows Pending or Processing
-	Reservations int
-	Ready        int
-	Unacked      int
+	Unsettled int // outbox rows Pending or Processing (0 without an outbox query)
+	Effects   int
+	Ready     int
+	Unacked   int
+	queue     string
 }
 
 func (p Progress) settled() bool {
@@ -21,31 +20,42 @@ func (p Progress) settled() bool {
 }
 
 func (p Progress) String() string {
-	return fmt.Sprintf("%d outbox rows Pending/Processing, %d messages ready and %d unacked in %s, %d reservations",
-		p.Unsettled, p.Ready, p.Unacked, topology.Queue, p.Reservations)
+	return fmt.Sprintf("%d outbox rows Pending/Processing, %d messages ready and %d unacked in %s, %d effects",
+		p.Unsettled, p.Ready, p.Unacked, p.queue, p.Effects)
 }
 
-// ReadProgress samples the pipeline once.
+// ReadProgress samples the pipeline once, through the contract's queries.
 func ReadProgress(ctx context.Context, src Sources) (Progress, error) {
-	var p Progress
-	if err := src.OrdersDB.QueryRow(ctx, `SELECT count(*) FROM outbox_messages WHERE status IN ('Pending', 'Processing')`).Scan(&p.Unsettled); err != nil {
-		return p, fmt.Errorf("read outbox progress: %w", err)
-	}
-	if err := src.InventoryDB.QueryRow(ctx, `SELECT count(*) FROM inventory_reservations`).Scan(&p.Reservations); err != nil {
-		return p, fmt.Errorf("read reservations progress: %w", err)
-	}
-	if src.Queue != nil {
-		q, err := src.Queue(ctx, topology.Queue)
+	p := Progress{queue: src.Topology.Queue}
+	if q := src.Contract.Outbox; q != nil {
+		pool, err := src.pool(*q, "outbox")
 		if err != nil {
 			return p, err
 		}
-		p.Ready, p.Unacked = q.Ready, q.Unacked
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM (`+q.SQL+`) AS outbox WHERE status IN ('Pending', 'Processing')`).Scan(&p.Unsettled); err != nil {
+			return p, queryError("outbox", *q, err)
+		}
+	}
+	q := src.Contract.Effects
+	pool, err := src.pool(q, "effects")
+	if err != nil {
+		return p, err
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM (`+q.SQL+`) AS effects`).Scan(&p.Effects); err != nil {
+		return p, queryError("effects", q, err)
+	}
+	if src.Queue != nil {
+		info, err := src.Queue(ctx, src.Topology.Queue)
+		if err != nil {
+			return p, err
+		}
+		p.Ready, p.Unacked = info.Ready, info.Unacked
 	}
 	return p, nil
 }
 
 // WaitConverged polls until the outbox is settled, the queue is drained
-// and the reservations have stopped changing for `quiet`, or until timeout.
+// and the effects have stopped changing for `quiet`, or until timeout.
 // It returns when convergence was first seen; on timeout the error says what
 // had not converged.
 func WaitConverged(ctx context.Context, src Sources, timeout, quiet time.Duration) (time.Time, error) {
@@ -60,7 +70,7 @@ func WaitConverged(ctx context.Context, src Sources, timeout, quiet time.Duratio
 		switch {
 		case err != nil:
 			lastErr, settledSince = err, time.Time{}
-		case p.settled() && p.Reservations == last.Reservations:
+		case p.settled() && p.Effects == last.Effects:
 			if settledSince.IsZero() {
 				settledSince = time.Now()
 			}

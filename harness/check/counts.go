@@ -9,10 +9,12 @@ import (
 func Counts(o *Observation) result.Counts { return counts(o, findingsOf(o)) }
 
 func counts(o *Observation, f findings) result.Counts {
-	c := result.Counts{Orders: len(o.Orders), Reservations: len(o.Reservations)}
-	for _, ord := range o.Orders {
-		c.Events += int(ord.Version)
+	c := result.Counts{Events: len(o.Facts), Reservations: len(o.Effects)}
+	aggregates := make(map[string]bool, len(o.Facts))
+	for _, f := range o.Facts {
+		aggregates[f.AggregateID] = true
 	}
+	c.Orders = len(aggregates)
 	// One entry per eventId: sized for them up front, not grown line by line.
 	published := make(map[string]int, len(o.ByEvent))
 	delivered := make(map[string]int, len(o.ByEvent))

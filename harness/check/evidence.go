@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"strings"
 
 	"faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
@@ -9,8 +10,48 @@ import (
 
 // Evidence is something a scenario must see to show its window opened.
 type Evidence struct {
-	Name  string
+	Name string
+	// Needs are what the evidence is read from; a target that does not
+	// give one of them cannot show it, and the scenario is not run there.
+	Needs []Need
 	Check func(o *Observation) (seen bool, detail string)
+}
+
+// Need is something of the target's that evidence is read from.
+type Need string
+
+// What evidence may need.
+const (
+	NeedProducerLog Need = "an event log from the producer"
+	NeedRelayLog    Need = "an event log from the relays"
+	NeedConsumerLog Need = "an event log from the consumer"
+	NeedOutbox      Need = "an outbox query in the contract"
+	NeedDLQ         Need = "a dead-letter queue in the topology"
+)
+
+// LogNeed is the need of an event log from role.
+func LogNeed(role string) Need {
+	switch role {
+	case "producer":
+		return NeedProducerLog
+	case "relay":
+		return NeedRelayLog
+	default:
+		return NeedConsumerLog
+	}
+}
+
+// writerOf is the role that logs an event.
+func writerOf(event string) Need {
+	switch event {
+	case eventlog.Committed:
+		return NeedProducerLog
+	case eventlog.Claimed, eventlog.Published, eventlog.Returned, eventlog.Confirmed, eventlog.Nacked, eventlog.Unknown,
+		eventlog.Marked, eventlog.Fenced, eventlog.Retry, eventlog.FailedAlert, eventlog.Renewed, eventlog.ClaimLost:
+		return NeedRelayLog
+	default:
+		return NeedConsumerLog
+	}
 }
 
 // Evaluate runs the evidence checks.
@@ -26,7 +67,8 @@ func Evaluate(o *Observation, evidence []Evidence) []result.Evidence {
 // AtLeast: at least n log lines of the event.
 func AtLeast(n int, event string) Evidence {
 	return Evidence{
-		Name: fmt.Sprintf("at least %d %q", n, event),
+		Name:  fmt.Sprintf("at least %d %q", n, event),
+		Needs: []Need{writerOf(event)},
 		Check: func(o *Observation) (bool, string) {
 			c := o.Count(event)
 			return c >= n, fmt.Sprintf("%d seen", c)
@@ -34,10 +76,13 @@ func AtLeast(n int, event string) Evidence {
 	}
 }
 
-// CrashPointHit: the named crash point was hit.
+// CrashPointHit: the crash point at the window was hit (its process
+// announced it on its event log; the harness translated its name).
 func CrashPointHit(point string) Evidence {
+	role, _, _ := strings.Cut(point, ".")
 	return Evidence{
-		Name: "crash point " + point + " hit",
+		Name:  "crash point " + point + " hit",
+		Needs: []Need{LogNeed(role)},
 		Check: func(o *Observation) (bool, string) {
 			for _, e := range o.Log {
 				if e.Event == eventlog.CrashPoint && e.Point == point {
@@ -80,7 +125,8 @@ func firstEvent(o *Observation, pred func(entries []eventlog.Entry) bool) (strin
 // ran out and another claim took the row over.
 func ReclaimedAfterLease() Evidence {
 	return Evidence{
-		Name: "a claimed row claimed again after its lease ran out",
+		Name:  "a claimed row claimed again after its lease ran out",
+		Needs: []Need{NeedRelayLog},
 		Check: func(o *Observation) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
 				open := ""
@@ -110,7 +156,8 @@ func ReclaimedAfterLease() Evidence {
 // Republished: the same eventId was published by two different claims.
 func Republished() Evidence {
 	return Evidence{
-		Name: "the same eventId published again by another claim",
+		Name:  "the same eventId published again by another claim",
+		Needs: []Need{NeedRelayLog},
 		Check: func(o *Observation) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
 				return len(claimsOf(entries, eventlog.Published)) >= 2
@@ -128,7 +175,8 @@ func Republished() Evidence {
 // the same eventId (before or after the first gave up waiting).
 func UnknownRepublished() Evidence {
 	return Evidence{
-		Name: "an unknown outcome republished with the same eventId",
+		Name:  "an unknown outcome republished with the same eventId",
+		Needs: []Need{NeedRelayLog},
 		Check: func(o *Observation) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
 				unknown := map[string]bool{}
@@ -164,7 +212,8 @@ func UnknownRepublished() Evidence {
 // DuplicateAbsorbed: the inbox recognised at least one duplicate delivery.
 func DuplicateAbsorbed() Evidence {
 	return Evidence{
-		Name: "a duplicate delivery absorbed by the inbox",
+		Name:  "a duplicate delivery absorbed by the inbox",
+		Needs: []Need{NeedConsumerLog},
 		Check: func(o *Observation) (bool, string) {
 			n := o.Count(eventlog.Duplicate)
 			return n > 0, fmt.Sprintf("%d duplicates absorbed", n)
@@ -176,7 +225,8 @@ func DuplicateAbsorbed() Evidence {
 // eventId the inbox already had.
 func RedeliveryAbsorbed() Evidence {
 	return Evidence{
-		Name: "a redelivered message absorbed by the inbox",
+		Name:  "a redelivered message absorbed by the inbox",
+		Needs: []Need{NeedConsumerLog},
 		Check: func(o *Observation) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
 				redelivered := false
@@ -201,7 +251,8 @@ func RedeliveryAbsorbed() Evidence {
 // Redelivered: at least one delivery flagged redelivered.
 func Redelivered() Evidence {
 	return Evidence{
-		Name: "a message redelivered by the broker",
+		Name:  "a message redelivered by the broker",
+		Needs: []Need{NeedConsumerLog},
 		Check: func(o *Observation) (bool, string) {
 			n := 0
 			for _, e := range o.Log {
@@ -217,7 +268,8 @@ func Redelivered() Evidence {
 // DeadLettered: exactly n messages in the dead-letter queue, each logged.
 func DeadLettered(n int) Evidence {
 	return Evidence{
-		Name: fmt.Sprintf("%d poison messages dead-lettered", n),
+		Name:  fmt.Sprintf("%d poison messages dead-lettered", n),
+		Needs: []Need{NeedConsumerLog, NeedDLQ},
 		Check: func(o *Observation) (bool, string) {
 			logged := o.Count(eventlog.DeadLettered)
 			return logged >= n && o.DeadLetters.Messages == n, fmt.Sprintf("%d logged, %d in the dead-letter queue", logged, o.DeadLetters.Messages)
@@ -228,7 +280,8 @@ func DeadLettered(n int) Evidence {
 // FailedFlagged: n or more rows Failed, each with an alert line.
 func FailedFlagged(n int) Evidence {
 	return Evidence{
-		Name: fmt.Sprintf("at least %d rows Failed with an alert", n),
+		Name:  fmt.Sprintf("at least %d rows Failed with an alert", n),
+		Needs: []Need{NeedRelayLog, NeedOutbox},
 		Check: func(o *Observation) (bool, string) {
 			alerted := map[string]bool{}
 			for _, e := range o.Log {
@@ -250,7 +303,7 @@ func FailedFlagged(n int) Evidence {
 	}
 }
 
-// Custom wraps a predicate.
-func Custom(name string, fn func(o *Observation) (bool, string)) Evidence {
-	return Evidence{Name: name, Check: fn}
+// Custom wraps a predicate that reads what needs name.
+func Custom(name string, fn func(o *Observation) (bool, string), needs ...Need) Evidence {
+	return Evidence{Name: name, Needs: needs, Check: fn}
 }

@@ -19,6 +19,7 @@ const (
 	QueueDrained     = "queue-drained"
 	AggregateOrder   = "per-aggregate-order"
 	NothingHeldBack  = "nothing-held-back"
+	NoneGaveUp       = "none-gave-up"
 	Converged        = "converged"
 	maxNamedInReport = 20
 )
@@ -26,6 +27,10 @@ const (
 // Options say which optional invariants apply.
 type Options struct {
 	Ordered bool // check per-aggregate order
+	// NoneFailed: the scenario's outage is shorter than the retry budget's
+	// backoff, so a row the pipeline gave up on (Failed) is a violation
+	// (gave-up-early), not "flagged, not lost".
+	NoneFailed bool
 }
 
 // key of one expected effect: an aggregate's sequence number.
@@ -74,7 +79,34 @@ func invariants(o *Observation, opts Options, f findings) []result.Invariant {
 	if opts.Ordered {
 		out = append(out, aggregateOrder(o))
 	}
+	if opts.NoneFailed {
+		out = append(out, noneGaveUp(o))
+	}
 	return out
+}
+
+// notChecked marks an invariant the target gave nothing to check on.
+func notChecked(name, why string) result.Invariant {
+	return result.Invariant{Name: name, NotChecked: true, Detail: "not checked: " + why}
+}
+
+// noneGaveUp: no outbox row ended Failed.
+func noneGaveUp(o *Observation) result.Invariant {
+	if !o.HasOutbox {
+		return notChecked(NoneGaveUp, "the target's contract has no outbox query")
+	}
+	var ids []string
+	for _, r := range o.Outbox {
+		if r.Status == "Failed" {
+			ids = append(ids, r.EventID)
+		}
+	}
+	inv := result.Invariant{Name: NoneGaveUp, OK: len(ids) == 0, RestsOn: []string{FromOutbox}}
+	if len(ids) > 0 {
+		inv.Detail = fmt.Sprintf("%d events ended Failed although the outage was shorter than the retry budget's backoff", len(ids))
+		inv.Violations = []result.Violation{{Kind: "gave-up-early", EventIDs: capList(ids), Message: inv.Detail, Timeline: o.Timeline(capList(ids)...)}}
+	}
+	return inv
 }
 
 // flagged are the outbox rows the pipeline itself gave up on, with an alert.
@@ -88,11 +120,17 @@ func flagged(o *Observation) map[key]bool {
 	return f
 }
 
-// eventIDFor maps an expected effect to the eventId the outbox gave it.
+// eventIDFor maps an expected effect to the eventId the facts or the
+// outbox gave it.
 func eventIDFor(o *Observation) map[key]string {
-	m := make(map[key]string, len(o.Outbox))
+	m := make(map[key]string, len(o.Facts))
 	for _, r := range o.Outbox {
 		m[key{r.AggregateID, r.Sequence}] = r.EventID
+	}
+	for _, f := range o.Facts {
+		if f.EventID != "" {
+			m[key{f.AggregateID, f.Sequence}] = f.EventID
+		}
 	}
 	return m
 }
@@ -100,18 +138,21 @@ func eventIDFor(o *Observation) map[key]string {
 // missingEffects are the committed events with no effect, except those
 // the pipeline flagged Failed with an alert, in aggregate order.
 func missingEffects(o *Observation) []key {
-	have := make(map[key]bool, len(o.Reservations))
-	for _, r := range o.Reservations {
+	have := make(map[key]bool, len(o.Effects))
+	for _, r := range o.Effects {
 		have[key{r.AggregateID, r.Sequence}] = true
 	}
 	failed := flagged(o)
 	var missing []key
-	for _, ord := range o.Orders {
-		for seq := int64(1); seq <= ord.Version; seq++ {
-			k := key{ord.ID, seq}
-			if !have[k] && !failed[k] {
-				missing = append(missing, k)
-			}
+	seen := make(map[key]bool, len(o.Facts))
+	for _, f := range o.Facts {
+		k := key{f.AggregateID, f.Sequence}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if !have[k] && !failed[k] {
+			missing = append(missing, k)
 		}
 	}
 	sort.Slice(missing, func(i, j int) bool {
@@ -134,7 +175,10 @@ func noLost(o *Observation, missing []key) result.Invariant {
 		}
 		labels = append(labels, fmt.Sprintf("%s#%d", k.aggregate, k.sequence))
 	}
-	inv := result.Invariant{Name: NoLost, OK: len(missing) == 0}
+	inv := result.Invariant{Name: NoLost, OK: len(missing) == 0, RestsOn: []string{FromContract}}
+	if o.HasOutbox {
+		inv.RestsOn = append(inv.RestsOn, FromOutbox)
+	}
 	if len(missing) > 0 {
 		inv.Detail = fmt.Sprintf("%d committed events have no effect", len(missing))
 		inv.Violations = []result.Violation{{
@@ -151,10 +195,13 @@ func noLost(o *Observation, missing []key) result.Invariant {
 // phantoms are effects whose order, or whose event in the order's
 // history, was never committed.
 func phantoms(o *Observation) []string {
+	facts := make(map[key]bool, len(o.Facts))
+	for _, f := range o.Facts {
+		facts[key{f.AggregateID, f.Sequence}] = true
+	}
 	var ids []string
-	for _, r := range o.Reservations {
-		ord, ok := o.Orders[r.AggregateID]
-		if !ok || r.Sequence > ord.Version {
+	for _, r := range o.Effects {
+		if !facts[key{r.AggregateID, r.Sequence}] {
 			ids = append(ids, r.EventID)
 		}
 	}
@@ -163,11 +210,11 @@ func phantoms(o *Observation) []string {
 
 // noPhantom: no effect without a committed order event behind it.
 func noPhantom(o *Observation, ids []string) result.Invariant {
-	inv := result.Invariant{Name: NoPhantom, OK: len(ids) == 0}
+	inv := result.Invariant{Name: NoPhantom, OK: len(ids) == 0, RestsOn: []string{FromContract}}
 	if len(ids) > 0 {
-		inv.Detail = fmt.Sprintf("%d effects of events whose order was never committed", len(ids))
+		inv.Detail = fmt.Sprintf("%d effects of events whose fact was never committed", len(ids))
 		inv.Violations = []result.Violation{{Kind: "phantom", EventIDs: capList(ids),
-			Message:  fmt.Sprintf("%d reservations for orders that do not exist", len(ids)),
+			Message:  fmt.Sprintf("%d effects for facts that do not exist", len(ids)),
 			Timeline: o.Timeline(capList(ids)...)}}
 	}
 	return inv
@@ -176,9 +223,9 @@ func noPhantom(o *Observation, ids []string) result.Invariant {
 // DuplicateEffects counts extra effect rows: more than one per eventId, or
 // per aggregate sequence.
 func DuplicateEffects(o *Observation) (extra int, ids []string) {
-	byEvent := make(map[string]int, len(o.Reservations))
-	byKey := make(map[key]int, len(o.Reservations))
-	for _, r := range o.Reservations {
+	byEvent := make(map[string]int, len(o.Effects))
+	byKey := make(map[key]int, len(o.Effects))
+	for _, r := range o.Effects {
 		byEvent[r.EventID]++
 		byKey[key{r.AggregateID, r.Sequence}]++
 	}
@@ -190,7 +237,7 @@ func DuplicateEffects(o *Observation) (extra int, ids []string) {
 			seen[id] = true
 		}
 	}
-	for _, r := range o.Reservations {
+	for _, r := range o.Effects {
 		k := key{r.AggregateID, r.Sequence}
 		if byKey[k] > byEvent[r.EventID] && !seen[r.EventID] {
 			// the same effect under different eventIds
@@ -204,7 +251,7 @@ func DuplicateEffects(o *Observation) (extra int, ids []string) {
 }
 
 func noDuplicate(o *Observation, extra int, ids []string) result.Invariant {
-	inv := result.Invariant{Name: NoDuplicate, OK: extra == 0}
+	inv := result.Invariant{Name: NoDuplicate, OK: extra == 0, RestsOn: []string{FromContract}}
 	if extra > 0 {
 		inv.Detail = fmt.Sprintf("%d extra effects for %d events", extra, len(ids))
 		inv.Violations = []result.Violation{{Kind: "duplicate-effect", EventIDs: capList(ids),
@@ -217,6 +264,10 @@ func noDuplicate(o *Observation, extra int, ids []string) result.Invariant {
 // outboxTruth: nothing left Pending or Processing, status and published_at
 // agree, and every Published row was confirmed to the claim that marked it.
 func outboxTruth(o *Observation) result.Invariant {
+	if !o.HasOutbox {
+		return notChecked(OutboxTruth, "the target's contract has no outbox query")
+	}
+	relayLog := o.HasLog("relay")
 	var stuck, disagree, unconfirmed []string
 	for _, r := range o.Outbox {
 		switch {
@@ -225,12 +276,17 @@ func outboxTruth(o *Observation) result.Invariant {
 		case (r.Status == "Published") != r.Published:
 			disagree = append(disagree, r.EventID)
 		}
-		if r.Status == "Published" && !confirmedBeforeMark(o.ByEvent[r.EventID]) {
+		if relayLog && r.Status == "Published" && !confirmedBeforeMark(o.ByEvent[r.EventID]) {
 			unconfirmed = append(unconfirmed, r.EventID)
 		}
 	}
-	inv := result.Invariant{Name: OutboxTruth, OK: len(stuck)+len(disagree)+len(unconfirmed) == 0}
+	inv := result.Invariant{Name: OutboxTruth, OK: len(stuck)+len(disagree)+len(unconfirmed) == 0, RestsOn: []string{FromOutbox}}
 	var details []string
+	if relayLog {
+		inv.RestsOn = append(inv.RestsOn, FromEventLog)
+	} else {
+		details = append(details, "Published-after-confirm not checked: the relays write no event log")
+	}
 	if len(stuck) > 0 {
 		details = append(details, fmt.Sprintf("%d rows stuck in Pending/Processing", len(stuck)))
 		inv.Violations = append(inv.Violations, result.Violation{Kind: "stuck-row", EventIDs: capList(stuck),
@@ -304,7 +360,7 @@ func StaleWrites(o *Observation) []string {
 				if _, ok := claimedAt[e.ClaimID]; !ok {
 					claimedAt[e.ClaimID] = i
 				}
-			case eventlog.Marked, eventlog.Retry, eventlog.FailedAlert:
+			case eventlog.Marked, eventlog.Retry, eventlog.FailedAlert, eventlog.Renewed:
 				start, ok := claimedAt[e.ClaimID]
 				if !ok {
 					continue
@@ -313,7 +369,7 @@ func StaleWrites(o *Observation) []string {
 					if other.Event != eventlog.Claimed || other.ClaimID == e.ClaimID {
 						continue
 					}
-					if e.Event != eventlog.Marked && e.Attempt > 0 && other.Attempt > e.Attempt {
+					if (e.Event == eventlog.Retry || e.Event == eventlog.FailedAlert) && e.Attempt > 0 && other.Attempt > e.Attempt {
 						continue // that claim saw this write: it came after it
 					}
 					ids = append(ids, id)
@@ -327,7 +383,10 @@ func StaleWrites(o *Observation) []string {
 }
 
 func fencing(o *Observation, ids []string) result.Invariant {
-	inv := result.Invariant{Name: Fencing, OK: len(ids) == 0}
+	if !o.HasLog("relay") {
+		return notChecked(Fencing, "the relays write no event log (an audit trail of the outbox writes would do: see the black-box observations)")
+	}
+	inv := result.Invariant{Name: Fencing, OK: len(ids) == 0, RestsOn: []string{FromEventLog}}
 	if len(ids) > 0 {
 		inv.Detail = fmt.Sprintf("%d status writes accepted from a claim that no longer held the row", len(ids))
 		inv.Violations = []result.Violation{{Kind: "stale-write", EventIDs: capList(ids),
@@ -341,18 +400,21 @@ func fencing(o *Observation, ids []string) result.Invariant {
 
 func queueDrained(o *Observation) result.Invariant {
 	q := o.Queue
-	inv := result.Invariant{Name: QueueDrained, OK: q.Messages == 0 && q.Unacked == 0}
+	inv := result.Invariant{Name: QueueDrained, OK: q.Messages == 0 && q.Unacked == 0, RestsOn: []string{FromBroker}}
 	if !inv.OK {
-		inv.Detail = fmt.Sprintf("inventory queue holds %d messages (%d unacked)", q.Messages, q.Unacked)
+		inv.Detail = fmt.Sprintf("the consumer's queue holds %d messages (%d unacked)", q.Messages, q.Unacked)
 		inv.Violations = []result.Violation{{Kind: "queue-not-drained", Message: inv.Detail}}
 	}
 	return inv
 }
 
 func nothingHeldBack(o *Observation) result.Invariant {
-	inv := result.Invariant{Name: NothingHeldBack, OK: o.Parked == 0}
+	if !o.HasHeldBack {
+		return notChecked(NothingHeldBack, "the target's contract has no held_back query")
+	}
+	inv := result.Invariant{Name: NothingHeldBack, OK: o.HeldBack == 0, RestsOn: []string{FromContract}}
 	if !inv.OK {
-		inv.Detail = fmt.Sprintf("%d events still parked waiting for a predecessor", o.Parked)
+		inv.Detail = fmt.Sprintf("%d events still parked waiting for a predecessor", o.HeldBack)
 		inv.Violations = []result.Violation{{Kind: "held-back-forever", Message: inv.Detail}}
 	}
 	return inv
@@ -362,7 +424,7 @@ func nothingHeldBack(o *Observation) result.Invariant {
 func aggregateOrder(o *Observation) result.Invariant {
 	last := map[string]int64{}
 	var ids []string
-	for _, r := range o.Reservations { // in reservation_id order
+	for _, r := range o.Effects { // in the order the effects query gives: the order they were applied
 		if r.Sequence <= last[r.AggregateID] {
 			ids = append(ids, r.EventID)
 		}
@@ -373,7 +435,7 @@ func aggregateOrder(o *Observation) result.Invariant {
 			last[r.AggregateID] = r.Sequence
 		}
 	}
-	inv := result.Invariant{Name: AggregateOrder, OK: len(ids) == 0}
+	inv := result.Invariant{Name: AggregateOrder, OK: len(ids) == 0, RestsOn: []string{FromContract}}
 	if len(ids) > 0 {
 		inv.Detail = fmt.Sprintf("%d effects applied out of their aggregate's sequence", len(ids))
 		inv.Violations = []result.Violation{{Kind: "out-of-order", EventIDs: capList(ids), Message: inv.Detail, Timeline: o.Timeline(capList(ids)...)}}

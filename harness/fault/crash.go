@@ -10,12 +10,13 @@ import (
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
-// Crash arms a crash point in a process and waits for it to fire: kill
+// Crash arms the crash point at a window of a process instance and waits
+// for it to fire: kill
 // (SIGKILL, then the process is restarted unless NoRestart), pause (the
 // process freezes itself; it is resumed after Hold) or delay.
 type Crash struct {
-	Process string
-	Point   string
+	Process string        // instance reference: "relay-1", "consumer"
+	Point   string        // the protocol's window, e.g. protocol.RelayAfterConfirm
 	Action  string        // crashpoint.Kill, Pause or Delay
 	Delay   time.Duration // for Delay
 	Hit     int64         // fire on this hit (1-based)
@@ -54,12 +55,15 @@ func (c Crash) Describe() result.Fault {
 	return result.Fault{Kind: kind, Target: c.Process, Detail: detail}
 }
 
-// StartEnv implements StartArmer.
-func (c Crash) StartEnv(process string) []string {
-	if process != c.Process || !c.armAtStart() {
-		return nil
-	}
-	return []string{crashpoint.EnvVar + "=" + c.Point + "=" + c.arming()}
+// StartArming implements StartArmer.
+func (c Crash) StartArming() (ref, window, arming string, ok bool) {
+	return c.Process, c.Point, c.arming(), c.armAtStart()
+}
+
+// Require implements Requirer: the target offers the crash point.
+func (c Crash) Require(env *Env) error {
+	_, err := env.Point(c.Process, c.Point)
+	return err
 }
 
 // Inject implements Fault.
@@ -69,17 +73,21 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 	if err != nil {
 		return record(c, start, false, err)
 	}
+	own, err := env.Point(c.Process, c.Point)
+	if err != nil {
+		return record(c, start, false, err)
+	}
 	if !c.armAtStart() {
 		if err := env.Wait(ctx, c.Trigger); err != nil {
 			return record(c, start, false, err)
 		}
 		start = time.Now()
-		if err := p.Arm(ctx, c.Point, c.arming()); err != nil {
+		if err := p.Arm(ctx, own, c.arming()); err != nil {
 			return record(c, start, false, err)
 		}
 	}
 	hit, err := env.WaitLog(ctx, c.Process, func(e eventlog.Entry) bool {
-		return e.Event == eventlog.CrashPoint && e.Point == c.Point
+		return e.Event == eventlog.CrashPoint && e.Point == own
 	})
 	if err != nil {
 		return record(c, start, false, fmt.Errorf("crash point %s never fired: %w", c.Point, err))

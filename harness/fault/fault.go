@@ -18,6 +18,7 @@ import (
 	"faultline/harness/infra"
 	"faultline/harness/result"
 	"faultline/harness/supervisor"
+	"faultline/harness/target"
 	"faultline/proxies"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -30,9 +31,10 @@ type Fault interface {
 	Inject(ctx context.Context, env *Env) result.Fault
 }
 
-// StartArmer is a fault armed in a process's environment at start.
+// StartArmer is a fault armed in a process's environment at start: at the
+// crash point window of the instance ref, with arming (e.g. "kill@3").
 type StartArmer interface {
-	StartEnv(process string) []string
+	StartArming() (ref, window, arming string, ok bool)
 }
 
 // Needs is a fault that needs a capability of the infrastructure.
@@ -40,18 +42,30 @@ type Needs interface {
 	Needs() []string
 }
 
+// Requirer is a fault that needs something of the target (an instance, a
+// crash point, a contract query); Require says what is missing, and the
+// scenario is not run on that target.
+type Requirer interface {
+	Require(env *Env) error
+}
+
 // Capabilities a fault may need.
 const (
 	CapBrokerRestart = "broker-restart"
 )
 
-// Env is what a fault may touch: the scenario's processes, links, broker.
+// Env is what a fault may touch: the scenario's processes, links, broker,
+// the target's databases and what its target file says of them.
 type Env struct {
+	Roles     *Roles
 	Processes *supervisor.Supervisor
-	Links     map[string]*proxies.Link
+	Links     map[string]*proxies.Link // by run link name: instance.pg, instance.amqp
 	Infra     infra.Infra
 	VHost     string
-	OrdersDB  *pgxpool.Pool
+	// DB are the run's databases by their names in the target file.
+	DB       map[string]*pgxpool.Pool
+	Contract target.Contract
+	Topology target.Topology
 	// Acknowledged reports how many orders the workload has had answered.
 	Acknowledged func() int64
 	// Deadline bounds how long a fault waits for its window to open.
@@ -104,22 +118,59 @@ func pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Process finds a process of the scenario.
-func (env *Env) Process(name string) (*supervisor.Process, error) {
-	p, ok := env.Processes.Process(name)
+// Process finds the process instance ref ("relay-2", "consumer").
+func (env *Env) Process(ref string) (*supervisor.Process, error) {
+	in, err := env.Roles.Instance(ref)
+	if err != nil {
+		return nil, err
+	}
+	p, ok := env.Processes.Process(in.Name)
 	if !ok {
-		return nil, fmt.Errorf("no process %q in this scenario", name)
+		return nil, fmt.Errorf("no process %q (%s) in this run", in.Name, ref)
 	}
 	return p, nil
 }
 
-// Link finds a link of the scenario.
-func (env *Env) Link(name string) (*proxies.Link, error) {
+// Link finds the link ref ("relay-1.pg", "consumer.amqp").
+func (env *Env) Link(ref string) (*proxies.Link, error) {
+	name, err := env.Roles.Link(ref)
+	if err != nil {
+		return nil, err
+	}
 	l, ok := env.Links[name]
 	if !ok {
-		return nil, fmt.Errorf("no link %q in this scenario", name)
+		return nil, fmt.Errorf("no link %q (%s) in this run", name, ref)
 	}
 	return l, nil
+}
+
+// Point is the own name of the crash point at window of the instance ref.
+func (env *Env) Point(ref, window string) (string, error) { return env.Roles.Point(ref, window) }
+
+// Query is the contract query name, or an error saying the target's
+// contract has none.
+func (env *Env) Query(name string) (target.Query, *pgxpool.Pool, error) {
+	var q *target.Query
+	switch name {
+	case "payload":
+		q = env.Contract.Payload
+	case "inbox_expire":
+		q = env.Contract.InboxExpire
+	case "outbox":
+		q = env.Contract.Outbox
+	case "inbox":
+		q = env.Contract.Inbox
+	case "held_back":
+		q = env.Contract.HeldBack
+	}
+	if q == nil {
+		return target.Query{}, nil, fmt.Errorf("the target's contract has no %s query", name)
+	}
+	pool, ok := env.DB[q.Database]
+	if !ok {
+		return *q, nil, fmt.Errorf("contract %s: no database %q in this run", name, q.Database)
+	}
+	return *q, pool, nil
 }
 
 // WaitLog polls a process's event log until an entry matches, up to the

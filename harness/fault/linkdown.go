@@ -9,16 +9,37 @@ import (
 )
 
 // LinkDown takes a link down (connections dropped, new ones refused) for
-// Duration, then brings it back.
+// Duration, then brings it back. With At set, it goes down while a process
+// waits at a crash point (armed as a short delay after the trigger): e.g.
+// the consumer's database link while its transaction is about to commit,
+// so the COMMIT meets a dead connection and its outcome is unknown to it.
 type LinkDown struct {
 	Link     string
 	Trigger  Trigger
 	Duration time.Duration
+	At       *Sync
 }
 
 // Describe implements Fault.
 func (l LinkDown) Describe() result.Fault {
-	return result.Fault{Kind: "link-down", Target: l.Link, Detail: fmt.Sprintf("down for %s, %s", l.Duration, l.Trigger)}
+	detail := fmt.Sprintf("down for %s, %s", l.Duration, l.Trigger)
+	if l.At != nil {
+		detail += fmt.Sprintf(", while %s waits at %s", l.At.Process, l.At.Point)
+	}
+	return result.Fault{Kind: "link-down", Target: l.Link, Detail: detail}
+}
+
+// Require implements Requirer.
+func (l LinkDown) Require(env *Env) error {
+	if _, err := env.Roles.Link(l.Link); err != nil {
+		return err
+	}
+	if l.At != nil {
+		if _, err := env.Point(l.At.Process, l.At.Point); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Inject implements Fault.
@@ -30,6 +51,11 @@ func (l LinkDown) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	if err := env.Wait(ctx, l.Trigger); err != nil {
 		return record(l, start, false, err)
+	}
+	if l.At != nil {
+		if err := l.At.wait(ctx, env); err != nil {
+			return record(l, start, false, err)
+		}
 	}
 	start = time.Now()
 	if err := link.Down(ctx); err != nil {

@@ -8,7 +8,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"faultline/harness/result"
-	"faultline/system/topology"
 )
 
 // poisonBody is the i-th malformed message Poison publishes.
@@ -31,7 +30,7 @@ type Poison struct {
 
 // Describe implements Fault.
 func (p Poison) Describe() result.Fault {
-	return result.Fault{Kind: "poison", Target: topology.Queue, Detail: fmt.Sprintf("%d malformed messages, %s", p.Count, p.Trigger)}
+	return result.Fault{Kind: "poison", Target: "queue", Detail: fmt.Sprintf("%d malformed messages, %s", p.Count, p.Trigger)}
 }
 
 // Inject implements Fault.
@@ -50,7 +49,7 @@ func (p Poison) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	start = time.Now()
 	for i := 0; i < p.Count; i++ {
-		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, topology.Exchange, "order.created", true, false, amqp.Publishing{
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, env.Topology.Exchange, env.Topology.RoutingKeys[0], true, false, amqp.Publishing{
 			ContentType: "application/json", DeliveryMode: amqp.Persistent,
 			MessageId: fmt.Sprintf("poison-%d", i), Body: []byte(poisonBody(i)),
 		})

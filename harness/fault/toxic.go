@@ -30,9 +30,22 @@ type Toxic struct {
 // Sync names a crash point used as a synchronisation point: the process
 // pauses there for Delay while the fault lands.
 type Sync struct {
-	Process string
-	Point   string
+	Process string // instance reference
+	Point   string // window
 	Delay   time.Duration
+}
+
+// Require implements Requirer: the link, and the sync point if any.
+func (t Toxic) Require(env *Env) error {
+	if _, err := env.Roles.Link(t.Link); err != nil {
+		return err
+	}
+	if t.At != nil {
+		if _, err := env.Point(t.At.Process, t.At.Point); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Describe implements Fault.
@@ -55,7 +68,7 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(t, start, false, err)
 	}
 	if t.At != nil {
-		if err := t.sync(ctx, env); err != nil {
+		if err := t.At.wait(ctx, env); err != nil {
 			return record(t, start, false, err)
 		}
 	}
@@ -72,19 +85,23 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 	return record(t, start, true, holdErr)
 }
 
-// sync arms the synchronisation point and waits until the process is there.
-func (t Toxic) sync(ctx context.Context, env *Env) error {
-	p, err := env.Process(t.At.Process)
+// wait arms the synchronisation point and waits until the process is there.
+func (s *Sync) wait(ctx context.Context, env *Env) error {
+	p, err := env.Process(s.Process)
+	if err != nil {
+		return err
+	}
+	own, err := env.Point(s.Process, s.Point)
 	if err != nil {
 		return err
 	}
 	armed := time.Now()
-	arming := crashpoint.Arming{Action: crashpoint.Delay, Delay: t.At.Delay, Hit: 1}.String()
-	if err := p.Arm(ctx, t.At.Point, arming); err != nil {
+	arming := crashpoint.Arming{Action: crashpoint.Delay, Delay: s.Delay, Hit: 1}.String()
+	if err := p.Arm(ctx, own, arming); err != nil {
 		return err
 	}
-	_, err = env.WaitLog(ctx, t.At.Process, func(e eventlog.Entry) bool {
-		return e.Event == eventlog.CrashPoint && e.Point == t.At.Point && !e.Time.Before(armed)
+	_, err = env.WaitLog(ctx, s.Process, func(e eventlog.Entry) bool {
+		return e.Event == eventlog.CrashPoint && e.Point == own && !e.Time.Before(armed)
 	})
 	return err
 }

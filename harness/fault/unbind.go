@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"faultline/harness/result"
-	"faultline/system/topology"
 )
 
-// Unbind removes the inventory queue's binding for RoutingKey, so publishes
-// with that key are unroutable (returned to a mandatory publisher). With
-// Duration > 0 the binding is restored after it; with 0 it stays removed.
+// Unbind removes the consumer queue's binding for RoutingKey (empty: for
+// every routing key of the target's topology), so publishes with that key
+// are unroutable (returned to a mandatory publisher). With Duration > 0 the
+// binding is restored after it; with 0 it stays removed.
 type Unbind struct {
 	RoutingKey string
 	Trigger    Trigger
@@ -24,7 +24,11 @@ func (u Unbind) Describe() result.Fault {
 	if u.Duration > 0 {
 		d = "restored after " + u.Duration.String()
 	}
-	return result.Fault{Kind: "unbind", Target: topology.Queue, Detail: fmt.Sprintf("binding %s removed, %s, %s", u.RoutingKey, d, u.Trigger)}
+	key := u.RoutingKey
+	if key == "" {
+		key = "every routing key"
+	}
+	return result.Fault{Kind: "unbind", Target: "queue", Detail: fmt.Sprintf("binding %s removed, %s, %s", key, d, u.Trigger)}
 }
 
 // Inject implements Fault.
@@ -39,17 +43,25 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	defer conn.Close()
 	start = time.Now()
-	if err := ch.QueueUnbind(topology.Queue, u.RoutingKey, topology.Exchange, nil); err != nil {
-		return record(u, start, false, fmt.Errorf("unbind: %w", err))
+	keys := env.Topology.RoutingKeys
+	if u.RoutingKey != "" {
+		keys = []string{u.RoutingKey}
 	}
-	env.Logf("binding %s removed", u.RoutingKey)
+	for _, key := range keys {
+		if err := ch.QueueUnbind(env.Topology.Queue, key, env.Topology.Exchange, nil); err != nil {
+			return record(u, start, false, fmt.Errorf("unbind %s: %w", key, err))
+		}
+	}
+	env.Logf("bindings %v removed", keys)
 	if u.Duration <= 0 {
 		return record(u, start, true, nil)
 	}
 	holdErr := pause(ctx, u.Duration)
-	if err := ch.QueueBind(topology.Queue, u.RoutingKey, topology.Exchange, false, nil); err != nil {
-		return record(u, start, true, fmt.Errorf("restore binding: %w", err))
+	for _, key := range keys {
+		if err := ch.QueueBind(env.Topology.Queue, key, env.Topology.Exchange, false, nil); err != nil {
+			return record(u, start, true, fmt.Errorf("restore binding %s: %w", key, err))
+		}
 	}
-	env.Logf("binding %s restored", u.RoutingKey)
+	env.Logf("bindings %v restored", keys)
 	return record(u, start, true, holdErr)
 }

@@ -6,13 +6,16 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"faultline/harness/result"
 	"faultline/harness/runner"
+	"faultline/harness/target"
 )
 
 // Catch says that a scenario must catch a variant with a violation kind.
@@ -21,6 +24,31 @@ type Catch struct {
 	Scenario string
 	Expect   string // violation kind: lost, phantom, duplicate-effect, stale-write, stuck-row
 	Guard    string
+}
+
+// CatchesOf are the catches a target file declares: for each of its broken
+// variants, the scenarios that must catch it with its expected violation.
+// A scenario name the catalogue does not know is an error naming the line.
+func CatchesOf(t *target.Target, catalogue []runner.Scenario) ([]Catch, error) {
+	known := map[string]bool{}
+	var names []string
+	for _, sc := range catalogue {
+		known[sc.Name] = true
+		names = append(names, sc.Name)
+	}
+	sort.Strings(names)
+	var out []Catch
+	var errs []error
+	for _, v := range t.Variants {
+		for _, sc := range v.CaughtBy {
+			if !known[sc] {
+				errs = append(errs, fmt.Errorf("%s:%d: variants[%s].caught_by: unknown scenario %q (known: %s)", t.Path, v.Line, v.Name, sc, strings.Join(names, ", ")))
+				continue
+			}
+			out = append(out, Catch{Variant: v.Name, Scenario: sc, Expect: v.Expect, Guard: v.Guard})
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // Plan is what the gate runs.
@@ -127,7 +155,7 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 		if j.variant != "" {
 			opts.Converge = VariantConverge
 		}
-		name := j.sc.Name + "[" + variantName(j.variant) + "]"
+		name := RunName(j.sc.Name, variantName(j.variant), j.seed)
 		if plan.Phase != nil {
 			opts.Phase = func(p string) { plan.Phase(name, p) }
 		}
@@ -201,6 +229,12 @@ func schedule(jobs []job) (exclusive, others []int) {
 	}
 	sort.SliceStable(others, func(a, b int) bool { return jobs[others[a]].expected() > jobs[others[b]].expected() })
 	return exclusive, others
+}
+
+// RunName names one run of the gate in its progress: scenario, variant
+// and seed (two seeds of one scenario run at once).
+func RunName(scenario, variant string, seed int64) string {
+	return fmt.Sprintf("%s[%s] seed %d", scenario, variant, seed)
 }
 
 func variantName(v string) string {

@@ -90,7 +90,13 @@ type Invariant struct {
 	Detail string `json:"detail,omitempty"`
 	// Expected marks a broken invariant the scenario exists to show (a
 	// documented limit such as the inbox retention): it does not fail the run.
-	Expected   bool        `json:"expected,omitempty"`
+	Expected bool `json:"expected,omitempty"`
+	// NotChecked: the target gave nothing to check this on (no outbox
+	// query, no event log): neither ok nor broken, and never a pass.
+	NotChecked bool `json:"not_checked,omitempty"`
+	// RestsOn names the observations the verdict rests on: contract,
+	// outbox, event log, broker, audit trail, tap queue.
+	RestsOn    []string    `json:"rests_on,omitempty"`
 	Violations []Violation `json:"violations,omitempty"`
 }
 
@@ -132,7 +138,7 @@ func (s Scenario) Failed() []string {
 		}
 	}
 	for _, inv := range s.Invariants {
-		if !inv.OK && !inv.Expected {
+		if !inv.OK && !inv.Expected && !inv.NotChecked {
 			out = append(out, "invariant broken: "+inv.Name+detailSuffix(inv.Detail))
 		}
 	}
@@ -166,7 +172,9 @@ type Variant struct {
 
 // Run is a whole run of faultline: results.json.
 type Run struct {
-	Schema     string     `json:"schema"`
+	Schema string `json:"schema"`
+	// Target is the name of the pipeline attacked (its target file's name).
+	Target     string     `json:"target,omitempty"`
 	Seed       int64      `json:"seed"`
 	Seeds      []int64    `json:"seeds,omitempty"`
 	Started    time.Time  `json:"started"`

@@ -21,9 +21,9 @@ import (
 	"faultline/harness/infra"
 	"faultline/harness/result"
 	"faultline/harness/supervisor"
+	"faultline/harness/target"
 	"faultline/harness/workload"
 	"faultline/proxies"
-	"faultline/system/topology"
 )
 
 // Shared is the infrastructure one test binary (or one CLI run) shares
@@ -31,7 +31,10 @@ import (
 type Shared struct {
 	Infra   infra.Infra
 	Proxies proxies.Links
-	Bins    supervisor.Binaries
+	// Target is the pipeline under attack; BuildDir is where its build
+	// step wrote (its {{build_dir}}).
+	Target   *target.Target
+	BuildDir string
 	// Root is where each run gets its folder.
 	Root string
 	// Log receives progress lines; may be nil.
@@ -44,7 +47,9 @@ type Shared struct {
 	StartedIn  time.Duration
 	StartParts map[string]time.Duration
 
-	exclusive sync.RWMutex
+	// exclusive is held by a run that touches the shared broker, and read
+	// by every other run — of every target on this infrastructure.
+	exclusive *sync.RWMutex
 	logMu     sync.Mutex
 
 	activeMu sync.Mutex
@@ -113,16 +118,9 @@ const (
 // its workload (paced: most scenarios send 120 orders over 5 s so that
 // faults land mid-stream), the faults still under way when the workload
 // ends (a broker restart waits for the broker to boot again, about 5 s),
-// and the convergence wait. These waits are ours:
+// and the convergence wait. The target's own waits (its relays' lease and
+// poll) are in its target file; these are ours:
 const (
-	// RelayLease is the relays' claim lease: a row whose relay died or
-	// froze is claimed again only after it. The crash points fire early in
-	// the workload, so the wait overlaps the workload and rarely adds to a
-	// run; it also has to outlast a slow batch on a loaded machine, or the
-	// correct pipeline would have its claims taken over.
-	RelayLease = 2 * time.Second
-	// RelayPoll is how often an idle relay looks for Pending rows.
-	RelayPoll = 50 * time.Millisecond
 	// QuietWindow is how long the pipeline must stay settled (outbox
 	// settled, queue drained, reservations unchanged) to count as
 	// converged; it costs every run this much. The unacked count comes
@@ -138,19 +136,6 @@ const (
 	ConsumerPoll = 20 * time.Millisecond
 )
 
-// defaultArgs are the process flags every run starts with: short leases and
-// backoffs so a scenario runs in seconds. A scenario's Args come after these
-// and win.
-func defaultArgs(kind string) []string {
-	switch kind {
-	case "relay":
-		return []string{"--lease", RelayLease.String(), "--poll-interval", RelayPoll.String(), "--batch-size", "50", "--backoff-base", "100ms", "--backoff-max", "1s", "--confirm-timeout", "1500ms", "--reconnect-max", "500ms"}
-	case "inventory":
-		return []string{"--prefetch", "32", "--tx-batch", "16", "--cleanup-interval", "0s", "--reconnect-max", "500ms"}
-	}
-	return nil
-}
-
 func (sh *Shared) logf(format string, args ...any) {
 	if sh.Log == nil {
 		return
@@ -162,20 +147,22 @@ func (sh *Shared) logf(format string, args ...any) {
 
 // run is the state of one scenario run.
 type run struct {
-	sh      *Shared
-	sc      Scenario
-	opts    Options
-	id      string
-	dir     string
-	res     *result.Scenario
-	links   map[string]*proxies.Link
-	sup     *supervisor.Supervisor
-	orders  *pgxpool.Pool
-	invDB   *pgxpool.Pool
-	cleanup []func(context.Context)
-	phase   *result.Phase
-	obs     *check.Observation // the end state, once observed
-	qprobe  *queueProbe        // see probe; nil until first asked for
+	sh        *Shared
+	sc        Scenario
+	opts      Options
+	id        string
+	dir       string
+	res       *result.Scenario
+	links     map[string]*proxies.Link
+	sup       *supervisor.Supervisor
+	dbs       map[string]string        // the target's database name → the run's copy
+	pools     map[string]*pgxpool.Pool // the target's database name → a pool on the run's copy
+	instances []instance               // the target's process instances, in start order
+	roles     *fault.Roles
+	cleanup   []func(context.Context)
+	phase     *result.Phase
+	obs       *check.Observation // the end state, once observed
+	qprobe    *queueProbe        // see probe; nil until first asked for
 }
 
 // Run runs the scenario and returns its result. It never panics on a
@@ -195,8 +182,9 @@ func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	r := &run{sh: sh, sc: sc, opts: opts, links: map[string]*proxies.Link{},
 		res: &result.Scenario{Name: sc.Name, Variant: variant, Seed: opts.Seed, Window: sc.Window, Started: time.Now()}}
 	r.id = ident(sc.Name) + "_" + randomHex(3)
+	r.dbs, r.pools = map[string]string{}, map[string]*pgxpool.Pool{}
 	r.dir = filepath.Join(sh.Root, fmt.Sprintf("%s-%s-seed%d-%s", sc.Name, variant, opts.Seed, r.id[len(r.id)-6:]))
-	err := r.execute(ctx)
+	err := r.safeExecute(ctx)
 	r.endPhase()
 	teardownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -289,6 +277,17 @@ func (r *run) execute(ctx context.Context) error {
 			return fmt.Errorf("not run: needs a broker restart, which the %s provider cannot do", r.sh.Infra.Name())
 		}
 	}
+	r.instances = r.plan()
+	r.roles = fault.NewRoles(r.faultInstances())
+	env := &fault.Env{
+		Roles: r.roles, Links: r.links, Infra: r.sh.Infra, VHost: r.id, DB: r.pools,
+		Contract: r.sh.Target.Contract, Topology: r.sh.Target.Topology, Deadline: 30 * time.Second,
+		Logf: func(format string, args ...any) { r.sh.logf(r.sc.Name+": "+format, args...) },
+	}
+	if why := r.unsupported(env, faults); why != "" {
+		r.res.Verdict = result.NotRun
+		return fmt.Errorf("not run on target %s: %s", r.sh.Target.Name, why)
+	}
 	if err := r.setupInfra(ctx); err != nil {
 		return err
 	}
@@ -298,18 +297,9 @@ func (r *run) execute(ctx context.Context) error {
 
 	r.startPhase(PhaseWorkload)
 	workloadStart := time.Now()
-	orderProc, _ := r.sup.Process("order")
-	wl := workload.New(r.sc.Workload, uint64(r.opts.Seed), func() string {
-		if orderProc.Running() {
-			return orderProc.ControlAddr()
-		}
-		return ""
-	})
-	env := &fault.Env{
-		Processes: r.sup, Links: r.links, Infra: r.sh.Infra, VHost: r.id, OrdersDB: r.orders,
-		Acknowledged: wl.Acknowledged, Deadline: 30 * time.Second,
-		Logf: func(format string, args ...any) { r.sh.logf(r.sc.Name+": "+format, args...) },
-	}
+	wl := workload.New(r.sc.Workload, r.sh.Target.Workload, uint64(r.opts.Seed), r.producerAddr())
+	env.Processes = r.sup
+	env.Acknowledged = wl.Acknowledged
 	runCtx, cancelRun := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancelRun()
 	faultResults := make([]result.Fault, len(faults))
@@ -377,7 +367,7 @@ func (r *run) execute(ctx context.Context) error {
 		return fmt.Errorf("observe: %w", err)
 	}
 	r.obs = obs
-	checked, counts := check.Check(obs, check.Options{Ordered: r.sc.Ordered})
+	checked, counts := check.Check(obs, check.Options{Ordered: r.sc.Ordered, NoneFailed: r.sc.NoneFailed})
 	invs := append([]result.Invariant{converged}, checked...)
 	evidence := check.Evaluate(obs, r.sc.Evidence)
 	if r.sc.Expect != nil {
@@ -391,7 +381,34 @@ func (r *run) execute(ctx context.Context) error {
 }
 
 func (r *run) sources() check.Sources {
-	return check.Sources{OrdersDB: r.orders, InventoryDB: r.invDB, Queue: r.probe().queue}
+	t := r.sh.Target
+	src := check.Sources{DB: r.pools, Contract: t.Contract, Topology: t.Topology, Queue: r.probe().queue,
+		LogRoles: map[string]bool{}, Windows: map[string]map[string]string{}, Instances: map[string]string{}}
+	count := map[string]int{}
+	for _, in := range r.instances {
+		count[in.proc.Role]++
+		src.Instances[fault.Ref(in.proc.Role, count[in.proc.Role])] = in.name
+		if count[in.proc.Role] == 1 {
+			src.Instances[in.proc.Role] = in.name
+		}
+	}
+	for _, role := range []string{"producer", "relay", "consumer"} {
+		all := r.roles.Count(role) > 0
+		for _, in := range r.instances {
+			if in.proc.Role == role && !in.proc.EventLog {
+				all = false
+			}
+		}
+		src.LogRoles[role] = all
+	}
+	for _, in := range r.instances {
+		w := map[string]string{}
+		for window, own := range in.proc.CrashPoints {
+			w[own] = window
+		}
+		src.Windows[in.name] = w
+	}
+	return src
 }
 
 // probe is the run's one queue probe, closed at teardown.
@@ -412,21 +429,26 @@ func (r *run) logPaths() []string {
 	return out
 }
 
-// setupInfra creates the scenario's databases, vhost and links. The two
-// databases and the vhost are made side by side, and removed so at
-// teardown: with eight runs starting at once each CREATE DATABASE takes a
-// second or more, and each DROP DATABASE waits for a checkpoint.
+// setupInfra creates the scenario's databases (one per database of the
+// target file), its vhost, the target's schema and a link per process
+// instance and dependency. The databases and the vhost are made side by
+// side, and removed so at teardown: with eight runs starting at once each
+// CREATE DATABASE takes a second or more, and each DROP DATABASE waits for
+// a checkpoint.
 func (r *run) setupInfra(ctx context.Context) error {
 	in := r.sh.Infra
+	t := r.sh.Target
 	type resource struct {
 		create, remove func(context.Context) error
 	}
 	var resources []resource
-	for _, db := range []string{r.id + "_orders", r.id + "_inventory"} {
+	for _, name := range t.Databases {
+		db := r.id + "_" + name
+		r.dbs[name] = db
 		resources = append(resources, resource{
 			create: func(ctx context.Context) error {
 				if err := in.CreateDatabase(ctx, db); err != nil {
-					return fmt.Errorf("create database: %w", err)
+					return fmt.Errorf("create database %s: %w", name, err)
 				}
 				return nil
 			},
@@ -459,18 +481,27 @@ func (r *run) setupInfra(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.orders, err = pgxpool.New(ctx, in.PostgresURL(r.id+"_orders")); err != nil {
-		return fmt.Errorf("orders pool: %w", err)
+	for _, name := range t.Databases {
+		pool, err := pgxpool.New(ctx, in.PostgresURL(r.dbs[name]))
+		if err != nil {
+			return fmt.Errorf("%s pool: %w", name, err)
+		}
+		r.pools[name] = pool
+		r.cleanup = append(r.cleanup, func(context.Context) { pool.Close() })
 	}
-	r.cleanup = append(r.cleanup, func(context.Context) { r.orders.Close() })
-	if r.invDB, err = pgxpool.New(ctx, in.PostgresURL(r.id+"_inventory")); err != nil {
-		return fmt.Errorf("inventory pool: %w", err)
+	if err := applySchema(ctx, t, r.pools, func(db string) (string, error) {
+		run, ok := r.dbs[db]
+		if !ok {
+			return "", fmt.Errorf("no database %q in the target file", db)
+		}
+		return in.PostgresURL(run), nil
+	}, r.sh.BuildDir); err != nil {
+		return err
 	}
-	r.cleanup = append(r.cleanup, func(context.Context) { r.invDB.Close() })
 
-	names := []string{"order.pg", "order.amqp", "inventory.pg", "inventory.amqp"}
-	for i := 1; i <= r.relays(); i++ {
-		names = append(names, fmt.Sprintf("relay-%d.pg", i), fmt.Sprintf("relay-%d.amqp", i))
+	var names []string
+	for _, inst := range r.instances {
+		names = append(names, inst.name+".pg", inst.name+".amqp")
 	}
 	pgUpstream, amqpUpstream := in.LinkUpstreams()
 	for _, name := range names {
@@ -489,27 +520,27 @@ func (r *run) setupInfra(ctx context.Context) error {
 	return nil
 }
 
-func (r *run) relays() int {
-	if r.sc.Relays > 0 {
-		return r.sc.Relays
-	}
-	return 2
-}
-
-// viaLink rewrites a URL's host to the link's listen address.
-func viaLink(raw string, link *proxies.Link) string {
+// viaLink rewrites a URL's host to the link's listen address and, for
+// PostgreSQL, names the writer (application_name) so audit triggers and
+// pg_stat_activity tell the instances apart.
+func viaLink(raw string, link *proxies.Link, appName string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return raw
 	}
 	u.Host = link.Addr()
+	if appName != "" {
+		q := u.Query()
+		q.Set("application_name", appName)
+		u.RawQuery = q.Encode()
+	}
 	return u.String()
 }
 
-// startProcesses starts the consumer first (it declares the queue), then
-// the relays, then the order service — each through its own links.
+// startProcesses starts the target's consumers first (they declare the
+// queue) and waits until the queue has a consumer, then the relays, then
+// the producers — each instance through its own links.
 func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
-	in := r.sh.Infra
 	outLog, err := os.Create(filepath.Join(r.dir, "supervisor.log"))
 	if err != nil {
 		return fmt.Errorf("supervisor log: %w", err)
@@ -519,53 +550,27 @@ func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
 	r.sh.track(r.dir, r.sup)
 	r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = r.sup.StopAll(ctx) })
 
-	type proc struct {
-		name, kind string
-		args       []string
+	consumers := 0
+	for _, in := range r.instances {
+		if in.proc.Role == "consumer" {
+			consumers++
+		}
 	}
-	ordersURL, invURL, amqpURL := in.PostgresURL(r.id+"_orders"), in.PostgresURL(r.id+"_inventory"), in.AMQPURL(r.id)
-	procs := []proc{{"inventory", "inventory", []string{
-		"--db-url", viaLink(invURL, r.links["inventory.pg"]), "--amqp-url", viaLink(amqpURL, r.links["inventory.amqp"]),
-	}}}
-	for i := 1; i <= r.relays(); i++ {
-		name := fmt.Sprintf("relay-%d", i)
-		procs = append(procs, proc{name, "relay", []string{
-			"--instance", name,
-			"--db-url", viaLink(ordersURL, r.links[name+".pg"]), "--amqp-url", viaLink(amqpURL, r.links[name+".amqp"]),
-		}})
-	}
-	// The order service talks to the broker only in the variants without an
-	// outbox; it gets its link all the same.
-	procs = append(procs, proc{"order", "order", []string{"--instance", "order", "--db-url", viaLink(ordersURL, r.links["order.pg"]),
-		"--amqp-url", viaLink(amqpURL, r.links["order.amqp"])}})
-
-	for _, p := range procs {
-		bin, err := r.sh.Bins.For(p.kind)
+	started := 0
+	for _, in := range r.instances {
+		spec, err := r.spec(in, faults)
 		if err != nil {
 			return err
 		}
-		args := append(append(append([]string{}, p.args...), defaultArgs(p.kind)...), r.sc.Args[p.kind]...)
-		var env []string
-		if r.opts.Variant != "" && r.opts.Variant != "correct" {
-			env = append(env, "FAULTLINE_VARIANT="+r.opts.Variant)
+		if _, err := r.sup.Start(ctx, spec); err != nil {
+			return fmt.Errorf("start %s: %w", in.name, err)
 		}
-		var arms []string
-		for _, f := range faults {
-			if a, ok := f.(fault.StartArmer); ok {
-				for _, kv := range a.StartEnv(p.name) {
-					arms = append(arms, strings.TrimPrefix(kv, "FAULTLINE_CRASHPOINTS="))
+		if in.proc.Role == "consumer" {
+			started++
+			if started == consumers {
+				if err := r.waitConsuming(ctx); err != nil {
+					return err
 				}
-			}
-		}
-		if len(arms) > 0 {
-			env = append(env, "FAULTLINE_CRASHPOINTS="+strings.Join(arms, ","))
-		}
-		if _, err := r.sup.Start(ctx, supervisor.Spec{Name: p.name, Kind: p.kind, Binary: bin, Args: args, Env: env}); err != nil {
-			return fmt.Errorf("start %s: %w", p.name, err)
-		}
-		if p.kind == "inventory" {
-			if err := r.waitConsuming(ctx); err != nil {
-				return err
 			}
 		}
 	}
@@ -581,7 +586,7 @@ func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
 func (r *run) waitConsuming(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	if err := r.probe().waitConsumer(ctx, topology.Queue, ConsumerPoll); err != nil {
+	if err := r.probe().waitConsumer(ctx, r.sh.Target.Topology.Queue, ConsumerPoll); err != nil {
 		return fmt.Errorf("the consumer did not start consuming: %w", err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"faultline/harness/fault"
 )
 
 func TestSideBySide(t *testing.T) {
@@ -59,9 +61,28 @@ func TestSideBySideAtOnce(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-func TestDefaultArgsUseTheNamedWaits(t *testing.T) {
-	args := defaultArgs("relay")
-	assert.Subset(t, args, []string{"--lease", RelayLease.String(), "--poll-interval", RelayPoll.String()})
-	assert.Equal(t, "2s", RelayLease.String())
-	assert.Equal(t, "50ms", RelayPoll.String())
+func TestRolesResolveReferences(t *testing.T) {
+	roles := fault.NewRoles([]fault.Instance{
+		{Name: "inventory", Role: "consumer", Points: map[string]string{"consumer.after-commit": "inventory.after-commit"}, EventLog: true},
+		{Name: "relay-1", Role: "relay"}, {Name: "relay-2", Role: "relay"},
+		{Name: "order", Role: "producer"},
+	})
+	for ref, want := range map[string]string{"consumer": "inventory", "consumer-1": "inventory", "relay": "relay-1", "relay-2": "relay-2", "producer": "order"} {
+		in, err := roles.Instance(ref)
+		if assert.NoError(t, err, ref) {
+			assert.Equal(t, want, in.Name, ref)
+		}
+	}
+	_, err := roles.Instance("relay-3")
+	assert.ErrorContains(t, err, "runs 2 relay instance(s), not 3")
+	link, err := roles.Link("consumer.pg")
+	assert.NoError(t, err)
+	assert.Equal(t, "inventory.pg", link)
+	_, err = roles.Link("consumer.redis")
+	assert.Error(t, err)
+	own, err := roles.Point("consumer", "consumer.after-commit")
+	assert.NoError(t, err)
+	assert.Equal(t, "inventory.after-commit", own)
+	_, err = roles.Point("relay-1", "relay.after-confirm")
+	assert.ErrorContains(t, err, "offers no crash point at relay.after-confirm")
 }

@@ -1,8 +1,10 @@
-// Package runner runs one scenario against the real pipeline: it gives the
-// scenario its own databases, vhost and Toxiproxy links on the shared
-// infrastructure, starts the processes through their links, drives the
-// workload, injects the faults, waits for convergence and hands the end
-// state to the checker. Its output is a result.Scenario.
+// Package runner runs one scenario against a target — any pipeline its
+// target file describes: it gives the scenario its own databases, vhost and
+// Toxiproxy links on the shared infrastructure, starts the target's
+// processes through their links, drives the workload, injects the faults,
+// waits for convergence and hands the end state to the checker. Its output
+// is a result.Scenario. It knows the target only through its target file
+// (harness/target) and the protocol.
 package runner
 
 import (
@@ -23,16 +25,22 @@ type Scenario struct {
 	Window string
 
 	Workload workload.Spec
-	// Relays is how many relays run (default 2).
-	Relays int
-	// Extra flags per process kind ("order", "relay", "inventory").
-	Args map[string][]string
+	// Settings are knobs of the target the scenario turns (the target
+	// file's settings: retry-budget, lease-renewal, ...), name → value. A
+	// target that does not offer one does not run the scenario.
+	Settings map[string]string
+	// Instances overrides the target's instance count of a role (e.g.
+	// one relay, so one claim holds every row).
+	Instances map[string]int
 	// Faults builds the seeded schedule: the same seed gives the same faults.
 	Faults func(rng *rand.Rand) []fault.Fault
 	// Evidence the run must show: a scenario that never opened its window fails.
 	Evidence []check.Evidence
 	// Ordered checks per-aggregate order.
 	Ordered bool
+	// NoneFailed: the scenario's outage is shorter than the retry budget's
+	// backoff, so an event the pipeline gave up on (Failed) is a violation.
+	NoneFailed bool
 	// Expect accepts violations the scenario exists to show (a documented
 	// limit): it marks those invariants Expected in place and returns the
 	// evidence that the checker reported exactly them.

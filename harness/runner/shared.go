@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"faultline/harness/infra"
 	"faultline/harness/result"
 	"faultline/harness/supervisor"
+	"faultline/harness/target"
 	"faultline/proxies"
 )
 
@@ -26,22 +28,27 @@ type SharedOptions struct {
 	// Infra is the provider (local, docker, external or auto; the CLI's
 	// --infra); empty: FAULTLINE_INFRA, else auto.
 	Infra string
+	// Target is the pipeline to attack (target.Load).
+	Target *target.Target
+	// ToxiproxyLog is the file the Toxiproxy server's own log lines go
+	// to; empty: they are discarded (never the terminal).
+	ToxiproxyLog string
 }
 
-// Built is the infrastructure with the programs built beside it.
+// Built is the infrastructure with the target built beside it.
 type Built struct {
 	Infra     infra.Infra
-	Bins      supervisor.Binaries
+	BuildDir  string                   // the target's {{build_dir}}
 	Toxiproxy string                   // the Toxiproxy server binary, when asked for
 	Parts     map[string]time.Duration // start-up: infra, build, and the provider's own parts
 }
 
 // OpenBuilt starts the infrastructure provider kind (empty: FAULTLINE_INFRA)
-// and, meanwhile, builds the pipeline's programs — and Toxiproxy's server
-// when withToxiproxy — into a binary folder of this process. The folder and
-// the infrastructure are registered on cleanup; folders that a killed
-// process left are swept first.
-func OpenBuilt(ctx context.Context, kind string, log io.Writer, withToxiproxy bool, cleanup *supervisor.Cleanup) (Built, error) {
+// and, meanwhile, runs the target's build step — and builds Toxiproxy's
+// server when withToxiproxy — into a binary folder of this process. The
+// folder and the infrastructure are registered on cleanup; folders that a
+// killed process left are swept first.
+func OpenBuilt(ctx context.Context, kind string, t *target.Target, log io.Writer, withToxiproxy bool, cleanup *supervisor.Cleanup) (Built, error) {
 	sweepBinaries(os.TempDir())
 	binDir, err := os.MkdirTemp("", binPattern)
 	if err != nil {
@@ -52,7 +59,6 @@ func OpenBuilt(ctx context.Context, kind string, log io.Writer, withToxiproxy bo
 		return Built{}, fmt.Errorf("binary folder: %w", err)
 	}
 	type built struct {
-		bins supervisor.Binaries
 		toxi string
 		took time.Duration
 		err  error
@@ -60,11 +66,11 @@ func OpenBuilt(ctx context.Context, kind string, log io.Writer, withToxiproxy bo
 	buildDone := make(chan built, 1)
 	go func() {
 		var b built
-		t := time.Now()
-		if b.bins, b.err = supervisor.Build(ctx, binDir); b.err == nil && withToxiproxy {
+		started := time.Now()
+		if b.err = Build(ctx, t, binDir); b.err == nil && withToxiproxy {
 			b.toxi, b.err = proxies.BuildServer(ctx, binDir)
 		}
-		b.took = time.Since(t)
+		b.took = time.Since(started)
 		buildDone <- b
 	}()
 	parts := map[string]time.Duration{}
@@ -87,11 +93,11 @@ func OpenBuilt(ctx context.Context, kind string, log io.Writer, withToxiproxy bo
 			parts[name] = took
 		}
 	}
-	return Built{Infra: in, Bins: b.bins, Toxiproxy: b.toxi, Parts: parts}, nil
+	return Built{Infra: in, BuildDir: binDir, Toxiproxy: b.toxi, Parts: parts}, nil
 }
 
-// StartShared starts the infrastructure, builds the pipeline and Toxiproxy
-// binaries once, and starts the Toxiproxy server. Every step it took is
+// StartShared starts the infrastructure, builds the target and Toxiproxy
+// once, and starts the Toxiproxy server. Every step it took is
 // registered on cleanup, so an interrupt or a failure later tears it down.
 func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cleanup) (*Shared, error) {
 	log := opts.Log
@@ -112,7 +118,10 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 		_ = os.Remove(root) // only if no failing run kept its logs there
 		return nil
 	})
-	b, err := OpenBuilt(ctx, opts.Infra, log, true, cleanup)
+	if opts.Target == nil {
+		return nil, fmt.Errorf("start: no target")
+	}
+	b, err := OpenBuilt(ctx, opts.Infra, opts.Target, log, true, cleanup)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +131,11 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	if tp, ok := in.(infra.ToxiproxyProvider); ok {
 		px = tp.Toxiproxy() // docker: its own, in the containers' network
 	} else {
-		srv, err := proxies.StartServer(ctx, b.Toxiproxy, log)
+		var popts []proxies.ServerOption
+		if opts.ToxiproxyLog != "" {
+			popts = append(popts, proxies.WithLogFile(opts.ToxiproxyLog))
+		}
+		srv, err := proxies.StartServer(ctx, b.Toxiproxy, log, popts...)
 		if err != nil {
 			return nil, fmt.Errorf("start toxiproxy: %w", err)
 		}
@@ -132,12 +145,39 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	parts["toxiproxy"] = time.Since(toxiStart)
 	took := time.Since(started)
 	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", took.Round(time.Millisecond), filepath.Clean(root))
-	sh := &Shared{Infra: in, Proxies: px, Bins: b.Bins, Root: root, Log: log, StartedIn: took, StartParts: parts}
+	sh := &Shared{Infra: in, Proxies: px, Target: opts.Target, BuildDir: b.BuildDir, Root: root, Log: log, StartedIn: took, StartParts: parts,
+		exclusive: &sync.RWMutex{}}
 	cleanup.Add("stop and remove unfinished runs", func(ctx context.Context) error {
 		sh.RemoveUnfinished(ctx)
 		return nil
 	})
 	return sh, nil
+}
+
+// WithTarget is this infrastructure attacking another target: the same
+// PostgreSQL, RabbitMQ and Toxiproxy server (a run that restarts the
+// broker still runs alone, across both), the target built into a folder of
+// its own, removed on cleanup.
+func (sh *Shared) WithTarget(ctx context.Context, t *target.Target, cleanup *supervisor.Cleanup) (*Shared, error) {
+	dir, err := os.MkdirTemp("", binPattern)
+	if err != nil {
+		return nil, fmt.Errorf("binary folder: %w", err)
+	}
+	cleanup.Add("remove binaries of "+t.Name, func(context.Context) error { return os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return nil, fmt.Errorf("binary folder: %w", err)
+	}
+	started := time.Now()
+	if err := Build(ctx, t, dir); err != nil {
+		return nil, err
+	}
+	other := &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: dir, Root: sh.Root, Log: sh.Log,
+		StartedIn: time.Since(started), StartParts: map[string]time.Duration{"build": time.Since(started)}, exclusive: sh.exclusive}
+	cleanup.Add("stop and remove unfinished runs of "+t.Name, func(ctx context.Context) error {
+		other.RemoveUnfinished(ctx)
+		return nil
+	})
+	return other, nil
 }
 
 // Timing is the time to a verdict as far as the shared infrastructure and

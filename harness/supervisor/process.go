@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +20,6 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Process is one supervised program across its incarnations (a restart is
@@ -36,14 +37,13 @@ type Process struct {
 
 // incarnation is one OS process of a Process.
 type incarnation struct {
-	n       int
-	cmd     *exec.Cmd
-	pid     int
-	logOff  int64 // where this incarnation's lines start in the event log
-	outOff  int64 // where its output starts in the .out file
-	done    chan struct{}
-	reason  string // valid once done is closed
-	control string // guarded by Process.mu
+	n      int
+	cmd    *exec.Cmd
+	pid    int
+	logOff int64 // where this incarnation's lines start in the event log
+	outOff int64 // where its output starts in the .out file
+	done   chan struct{}
+	reason string // valid once done is closed
 }
 
 func (inc *incarnation) exited() bool {
@@ -70,19 +70,20 @@ func (inc *incarnation) signal(sig syscall.Signal) error {
 // Name is the process's unique name.
 func (p *Process) Name() string { return p.spec.Name }
 
-// Kind is order, relay or inventory.
-func (p *Process) Kind() string { return p.spec.Kind }
+// Role is the process's role (producer, relay, consumer).
+func (p *Process) Role() string { return p.spec.Role }
 
 // Spec is the spec the process was started with.
 func (p *Process) Spec() Spec {
 	s := p.spec
-	s.Args = slices.Clone(s.Args)
+	s.Command = slices.Clone(s.Command)
 	s.Env = slices.Clone(s.Env)
 	return s
 }
 
-// EventLogPath is the process's event log, shared by all its incarnations.
-func (p *Process) EventLogPath() string { return p.sup.eventLogPath(p.spec.Name) }
+// EventLogPath is the process's event log, shared by all its incarnations;
+// empty if it writes none.
+func (p *Process) EventLogPath() string { return p.spec.EventLog }
 
 // OutPath is the file holding the process's stdout and stderr.
 func (p *Process) OutPath() string { return p.sup.outPath(p.spec.Name) }
@@ -96,12 +97,9 @@ func (p *Process) current() *incarnation {
 // Pid is the current incarnation's pid.
 func (p *Process) Pid() int { return p.current().pid }
 
-// ControlAddr is the current incarnation's control address (host:port).
-func (p *Process) ControlAddr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.inc.control
-}
+// ControlAddr is the process's control address (host:port); empty if it
+// has none. It stays the same across restarts.
+func (p *Process) ControlAddr() string { return p.spec.Control }
 
 // Incarnations is how many times the process has been started.
 func (p *Process) Incarnations() int {
@@ -278,21 +276,21 @@ func procStopped(pid int) (bool, error) {
 }
 
 // Stop ends the process gracefully: SIGCONT (a stopped process cannot handle
-// SIGTERM), SIGTERM, up to 3 s (or until ctx ends), then SIGKILL to its
-// process group; it returns once the process is reaped. A process that has
+// a signal), its stop signal (default SIGTERM), up to its stop timeout
+// (default 3 s, or until ctx ends), then SIGKILL to its process group; it returns once the process is reaped. A process that has
 // already exited is not an error.
 func (p *Process) Stop(ctx context.Context) error {
 	inc := p.current()
 	if inc == nil || inc.exited() {
 		return nil
 	}
-	err := errors.Join(inc.signal(syscall.SIGCONT), inc.signal(syscall.SIGTERM))
+	err := errors.Join(inc.signal(syscall.SIGCONT), inc.signal(p.spec.Stop.Signal))
 	if err != nil {
 		p.sup.logf(p.spec.Name, "stop pid %d: %v", inc.pid, err)
 	} else {
-		p.sup.logf(p.spec.Name, "stopping pid %d (SIGCONT, SIGTERM)", inc.pid)
+		p.sup.logf(p.spec.Name, "stopping pid %d (SIGCONT, %s)", inc.pid, signalName(p.spec.Stop.Signal))
 	}
-	t := time.NewTimer(p.sup.stopGrace)
+	t := time.NewTimer(p.spec.Stop.Timeout)
 	defer t.Stop()
 	select {
 	case <-inc.done:
@@ -303,7 +301,7 @@ func (p *Process) Stop(ctx context.Context) error {
 	if err := inc.signal(syscall.SIGKILL); err != nil {
 		return fmt.Errorf("stop %s: %w", p.spec.Name, err)
 	}
-	p.sup.logf(p.spec.Name, "killed pid %d (SIGKILL): still running after SIGTERM", inc.pid)
+	p.sup.logf(p.spec.Name, "killed pid %d (SIGKILL): still running after %s", inc.pid, signalName(p.spec.Stop.Signal))
 	if err := p.reap(inc); err != nil {
 		return fmt.Errorf("stop %s: %w", p.spec.Name, err)
 	}
@@ -333,7 +331,7 @@ func (p *Process) Restart(ctx context.Context, extraEnv ...string) error {
 		p.abandon(inc)
 		return fmt.Errorf("restart: %w", err)
 	}
-	s.logf(p.spec.Name, "restarted pid %d, control %s (incarnation %d)", inc.pid, inc.control, inc.n)
+	s.logf(p.spec.Name, "restarted pid %d (incarnation %d)", inc.pid, inc.n)
 	return nil
 }
 
@@ -348,12 +346,13 @@ func (p *Process) spawnLocked(env []string) (*incarnation, error) {
 		return nil, fmt.Errorf("start %s: incarnation %d (pid %d) is still running; Kill or Stop it first", name, p.inc.n, p.inc.pid)
 	}
 
-	logPath := s.eventLogPath(name)
 	var logOff int64
-	if st, err := os.Stat(logPath); err == nil {
-		logOff = st.Size()
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("start %s: event log: %w", name, err)
+	if logPath := p.spec.EventLog; logPath != "" {
+		if st, err := os.Stat(logPath); err == nil {
+			logOff = st.Size()
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("start %s: event log: %w", name, err)
+		}
 	}
 	out, err := os.OpenFile(s.outPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -365,19 +364,12 @@ func (p *Process) spawnLocked(env []string) (*incarnation, error) {
 		return nil, fmt.Errorf("start %s: output file: %w", name, err)
 	}
 
-	args := append(slices.Clone(p.spec.Args), "--event-log", logPath)
-	switch p.spec.Kind {
-	case KindOrder:
-		if !hasFlag(args, "listen") {
-			args = append(args, "--listen", "127.0.0.1:0")
-		}
-	default:
-		if !hasFlag(args, "control-addr") {
-			args = append(args, "--control-addr", "127.0.0.1:0")
-		}
-	}
-	cmd := exec.Command(p.spec.Binary, args...)
+	args := p.spec.Command
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = s.dir
+	if p.spec.Dir != "" {
+		cmd.Dir = p.spec.Dir
+	}
 	cmd.Env = environ(env)
 	cmd.Stdout = out
 	cmd.Stderr = out
@@ -402,7 +394,7 @@ func (p *Process) spawnLocked(env []string) (*incarnation, error) {
 		s.logf(name, "exited pid %d: %s", inc.pid, inc.reason)
 		close(inc.done)
 	}()
-	s.logf(name, "spawned pid %d (incarnation %d): %s %s", inc.pid, inc.n, p.spec.Binary, strings.Join(args, " "))
+	s.logf(name, "spawned pid %d (incarnation %d): %s", inc.pid, inc.n, strings.Join(args, " "))
 	return inc, nil
 }
 
@@ -412,38 +404,32 @@ func (p *Process) abandon(inc *incarnation) {
 	_ = p.reap(inc)
 }
 
-// waitReady waits until inc has written a control line after its start
-// offset and its /healthz answers 200.
+// waitReady waits until inc is ready as its spec says: its HTTP URL
+// answers 200, its TCP address accepts, or a line of its output after its
+// start matches.
 func (p *Process) waitReady(ctx context.Context, inc *incarnation) error {
-	s := p.sup
-	ctx, cancel := context.WithTimeout(ctx, s.readyTimeout)
+	ready := p.spec.Ready
+	ctx, cancel := context.WithTimeout(ctx, ready.Timeout)
 	defer cancel()
-	lr := &lineReader{path: p.EventLogPath(), off: inc.logOff}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	var addr, lastProblem string
+	out := &lineReader{path: p.OutPath(), off: inc.outOff}
+	lastProblem := "not asked yet"
 	for {
-		if addr == "" {
-			a, err := lr.findControl()
-			if err != nil {
-				lastProblem = err.Error()
-			} else if a != "" {
-				addr = a
-				p.mu.Lock()
-				inc.control = a
-				p.mu.Unlock()
-			} else {
-				lastProblem = "no control line in " + lr.path + " yet"
-			}
+		var err error
+		switch {
+		case ready.HTTP != "":
+			err = p.getOK(ctx, ready.HTTP)
+		case ready.TCP != "":
+			err = dialOK(ctx, ready.TCP)
+		case ready.Log != nil:
+			err = out.find(ready.Log)
 		}
-		if addr != "" {
-			if err := p.health(ctx, addr); err != nil {
-				if ctx.Err() == nil || lastProblem == "" || strings.HasPrefix(lastProblem, "no control line") {
-					lastProblem = err.Error() // keep the last real answer over our own deadline
-				}
-			} else {
-				return nil
-			}
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() == nil || lastProblem == "not asked yet" {
+			lastProblem = err.Error() // keep the last real answer over our own deadline
 		}
 		select {
 		case <-inc.done:
@@ -457,25 +443,36 @@ func (p *Process) waitReady(ctx context.Context, inc *incarnation) error {
 	}
 }
 
-func (p *Process) health(ctx context.Context, addr string) error {
-	// longer than the control server's own 2 s bound on the health check,
-	// so a slow dependency shows up as its 503 rather than our timeout
+// getOK asks url and wants a 200.
+func (p *Process) getOK(ctx context.Context, url string) error {
+	// longer than the reference's own 2 s bound on its health check, so a
+	// slow dependency shows up as its 503 rather than our timeout
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("ready URL %q: %w", url, err)
 	}
 	resp, err := p.sup.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("healthz: %w", err)
+		return fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthz: %s: %s", resp.Status, bytes.TrimSpace(body))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, bytes.TrimSpace(body))
 	}
 	return nil
+}
+
+// dialOK wants addr to accept a TCP connection.
+func dialOK(ctx context.Context, addr string) error {
+	d := net.Dialer{Timeout: time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return c.Close()
 }
 
 // outputTail is the last few KiB the incarnation wrote to stdout/stderr.
@@ -511,20 +508,20 @@ type lineReader struct {
 	partial []byte
 }
 
-// findControl returns the address of the first control line among the lines
-// appended since the last call, or "" if there is none yet.
-func (r *lineReader) findControl() (string, error) {
+// find reads the lines appended since the last call and reports whether
+// one matches re (nil), or what it has read so far (an error).
+func (r *lineReader) find(re *regexp.Regexp) error {
 	f, err := os.Open(r.path)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		return fmt.Errorf("no output yet matching %q", re)
 	}
 	if err != nil {
-		return "", fmt.Errorf("event log: %w", err)
+		return fmt.Errorf("output: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.NewSectionReader(f, r.off, 1<<40))
 	if err != nil {
-		return "", fmt.Errorf("event log: %w", err)
+		return fmt.Errorf("output: %w", err)
 	}
 	r.off += int64(len(data))
 	buf := append(r.partial, data...)
@@ -535,14 +532,13 @@ func (r *lineReader) findControl() (string, error) {
 		}
 		line := buf[:i]
 		buf = buf[i+1:]
-		var e eventlog.Entry
-		if json.Unmarshal(line, &e) == nil && e.Event == eventlog.Control && e.Detail != "" {
+		if re.Match(line) {
 			r.partial = nil
-			return e.Detail, nil
+			return nil
 		}
 	}
 	r.partial = slices.Clone(buf)
-	return "", nil
+	return fmt.Errorf("no line of output matching %q yet", re)
 }
 
 // Arm arms a crash point of the current incarnation over its control server,
@@ -570,11 +566,9 @@ func (p *Process) control(ctx context.Context, method, point, body string) error
 	if inc.exited() {
 		return fmt.Errorf("pid %d: %w (%s)", inc.pid, ErrNotRunning, inc.reason)
 	}
-	p.mu.Lock()
-	addr := inc.control
-	p.mu.Unlock()
+	addr := p.spec.Control
 	if addr == "" {
-		return fmt.Errorf("pid %d: control address not known yet", inc.pid)
+		return fmt.Errorf("%s has no control address (its target file gives it no crash points)", p.spec.Name)
 	}
 	u := "http://" + addr + "/crashpoints/" + url.PathEscape(point)
 	req, err := http.NewRequestWithContext(ctx, method, u, strings.NewReader(body))
@@ -596,9 +590,10 @@ func (p *Process) control(ctx context.Context, method, point, body string) error
 // CrashPoints lists the current incarnation's crash points with their state.
 func (p *Process) CrashPoints(ctx context.Context) ([]crashpoint.Status, error) {
 	inc := p.current()
-	p.mu.Lock()
-	addr := inc.control
-	p.mu.Unlock()
+	addr := p.spec.Control
+	if addr == "" {
+		return nil, fmt.Errorf("crash points of %s: it has no control address", p.spec.Name)
+	}
 	if inc.exited() {
 		return nil, fmt.Errorf("crash points of %s: %w (%s)", p.spec.Name, ErrNotRunning, inc.reason)
 	}

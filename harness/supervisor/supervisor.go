@@ -1,9 +1,11 @@
-// Package supervisor runs the pipeline's programs (order service, relays,
-// inventory consumer) as real OS processes for the harness: it builds them
-// once, starts them with their event logs in one folder, waits until each
-// is ready (its control line is in its event log and /healthz answers),
-// kills (SIGKILL), pauses (SIGSTOP), resumes, stops and restarts them, arms
-// their crash points over HTTP, and never leaves one behind.
+// Package supervisor runs a target's processes (producer, relays,
+// consumer: whatever commands its target file gives) as real OS processes
+// for the harness: it starts them with their output in one folder, waits
+// until each is ready (an HTTP URL answers 200, a TCP port accepts, or a
+// line of its output matches), kills (SIGKILL), pauses (SIGSTOP), resumes,
+// stops (the target's signal, then SIGKILL) and restarts them, arms their
+// crash points over the protocol's HTTP endpoints, and never leaves one
+// behind.
 //
 // Every child runs in its own process group and gets SIGKILL from the
 // kernel if the test binary dies (Pdeathsig). A process that kills itself at
@@ -19,9 +21,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
@@ -36,11 +40,36 @@ var ErrStopped = errors.New("supervisor stopped")
 
 // Spec says how to run one process.
 type Spec struct {
-	Name   string   // unique in the run: "order", "relay-1", "relay-2", "inventory"
-	Kind   string   // "order", "relay", "inventory"
-	Binary string   // path of the executable
-	Args   []string // flags; the supervisor adds --event-log, and --listen / --control-addr 127.0.0.1:0 unless given
-	Env    []string // extra environment, e.g. FAULTLINE_CRASHPOINTS=relay.after-confirm=kill@3
+	Name    string   // unique in the run: an instance name, e.g. "relay-2"
+	Role    string   // producer, relay or consumer (informational)
+	Command []string // the executable and its arguments
+	Env     []string // extra environment, e.g. FAULTLINE_CRASHPOINTS=relay.after-confirm=kill@3
+	Dir     string   // working directory; empty: the supervisor's folder
+	// EventLog is the path the process writes its protocol event log to;
+	// empty: it writes none.
+	EventLog string
+	// Control is the host:port of its protocol control endpoints
+	// (/crashpoints); empty: it has none.
+	Control string
+	Ready   Ready
+	Stop    Stop
+}
+
+// Ready says how to know a process is ready: exactly one of HTTP (a URL
+// that must answer 200), TCP (an address that must accept) or Log (a line
+// of its output that must match).
+type Ready struct {
+	HTTP    string
+	TCP     string
+	Log     *regexp.Regexp
+	Timeout time.Duration // default 15 s
+}
+
+// Stop says how to stop a process gracefully: Signal (default SIGTERM),
+// then SIGKILL after Timeout (default 3 s).
+type Stop struct {
+	Signal  syscall.Signal
+	Timeout time.Duration
 }
 
 // Supervisor starts and tracks the processes of one run. Its methods are
@@ -95,8 +124,8 @@ func New(dir string, log io.Writer) *Supervisor {
 // Dir is the folder holding the event logs and outputs.
 func (s *Supervisor) Dir() string { return s.dir }
 
-// Start starts spec's process and waits until it is ready: a new control
-// line in its event log and /healthz answering 200, bounded by ctx and 15 s.
+// Start starts spec's process and waits until it is ready (spec.Ready),
+// bounded by ctx and the readiness timeout.
 // If the process exits or is not ready in time, it is killed, forgotten, and
 // the error carries the tail of its output.
 func (s *Supervisor) Start(ctx context.Context, spec Spec) (*Process, error) {
@@ -106,8 +135,17 @@ func (s *Supervisor) Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("start %s: %w", spec.Name, err)
 	}
-	spec.Args = slices.Clone(spec.Args)
+	spec.Command = slices.Clone(spec.Command)
 	spec.Env = slices.Clone(spec.Env)
+	if spec.Ready.Timeout <= 0 {
+		spec.Ready.Timeout = s.readyTimeout
+	}
+	if spec.Stop.Signal == 0 {
+		spec.Stop.Signal = syscall.SIGTERM
+	}
+	if spec.Stop.Timeout <= 0 {
+		spec.Stop.Timeout = s.stopGrace
+	}
 	p := &Process{sup: s, spec: spec}
 
 	s.mu.Lock()
@@ -138,7 +176,7 @@ func (s *Supervisor) Start(ctx context.Context, spec Spec) (*Process, error) {
 		s.mu.Unlock()
 		return nil, err
 	}
-	s.logf(spec.Name, "started pid %d, control %s", inc.pid, inc.control)
+	s.logf(spec.Name, "started pid %d", inc.pid)
 	return p, nil
 }
 
@@ -146,35 +184,27 @@ func validate(spec Spec) error {
 	if spec.Name == "" || spec.Name == "." || spec.Name == ".." || strings.ContainsAny(spec.Name, `/\`) {
 		return fmt.Errorf("start: process name %q: want a non-empty file name", spec.Name)
 	}
-	switch spec.Kind {
-	case KindOrder, KindRelay, KindInventory:
-	default:
-		return fmt.Errorf("start %s: unknown kind %q (want order, relay or inventory)", spec.Name, spec.Kind)
+	if len(spec.Command) == 0 || spec.Command[0] == "" {
+		return fmt.Errorf("start %s: no command", spec.Name)
 	}
-	if spec.Binary == "" {
-		return fmt.Errorf("start %s: no binary", spec.Name)
-	}
-	if hasFlag(spec.Args, "event-log") {
-		return fmt.Errorf("start %s: --event-log is set by the supervisor; remove it from Args", spec.Name)
+	if n := readyKinds(spec.Ready); n != 1 {
+		return fmt.Errorf("start %s: readiness: give exactly one of an HTTP URL, a TCP address or a log pattern (got %d)", spec.Name, n)
 	}
 	return nil
 }
 
-// hasFlag reports whether args set the flag name (-name, --name, -name=v, --name=v).
-func hasFlag(args []string, name string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		if !strings.HasPrefix(a, "-") {
-			continue
-		}
-		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
-		if a == name || strings.HasPrefix(a, name+"=") {
-			return true
-		}
+func readyKinds(r Ready) int {
+	n := 0
+	if r.HTTP != "" {
+		n++
 	}
-	return false
+	if r.TCP != "" {
+		n++
+	}
+	if r.Log != nil {
+		n++
+	}
+	return n
 }
 
 // Process returns the process with that name.
@@ -196,13 +226,15 @@ func (s *Supervisor) Processes() []*Process {
 	return out
 }
 
-// EventLogPaths maps each process name to its event log.
+// EventLogPaths maps each process that writes an event log to its path.
 func (s *Supervisor) EventLogPaths() map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string]string, len(s.procs))
 	for n, p := range s.procs {
-		out[n] = p.EventLogPath()
+		if path := p.EventLogPath(); path != "" {
+			out[n] = path
+		}
 	}
 	return out
 }
@@ -247,7 +279,9 @@ func isCrashpointEnv(kv string) bool {
 	return strings.HasPrefix(kv, crashpoint.EnvVar+"=")
 }
 
-func (s *Supervisor) eventLogPath(name string) string {
+// EventLogPath is where the process name's event log goes in this
+// supervisor's folder (what a runner hands the process).
+func (s *Supervisor) EventLogPath(name string) string {
 	return filepath.Join(s.dir, name+".events.jsonl")
 }
 

@@ -1,7 +1,8 @@
-// Package workload drives the order service over HTTP: orders, and for
-// aggregate workloads each order's created → paid → cancelled history.
-// It retries through order-service crashes (a request that fails may or may
-// not have committed: the checker reads the truth from the database).
+// Package workload drives a target's producer over HTTP, as its target file
+// says: one request creates a business fact (its id read from the answer),
+// and for aggregate workloads the follow-up steps of the same aggregate.
+// It retries through producer crashes (a request that fails may or may not
+// have committed: the checker reads the truth from the database).
 package workload
 
 import (
@@ -12,16 +13,20 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"faultline/harness/target"
 )
 
 // Spec is the traffic to send.
 type Spec struct {
-	Orders      int // orders to create
+	Orders      int // facts to create
 	Concurrency int // clients at once
-	// Events per order: 1 = order.created only; 3 = created → paid → cancelled.
+	// Events per fact: 1 = the create request only; 3 = create and the
+	// target's first two follow-up steps.
 	EventsPerOrder int
 	// Pace spreads the orders over at least this long (0: as fast as they go).
 	Pace time.Duration
@@ -37,10 +42,11 @@ type Stats struct {
 	Rejected     int64 // 4xx answers (a bug in the workload: they are not retried)
 }
 
-// Runner sends a Spec to one order service.
+// Runner sends a Spec to a producer.
 type Runner struct {
 	spec   Spec
-	addr   func() string // current address of the order service (it moves on restart)
+	reqs   target.Workload
+	addr   func() string // current address of a producer ("" while none runs)
 	client *http.Client
 	rng    *rand.Rand
 	rngMu  sync.Mutex
@@ -51,9 +57,10 @@ type Runner struct {
 	notify   chan struct{}
 }
 
-// New makes a runner; addr is asked before every request, so the runner
-// follows an order service restarted on a new port.
-func New(spec Spec, seed uint64, addr func() string) *Runner {
+// New makes a runner of the target's requests; addr is asked before every
+// request, so the runner can spread requests over the producers and skip
+// one that is down.
+func New(spec Spec, reqs target.Workload, seed uint64, addr func() string) *Runner {
 	if spec.Concurrency < 1 {
 		spec.Concurrency = 1
 	}
@@ -62,6 +69,7 @@ func New(spec Spec, seed uint64, addr func() string) *Runner {
 	}
 	return &Runner{
 		spec:   spec,
+		reqs:   reqs,
 		addr:   addr,
 		client: &http.Client{Timeout: 10 * time.Second},
 		rng:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
@@ -143,24 +151,35 @@ func (r *Runner) Run(ctx context.Context) error {
 	return nil
 }
 
-// oneOrder creates an order and walks its history.
-func (r *Runner) oneOrder(ctx context.Context, i int) error {
-	r.rngMu.Lock()
-	amount := fmt.Sprintf("%d.%02d", 1+r.rng.IntN(500), r.rng.IntN(100))
-	customer := fmt.Sprintf("C%05d", r.rng.IntN(100000))
-	r.rngMu.Unlock()
-	body, _ := json.Marshal(map[string]any{
-		"customerId": customer, "amount": json.Number(amount), "currency": "CNY",
-		"items": []map[string]any{{"sku": fmt.Sprintf("SKU-%d", i%17), "quantity": 1 + i%3}},
-	})
-	var created struct {
-		OrderID string `json:"orderId"`
+// random draws from the seeded generator.
+func (r *Runner) random(lo, hi int) int {
+	if hi < lo {
+		lo, hi = hi, lo
 	}
-	if err := r.post(ctx, "/orders", body, &created); err != nil {
+	r.rngMu.Lock()
+	defer r.rngMu.Unlock()
+	return lo + r.rng.IntN(hi-lo+1)
+}
+
+// oneOrder creates a fact and walks its follow-up steps.
+func (r *Runner) oneOrder(ctx context.Context, i int) error {
+	vals := target.WorkloadValues{N: i, Random: r.random}
+	created, err := r.send(ctx, r.reqs.Create, vals)
+	if err != nil {
 		return err
 	}
-	steps := []string{"pay", "cancel"}
-	for s := 0; s < r.spec.EventsPerOrder-1 && s < len(steps); s++ {
+	if r.reqs.Create.ID != "" {
+		var answer map[string]any
+		if err := json.Unmarshal(created, &answer); err != nil {
+			return fmt.Errorf("create: decode answer %q: %w", truncate(created), err)
+		}
+		id, ok := answer[r.reqs.Create.ID]
+		if !ok {
+			return fmt.Errorf("create: the answer %q has no field %q (workload.create.id)", truncate(created), r.reqs.Create.ID)
+		}
+		vals.ID = fmt.Sprint(id)
+	}
+	for s := 0; s < r.spec.EventsPerOrder-1 && s < len(r.reqs.Steps); s++ {
 		if r.spec.StepDelay > 0 {
 			select {
 			case <-ctx.Done():
@@ -168,59 +187,82 @@ func (r *Runner) oneOrder(ctx context.Context, i int) error {
 			case <-time.After(r.spec.StepDelay):
 			}
 		}
-		if err := r.post(ctx, "/orders/"+created.OrderID+"/"+steps[s], nil, nil); err != nil {
+		if _, err := r.send(ctx, r.reqs.Steps[s], vals); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// post retries until a 201 (or a 409 for a state change that already
-// committed before a crash) or ctx ends.
-func (r *Runner) post(ctx context.Context, path string, body []byte, out any) error {
+func truncate(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
+}
+
+// send renders a request and retries it until one of its ok statuses (or
+// a done status, meaning a retried step had committed before a crash) or
+// ctx ends; it returns the ok answer's body.
+func (r *Runner) send(ctx context.Context, req target.Request, vals target.WorkloadValues) ([]byte, error) {
+	path, err := req.Path.RenderWorkload(vals)
+	if err != nil {
+		return nil, err
+	}
+	var body []byte
+	if !req.Body.IsZero() {
+		b, err := req.Body.RenderWorkload(vals)
+		if err != nil {
+			return nil, err
+		}
+		body = []byte(b)
+	}
 	delay := 20 * time.Millisecond
 	for {
-		status, data, err := r.try(ctx, path, body)
+		status, data, err := r.try(ctx, req, path, body)
 		switch {
-		case err == nil && status == http.StatusCreated:
+		case err == nil && slices.Contains(req.OK, status):
 			r.acked.Add(1)
 			select {
 			case r.notify <- struct{}{}:
 			default:
 			}
-			if out != nil {
-				if err := json.Unmarshal(data, out); err != nil {
-					return fmt.Errorf("POST %s: decode answer: %w", path, err)
-				}
-			}
-			return nil
-		case err == nil && status == http.StatusConflict && body == nil:
-			// a state change retried after a crash that had committed it
-			return nil
+			return data, nil
+		case err == nil && slices.Contains(req.Done, status):
+			return data, nil
 		case err == nil && status >= 400 && status < 500:
 			r.rejected.Add(1)
-			return fmt.Errorf("POST %s: %d %s", path, status, bytes.TrimSpace(data))
+			return nil, fmt.Errorf("%s %s: %d %s", req.Method, path, status, bytes.TrimSpace(data))
 		}
 		r.failed.Add(1)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 500*time.Millisecond)
 	}
 }
 
-func (r *Runner) try(ctx context.Context, path string, body []byte) (int, []byte, error) {
+func (r *Runner) try(ctx context.Context, spec target.Request, path string, body []byte) (int, []byte, error) {
 	addr := r.addr()
 	if addr == "" {
-		return 0, nil, fmt.Errorf("order service not running")
+		return 0, nil, fmt.Errorf("no producer running")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, spec.Method, "http://"+addr+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	for k, v := range spec.Headers {
+		req.Header.Set(k, v)
+	}
+	if body != nil && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -6,6 +6,7 @@
 // with one of these constants; system/faultline.yaml maps the protocol's
 // windows to them.
 package crashpoint
+
 const (
 	OrderBeforeCommit     = "order.before-commit"
 	OrderAfterCommit      = "order.after-commit"
@@ -14,6 +15,7 @@ const (
 	RelayAfterConfirm     = "relay.after-confirm"
 	RelayAfterMark        = "relay.after-mark"
 	RelayBeforeRenew      = "relay.before-renew"
+	RelayBeforeRetry      = "relay.before-retry"
 	InventoryAfterReceive = "inventory.after-receive"
 	InventoryBeforeCommit = "inventory.before-commit"
 	InventoryAfterCommit  = "inventory.after-commit"
@@ -37,6 +39,7 @@ func Catalogue() []Point {
 		{RelayAfterConfirm, "relay", "confirms seen, Published update not yet written", "lease expiry + republish with the same eventId; inbox absorbs the duplicate"},
 		{RelayAfterMark, "relay", "Published written, next batch not yet claimed", "none needed: the batch is complete"},
 		{RelayBeforeRenew, "relay", "lease about to be renewed while confirms are slow", "lease expiry: rows taken over by another relay"},
+		{RelayBeforeRetry, "relay", "a return or nack seen, retry (or Failed) not yet written", "retry and Failed writes conditional on the claim id"},
 		{InventoryAfterReceive, "inventory", "message delivered, nothing committed", "manual ack after commit: the broker redelivers"},
 		{InventoryBeforeCommit, "inventory", "inbox and effect written, transaction not committed", "inbox row and effect in one transaction: both roll back together"},
 		{InventoryAfterCommit, "inventory", "inbox row and reservation committed, ack not yet sent", "inbox row in the same transaction absorbs the redelivery"},

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/faultline-dev/faultline/protocol/control"
 	"faultline/system/variant"
+	"github.com/faultline-dev/faultline/protocol/control"
 )
 
 // EnvPrefix is the prefix of every flag's environment fallback:

@@ -136,7 +136,9 @@ func (h *handler) commitRetrying(ctx context.Context, lost <-chan struct{}, item
 }
 
 // transact is one attempt: BEGIN, record inbox, apply effects, crash point
-// inventory.before-commit, COMMIT.
+// inventory.before-commit, COMMIT (the commit step). A failed COMMIT is an
+// error like any other: commitRetrying runs the transaction again or gives
+// the batch up, and nothing is acked.
 func (h *handler) transact(ctx context.Context, items []*item) (err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), txTimeout)
 	defer cancel()
@@ -165,10 +167,7 @@ func (h *handler) transact(ctx context.Context, items []*item) (err error) {
 		return err
 	}
 	h.points.Hit(crashpoint.InventoryBeforeCommit)
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return h.steps.commit(ctx, tx, items)
 }
 
 // logResults writes what the committed transaction did, in one write.

@@ -33,6 +33,8 @@
 //	no-inbox               recordInbox marks every item fresh, writes nothing
 //	inbox-own-transaction  recordInbox inserts and commits the inbox rows in a
 //	                       transaction of their own, before the effect's
+//	commit-error-ignored   commit swallows a failed COMMIT, so the batch is
+//	                       logged and acked as if it had committed
 //
 // Run picks the steps of Config.Variant (see variant.go); a variant of
 // another process leaves the consumer correct.
@@ -62,13 +64,13 @@ import (
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/faultline-dev/faultline/protocol/control"
 	"faultline/system/dbutil"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/schema"
 	"faultline/system/service"
 	"faultline/system/topology"
 	"faultline/system/variant"
+	"github.com/faultline-dev/faultline/protocol/control"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Process is the crash point catalogue's name for this service.

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"faultline/system/crashpoint"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/inventory"
 	"faultline/system/topology"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // The same eventId delivered twice takes effect once; both deliveries are acked.

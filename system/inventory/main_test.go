@@ -23,9 +23,9 @@ import (
 
 	"faultline/harness/infra"
 	"faultline/harness/infra/infratest"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/inventory"
 	"faultline/system/topology"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // testInfra is the one PostgreSQL + RabbitMQ of this test binary

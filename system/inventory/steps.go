@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/message"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // outcome is what the transaction did with one valid delivery.
@@ -53,7 +53,7 @@ func (it *item) reset() {
 //
 //	receive → crash point after-receive → dead-letter poison →
 //	BEGIN → recordInbox → applyEffects (the fresh items) →
-//	crash point before-commit → COMMIT →
+//	crash point before-commit → commit (COMMIT) →
 //	log results → crash point after-commit → ack
 //
 // correctSteps is the reference pipeline. A deliberately broken variant is a
@@ -69,6 +69,12 @@ type steps interface {
 	// applyEffects applies the fresh items inside tx; they are in
 	// delivery order.
 	applyEffects(ctx context.Context, tx pgx.Tx, items []*item) error
+	// commit commits tx. An error means the batch is not done: its outcome
+	// is unknown (the connection may have been cut with the COMMIT in
+	// flight), so it is not acked; the handler runs the transaction again
+	// (the inbox absorbs it if the first one did commit) or gives it up
+	// unacked for the broker to redeliver.
+	commit(ctx context.Context, tx pgx.Tx, items []*item) error
 	// ack acknowledges the items after their transaction committed.
 	ack(ctx context.Context, items []*item)
 }
@@ -185,6 +191,15 @@ func (s correctSteps) applyEffects(ctx context.Context, tx pgx.Tx, items []*item
 		}
 	}
 	return s.st.write(ctx, tx, &e)
+}
+
+// commit is the transaction's COMMIT; its error goes back to the handler,
+// which never acks a batch whose commit failed.
+func (correctSteps) commit(ctx context.Context, tx pgx.Tx, _ []*item) error {
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
 }
 
 // ack acknowledges the items after their commit. When their delivery tags

@@ -1,8 +1,8 @@
 package inventory
 
 import (
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/variant"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // stepVariants are the consumer's broken variants: each embeds correctSteps
@@ -11,6 +11,7 @@ var stepVariants = map[string]func(correctSteps) steps{
 	variant.AckBeforeCommit:     func(c correctSteps) steps { return ackBeforeCommit{c} },
 	variant.NoInbox:             func(c correctSteps) steps { return noInbox{c} },
 	variant.InboxOwnTransaction: func(c correctSteps) steps { return inboxOwnTransaction{c} },
+	variant.CommitErrorIgnored:  func(c correctSteps) steps { return commitErrorIgnored{c} },
 }
 
 // stepsFor returns the steps constructor of the named variant: the correct

@@ -1,8 +1,10 @@
 package inventory_test
 
 import (
+	"net/http"
 	"os/exec"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -10,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"faultline/system/crashpoint"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/topology"
 	"faultline/system/variant"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // inboxRows counts the inbox rows of eventID.
@@ -163,6 +165,67 @@ func TestInboxOwnTransactionLosesTheEffectAtBeforeCommit(t *testing.T) {
 			require.NoError(t, second.Process.Signal(syscall.SIGTERM))
 			status = waitExit(t, second)
 			assert.Equal(t, 0, status.ExitStatus(), "SIGTERM is a clean exit")
+		})
+	}
+}
+
+// commit-error-ignored: the batch's transaction is held at
+// inventory.before-commit while its database connection is cut, so its
+// COMMIT fails and nothing commits. The correct consumer does not ack: it
+// runs the transaction again once the database is back, and the effect
+// takes place once. The variant takes the failed commit for done, logs the
+// reservation and acks: the broker has forgotten a message nothing
+// applied, and the effect is lost.
+func TestCommitErrorIgnoredAcksAFailedCommit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		variant string
+		lost    bool
+	}{
+		{variant.Correct, false},
+		{variant.CommitErrorIgnored, true},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			fw := newForwarder(t, testInfra.PostgresAddr())
+			cfg := e.config()
+			cfg.DBURL = "postgres://postgres@" + fw.addr + "/" + e.name + "?sslmode=disable&connect_timeout=2"
+			cfg.Variant = tc.variant
+			r := e.start(cfg)
+			code, body := request(t, http.MethodPut, r.control, "/crashpoints/"+crashpoint.InventoryBeforeCommit, "delay:1s@1")
+			require.Equal(t, http.StatusNoContent, code, body)
+
+			e.publish(event("evt-cut", "order-1", 1))
+			e.waitFor("the transaction held before its COMMIT", func(es []eventlog.Entry) bool { return count(es, eventlog.CrashPoint, "") == 1 })
+			fw.cut() // the COMMIT goes out on a dead connection
+			e.waitFor("the failed COMMIT", func(es []eventlog.Entry) bool {
+				return slices.ContainsFunc(es, func(x eventlog.Entry) bool { return strings.Contains(x.Error, "commit: ") })
+			})
+
+			if tc.lost {
+				es := e.waitCount(eventlog.Acked, "evt-cut", 1)
+				assert.Contains(t, dump(es), "ignored: acked as done")
+				assert.Equal(t, 1, count(es, eventlog.Reserved, "evt-cut"), "the reservation is logged, though nothing committed")
+				e.waitDrained() // the broker has forgotten it
+				fw.restore(t)
+				assert.Empty(t, e.reservations(), "the effect is lost")
+				assert.Zero(t, e.inboxRows("evt-cut"), "the inbox row rolled back with it")
+				assert.Contains(t, startedDetail(es), "variant="+variant.CommitErrorIgnored)
+				return
+			}
+			e.waitFor("the transaction retried while the database is away", func(es []eventlog.Entry) bool {
+				return slices.ContainsFunc(es, func(x eventlog.Entry) bool { return x.Event == eventlog.ErrorOccurred && x.Attempt >= 2 })
+			})
+			e.waitReady(topology.Queue, 0) // held by the consumer, unacked
+			assert.Equal(t, 0, count(e.events(), eventlog.Acked, "evt-cut"), "never acked while the COMMIT fails")
+			fw.restore(t)
+			es := e.waitCount(eventlog.Acked, "evt-cut", 1)
+			e.waitDrained()
+			assert.Equal(t, []string{"evt-cut"}, e.reservations(), "the transaction ran again and committed")
+			assert.Equal(t, 1, e.inboxRows("evt-cut"))
+			assert.Equal(t, 1, count(es, eventlog.Reserved, "evt-cut"))
+			assert.NotContains(t, dump(es), "ignored: acked as done")
 		})
 	}
 }

@@ -20,9 +20,9 @@ import (
 	"faultline/harness/infra"
 	"faultline/harness/infra/infratest"
 	"faultline/system/crashpoint"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/order"
 	"faultline/system/schema"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // testInfra is this test binary's PostgreSQL (and RabbitMQ, which these

@@ -23,8 +23,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"faultline/system/crashpoint"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/message"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Currencies the service accepts.

@@ -11,12 +11,12 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/faultline-dev/faultline/protocol/control"
 	"faultline/system/dbutil"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/schema"
 	"faultline/system/service"
 	"faultline/system/variant"
+	"github.com/faultline-dev/faultline/protocol/control"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Config is the order service's configuration.

@@ -1,8 +1,8 @@
 package order
 
 import (
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/variant"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // emitterVariants are the order service's broken variants: no outbox, the

@@ -9,9 +9,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/message"
 	"faultline/system/topology"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // directPublisher publishes events straight to RabbitMQ, as the two

@@ -7,9 +7,9 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/faultline-dev/faultline/protocol/control"
 	"faultline/system/topology"
 	"faultline/system/variant"
+	"github.com/faultline-dev/faultline/protocol/control"
 )
 
 // Config is a relay's configuration.

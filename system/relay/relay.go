@@ -42,11 +42,15 @@ type Guards struct {
 	AwaitConfirm   bool // Published only after a positive confirm
 	FenceByClaimID bool // status writes conditional on the claim id
 	LeaseExpiry    bool // a Processing row whose lease ran out can be claimed again
+	FenceRetries   bool // the retry and Failed writes conditional on the claim id
+	FenceRenewal   bool // the lease renewal conditional on the claim id
+	Backoff        bool // a retry is due after an exponential backoff, not at once
 }
 
 // AllGuards is the correct relay.
 func AllGuards() Guards {
-	return Guards{Mandatory: true, HonourReturns: true, AwaitConfirm: true, FenceByClaimID: true, LeaseExpiry: true}
+	return Guards{Mandatory: true, HonourReturns: true, AwaitConfirm: true, FenceByClaimID: true, LeaseExpiry: true,
+		FenceRetries: true, FenceRenewal: true, Backoff: true}
 }
 
 // outcome of one row's publish.
@@ -217,7 +221,10 @@ func (r *Relay) waitSettled() {
 
 // settle writes the batch's outcomes: Published for confirmed rows, a
 // retry (or Failed) for returned, nacked and unsent rows; unknown outcomes
-// and lost claims are left alone for the lease.
+// and lost claims are left alone for the lease. A batch with retries hits
+// relay.before-retry after its Published write and before its retry write:
+// a relay frozen there past its lease finds its rows taken, and its late
+// retry write is fenced (logged fenced, with the eventId and claim id).
 func (r *Relay) settle(ctx context.Context, claimID string, rows []Row, res batchResult) {
 	var confirmed []string
 	var retries []retry
@@ -229,7 +236,7 @@ func (r *Relay) settle(ctx context.Context, claimID string, rows []Row, res batc
 		case outcomeConfirmed:
 			confirmed = append(confirmed, row.EventID)
 		case outcomeReturned, outcomeNacked, outcomeNotSent:
-			retries = append(retries, retry{EventID: row.EventID, Err: res.reason[row.EventID], Delay: r.backoff(row.AttemptCount + 1)})
+			retries = append(retries, retry{EventID: row.EventID, Err: res.reason[row.EventID], Delay: r.retryAfter(row.AttemptCount + 1)})
 		case outcomeUnknown:
 			lines = append(lines, eventlog.Entry{Event: eventlog.Unknown, EventID: row.EventID, ClaimID: claimID, Detail: res.reason[row.EventID]})
 		case outcomeClaimLost:
@@ -258,6 +265,7 @@ func (r *Relay) settle(ctx context.Context, claimID string, rows []Row, res batc
 		}
 	}
 	if len(retries) > 0 {
+		r.points.Hit(crashpoint.RelayBeforeRetry)
 		done, err := r.store.scheduleRetries(writeCtx, claimID, r.cfg.RetryBudget, retries)
 		if err != nil {
 			r.log.Errorf("claim %s: %v (rows stay Processing until the lease runs out)", claimID, err)
@@ -278,6 +286,15 @@ func (r *Relay) settle(ctx context.Context, claimID string, rows []Row, res batc
 		}
 	}
 	r.log.Batch(lines)
+}
+
+// retryAfter is how long a row that failed its attempt n waits before it is
+// due again: the backoff (none without the Backoff guard: no-backoff).
+func (r *Relay) retryAfter(attempt int) time.Duration {
+	if !r.guards.Backoff {
+		return 0
+	}
+	return r.backoff(attempt)
 }
 
 // backoff is the delay before attempt n+1: exponential from BackoffBase,
@@ -310,8 +327,10 @@ func (rn *renewer) stop() map[string]bool {
 }
 
 // startRenewal extends the lease of the batch's rows every RenewInterval,
-// conditional on the claim id; a row the renewal no longer finds was taken
-// by another claim, and this relay stops working on it.
+// conditional on the claim id (not without the FenceRenewal guard:
+// unfenced-renewal); a row the renewal no longer finds was taken by another
+// claim, and this relay stops working on it (claim-lost). Each row a
+// renewal extended is logged as renewed, with its eventId and the claim id.
 func (r *Relay) startRenewal(ctx context.Context, claimID string, rows []Row) *renewer {
 	ctx, cancel := context.WithCancel(ctx)
 	rn := &renewer{cancel: cancel, done: make(chan struct{}), lost: map[string]bool{}}
@@ -329,26 +348,38 @@ func (r *Relay) startRenewal(ctx context.Context, claimID string, rows []Row) *r
 				return
 			case <-t.C:
 			}
+			if ctx.Err() != nil {
+				return // stopped with a tick pending: no renewal begins after stop
+			}
 			r.points.Hit(crashpoint.RelayBeforeRenew)
-			still, err := r.store.renew(ctx, claimID, held, r.cfg.Lease)
+			// A renewal once begun runs to its end, even when the batch
+			// finishes meanwhile (stop waits for it): a relay resumed after
+			// a freeze at relay.before-renew learns whether its claim was
+			// taken, whichever of its goroutines runs first.
+			renewCtx, cancelRenew := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+			still, err := r.store.renew(renewCtx, claimID, held, r.cfg.Lease)
+			cancelRenew()
 			if err != nil {
 				if ctx.Err() == nil {
 					r.log.Errorf("claim %s: %v", claimID, err)
 				}
 				continue
 			}
-			var keep []string
-			var lines []eventlog.Entry
+			// One renewed line per row whose lease was extended, in one
+			// write: the checker tells a renewal by a claim that no longer
+			// held the row from these.
+			keep := make([]string, 0, len(held))
+			lines := make([]eventlog.Entry, 0, len(held))
 			rn.mu.Lock()
 			for _, id := range held {
 				if still[id] {
 					keep = append(keep, id)
+					lines = append(lines, eventlog.Entry{Event: eventlog.Renewed, EventID: id, ClaimID: claimID})
 				} else {
 					rn.lost[id] = true
 				}
 			}
 			rn.mu.Unlock()
-			lines = append(lines, eventlog.Entry{Event: eventlog.Renewed, ClaimID: claimID, Detail: fmt.Sprintf("%d rows", len(keep))})
 			r.log.Batch(lines)
 			held = keep
 			if len(held) == 0 {

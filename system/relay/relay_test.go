@@ -21,9 +21,9 @@ import (
 	"faultline/harness/infra"
 	"faultline/harness/infra/infratest"
 	"faultline/system/crashpoint"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/schema"
 	"faultline/system/topology"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // local is the test binary's PostgreSQL and RabbitMQ.
@@ -334,6 +334,22 @@ func TestGuardVariantsChangeTheSQL(t *testing.T) {
 	}
 	assert.Contains(t, fenced.sql(claimSQL), "locked_until < CURRENT_TIMESTAMP")
 	assert.NotContains(t, noExpiry.sql(claimSQL), "locked_until < CURRENT_TIMESTAMP")
+	// unfenced-retry and unfenced-renewal drop the fence from one write each.
+	for _, tc := range []struct {
+		s       store
+		dropped string
+	}{
+		{store{unfencedRetry: true}, retrySQL},
+		{store{unfencedRenewal: true}, renewSQL},
+	} {
+		for _, q := range []string{markPublishedSQL, retrySQL, renewSQL} {
+			if q == tc.dropped {
+				assert.NotContains(t, tc.s.sql(q), "locked_by = $2")
+			} else {
+				assert.Equal(t, fenced.sql(q), tc.s.sql(q))
+			}
+		}
+	}
 }
 
 func TestBackoffGrowsWithJitterUpToTheCap(t *testing.T) {

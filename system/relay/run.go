@@ -7,13 +7,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/faultline-dev/faultline/protocol/control"
 	"faultline/system/crashpoint"
 	"faultline/system/dbutil"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/schema"
 	"faultline/system/service"
 	"faultline/system/variant"
+	"github.com/faultline-dev/faultline/protocol/control"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Run relays until ctx ends, with the guards of cfg.Variant (all of them
@@ -61,7 +61,8 @@ func RunWithGuards(ctx context.Context, cfg Config, guards Guards) error {
 
 // newStore is the relay's SQL with the guards' fencing and lease expiry.
 func newStore(db *pgxpool.Pool, guards Guards) store {
-	return store{db: db, unfenced: !guards.FenceByClaimID, noExpiry: !guards.LeaseExpiry}
+	return store{db: db, unfenced: !guards.FenceByClaimID, noExpiry: !guards.LeaseExpiry,
+		unfencedRetry: !guards.FenceRetries, unfencedRenewal: !guards.FenceRenewal}
 }
 
 // loop is the relay's life: connect, claim, publish, settle, again. Up to

@@ -28,6 +28,11 @@ type store struct {
 	// no-fencing variant); noExpiry never reclaims an expired lease (no-lease).
 	unfenced bool
 	noExpiry bool
+	// unfencedRetry drops it from the retry and Failed write only
+	// (unfenced-retry), unfencedRenewal from the lease renewal only
+	// (unfenced-renewal).
+	unfencedRetry   bool
+	unfencedRenewal bool
 }
 
 // fence is the condition every status write carries.
@@ -36,15 +41,21 @@ const fence = "AND status = 'Processing' AND locked_by = $2"
 // unfencedCondition keeps the parameter list but not the guard.
 const unfencedCondition = "AND $2::text IS NOT NULL"
 
+// sql is q as this store sends it, without the guards its variant drops.
 func (s store) sql(q string) string {
-	if s.unfenced {
-		q = strings.ReplaceAll(q, fence, unfencedCondition)
-		q = strings.ReplaceAll(q, "AND outbox.status = 'Processing'\n  AND outbox.locked_by = $2", unfencedCondition)
+	if s.unfenced || (s.unfencedRetry && q == retrySQL) || (s.unfencedRenewal && q == renewSQL) {
+		q = unfence(q)
 	}
 	if s.noExpiry {
 		q = strings.ReplaceAll(q, "\n     OR (status = 'Processing' AND locked_until < CURRENT_TIMESTAMP)", "")
 	}
 	return q
+}
+
+// unfence removes the claim-id condition from a status write.
+func unfence(q string) string {
+	q = strings.ReplaceAll(q, fence, unfencedCondition)
+	return strings.ReplaceAll(q, "AND outbox.status = 'Processing'\n  AND outbox.locked_by = $2", unfencedCondition)
 }
 
 // claimSQL is the article's claim: a short transaction, SKIP LOCKED, lease.

@@ -12,6 +12,9 @@ var guardVariants = map[string]func(*Guards){
 	variant.PublishedBeforeConfirm: publishedBeforeConfirm,
 	variant.NoFencing:              noFencing,
 	variant.NoLease:                noLease,
+	variant.UnfencedRetry:          unfencedRetry,
+	variant.UnfencedRenewal:        unfencedRenewal,
+	variant.NoBackoff:              noBackoff,
 }
 
 // GuardsFor returns the guards of the named variant: every guard for the

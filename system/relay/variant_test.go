@@ -2,7 +2,10 @@ package relay
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -10,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"faultline/system/crashpoint"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/topology"
 	"faultline/system/variant"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 func TestGuardsForEachVariant(t *testing.T) {
@@ -22,7 +25,11 @@ func TestGuardsForEachVariant(t *testing.T) {
 		variant.PublishedBeforeConfirm: func(g Guards) bool { return !g.AwaitConfirm },
 		variant.NoFencing:              func(g Guards) bool { return !g.FenceByClaimID },
 		variant.NoLease:                func(g Guards) bool { return !g.LeaseExpiry },
+		variant.UnfencedRetry:          func(g Guards) bool { return !g.FenceRetries },
+		variant.UnfencedRenewal:        func(g Guards) bool { return !g.FenceRenewal },
+		variant.NoBackoff:              func(g Guards) bool { return !g.Backoff },
 	}
+	assert.Len(t, off, 8, "eight of the fourteen variants break the relay")
 	for _, v := range variant.Catalogue() {
 		g, err := GuardsFor(v.Name)
 		require.NoError(t, err)
@@ -34,7 +41,8 @@ func TestGuardsForEachVariant(t *testing.T) {
 		assert.True(t, off[v.Name](g), "%s switches its guard off", v.Name)
 		all := AllGuards()
 		diff := 0
-		for _, pair := range [][2]bool{{g.Mandatory, all.Mandatory}, {g.HonourReturns, all.HonourReturns}, {g.AwaitConfirm, all.AwaitConfirm}, {g.FenceByClaimID, all.FenceByClaimID}, {g.LeaseExpiry, all.LeaseExpiry}} {
+		for _, pair := range [][2]bool{{g.Mandatory, all.Mandatory}, {g.HonourReturns, all.HonourReturns}, {g.AwaitConfirm, all.AwaitConfirm}, {g.FenceByClaimID, all.FenceByClaimID}, {g.LeaseExpiry, all.LeaseExpiry},
+			{g.FenceRetries, all.FenceRetries}, {g.FenceRenewal, all.FenceRenewal}, {g.Backoff, all.Backoff}} {
 			if pair[0] != pair[1] {
 				diff++
 			}
@@ -208,4 +216,345 @@ func started(entries []eventlog.Entry) string {
 		}
 	}
 	return ""
+}
+
+// lockedBy is the claim id holding the row (empty: none).
+func (e *env) lockedBy(id string) string {
+	e.t.Helper()
+	var by string
+	require.NoError(e.t, e.db.QueryRow(context.Background(), `SELECT coalesce(locked_by, '') FROM outbox_messages WHERE event_id = $1`, id).Scan(&by))
+	return by
+}
+
+// takeOver claims every row for "relay-1:first" with a short lease, waits
+// for the lease to run out and claims them again for "relay-2:second".
+func (e *env) takeOver(s store, n int) []Row {
+	e.t.Helper()
+	ctx := context.Background()
+	first, err := s.claim(ctx, "relay-1:first", 10, 50*time.Millisecond)
+	require.NoError(e.t, err)
+	require.Len(e.t, first, n)
+	e.waitFor("the lease to run out and another claim to take the rows", func() bool {
+		second, err := s.claim(ctx, "relay-2:second", 10, time.Minute)
+		require.NoError(e.t, err)
+		return len(second) == n
+	})
+	return first
+}
+
+// unfenced-retry: a retry write, and a Failed write past the budget, from a
+// claim whose rows were claimed again are refused by the correct store and
+// accepted by the variant's; the Published write stays fenced in both.
+func TestUnfencedRetryAcceptsAStaleRetryButNotAStaleMark(t *testing.T) {
+	for _, tc := range []struct {
+		variant  string
+		accepted bool
+	}{
+		{variant.Correct, false},
+		{variant.UnfencedRetry, true},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			e := newEnv(t)
+			ids := e.insert(3)
+			ctx := context.Background()
+			guards, err := GuardsFor(tc.variant)
+			require.NoError(t, err)
+			s := newStore(e.db, guards)
+			e.takeOver(s, 3)
+
+			marked, err := s.markPublished(ctx, "relay-1:first", ids[:1])
+			require.NoError(t, err)
+			assert.Empty(t, marked, "the Published write keeps the claim id")
+			retried, err := s.scheduleRetries(ctx, "relay-1:first", 8, []retry{{EventID: ids[1], Err: "returned", Delay: time.Second}})
+			require.NoError(t, err)
+			failed, err := s.scheduleRetries(ctx, "relay-1:first", 1, []retry{{EventID: ids[2], Err: "returned", Delay: time.Second}})
+			require.NoError(t, err)
+
+			assert.Equal(t, "Processing", e.row(ids[0]).status)
+			assert.Equal(t, "relay-2:second", e.lockedBy(ids[0]))
+			if tc.accepted {
+				assert.Equal(t, map[string]retryOutcome{ids[1]: {Status: "Pending", Attempt: 1}}, retried, "the stale retry is accepted")
+				assert.Equal(t, map[string]retryOutcome{ids[2]: {Status: "Failed", Attempt: 1}}, failed, "the stale Failed write is accepted")
+				for _, id := range ids[1:] {
+					assert.Empty(t, e.lockedBy(id), "the stale claim released the row the new claim holds")
+					assert.Equal(t, 1, e.row(id).attempts)
+				}
+				assert.Equal(t, "Failed", e.row(ids[2]).status)
+				return
+			}
+			assert.Empty(t, retried, "the stale retry is fenced")
+			assert.Empty(t, failed, "the stale Failed write is fenced")
+			for _, id := range ids[1:] {
+				r := e.row(id)
+				assert.Equal(t, "Processing", r.status)
+				assert.Zero(t, r.attempts)
+				assert.Equal(t, "relay-2:second", e.lockedBy(id), "the new claim still holds %s", id)
+			}
+		})
+	}
+}
+
+// relay.before-retry: a relay with a return to record is frozen (SIGSTOP)
+// before its retry write, past its lease, while another claim takes the
+// row. Resumed, the correct relay's late retry write is refused and logged
+// fenced (eventId, claim id); unfenced-retry's is accepted (retry-scheduled)
+// and releases the row the other claim holds.
+func TestLateRetryAfterAFreezeBeforeRetry(t *testing.T) {
+	bin := buildRelay(t)
+	for _, tc := range []struct {
+		variant  string
+		accepted bool
+	}{
+		{variant.Correct, false},
+		{variant.UnfencedRetry, true},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			e := newEnv(t)
+			require.NoError(t, topology.DeclareExchange(e.channel())) // no queue bound: every publish comes back
+			ids := e.insert(1)
+			logPath := filepath.Join(e.dir, "relay-1.jsonl")
+			cmd := exec.Command(bin, "--db-url", e.dbURL, "--amqp-url", e.amqp, "--instance", "relay-1", "--event-log", logPath,
+				"--lease", "500ms", "--poll-interval", "20ms", "--retry-budget", "100", "--backoff-base", "50ms", "--backoff-max", "200ms")
+			cmd.Env = append(os.Environ(), crashpoint.EnvVar+"="+crashpoint.RelayBeforeRetry+"=pause@1", variant.EnvVar+"="+tc.variant)
+			require.NoError(t, cmd.Start())
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+			e.waitFor("the relay to freeze before its retry write", func() bool { return procState(cmd.Process.Pid) == "T" })
+
+			entries := e.log("relay-1")
+			last := entries[len(entries)-1]
+			require.Equal(t, eventlog.CrashPoint, last.Event, "nothing runs past a pause")
+			assert.Equal(t, crashpoint.RelayBeforeRetry, last.Point)
+			assert.Equal(t, 1, count(entries, eventlog.Returned), "the return was seen")
+			assert.Zero(t, count(entries, eventlog.Retry)+count(entries, eventlog.Fenced), "the retry is not written yet")
+			var claimID string
+			for _, x := range entries {
+				if x.Event == eventlog.Claimed {
+					claimID = x.ClaimID
+				}
+			}
+			require.NotEmpty(t, claimID)
+			assert.Equal(t, claimID, e.lockedBy(ids[0]), "the frozen claim still holds the row")
+
+			ctx := context.Background()
+			e.waitFor("the lease to run out and another claim to take the row", func() bool {
+				rows, err := store{db: e.db}.claim(ctx, "relay-2:takeover", 10, time.Minute)
+				require.NoError(t, err)
+				return len(rows) == 1
+			})
+			require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
+			var write eventlog.Entry
+			e.waitFor("the late retry write", func() bool {
+				for _, x := range e.log("relay-1") {
+					if (x.Event == eventlog.Fenced || x.Event == eventlog.Retry) && x.ClaimID == claimID {
+						write = x
+						return true
+					}
+				}
+				return false
+			})
+			assert.Equal(t, ids[0], write.EventID)
+			if tc.accepted {
+				assert.Equal(t, eventlog.Retry, write.Event, "the stale retry is accepted")
+				assert.Equal(t, 1, write.Attempt)
+				e.waitFor("the row released", func() bool { return e.lockedBy(ids[0]) != "relay-2:takeover" })
+				assert.Positive(t, e.row(ids[0]).attempts)
+			} else {
+				assert.Equal(t, eventlog.Fenced, write.Event, "the stale retry is refused")
+				assert.Equal(t, "schedule retry: 0 rows", write.Detail)
+				time.Sleep(200 * time.Millisecond)
+				assert.Zero(t, count(e.log("relay-1"), eventlog.Retry))
+				r := e.row(ids[0])
+				assert.Equal(t, "Processing", r.status)
+				assert.Zero(t, r.attempts)
+				assert.Equal(t, "relay-2:takeover", e.lockedBy(ids[0]), "the claim that took the row still holds it")
+			}
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			_, _ = cmd.Process.Wait()
+		})
+	}
+}
+
+// unfenced-renewal: the heartbeat of a claim whose rows another claim took
+// extends 0 rows in the correct relay (the claim is lost) and every row in
+// the variant's. The third heartbeat is held at relay.before-renew (a
+// delay: a freeze of the heartbeat) while the lease runs out and another
+// claim takes the rows, and the batch finishes (stop) meanwhile: the
+// renewal after the crash point still runs, after the takeover. Each
+// accepted renewal is one renewed line per row, with its claim id.
+func TestUnfencedRenewalKeepsALostClaim(t *testing.T) {
+	for _, tc := range []struct {
+		variant string
+		stale   bool
+	}{
+		{variant.Correct, false},
+		{variant.UnfencedRenewal, true},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			e := newEnv(t)
+			ids := e.insert(2)
+			ctx := context.Background()
+			guards, err := GuardsFor(tc.variant)
+			require.NoError(t, err)
+			s := newStore(e.db, guards)
+			cfg := e.config("relay-1")
+			cfg.Lease, cfg.RenewInterval = 150*time.Millisecond, 30*time.Millisecond
+			first, err := s.claim(ctx, "relay-1:first", 10, cfg.Lease)
+			require.NoError(t, err)
+			require.Len(t, first, 2)
+
+			log, err := eventlog.Open(filepath.Join(e.dir, "relay-1.jsonl"), "relay-1")
+			require.NoError(t, err)
+			r := &Relay{cfg: cfg, store: s, log: log, points: crashpoint.NewSet("relay", log), guards: guards}
+			require.NoError(t, r.points.ArmList(crashpoint.RelayBeforeRenew+"=delay:1500ms@3"))
+			rn := r.startRenewal(ctx, "relay-1:first", first)
+			e.waitFor("the third heartbeat held at relay.before-renew", func() bool { return count(e.log("relay-1"), eventlog.CrashPoint) == 1 })
+			renewed := func() []eventlog.Entry {
+				var out []eventlog.Entry
+				for _, x := range e.log("relay-1") {
+					if x.Event == eventlog.Renewed {
+						out = append(out, x)
+					}
+				}
+				return out
+			}
+			before := renewed()
+			require.Len(t, before, 4, "two heartbeats, one line per row")
+			for _, x := range before {
+				assert.Contains(t, ids, x.EventID)
+				assert.Equal(t, "relay-1:first", x.ClaimID)
+			}
+
+			e.waitFor("the lease to run out and another claim to take the rows", func() bool {
+				second, err := s.claim(ctx, "relay-2:second", 10, time.Minute)
+				require.NoError(t, err)
+				return len(second) == 2
+			})
+			lost := rn.stop() // the batch finishes while the heartbeat is held
+			after := renewed()
+			if tc.stale {
+				assert.Empty(t, lost, "the variant never sees its claim lost")
+				require.Len(t, after, 6, "the stale renewal extended both rows")
+				for _, x := range after[4:] {
+					assert.Contains(t, ids, x.EventID)
+					assert.Equal(t, "relay-1:first", x.ClaimID)
+				}
+			} else {
+				assert.Equal(t, map[string]bool{ids[0]: true, ids[1]: true}, lost, "0 rows renewed: the claim is lost")
+				assert.Len(t, after, 4, "nothing renewed after the takeover")
+			}
+			for _, id := range ids {
+				assert.Equal(t, "relay-2:second", e.lockedBy(id), "the rows stay the new claim's")
+			}
+
+			// The statement alone: the lost claim's renewal.
+			still, err := s.renew(ctx, "relay-1:first", ids, time.Minute)
+			require.NoError(t, err)
+			if tc.stale {
+				assert.Len(t, still, 2)
+			} else {
+				assert.Empty(t, still)
+			}
+		})
+	}
+}
+
+// no-backoff: a failed attempt is due again at once (next_attempt_at not in
+// the future), where the correct relay's backoff puts it off.
+func TestNoBackoffRetriesAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		variant string
+		backoff bool
+	}{
+		{variant.Correct, true},
+		{variant.NoBackoff, false},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			e := newEnv(t)
+			ids := e.insert(1)
+			ctx := context.Background()
+			guards, err := GuardsFor(tc.variant)
+			require.NoError(t, err)
+			s := newStore(e.db, guards)
+			cfg := e.config("relay-1")
+			cfg.BackoffBase, cfg.BackoffMax = time.Second, 4*time.Second
+			r := &Relay{cfg: cfg, store: s, guards: guards}
+			for attempt := 1; attempt <= 10; attempt++ {
+				if tc.backoff {
+					assert.GreaterOrEqual(t, r.retryAfter(attempt), cfg.BackoffBase/2, "attempt %d", attempt)
+				} else {
+					assert.Zero(t, r.retryAfter(attempt), "attempt %d", attempt)
+				}
+			}
+			rows, err := s.claim(ctx, "relay-1:c", 10, time.Minute)
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			done, err := s.scheduleRetries(ctx, "relay-1:c", 8, []retry{{EventID: ids[0], Err: "returned", Delay: r.retryAfter(1)}})
+			require.NoError(t, err)
+			assert.Equal(t, retryOutcome{Status: "Pending", Attempt: 1}, done[ids[0]])
+			assert.Equal(t, tc.backoff, e.row(ids[0]).nextInFuture)
+		})
+	}
+}
+
+// A short outage (no queue bound for a while): the correct relay's backoff
+// outlasts it and the rows are Published once the binding is back;
+// no-backoff burns the whole retry budget at once and the rows end Failed.
+func TestNoBackoffFailsInAShortOutage(t *testing.T) {
+	for _, tc := range []struct {
+		variant string
+		failed  bool
+	}{
+		{variant.Correct, false},
+		{variant.NoBackoff, true},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			e := newEnv(t)
+			require.NoError(t, topology.DeclareExchange(e.channel())) // the outage: nothing bound
+			ids := e.insert(2)
+			c := e.config("relay-1")
+			// The correct relay needs 5.4 s at least to spend 8 attempts.
+			c.RetryBudget, c.BackoffBase, c.BackoffMax = 8, 400*time.Millisecond, 2*time.Second
+			e.runVariant(tc.variant, c)
+			if tc.failed {
+				e.waitFor("every row Failed", func() bool { return e.row(ids[0]).status == "Failed" && e.row(ids[1]).status == "Failed" })
+			} else {
+				e.waitFor("a retry scheduled", func() bool { return e.row(ids[0]).attempts >= 1 && e.row(ids[1]).attempts >= 1 })
+				time.Sleep(time.Second)
+			}
+			require.NoError(t, topology.DeclareConsumer(e.channel(), topology.QueueOptions{})) // the outage ends
+			entries := e.log("relay-1")
+			if tc.failed {
+				var first, last time.Time
+				for _, x := range entries {
+					switch {
+					case x.Event == eventlog.Claimed && first.IsZero():
+						first = x.Time
+					case x.Event == eventlog.FailedAlert:
+						last = x.Time
+					case x.Event == eventlog.Retry:
+						assert.Equal(t, "next attempt in 0s", x.Detail)
+					}
+				}
+				assert.Equal(t, 2, count(entries, eventlog.FailedAlert))
+				assert.Equal(t, 14, count(entries, eventlog.Retry), "seven retries a row, then Failed")
+				assert.Less(t, last.Sub(first), 2*time.Second, "the budget went in a moment")
+				time.Sleep(500 * time.Millisecond)
+				for _, id := range ids {
+					r := e.row(id)
+					assert.Equal(t, "Failed", r.status, "a Failed row is not retried after the outage")
+					assert.Equal(t, 8, r.attempts)
+					assert.False(t, r.nextInFuture)
+					assert.False(t, r.published)
+				}
+				return
+			}
+			e.waitFor("every row Published after the outage", func() bool {
+				return e.row(ids[0]).status == "Published" && e.row(ids[1]).status == "Published"
+			})
+			for _, id := range ids {
+				assert.Less(t, e.row(id).attempts, 8, "budget left")
+			}
+			assert.Zero(t, count(e.log("relay-1"), eventlog.FailedAlert))
+		})
+	}
 }

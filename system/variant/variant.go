@@ -40,9 +40,13 @@ const (
 	PublishedBeforeConfirm = "published-before-confirm"
 	NoFencing              = "no-fencing"
 	NoLease                = "no-lease"
+	UnfencedRetry          = "unfenced-retry"
+	UnfencedRenewal        = "unfenced-renewal"
+	NoBackoff              = "no-backoff"
 	AckBeforeCommit        = "ack-before-commit"
 	NoInbox                = "no-inbox"
 	InboxOwnTransaction    = "inbox-own-transaction"
+	CommitErrorIgnored     = "commit-error-ignored"
 )
 
 // Variant is one broken pipeline.
@@ -53,7 +57,7 @@ type Variant struct {
 	Removes string `json:"removes"` // what the variant does instead, and what that breaks
 }
 
-// Catalogue returns the ten variants, in pipeline order.
+// Catalogue returns the fourteen variants, in pipeline order.
 func Catalogue() []Variant {
 	return []Variant{
 		{CommitThenPublish, Order,
@@ -77,6 +81,15 @@ func Catalogue() []Variant {
 		{NoLease, Relay,
 			"lease expiry: a Processing row whose lease ran out is claimed again",
 			"claims never expire: rows of a relay that died after claiming stay Processing for ever: lost"},
+		{UnfencedRetry, Relay,
+			"retry and Failed writes conditional on the claim id",
+			"the retry write (attempt_count+1, last_error, next_attempt_at) and the Failed write ignore the claim id (the Published write keeps it): a relay held past its lease (relay.before-retry) overwrites the rows another claim now holds"},
+		{UnfencedRenewal, Relay,
+			"lease renewal conditional on the claim id: 0 rows means the claim is lost",
+			"the --renew heartbeat extends locked_until without the claim id: a relay whose claim was taken over keeps renewing (and \"holding\") the rows another claim now holds"},
+		{NoBackoff, Relay,
+			"retries back off: next_attempt_at by exponential backoff with jitter, capped",
+			"retries are due at once (next_attempt_at = now): a short outage burns the retry budget in milliseconds and the events end Failed"},
 		{AckBeforeCommit, Inventory,
 			"manual ack only after the transaction committed",
 			"acks each delivery as soon as it is received, before the transaction: a crash before the commit loses the effect"},
@@ -86,6 +99,9 @@ func Catalogue() []Variant {
 		{InboxOwnTransaction, Inventory,
 			"inbox row and effect in one transaction: both commit or neither",
 			"the inbox row commits in a transaction of its own before the effect's: a crash in between (inventory.before-commit) leaves the eventId seen and its effect lost"},
+		{CommitErrorIgnored, Inventory,
+			"a failed COMMIT is never acked: the transaction is retried, or the broker redelivers",
+			"a COMMIT that fails (the connection cut while it is in flight: outcome unknown) is taken for done and the batch is acked: if nothing committed, the effect is lost"},
 	}
 }
 

@@ -22,10 +22,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"faultline/system/crashpoint"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"faultline/system/schema"
 	"faultline/system/topology"
 	"faultline/system/variant"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 var envSeq atomic.Int64

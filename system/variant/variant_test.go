@@ -17,11 +17,12 @@ import (
 	"faultline/system/variant"
 )
 
-func TestCatalogueHasTheTenVariants(t *testing.T) {
+func TestCatalogueHasTheFourteenVariants(t *testing.T) {
 	want := []string{
 		variant.CommitThenPublish, variant.PublishThenCommit,
 		variant.NoMandatory, variant.IgnoreReturn, variant.PublishedBeforeConfirm, variant.NoFencing, variant.NoLease,
-		variant.AckBeforeCommit, variant.NoInbox, variant.InboxOwnTransaction,
+		variant.UnfencedRetry, variant.UnfencedRenewal, variant.NoBackoff,
+		variant.AckBeforeCommit, variant.NoInbox, variant.InboxOwnTransaction, variant.CommitErrorIgnored,
 	}
 	var got []string
 	processes := map[string]bool{}
@@ -38,12 +39,20 @@ func TestCatalogueHasTheTenVariants(t *testing.T) {
 		assert.Equal(t, "variant="+v.Name, found.Detail(v.Process))
 	}
 	assert.Equal(t, want, got)
+	assert.Len(t, got, 14)
 	assert.Len(t, processes, 3)
 	assert.Equal(t, append([]string{variant.Correct}, want...), variant.Names())
 
-	// The window of inbox-own-transaction needs its own crash point.
-	_, ok := crashpoint.Lookup(crashpoint.InventoryBeforeCommit)
-	assert.True(t, ok)
+	// The windows of inbox-own-transaction, unfenced-retry and
+	// unfenced-renewal need their own crash points.
+	for _, name := range []string{crashpoint.InventoryBeforeCommit, crashpoint.RelayBeforeRetry, crashpoint.RelayBeforeRenew} {
+		p, ok := crashpoint.Lookup(name)
+		assert.True(t, ok, name)
+		assert.Contains(t, []string{variant.Relay, variant.Inventory}, p.Process, name)
+	}
+	p, _ := crashpoint.Lookup(crashpoint.RelayBeforeRetry)
+	assert.Equal(t, "a return or nack seen, retry (or Failed) not yet written", p.Window)
+	assert.Equal(t, "retry and Failed writes conditional on the claim id", p.Guard)
 }
 
 func TestLookup(t *testing.T) {

@@ -1,14 +1,15 @@
-// Package bench measures what the reference pipeline's guards cost: the
-// relay against the broker's ceiling and against a naive one-at-a-time
-// relay, the consumer against the relay, and the whole pipeline end to
-// end. Every figure is events per second, the median of a few
-// repetitions with their min and max, and the verdict is a set of ratios
-// between figures of the same run — never an absolute number, because the
-// machines are shared and noisy.
+// Package bench is the reference pipeline's own benchmark (faultline
+// bench). It measures what the pipeline's guards cost: the relay against
+// the broker's ceiling and against a naive one-at-a-time relay, the
+// consumer against the relay, and the whole pipeline end to end. Every
+// figure is events per second, the median of a few repetitions with their
+// min and max, and the verdict is a set of ratios between figures of the
+// same run — never an absolute number, because the machines are shared
+// and noisy.
 //
 // Each repetition gets its own databases and vhost on one infrastructure;
-// the pipeline's programs run as the real processes the scenarios run,
-// straight against PostgreSQL and RabbitMQ.
+// the pipeline's programs (built by its target file's build step) run as
+// real processes, straight against PostgreSQL and RabbitMQ.
 package bench
 
 import (
@@ -23,7 +24,6 @@ import (
 	"time"
 
 	"faultline/harness/infra"
-	"faultline/harness/supervisor"
 )
 
 // Schema is the version of the bench.json contract.
@@ -122,11 +122,15 @@ type measurement struct {
 	run func(ctx context.Context, st *stage, dir string, rep int) (Sample, error)
 }
 
-// Run measures every figure on in, with the pipeline programs bins.
-// Repetitions go round-robin (every figure once, then again), so a noisy
-// moment of the machine spreads over all figures instead of one.
-func Run(ctx context.Context, in infra.Infra, bins supervisor.Binaries, opts Options) (Report, error) {
+// Run measures every figure on in, with the reference pipeline's programs
+// prog (built by its target's build step). Repetitions go round-robin
+// (every figure once, then again), so a noisy moment of the machine spreads
+// over all figures instead of one.
+func Run(ctx context.Context, in infra.Infra, prog Programs, opts Options) (Report, error) {
 	if err := opts.Validate(); err != nil {
+		return Report{}, err
+	}
+	if err := prog.check(); err != nil {
 		return Report{}, err
 	}
 	logw := opts.Log
@@ -150,7 +154,7 @@ func Run(ctx context.Context, in infra.Infra, bins supervisor.Binaries, opts Opt
 	if err != nil {
 		return Report{}, err
 	}
-	flags := Flags{Bins: bins, Relay: opts.RelayFlags, Inventory: opts.InventoryFlags}
+	flags := Flags{Programs: prog, Relay: opts.RelayFlags, Inventory: opts.InventoryFlags}
 	ms := []*measurement{
 		{fig: Figure{Name: FigureRaw, Events: opts.Events, Description: fmt.Sprintf("plain publisher, async confirms (window %d), same payloads to the same quorum queue", rawWindow)},
 			run: func(ctx context.Context, st *stage, _ string, _ int) (Sample, error) {

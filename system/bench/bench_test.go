@@ -12,8 +12,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/supervisor"
+	"faultline/harness/runner"
 )
+
+// buildPrograms builds the reference pipeline with its target file's
+// build step, as faultline bench does, into a folder of the test.
+func buildPrograms(ctx context.Context, t *testing.T) Programs {
+	t.Helper()
+	tg, err := LoadTarget(ctx)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, runner.Build(ctx, tg, dir))
+	return ProgramsOf(tg, dir)
+}
 
 // A small run of every figure, on the real pipeline: each is measured from
 // the processes' own logs, the ratios come out of the same run, and nothing
@@ -21,11 +32,10 @@ import (
 func TestRunMeasuresEveryFigure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	bins, err := supervisor.Build(ctx, t.TempDir())
-	require.NoError(t, err)
+	prog := buildPrograms(ctx, t)
 	dir := filepath.Join(t.TempDir(), "runs")
 	opts := Options{Events: 400, NaiveEvents: 60, Reps: 1, Relays: []int{1, 2}, Clients: 8, Dir: dir}
-	rep, err := Run(ctx, testInfra, bins, opts)
+	rep, err := Run(ctx, testInfra, prog, opts)
 	require.NoError(t, err)
 
 	require.Len(t, rep.Figures, 6, "raw, naive, relay×1, relay×2, consumer, end to end")
@@ -65,10 +75,9 @@ func TestRunMeasuresEveryFigure(t *testing.T) {
 // A cancelled run stops its processes and removes its databases.
 func TestRunCancelledLeavesNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	bins, err := supervisor.Build(ctx, t.TempDir())
-	require.NoError(t, err)
+	prog := buildPrograms(ctx, t)
 	time.AfterFunc(2*time.Second, cancel)
-	_, err = Run(ctx, testInfra, bins, Options{Events: 200000, NaiveEvents: 200000, Reps: 1, Relays: []int{1}, Clients: 1, Only: []string{FigureNaive}})
+	_, err := Run(ctx, testInfra, prog, Options{Events: 200000, NaiveEvents: 200000, Reps: 1, Relays: []int{1}, Clients: 1, Only: []string{FigureNaive}})
 	require.Error(t, err)
 
 	admin, err := pgxpool.New(context.Background(), testInfra.PostgresURL("postgres"))
@@ -77,4 +86,15 @@ func TestRunCancelledLeavesNothing(t *testing.T) {
 	var left int
 	require.NoError(t, admin.QueryRow(context.Background(), `SELECT count(*) FROM pg_database WHERE datname LIKE 'fl_bench_%'`).Scan(&left))
 	assert.Zero(t, left)
+}
+
+// Programs that were not built are refused before anything starts.
+func TestRunRefusesMissingPrograms(t *testing.T) {
+	tg, err := LoadTarget(t.Context())
+	require.NoError(t, err)
+	opts := Options{Events: 10, NaiveEvents: 10, Reps: 1, Relays: []int{1}, Clients: 1}
+	_, err = Run(t.Context(), testInfra, Programs{Workload: tg.Workload}, opts)
+	assert.ErrorContains(t, err, "no build folder")
+	_, err = Run(t.Context(), testInfra, ProgramsOf(tg, t.TempDir()), opts)
+	assert.ErrorContains(t, err, "does the target's build step build order?")
 }

@@ -7,13 +7,26 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
+
 	"faultline/harness/supervisor"
 	"faultline/harness/workload"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // The pipeline's own programs, run as real processes straight against
-// PostgreSQL and RabbitMQ (no Toxiproxy: nothing is attacked here).
+// PostgreSQL and RabbitMQ (no Toxiproxy: nothing is attacked here). They
+// are the executables the reference target's build step puts in its build
+// folder; the bench starts them with its own flags (the programs' production
+// defaults), not the target file's commands, which are tuned for runs of
+// seconds.
+
+// The programs in the build folder (system/faultline.yaml's build step).
+const (
+	progOrder     = "order"
+	progRelay     = "relay"
+	progInventory = "inventory"
+)
 
 // relayArgs start a relay with its production defaults, except the poll
 // interval: an idle relay looks for work every 20 ms instead of 200 ms, so
@@ -29,9 +42,14 @@ func inventoryArgs(st *stage, extra []string) []string {
 	return append([]string{"--db-url", st.inventoryURL, "--amqp-url", st.amqpURL, "--cleanup-interval", "0s"}, extra...)
 }
 
+// orderArgs start the order service with its production defaults.
+func orderArgs(st *stage) []string {
+	return []string{"--db-url", st.ordersURL, "--instance", "order"}
+}
+
 // Flags are the programs to run and the flags added to their defaults.
 type Flags struct {
-	Bins      supervisor.Binaries
+	Programs  Programs
 	Relay     []string // e.g. --batch-size 500
 	Inventory []string // e.g. --workers 1
 }
@@ -39,22 +57,38 @@ type Flags struct {
 // processes starts the pipeline's programs of one repetition in dir.
 type processes struct {
 	sup  *supervisor.Supervisor
-	bins supervisor.Binaries
+	prog Programs
 }
 
-func newProcesses(dir string, bins supervisor.Binaries) (*processes, error) {
+func newProcesses(dir string, prog Programs) (*processes, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("process folder: %w", err)
 	}
-	return &processes{sup: supervisor.New(dir, nil), bins: bins}, nil
+	return &processes{sup: supervisor.New(dir, nil), prog: prog}, nil
 }
 
-func (p *processes) start(ctx context.Context, name, kind string, args []string) (*supervisor.Process, error) {
-	bin, err := p.bins.For(kind)
+// start runs program (order, relay or inventory) as name with args, its
+// event log in the repetition's folder and its control server (the order
+// service's one server: API, health and control) on a fixed free loopback
+// address, and waits until its /healthz answers 200.
+func (p *processes) start(ctx context.Context, name, program string, args []string) (*supervisor.Process, error) {
+	addr, err := supervisor.FreeAddr()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	proc, err := p.sup.Start(ctx, supervisor.Spec{Name: name, Kind: kind, Binary: bin, Args: args})
+	role, addrFlag := protocol.Relay, "--control-addr"
+	switch program {
+	case progOrder:
+		role, addrFlag = protocol.Producer, "--listen"
+	case progInventory:
+		role = protocol.Consumer
+	}
+	events := p.sup.EventLogPath(name)
+	cmd := append([]string{filepath.Join(p.prog.Dir, program), "--event-log", events, addrFlag, addr}, args...)
+	proc, err := p.sup.Start(ctx, supervisor.Spec{
+		Name: name, Role: role, Command: cmd, EventLog: events, Control: addr,
+		Ready: supervisor.Ready{HTTP: "http://" + addr + "/healthz"},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -96,7 +130,7 @@ func (p *processes) span(first, last string, names ...string) (from, to time.Tim
 // committed as Pending rows in one transaction. The time runs from the
 // commit to the last row marked Published.
 func measureRelay(ctx context.Context, st *stage, dir string, flags Flags, events []event, instances int) (Sample, error) {
-	procs, err := newProcesses(dir, flags.Bins)
+	procs, err := newProcesses(dir, flags.Programs)
 	if err != nil {
 		return Sample{}, err
 	}
@@ -105,7 +139,7 @@ func measureRelay(ctx context.Context, st *stage, dir string, flags Flags, event
 	for i := 1; i <= instances; i++ {
 		name := fmt.Sprintf("relay-%d", i)
 		names = append(names, name)
-		if _, err := procs.start(ctx, name, supervisor.KindRelay, relayArgs(st, name, flags.Relay)); err != nil {
+		if _, err := procs.start(ctx, name, progRelay, relayArgs(st, name, flags.Relay)); err != nil {
 			return Sample{}, err
 		}
 	}
@@ -134,12 +168,12 @@ func measureConsumer(ctx context.Context, st *stage, dir string, flags Flags, ev
 	if _, err := publishRaw(ctx, st.amqpURL, events); err != nil {
 		return Sample{}, fmt.Errorf("queue the events: %w", err)
 	}
-	procs, err := newProcesses(dir, flags.Bins)
+	procs, err := newProcesses(dir, flags.Programs)
 	if err != nil {
 		return Sample{}, err
 	}
 	defer procs.stop(ctx)
-	if _, err := procs.start(ctx, "inventory", supervisor.KindInventory, inventoryArgs(st, flags.Inventory)); err != nil {
+	if _, err := procs.start(ctx, "inventory", progInventory, inventoryArgs(st, flags.Inventory)); err != nil {
 		return Sample{}, err
 	}
 	from, to, err := procs.waitReserved(ctx, st, len(events))
@@ -170,25 +204,25 @@ func (p *processes) waitReserved(ctx context.Context, st *stage, n int) (first, 
 // then orders sent over HTTP as fast as clients get answers. The time runs
 // from the first order committed to the last reservation acked.
 func measureEndToEnd(ctx context.Context, st *stage, dir string, flags Flags, orders, relays, clients int, seed uint64) (Sample, error) {
-	procs, err := newProcesses(dir, flags.Bins)
+	procs, err := newProcesses(dir, flags.Programs)
 	if err != nil {
 		return Sample{}, err
 	}
 	defer procs.stop(ctx)
-	if _, err := procs.start(ctx, "inventory", supervisor.KindInventory, inventoryArgs(st, flags.Inventory)); err != nil {
+	if _, err := procs.start(ctx, "inventory", progInventory, inventoryArgs(st, flags.Inventory)); err != nil {
 		return Sample{}, err
 	}
 	for i := 1; i <= relays; i++ {
 		name := fmt.Sprintf("relay-%d", i)
-		if _, err := procs.start(ctx, name, supervisor.KindRelay, relayArgs(st, name, flags.Relay)); err != nil {
+		if _, err := procs.start(ctx, name, progRelay, relayArgs(st, name, flags.Relay)); err != nil {
 			return Sample{}, err
 		}
 	}
-	order, err := procs.start(ctx, "order", supervisor.KindOrder, []string{"--db-url", st.ordersURL, "--instance", "order"})
+	order, err := procs.start(ctx, "order", progOrder, orderArgs(st))
 	if err != nil {
 		return Sample{}, err
 	}
-	wl := workload.New(workload.Spec{Orders: orders, Concurrency: clients}, seed, order.ControlAddr)
+	wl := workload.New(workload.Spec{Orders: orders, Concurrency: clients}, flags.Programs.Workload, seed, order.ControlAddr)
 	if err := wl.Run(ctx); err != nil {
 		return Sample{}, fmt.Errorf("orders: %w", err)
 	}

@@ -1,0 +1,100 @@
+package fault
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Instance is one process instance of a target, as scenarios see it.
+type Instance struct {
+	Name     string            // its name in the run, e.g. "relay-2"
+	Role     string            // producer, relay or consumer
+	Points   map[string]string // protocol window → its own crash point name
+	EventLog bool              // it writes a protocol event log
+}
+
+// Roles resolves the references scenarios use — a role and an instance
+// number, "relay-2", or a role alone, "consumer" (its first instance) —
+// into a target's instances, their links and crash points. Scenarios never
+// name a target's own processes.
+type Roles struct {
+	byRole map[string][]Instance
+}
+
+// NewRoles makes the resolver of the instances, in the target's order.
+func NewRoles(instances []Instance) *Roles {
+	r := &Roles{byRole: map[string][]Instance{}}
+	for _, in := range instances {
+		r.byRole[in.Role] = append(r.byRole[in.Role], in)
+	}
+	return r
+}
+
+// Ref is the reference of a role's n-th instance (1-based).
+func Ref(role string, n int) string { return role + "-" + strconv.Itoa(n) }
+
+// Instance resolves ref ("relay-2", "consumer").
+func (r *Roles) Instance(ref string) (Instance, error) {
+	role, n := ref, 1
+	if i := strings.LastIndexByte(ref, '-'); i > 0 {
+		if k, err := strconv.Atoi(ref[i+1:]); err == nil {
+			role, n = ref[:i], k
+		}
+	}
+	ins := r.byRole[role]
+	if len(ins) == 0 {
+		return Instance{}, fmt.Errorf("the target has no %s", role)
+	}
+	if n < 1 || n > len(ins) {
+		return Instance{}, fmt.Errorf("the target runs %d %s instance(s), not %d", len(ins), role, n)
+	}
+	return ins[n-1], nil
+}
+
+// Count is how many instances the role has.
+func (r *Roles) Count(role string) int { return len(r.byRole[role]) }
+
+// All are every instance, by role in pipeline order.
+func (r *Roles) All() []Instance {
+	var out []Instance
+	roles := make([]string, 0, len(r.byRole))
+	for role := range r.byRole {
+		roles = append(roles, role)
+	}
+	sort.Strings(roles)
+	for _, role := range roles {
+		out = append(out, r.byRole[role]...)
+	}
+	return out
+}
+
+// Link resolves a link reference, "relay-1.pg" or "consumer.amqp", into
+// the run's link name (instance.pg, instance.amqp).
+func (r *Roles) Link(ref string) (string, error) {
+	proc, to, ok := strings.Cut(ref, ".")
+	if !ok || (to != "pg" && to != "amqp") {
+		return "", fmt.Errorf("link %q: want ROLE[-N].pg or ROLE[-N].amqp", ref)
+	}
+	in, err := r.Instance(proc)
+	if err != nil {
+		return "", fmt.Errorf("link %s: %w", ref, err)
+	}
+	return in.Name + "." + to, nil
+}
+
+// Point resolves the crash point at window of the instance ref into the
+// instance's own point name; a target that offers none there is an error
+// saying so.
+func (r *Roles) Point(ref, window string) (string, error) {
+	in, err := r.Instance(ref)
+	if err != nil {
+		return "", err
+	}
+	own, ok := in.Points[window]
+	if !ok {
+		return "", fmt.Errorf("the target's %s offers no crash point at %s", in.Role, window)
+	}
+	return own, nil
+}

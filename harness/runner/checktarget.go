@@ -1,0 +1,324 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"faultline/harness/check"
+	"faultline/harness/fault"
+	"faultline/harness/result"
+	"faultline/harness/supervisor"
+	"faultline/harness/target"
+	"faultline/harness/workload"
+	"faultline/proxies"
+)
+
+// TargetProblem is one thing wrong with a target, found by starting it.
+type TargetProblem struct {
+	Field   string // the target file's field it concerns, e.g. processes[1] or contract.facts
+	Line    int    // its line in the file, where known
+	Message string
+}
+
+func (p TargetProblem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%d: %s: %s", p.Line, p.Field, p.Message)
+	}
+	return fmt.Sprintf("%s: %s", p.Field, p.Message)
+}
+
+// CheckTarget starts the target once on fresh databases and a fresh vhost
+// and checks every part of its file against what the pipeline does: each
+// process becomes ready, the consumer declares its queue, the exchange and
+// dead-letter queue exist, the crash points the file maps are served, one
+// fact of the workload goes through and takes effect, and every contract
+// query runs and returns its columns. It returns what held and one problem
+// per thing wrong, and stops and removes everything it started.
+func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []TargetProblem) {
+	t := sh.Target
+	add := func(field string, line int, format string, args ...any) {
+		problems = append(problems, TargetProblem{Field: field, Line: line, Message: fmt.Sprintf(format, args...)})
+	}
+	sc := Scenario{Name: "check-target", Workload: workload.Spec{Orders: 1, Concurrency: 1, EventsPerOrder: 1 + len(t.Workload.Steps)}}
+	r := &run{sh: sh, sc: sc, links: map[string]*proxies.Link{}, dbs: map[string]string{}, pools: map[string]*pgxpool.Pool{},
+		res: &result.Scenario{Name: sc.Name, Variant: "correct", Started: time.Now()}}
+	r.id = ident(sc.Name) + "_" + randomHex(3)
+	r.dir = filepath.Join(sh.Root, "check-target-"+r.id[len(r.id)-6:])
+	sh.track(r.dir, nil)
+	defer func() {
+		teardownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		r.teardown(teardownCtx)
+		sh.untrack(r.dir)
+		_ = os.RemoveAll(r.dir)
+	}()
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		add("run folder", 0, "%v", err)
+		return held, problems
+	}
+	r.instances = r.plan()
+	r.roles = fault.NewRoles(r.faultInstances())
+	if err := r.setupInfra(ctx); err != nil {
+		add("databases / schema", 0, "%v", err)
+		return held, problems
+	}
+	held = append(held, fmt.Sprintf("databases %s and a vhost created, schema in place", strings.Join(t.Databases, ", ")))
+
+	// Every process, consumers first; one that fails is reported and the
+	// others are still tried.
+	outLog, err := os.Create(filepath.Join(r.dir, "supervisor.log"))
+	if err != nil {
+		add("run folder", 0, "%v", err)
+		return held, problems
+	}
+	r.cleanup = append(r.cleanup, func(context.Context) { outLog.Close() })
+	r.sup = supervisor.New(r.dir, outLog)
+	sh.track(r.dir, r.sup)
+	r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = r.sup.StopAll(ctx) })
+	failed := map[string]bool{}
+	consumers, started := 0, 0
+	for _, in := range r.instances {
+		if in.proc.Role == "consumer" {
+			consumers++
+		}
+	}
+	for _, in := range r.instances {
+		field, line := processField(t, in.proc)
+		spec, err := r.spec(in, nil)
+		if err == nil {
+			_, err = r.sup.Start(ctx, spec)
+		}
+		if err != nil {
+			failed[in.proc.Role] = true
+			add(field, line, "%s never became ready: %v", in.name, err)
+		} else {
+			held = append(held, fmt.Sprintf("%s (%s) started and became ready", in.name, in.proc.Role))
+		}
+		if in.proc.Role == "consumer" {
+			started++
+			if started == consumers && !failed["consumer"] {
+				if err := r.waitConsuming(ctx); err != nil {
+					add("topology.queue", 0, "the target never declared queue %q with a consumer on it: %v", t.Topology.Queue, err)
+					failed["queue"] = true
+				} else {
+					held = append(held, fmt.Sprintf("queue %s declared and consumed", t.Topology.Queue))
+				}
+			}
+		}
+	}
+	r.checkTopology(ctx, add, &held)
+	r.checkCrashPoints(ctx, add, &held)
+	if failed["producer"] || failed["consumer"] || failed["queue"] {
+		add("workload", t.Workload.Create.Line, "not tried: the pipeline did not start")
+		r.checkQueries(ctx, "", add, &held)
+		return held, problems
+	}
+
+	// One fact through the whole pipeline.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	wl := workload.New(sc.Workload, t.Workload, 1, r.producerAddr())
+	err = wl.Run(wctx)
+	cancel()
+	if err != nil {
+		add("workload", t.Workload.Create.Line, "one fact with its %d steps did not go through: %v", len(t.Workload.Steps), err)
+	} else {
+		held = append(held, fmt.Sprintf("one fact created and its %d follow-up steps answered", len(t.Workload.Steps)))
+	}
+	src := r.sources()
+	eventID := ""
+	if err == nil {
+		if _, err := check.WaitConverged(ctx, src, 30*time.Second, QuietWindow); err != nil {
+			add("contract.effects", t.Contract.Effects.Line, "the fact never took effect as the contract reads it: %v", err)
+		} else if obs, err := check.Observe(ctx, src); err == nil {
+			switch {
+			case len(obs.Facts) == 0:
+				add("contract.facts", t.Contract.Facts.Line, "the facts query returns no row after a fact was created")
+			case len(obs.Effects) < len(obs.Facts):
+				add("contract.effects", t.Contract.Effects.Line, "%d facts but %d effects after convergence", len(obs.Facts), len(obs.Effects))
+			default:
+				held = append(held, fmt.Sprintf("the fact took effect: %d facts, %d effects", len(obs.Facts), len(obs.Effects)))
+			}
+			for _, f := range obs.Facts {
+				if f.EventID != "" {
+					eventID = f.EventID
+				}
+			}
+			for _, o := range obs.Outbox {
+				if eventID == "" {
+					eventID = o.EventID
+				}
+			}
+		}
+	}
+	r.checkQueries(ctx, eventID, add, &held)
+	return held, problems
+}
+
+func processField(t *target.Target, p target.Process) (string, int) {
+	for i, q := range t.Processes {
+		if q.Name == p.Name {
+			return fmt.Sprintf("processes[%d] (%s)", i, p.Name), p.Line
+		}
+	}
+	return "processes", p.Line
+}
+
+// checkTopology declares the exchange and the dead-letter queue passively.
+func (r *run) checkTopology(ctx context.Context, add func(string, int, string, ...any), held *[]string) {
+	tp := r.sh.Target.Topology
+	conn, err := amqp.DialConfig(r.sh.Infra.AMQPURL(r.id), amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+	if err != nil {
+		add("topology", 0, "broker: %v", err)
+		return
+	}
+	defer conn.Close()
+	passive := func(what string, declare func(ch *amqp.Channel) error) {
+		ch, err := conn.Channel()
+		if err != nil {
+			add("topology", 0, "broker channel: %v", err)
+			return
+		}
+		defer ch.Close()
+		if err := declare(ch); err != nil {
+			add("topology."+what, 0, "%v", err)
+			return
+		}
+		*held = append(*held, "topology: "+what+" exists")
+	}
+	passive("exchange", func(ch *amqp.Channel) error {
+		if err := ch.ExchangeDeclarePassive(tp.Exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+			return fmt.Errorf("exchange %q was never declared by the target: %v", tp.Exchange, err)
+		}
+		return nil
+	})
+	if tp.DeadLetterQueue != "" {
+		passive("dead_letter_queue", func(ch *amqp.Channel) error {
+			if _, err := ch.QueueDeclarePassive(tp.DeadLetterQueue, true, false, false, false, nil); err != nil {
+				return fmt.Errorf("queue %q was never declared by the target: %v", tp.DeadLetterQueue, err)
+			}
+			return nil
+		})
+	}
+}
+
+// checkCrashPoints asks each instance that maps crash points which it
+// serves: every point the file maps must be among them.
+func (r *run) checkCrashPoints(ctx context.Context, add func(string, int, string, ...any), held *[]string) {
+	t := r.sh.Target
+	for _, in := range r.instances {
+		if len(in.proc.CrashPoints) == 0 {
+			continue
+		}
+		p, ok := r.sup.Process(in.name)
+		if !ok {
+			continue // did not start: already reported
+		}
+		field, line := processField(t, in.proc)
+		served, err := p.CrashPoints(ctx)
+		if err != nil {
+			add(field+".crashpoints", line, "%s: %v", in.name, err)
+			continue
+		}
+		have := map[string]bool{}
+		var names []string
+		for _, s := range served {
+			have[s.Name] = true
+			names = append(names, s.Name)
+		}
+		bad := 0
+		for window, own := range in.proc.CrashPoints {
+			if !have[own] {
+				bad++
+				add(field+".crashpoints."+window, line, "%s does not serve crash point %q (it serves: %s)", in.name, own, strings.Join(names, ", "))
+			}
+		}
+		if bad == 0 {
+			*held = append(*held, fmt.Sprintf("%s serves its %d crash points", in.name, len(in.proc.CrashPoints)))
+		}
+	}
+}
+
+// checkQueries runs every contract query on the run's databases and reads
+// its columns; the statements that change data run in a transaction that is
+// rolled back.
+func (r *run) checkQueries(ctx context.Context, eventID string, add func(string, int, string, ...any), held *[]string) {
+	c := r.sh.Target.Contract
+	src := r.sources()
+	src.Queue = nil
+	one := func(name string, q *target.Query, run func() error) {
+		if q == nil {
+			return
+		}
+		if err := run(); err != nil {
+			add("contract."+name, q.Line, "%v", err)
+			return
+		}
+		*held = append(*held, "contract: "+name+" runs")
+	}
+	only := func(name string, q *target.Query) func() error {
+		return func() error {
+			s := src
+			s.Contract = target.Contract{Facts: c.Facts, Effects: c.Effects}
+			switch name {
+			case "facts":
+				s.Contract.Effects = target.Query{Database: c.Facts.Database, SQL: "SELECT '' AS event_id, '' AS aggregate_id WHERE false"}
+			case "effects":
+				s.Contract.Facts = target.Query{Database: c.Effects.Database, SQL: "SELECT '' AS aggregate_id WHERE false"}
+			case "outbox":
+				s.Contract.Outbox = q
+			case "held_back":
+				s.Contract.HeldBack = q
+			}
+			_, err := check.Observe(ctx, s)
+			return err
+		}
+	}
+	one("facts", &c.Facts, only("facts", &c.Facts))
+	one("effects", &c.Effects, only("effects", &c.Effects))
+	one("outbox", c.Outbox, only("outbox", c.Outbox))
+	one("held_back", c.HeldBack, only("held_back", c.HeldBack))
+	one("inbox", c.Inbox, func() error {
+		rows, err := r.pools[c.Inbox.Database].Query(ctx, c.Inbox.SQL)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		found := false
+		for _, f := range rows.FieldDescriptions() {
+			found = found || f.Name == "event_id"
+		}
+		if !found {
+			return fmt.Errorf("the query returns no column \"event_id\"")
+		}
+		for rows.Next() {
+		}
+		return rows.Err()
+	})
+	one("payload", c.Payload, func() error {
+		if eventID == "" {
+			return fmt.Errorf("not tried: no eventId to ask for (no fact went through)")
+		}
+		var key string
+		var body []byte
+		if err := r.pools[c.Payload.Database].QueryRow(ctx, c.Payload.SQL, eventID).Scan(&key, &body); err != nil {
+			return fmt.Errorf("for eventId %s: %v (want one row: routing key, body)", eventID, err)
+		}
+		return nil
+	})
+	one("inbox_expire", c.InboxExpire, func() error {
+		tx, err := r.pools[c.InboxExpire.Database].Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a check: nothing is kept
+		_, err = tx.Exec(ctx, c.InboxExpire.SQL)
+		return err
+	})
+}

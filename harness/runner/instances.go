@@ -1,0 +1,364 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"faultline/harness/check"
+	"faultline/harness/fault"
+	"faultline/harness/supervisor"
+	"faultline/harness/target"
+	"github.com/faultline-dev/faultline/protocol"
+)
+
+// instance is one process instance of the target in a run.
+type instance struct {
+	proc target.Process
+	name string // e.g. relay-2
+	// control and http are the loopback addresses handed to it
+	// ({{control_addr}}, {{http_addr}}), the same across restarts.
+	control, http string
+}
+
+// startOrder is the order roles start in: the consumers declare the queue.
+var startOrder = []string{protocol.Consumer, protocol.Relay, protocol.Producer}
+
+// plan lists the run's instances, consumers first, then relays, then
+// producers, each role in the target file's order. A scenario may run a
+// role with another instance count than the file's.
+func (r *run) plan() []instance {
+	t := r.sh.Target
+	var out []instance
+	for _, role := range startOrder {
+		for _, p := range t.Processes {
+			if p.Role != role {
+				continue
+			}
+			if n, ok := r.sc.Instances[role]; ok && n > 0 {
+				p.Instances = n
+			}
+			for _, name := range t.Instances(p) {
+				out = append(out, instance{proc: p, name: name})
+			}
+		}
+	}
+	return out
+}
+
+func (r *run) faultInstances() []fault.Instance {
+	out := make([]fault.Instance, 0, len(r.instances))
+	for _, in := range r.instances {
+		out = append(out, fault.Instance{Name: in.name, Role: in.proc.Role, Points: in.proc.CrashPoints, EventLog: in.proc.EventLog})
+	}
+	return out
+}
+
+// unsupported says why the scenario cannot run on this target ("" if it
+// can): a crash point, instance, link, setting, query or event log it needs
+// and the target does not give. Such a scenario is not run — never passed.
+func (r *run) unsupported(env *fault.Env, faults []fault.Fault) string {
+	t := r.sh.Target
+	var why []string
+	for _, f := range faults {
+		if req, ok := f.(fault.Requirer); ok {
+			if err := req.Require(env); err != nil {
+				why = append(why, err.Error())
+			}
+		}
+	}
+	for name := range r.sc.Settings {
+		if _, ok := t.Settings[name]; !ok {
+			why = append(why, fmt.Sprintf("the target offers no setting %q", name))
+		}
+	}
+	if steps := r.sc.Workload.EventsPerOrder - 1; steps > len(t.Workload.Steps) {
+		why = append(why, fmt.Sprintf("the workload needs %d follow-up steps per fact, the target file gives %d", steps, len(t.Workload.Steps)))
+	}
+	logs := r.sources().LogRoles
+	for _, e := range r.sc.Evidence {
+		for _, need := range e.Needs {
+			switch need {
+			case check.NeedProducerLog, check.NeedRelayLog, check.NeedConsumerLog:
+				role := map[check.Need]string{check.NeedProducerLog: protocol.Producer, check.NeedRelayLog: protocol.Relay, check.NeedConsumerLog: protocol.Consumer}[need]
+				if !logs[role] {
+					why = append(why, fmt.Sprintf("evidence %q needs %s", e.Name, need))
+				}
+			case check.NeedOutbox:
+				if t.Contract.Outbox == nil {
+					why = append(why, fmt.Sprintf("evidence %q needs %s", e.Name, need))
+				}
+			case check.NeedDLQ:
+				if t.Topology.DeadLetterQueue == "" {
+					why = append(why, fmt.Sprintf("evidence %q needs %s", e.Name, need))
+				}
+			}
+		}
+	}
+	slices.Sort(why)
+	return strings.Join(slices.Compact(why), "; ")
+}
+
+// values are what the run hands the instance.
+func (r *run) values(in *instance) target.Values {
+	t := r.sh.Target
+	variant := r.opts.Variant
+	if variant == "" {
+		variant = "correct"
+	}
+	pgLink, amqpLink := r.links[in.name+".pg"], r.links[in.name+".amqp"]
+	return target.Values{
+		Postgres: func(db string) (string, error) {
+			run, ok := r.dbs[db]
+			if !ok {
+				return "", fmt.Errorf("no database %q in the target file", db)
+			}
+			return viaLink(r.sh.Infra.PostgresURL(run), pgLink, in.name), nil
+		},
+		AMQP:        viaLink(r.sh.Infra.AMQPURL(r.id), amqpLink, ""),
+		ControlAddr: in.control,
+		HTTPAddr:    in.http,
+		Instance:    in.name,
+		EventLog:    r.sup.EventLogPath(in.name),
+		Variant:     variant,
+		BuildDir:    r.sh.BuildDir,
+		TargetDir:   t.Dir,
+	}
+}
+
+// spec renders the instance's supervisor spec: its command, environment
+// (the variant's, the scenario's settings, crash points armed at start),
+// readiness and stop.
+func (r *run) spec(in instance, faults []fault.Fault) (supervisor.Spec, error) {
+	t := r.sh.Target
+	var err error
+	if in.control, err = supervisor.FreeAddr(); err != nil {
+		return supervisor.Spec{}, err
+	}
+	if in.http, err = supervisor.FreeAddr(); err != nil {
+		return supervisor.Spec{}, err
+	}
+	for i := range r.instances {
+		if r.instances[i].name == in.name {
+			r.instances[i] = in
+		}
+	}
+	vals := r.values(&in)
+	render := func(tpl target.Template) (string, error) {
+		out, err := tpl.Render(vals)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", in.name, err)
+		}
+		return out, nil
+	}
+	spec := supervisor.Spec{Name: in.name, Role: in.proc.Role, Dir: t.Dir,
+		Ready: supervisor.Ready{Log: in.proc.Ready.Log, Timeout: in.proc.Ready.Timeout},
+		Stop:  supervisor.Stop{Signal: in.proc.Stop.Signal, Timeout: in.proc.Stop.Timeout}}
+	for _, a := range in.proc.Command {
+		s, err := render(a)
+		if err != nil {
+			return spec, err
+		}
+		spec.Command = append(spec.Command, s)
+	}
+	addEnv := func(vars []target.EnvVar, v target.Values) error {
+		for _, e := range vars {
+			s, err := e.Value.Render(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", in.name, err)
+			}
+			spec.Env = append(spec.Env, e.Name+"="+s)
+		}
+		return nil
+	}
+	if err := addEnv(in.proc.Env, vals); err != nil {
+		return spec, err
+	}
+	if v, ok := t.Variant(r.opts.Variant); ok {
+		if err := addEnv(v.Env, vals); err != nil {
+			return spec, err
+		}
+	}
+	names := make([]string, 0, len(r.sc.Settings))
+	for name := range r.sc.Settings {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		set := t.Settings[name]
+		if set.Role != in.proc.Role {
+			continue
+		}
+		sv := vals
+		sv.Value = r.sc.Settings[name]
+		for _, a := range set.Args {
+			s, err := a.Render(sv)
+			if err != nil {
+				return spec, fmt.Errorf("%s: setting %s: %w", in.name, name, err)
+			}
+			spec.Command = append(spec.Command, s)
+		}
+		if err := addEnv(set.Env, sv); err != nil {
+			return spec, err
+		}
+	}
+	var arms []string
+	for _, f := range faults {
+		a, ok := f.(fault.StartArmer)
+		if !ok {
+			continue
+		}
+		ref, window, arming, ok := a.StartArming()
+		if !ok {
+			continue
+		}
+		target, err := r.roles.Instance(ref)
+		if err != nil || target.Name != in.name {
+			continue
+		}
+		own, err := r.roles.Point(ref, window)
+		if err != nil {
+			return spec, err
+		}
+		arms = append(arms, own+"="+arming)
+	}
+	if len(arms) > 0 {
+		spec.Env = append(spec.Env, protocol.EnvCrashPoints+"="+strings.Join(arms, ","))
+	}
+	if in.proc.EventLog {
+		spec.EventLog = vals.EventLog
+	}
+	if len(in.proc.CrashPoints) > 0 {
+		if spec.Control, err = render(in.proc.Control); err != nil {
+			return spec, err
+		}
+	}
+	if !in.proc.Ready.HTTP.IsZero() {
+		if spec.Ready.HTTP, err = render(in.proc.Ready.HTTP); err != nil {
+			return spec, err
+		}
+	}
+	if !in.proc.Ready.TCP.IsZero() {
+		if spec.Ready.TCP, err = render(in.proc.Ready.TCP); err != nil {
+			return spec, err
+		}
+	}
+	return spec, nil
+}
+
+// producerAddr is where the workload sends its next request: the
+// producers' HTTP addresses in turn, skipping one that is down; "" while
+// none runs.
+func (r *run) producerAddr() func() string {
+	type producer struct {
+		name, addr string
+	}
+	var ps []producer
+	for _, in := range r.instances {
+		if in.proc.Role != protocol.Producer {
+			continue
+		}
+		addr, err := in.proc.HTTP.Render(r.values(&in))
+		if err != nil {
+			continue
+		}
+		ps = append(ps, producer{in.name, addr})
+	}
+	var next atomic.Uint64
+	return func() string {
+		for range len(ps) {
+			p := ps[int(next.Add(1)-1)%len(ps)]
+			if proc, ok := r.sup.Process(p.name); ok && proc.Running() {
+				return p.addr
+			}
+		}
+		return ""
+	}
+}
+
+// applySchema makes the target's tables in the run's fresh databases:
+// nothing when its processes create them, else its SQL files or its
+// commands (with direct, unproxied URLs).
+func applySchema(ctx context.Context, t *target.Target, pools map[string]*pgxpool.Pool, direct func(db string) (string, error), buildDir string) error {
+	if t.Schema.CreatedByProcesses {
+		return nil
+	}
+	dbs := make([]string, 0, len(t.Schema.SQL))
+	for db := range t.Schema.SQL {
+		dbs = append(dbs, db)
+	}
+	slices.Sort(dbs)
+	for _, db := range dbs {
+		path := t.Schema.SQL[db]
+		sql, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("schema of %s: %w", db, err)
+		}
+		if _, err := pools[db].Exec(ctx, string(sql)); err != nil {
+			return fmt.Errorf("schema of %s (%s): %w", db, path, err)
+		}
+	}
+	vals := target.Values{Postgres: direct, BuildDir: buildDir, TargetDir: t.Dir}
+	for i, cmd := range t.Schema.Commands {
+		var args []string
+		for _, a := range cmd {
+			s, err := a.Render(vals)
+			if err != nil {
+				return fmt.Errorf("schema command %d: %w", i+1, err)
+			}
+			args = append(args, s)
+		}
+		if err := runCommand(ctx, t.Dir, args, nil, 2*time.Minute); err != nil {
+			return fmt.Errorf("schema command %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// runCommand runs args in dir and fails with its output.
+func runCommand(ctx context.Context, dir string, args, env []string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s (in %s): %w\n%s", strings.Join(args, " "), dir, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Build runs the target's build step into buildDir (its {{build_dir}}).
+func Build(ctx context.Context, t *target.Target, buildDir string) error {
+	if t.Build == nil {
+		return nil
+	}
+	vals := target.Values{BuildDir: buildDir, TargetDir: t.Dir}
+	var args, env []string
+	for _, a := range t.Build.Args {
+		s, err := a.Render(vals)
+		if err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+		args = append(args, s)
+	}
+	for _, e := range t.Build.Env {
+		s, err := e.Value.Render(vals)
+		if err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+		env = append(env, e.Name+"="+s)
+	}
+	if err := runCommand(ctx, t.Dir, args, env, t.Build.Timeout); err != nil {
+		return fmt.Errorf("build target %s: %w", t.Name, err)
+	}
+	return nil
+}

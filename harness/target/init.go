@@ -1,0 +1,214 @@
+package target
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Init returns a commented target file for a new pipeline built from the
+// article (what `faultline init` writes): every section present, each with
+// a comment saying what it is and what faultline hands in. It parses
+// without error; its commands point at ./bin/..., which the build makes.
+func Init(name string) []byte {
+	return []byte(strings.NewReplacer(
+		"@NAME@", strconv.Quote(name),
+		"@FACTS@", indent(defaultFactsSQL, 6),
+		"@EFFECTS@", indent(defaultEffectsSQL, 6),
+		"@OUTBOX@", indent(defaultOutboxSQL, 6),
+		"@INBOX@", defaultInboxSQL,
+		"@PAYLOAD@", defaultPayloadSQL,
+		"@INBOX_EXPIRE@", defaultInboxExpireSQL,
+	).Replace(initTemplate))
+}
+
+// indent indents every line of s by n spaces, for a YAML block scalar.
+func indent(s string, n int) string {
+	pad := strings.Repeat(" ", n)
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = pad + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+const initTemplate = `# faultline target file: how faultline starts, drives, attacks and judges
+# this pipeline (an outbox → RabbitMQ → inbox pipeline built from the
+# article). faultline knows the pipeline only through this file and the
+# protocol (crash points, event log, /healthz and /crashpoints).
+#
+# Strings marked "template" may use placeholders, which faultline fills per
+# run and per process instance:
+#   {{postgres "db"}}  URL of the run's fresh database db (one of databases)
+#   {{amqp}}           URL of the run's fresh RabbitMQ vhost
+#   {{control_addr}}   host:port the instance serves /healthz and /crashpoints on
+#   {{http_addr}}      host:port the instance serves its API on (the producer)
+#   {{instance}}       instance name, e.g. relay-2
+#   {{event_log}}      path the instance writes its protocol event log to
+#   {{variant}}        the variant under test (see variants)
+#   {{build_dir}}      folder faultline makes for the build, removed after the run
+#   {{target_dir}}     this file's folder
+faultline: 1
+name: @NAME@
+
+# Run once per faultline start, in this file's folder, before anything
+# starts. Template: only {{build_dir}} and {{target_dir}}.
+build:
+  command: [go, build, -o, ./bin/, ./cmd/order, ./cmd/relay, ./cmd/inventory]
+  timeout: 10m
+
+# Each run gets a fresh PostgreSQL database per name (lowercase, [a-z0-9_]).
+databases: [orders, inventory]
+
+# How the fresh databases get their tables, exactly one of:
+#   created_by: processes          every program applies its own at start
+#   commands: [[args...], ...]     run in order ({{postgres "db"}} is a direct URL)
+#   sql: {orders: schema/orders.sql, ...}   files relative to this folder
+schema:
+  created_by: processes
+
+# The programs. Each: name, role (producer, relay or consumer), instances,
+# command and env (templates), event_log (it writes protocol event-log lines
+# to {{event_log}}), control (where faultline reaches its /crashpoints;
+# default {{control_addr}}), ready (exactly one of http: URL answering 200,
+# tcp: host:port accepting, log: regexp of an output line; timeout default
+# 15s), stop (signal, default SIGTERM; timeout before SIGKILL, default 3s),
+# crashpoints (protocol window: the program's own point name; needs
+# event_log: true) and http (where the workload sends requests; default
+# {{http_addr}}).
+processes:
+  - name: order
+    role: producer
+    command:
+      - "{{target_dir}}/bin/order"
+      - --instance={{instance}}
+      - --db-url={{postgres "orders"}}
+      - --event-log={{event_log}}
+      - --listen={{http_addr}}
+    env:
+      FAULTLINE_VARIANT: "{{variant}}"
+    event_log: true
+    # one server: the API, /healthz and /crashpoints
+    control: "{{http_addr}}"
+    ready:
+      http: "http://{{http_addr}}/healthz"
+      timeout: 15s
+    stop: {signal: SIGTERM, timeout: 3s}
+    crashpoints:
+      producer.before-commit: order.before-commit
+      producer.after-commit: order.after-commit
+
+  - name: relay
+    role: relay
+    instances: 2
+    command:
+      - "{{target_dir}}/bin/relay"
+      - --instance={{instance}}
+      - --db-url={{postgres "orders"}}
+      - --amqp-url={{amqp}}
+      - --event-log={{event_log}}
+      - --control-addr={{control_addr}}
+      - --lease=2s
+    env:
+      FAULTLINE_VARIANT: "{{variant}}"
+    event_log: true
+    ready:
+      http: "http://{{control_addr}}/healthz"
+    stop: {signal: SIGTERM, timeout: 3s}
+    crashpoints:
+      relay.after-claim: relay.after-claim
+      relay.after-publish: relay.after-publish
+      relay.after-confirm: relay.after-confirm
+      relay.after-mark: relay.after-mark
+      relay.before-renew: relay.before-renew
+
+  - name: inventory
+    role: consumer
+    command:
+      - "{{target_dir}}/bin/inventory"
+      - --instance={{instance}}
+      - --db-url={{postgres "inventory"}}
+      - --amqp-url={{amqp}}
+      - --event-log={{event_log}}
+      - --control-addr={{control_addr}}
+    env:
+      FAULTLINE_VARIANT: "{{variant}}"
+    event_log: true
+    ready:
+      http: "http://{{control_addr}}/healthz"
+    stop: {signal: SIGTERM, timeout: 3s}
+    crashpoints:
+      consumer.after-receive: inventory.after-receive
+      consumer.before-commit: inventory.before-commit
+      consumer.after-commit: inventory.after-commit
+
+# The relays' claim lease (--lease above; default 30s): a scenario that
+# holds a claim past it holds it at least this long.
+timing:
+  lease: 2s
+
+# What makes one business fact. create is one request; steps are the
+# follow-ups of the same aggregate. Each: method (default POST), path and
+# body (templates with {{n}}, the fact's number from 0; {{random LO HI}}, an
+# int drawn from the run's seed; and in steps {{id}}, the field named by
+# create's id in its answer), headers (default Content-Type:
+# application/json with a body), ok (default [200, 201]) and done (statuses
+# meaning "already done", e.g. 409 for a step retried after a crash).
+workload:
+  create:
+    method: POST
+    path: /orders
+    body: '{"customerId":"C{{random 10000 99999}}","amount":{{random 1 500}},"currency":"CNY","items":[{"sku":"SKU-{{n}}","quantity":1}]}'
+    id: orderId
+    ok: [201]
+  steps:
+    - {method: POST, path: "/orders/{{id}}/pay", ok: [201], done: [409]}
+    - {method: POST, path: "/orders/{{id}}/cancel", ok: [201], done: [409]}
+
+# The broker's side: the exchange the relays publish to, the queue the
+# consumers read, its dead-letter queue (optional) and the routing keys.
+topology:
+  exchange: orders.events
+  queue: inventory.order-events
+  dead_letter_queue: inventory.order-events.dead
+  routing_keys: [order.created, order.paid, order.cancelled]
+
+# The contract, as SQL over the pipeline's own tables: facts (aggregate_id,
+# sequence, event_id of every fact committed), effects (event_id,
+# aggregate_id, sequence of every effect applied), and optionally outbox,
+# inbox, held_back, payload and inbox_expire. These are the defaults, the
+# article's schema: leave out what you keep as is.
+contract:
+  facts:
+    database: orders
+    sql: |
+@FACTS@
+  effects:
+    database: inventory
+    sql: |
+@EFFECTS@
+  outbox:
+    database: orders
+    sql: |
+@OUTBOX@
+  inbox:
+    database: inventory
+    sql: @INBOX@
+  payload:
+    database: orders
+    sql: @PAYLOAD@
+  inbox_expire:
+    database: inventory
+    sql: @INBOX_EXPIRE@
+
+# Knobs a scenario may turn, as this pipeline's own arguments or
+# environment for the processes of one role; templates may use {{value}}:
+#   retry-budget: {role: relay, args: ["--retry-budget={{value}}"]}
+settings: {}
+
+# The broken variants (negative controls): each removes one guard (chosen
+# by {{variant}} above, or by its env), and names the violation it causes
+# (lost, phantom, duplicate-effect, stale-write, stuck-row, gave-up-early,
+# out-of-order) and the scenarios that must catch it:
+#   - {name: no-inbox, guard: inbox row, expect: duplicate-effect, caught_by: [consumer-crash-after-commit]}
+variants: []
+`
