@@ -271,8 +271,12 @@ func All() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				at := fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
 				return []fault.Fault{
-					fault.Unbind{Trigger: at, Duration: 3 * time.Second},
-					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRetry, Action: crashpoint.Pause, Hit: 1, Trigger: at, Hold: 5 * time.Second},
+					// The bindings stay away past relay-1's thaw, so the rows it
+					// held are still bouncing (Pending or Processing under
+					// relay-2's claims), not yet Published, when its late
+					// retry write comes.
+					fault.Unbind{Trigger: at, Duration: 6 * time.Second},
+					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRetry, Action: crashpoint.Pause, Hit: 1, Trigger: at, Hold: 3 * time.Second},
 				}
 			},
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.RelayBeforeRetry), check.AtLeast(1, eventlog.Fenced)},

@@ -139,6 +139,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	c.flags(fs)
 	variant := fs.String("variant", "", "run on this broken variant instead of the correct pipeline")
 	all := fs.Bool("all", false, "run every scenario")
+	keep := fs.Bool("keep", false, "keep every run's folder (event logs, process output, merged timeline), not only a failing correct run's")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: faultline run [flags] SCENARIO... | --all")
 		fs.PrintDefaults()
@@ -181,7 +182,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var timing *result.Timing
 	err = withShared(ctx, c, dir, rep, func(sh *runner.Shared) error {
 		runsStarted := time.Now()
-		results = runAll(ctx, sh, picked, *variant, c, rep)
+		results = runAll(ctx, sh, picked, *variant, *keep, c, rep)
 		timing = sh.Timing(results)
 		timing.RunsMS = time.Since(runsStarted).Milliseconds()
 		timing.GoalScenarioMedianMS = gate.GoalScenarioMedian.Milliseconds()
@@ -211,7 +212,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // runAll runs scenarios in parallel with progress.
-func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, variant string, c common, rep reporter) []result.Scenario {
+func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, variant string, keep bool, c common, rep reporter) []result.Scenario {
 	results := make([]result.Scenario, len(picked))
 	sem := make(chan struct{}, c.parallel)
 	var wg sync.WaitGroup
@@ -229,7 +230,7 @@ func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, va
 			defer func() { <-sem }()
 			key := sc.Name + "[" + vname + "]"
 			rep.Start(key)
-			opts := runner.Options{Seed: c.seed, Variant: variant,
+			opts := runner.Options{Seed: c.seed, Variant: variant, KeepDir: keep,
 				Phase: func(p string) { rep.Phase(key, p) },
 				Tick:  func(p string, d float64) { rep.Tick(key, p, d) }}
 			if variant != "" && variant != "correct" {

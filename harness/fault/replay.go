@@ -38,11 +38,13 @@ func (r RetentionReplay) Require(env *Env) error {
 	if !in.EventLog {
 		return fmt.Errorf("the target's %s writes no event log", in.Role)
 	}
-	if _, _, err := env.Query("payload"); err != nil {
-		return err
+	if env.Contract.Payload == nil {
+		return fmt.Errorf("the target's contract has no payload query")
 	}
-	_, _, err = env.Query("inbox_expire")
-	return err
+	if env.Contract.InboxExpire == nil {
+		return fmt.Errorf("the target's contract has no inbox_expire query")
+	}
+	return nil
 }
 
 // Inject implements Fault.

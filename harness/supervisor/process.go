@@ -436,8 +436,8 @@ func (p *Process) waitReady(ctx context.Context, inc *incarnation) error {
 			return fmt.Errorf("start %s: pid %d exited before it was ready: %s; output:\n%s",
 				p.spec.Name, inc.pid, inc.reason, p.outputTail(inc))
 		case <-ctx.Done():
-			return fmt.Errorf("start %s: pid %d not ready (%s): %w; output:\n%s",
-				p.spec.Name, inc.pid, lastProblem, ctx.Err(), p.outputTail(inc))
+			return fmt.Errorf("start %s: pid %d not ready within %s (%s): %w; output:\n%s",
+				p.spec.Name, inc.pid, ready.Timeout, lastProblem, ctx.Err(), p.outputTail(inc))
 		case <-tick.C:
 		}
 	}
