@@ -307,6 +307,7 @@ func All() []runner.Scenario {
 		},
 		randomChaos(),
 	}
+	all = append(all, blackBox()...)
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
 }

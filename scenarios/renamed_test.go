@@ -31,7 +31,12 @@ func TestRenamedTargetPassesTheGate(t *testing.T) {
 	require.NoError(t, err)
 	catches, err := gate.CatchesOf(renamed, All())
 	require.NoError(t, err)
-	run, err := gate.Run(context.Background(), sh, gate.Plan{Scenarios: All(), Catches: catches, Seeds: []int64{seed}, Parallel: 8})
+	run, err := gate.Run(context.Background(), sh, gate.Plan{Scenarios: All(), Catches: catches, Seeds: []int64{seed}, Parallel: 8,
+		Progress: func(done, total int, res result.Scenario) {
+			if res.Verdict != result.Pass || res.Variant != "correct" {
+				t.Logf("renamed [%d/%d] %s on %s: %s (%s)", done, total, res.Name, res.Variant, res.Verdict, res.Reason)
+			}
+		}})
 	require.NoError(t, err)
 	for _, r := range run.Scenarios {
 		if r.Variant == "correct" {

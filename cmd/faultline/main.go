@@ -39,6 +39,8 @@ usage:
   faultline init [PATH]                write a commented target file for a new pipeline (default faultline.yaml)
   faultline check-target PATH          check a target file, then start its pipeline once and check every part of it
   faultline bench [flags]              throughput of the reference's relay, consumer and pipeline against their baselines (bench.json)
+  faultline explore [flags]            every fault the target offers, alone then combined, until --budget; coverage per window, failures shrunk to schedule files
+  faultline merge [--out DIR] DIR...   merge the explore.json of explore --shard i/n runs into one report
 
 --target PATH (run, gate, list): the pipeline's target file; default $FAULTLINE_TARGET, else the
 reference pipeline (system/faultline.yaml).
@@ -70,6 +72,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdInit(args[1:], stdout, stderr)
 	case "check-target":
 		err = cmdCheckTarget(ctx, args[1:], stdout, stderr)
+	case "explore":
+		err = cmdExplore(ctx, args[1:], stdout, stderr)
+	case "merge":
+		err = cmdMerge(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

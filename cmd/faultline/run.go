@@ -31,10 +31,12 @@ type common struct {
 	infra      string
 	targetPath string
 	target     *target.Target
+	noEventLog bool
 }
 
 func (c *common) flags(fs *flag.FlagSet) {
 	targetFlag(fs, &c.targetPath)
+	fs.BoolVar(&c.noEventLog, "no-event-log", false, "judge the target as if it wrote no event log and offered no crash point: only what faultline sees from outside (contract, audit trail, tap queue, broker)")
 	fs.StringVar(&c.out, "out", "", "report folder (default: a new folder under reports/, with reports/latest pointing at it)")
 	fs.Int64Var(&c.seed, "seed", 0, "seed of the fault schedules (default: drawn and printed)")
 	fs.IntVar(&c.parallel, "parallel", 8, "scenario runs at once")
@@ -56,6 +58,9 @@ func (c *common) resolve() error {
 		return err
 	}
 	c.target = t
+	if c.noEventLog {
+		c.target = t.WithoutEventLogs()
+	}
 	return nil
 }
 
@@ -139,6 +144,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	c.flags(fs)
 	variant := fs.String("variant", "", "run on this broken variant instead of the correct pipeline")
 	all := fs.Bool("all", false, "run every scenario")
+	schedule := fs.String("schedule", "", "replay a schedule file that faultline explore wrote (its seed and variant unless given)")
 	keep := fs.Bool("keep", false, "keep every run's folder (event logs, process output, merged timeline), not only a failing correct run's")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: faultline run [flags] SCENARIO... | --all")
@@ -154,6 +160,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var picked []runner.Scenario
 	if *all {
 		picked = scenarios.All()
+	}
+	if *schedule != "" {
+		sc, err := scheduleScenario(*schedule, fs, &c, variant)
+		if err != nil {
+			return err
+		}
+		picked = append(picked, sc)
 	}
 	for _, name := range names {
 		sc, err := scenarios.Lookup(name)

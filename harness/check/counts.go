@@ -54,6 +54,16 @@ func counts(o *Observation, f findings) result.Counts {
 	for _, n := range published {
 		c.DuplicatesPublished += n - 1
 	}
+	if len(published) == 0 && o.HasTap {
+		// no relay event log: what the tap saw routed
+		c.DuplicatesPublished, _ = TapDuplicates(o)
+		for _, n := range o.Tap {
+			c.Published += n
+		}
+	}
+	if c.Redelivered == 0 {
+		c.Redelivered = o.Queue.Redelivered
+	}
 	for id, n := range delivered {
 		if id != "" {
 			c.DuplicatesDelivered += n - 1

@@ -27,6 +27,9 @@ const (
 	NeedConsumerLog Need = "an event log from the consumer"
 	NeedOutbox      Need = "an outbox query in the contract"
 	NeedDLQ         Need = "a dead-letter queue in the topology"
+	NeedAudit       Need = "an outbox table faultline can watch (observe.outbox)"
+	NeedTap         Need = "the tap queue on the target's exchange"
+	NeedCommits     Need = "tables faultline can watch for commits (observe)"
 )
 
 // LogNeed is the need of an event log from role.

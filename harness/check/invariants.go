@@ -62,6 +62,9 @@ type findings struct {
 
 func findingsOf(o *Observation) findings {
 	f := findings{missing: missingEffects(o), phantoms: phantoms(o), staleWrites: StaleWrites(o)}
+	if o.HasAudit {
+		f.staleWrites = compact(sortedUnion(f.staleWrites, AuditStaleWrites(o)))
+	}
 	f.extraEffects, f.duplicated = DuplicateEffects(o)
 	return f
 }
@@ -383,15 +386,22 @@ func StaleWrites(o *Observation) []string {
 }
 
 func fencing(o *Observation, ids []string) result.Invariant {
-	if !o.HasLog("relay") {
-		return notChecked(Fencing, "the relays write no event log (an audit trail of the outbox writes would do: see the black-box observations)")
+	var on []string
+	if o.HasLog("relay") {
+		on = append(on, FromEventLog)
 	}
-	inv := result.Invariant{Name: Fencing, OK: len(ids) == 0, RestsOn: []string{FromEventLog}}
+	if o.HasAudit {
+		on = append(on, FromAudit)
+	}
+	if len(on) == 0 {
+		return notChecked(Fencing, "the relays write no event log and the outbox could not be audited (observe.outbox)")
+	}
+	inv := result.Invariant{Name: Fencing, OK: len(ids) == 0, RestsOn: on}
 	if len(ids) > 0 {
 		inv.Detail = fmt.Sprintf("%d status writes accepted from a claim that no longer held the row", len(ids))
 		inv.Violations = []result.Violation{{Kind: "stale-write", EventIDs: capList(ids),
 			Message:  inv.Detail,
-			Timeline: o.Timeline(capList(ids)...)}}
+			Timeline: append(o.Timeline(capList(ids)...), o.AuditTimeline(capList(ids)...)...)}}
 	} else if n := o.Count(eventlog.Fenced); n > 0 {
 		inv.Detail = fmt.Sprintf("%d stale writes refused (fenced)", n)
 	}
@@ -448,6 +458,12 @@ func capList(ids []string) []string {
 		return ids[:maxNamedInReport]
 	}
 	return ids
+}
+
+func sortedUnion(a, b []string) []string {
+	out := append(append([]string{}, a...), b...)
+	sort.Strings(out)
+	return out
 }
 
 func compact(ids []string) []string {

@@ -22,6 +22,7 @@ import (
 // QueueInfo is what the broker says of a queue.
 type QueueInfo struct {
 	Messages, Ready, Unacked, Consumers int
+	Redelivered                         int // the broker's redelivery counter
 }
 
 // Sources are where the checker looks.
@@ -43,6 +44,10 @@ type Sources struct {
 	// Instances maps the role references scenarios use ("relay-1",
 	// "consumer") to the run's instance names, which its logs carry.
 	Instances map[string]string
+	// Audit reads the outbox's audit trail (nil: none was installed).
+	Audit func(ctx context.Context) ([]AuditRow, error)
+	// Tap drains the tap queue: routings per eventId (nil: none bound).
+	Tap func(ctx context.Context) (map[string]int, error)
 }
 
 // Observation sources: what a verdict rests on.
@@ -98,7 +103,13 @@ type Observation struct {
 	Log         []eventlog.Entry // merged, in time order
 	ByEvent     map[string][]eventlog.Entry
 	// LogRoles are the roles whose event logs were read.
-	LogRoles  map[string]bool
+	LogRoles map[string]bool
+	// Audit is the outbox's audit trail (HasAudit: it was installed).
+	Audit    []AuditRow
+	HasAudit bool
+	// Tap counts the routings of each eventId (HasTap: the tap was bound).
+	Tap       map[string]int
+	HasTap    bool
 	instances map[string]string
 }
 
@@ -150,6 +161,18 @@ func Observe(ctx context.Context, src Sources) (*Observation, error) {
 			}
 			o.HasDLQ = true
 		}
+	}
+	if src.Audit != nil {
+		if o.Audit, err = src.Audit(ctx); err != nil {
+			return nil, err
+		}
+		o.HasAudit = true
+	}
+	if src.Tap != nil {
+		if o.Tap, err = src.Tap(ctx); err != nil {
+			return nil, err
+		}
+		o.HasTap = true
 	}
 	o.Log, err = ReadLogs(src.LogPaths, src.Windows)
 	if err != nil {

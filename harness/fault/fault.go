@@ -42,6 +42,12 @@ type Needs interface {
 	Needs() []string
 }
 
+// CommitWaiter is a fault timed by the commits faultline watches (it needs
+// the triggers on the target's tables).
+type CommitWaiter interface {
+	WaitsForCommits()
+}
+
 // Requirer is a fault that needs something of the target (an instance, a
 // crash point, a contract query); Require says what is missing, and the
 // scenario is not run on that target.
@@ -66,6 +72,12 @@ type Env struct {
 	DB       map[string]*pgxpool.Pool
 	Contract target.Contract
 	Topology target.Topology
+	// Commits tells the commits of writes to the target's watched tables.
+	Commits *Commits
+	// Tap is the queue faultline bound to the exchange ("" if none): a
+	// fault that unbinds the target's queue unbinds it too, so an
+	// unroutable message stays unroutable.
+	Tap string
 	// Acknowledged reports how many orders the workload has had answered.
 	Acknowledged func() int64
 	// Deadline bounds how long a fault waits for its window to open.

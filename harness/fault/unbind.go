@@ -3,6 +3,7 @@ package fault
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"faultline/harness/result"
@@ -47,9 +48,19 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 	if u.RoutingKey != "" {
 		keys = []string{u.RoutingKey}
 	}
-	for _, key := range keys {
-		if err := ch.QueueUnbind(env.Topology.Queue, key, env.Topology.Exchange, nil); err != nil {
-			return record(u, start, false, fmt.Errorf("unbind %s: %w", key, err))
+	// The tap goes first and comes back last: a message routable to the
+	// tap alone would be confirmed, not returned, and lost to the
+	// consumer's queue — the harness must never make routable what the
+	// target's topology does not.
+	queues := []string{env.Topology.Queue}
+	if env.Tap != "" {
+		queues = []string{env.Tap, env.Topology.Queue}
+	}
+	for _, q := range queues {
+		for _, key := range keys {
+			if err := ch.QueueUnbind(q, key, env.Topology.Exchange, nil); err != nil {
+				return record(u, start, false, fmt.Errorf("unbind %s from %s: %w", key, q, err))
+			}
 		}
 	}
 	env.Logf("bindings %v removed", keys)
@@ -57,9 +68,11 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(u, start, true, nil)
 	}
 	holdErr := pause(ctx, u.Duration)
-	for _, key := range keys {
-		if err := ch.QueueBind(env.Topology.Queue, key, env.Topology.Exchange, false, nil); err != nil {
-			return record(u, start, true, fmt.Errorf("restore binding %s: %w", key, err))
+	for _, q := range slices.Backward(queues) {
+		for _, key := range keys {
+			if err := ch.QueueBind(q, key, env.Topology.Exchange, false, nil); err != nil {
+				return record(u, start, true, fmt.Errorf("restore binding %s to %s: %w", key, q, err))
+			}
 		}
 	}
 	env.Logf("bindings %v restored", keys)

@@ -99,6 +99,9 @@ type QueueInfo struct {
 	Ready     int
 	Unacked   int
 	Consumers int
+	// Redelivered is the broker's count of deliveries it redelivered
+	// (message_stats.redeliver; lags by the statistics interval).
+	Redelivered int
 }
 
 // ErrNotFound is matched (errors.Is) by errors about a queue that does not

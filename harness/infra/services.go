@@ -254,6 +254,9 @@ func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (QueueInfo, err
 		Ready     int `json:"messages_ready"`
 		Unacked   int `json:"messages_unacknowledged"`
 		Consumers int `json:"consumers"`
+		Stats     struct {
+			Redeliver int `json:"redeliver"`
+		} `json:"message_stats"`
 	}
 	path := "/api/queues/" + url.PathEscape(vhost) + "/" + url.PathEscape(queue)
 	code, err := m.do(ctx, http.MethodGet, path, nil, &q, http.StatusOK, http.StatusNotFound)
@@ -263,7 +266,7 @@ func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (QueueInfo, err
 	if code == http.StatusNotFound {
 		return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, ErrNotFound)
 	}
-	return QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers}, nil
+	return QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers, Redelivered: q.Stats.Redeliver}, nil
 }
 
 // waitBroker polls until the broker answers (AMQP and the management API)

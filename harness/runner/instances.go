@@ -114,6 +114,10 @@ func (r *run) values(in *instance) target.Values {
 		variant = "correct"
 	}
 	pgLink, amqpLink := r.links[in.name+".pg"], r.links[in.name+".amqp"]
+	eventLog := os.DevNull // what the process writes there is not read
+	if in.proc.EventLog && r.sup != nil {
+		eventLog = r.sup.EventLogPath(in.name)
+	}
 	return target.Values{
 		Postgres: func(db string) (string, error) {
 			run, ok := r.dbs[db]
@@ -126,7 +130,7 @@ func (r *run) values(in *instance) target.Values {
 		ControlAddr: in.control,
 		HTTPAddr:    in.http,
 		Instance:    in.name,
-		EventLog:    r.sup.EventLogPath(in.name),
+		EventLog:    eventLog,
 		Variant:     variant,
 		BuildDir:    r.sh.BuildDir,
 		TargetDir:   t.Dir,

@@ -34,7 +34,7 @@ func (p *queueProbe) queue(ctx context.Context, queue string) (check.QueueInfo, 
 	if err != nil {
 		return check.QueueInfo{}, err
 	}
-	return check.QueueInfo{Ready: q.Messages, Unacked: m.Unacked, Messages: q.Messages + m.Unacked, Consumers: q.Consumers}, nil
+	return check.QueueInfo{Ready: q.Messages, Unacked: m.Unacked, Messages: q.Messages + m.Unacked, Consumers: q.Consumers, Redelivered: m.Redelivered}, nil
 }
 
 // declare passively declares queue: its exact ready count and consumer

@@ -159,6 +159,7 @@ type run struct {
 	pools     map[string]*pgxpool.Pool // the target's database name → a pool on the run's copy
 	instances []instance               // the target's process instances, in start order
 	roles     *fault.Roles
+	obsv      *observers // what faultline watches from outside
 	cleanup   []func(context.Context)
 	phase     *result.Phase
 	obs       *check.Observation // the end state, once observed
@@ -279,8 +280,9 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	r.instances = r.plan()
 	r.roles = fault.NewRoles(r.faultInstances())
+	r.obsv = &observers{commits: fault.NewCommits()}
 	env := &fault.Env{
-		Roles: r.roles, Links: r.links, Infra: r.sh.Infra, VHost: r.id, DB: r.pools,
+		Roles: r.roles, Links: r.links, Infra: r.sh.Infra, VHost: r.id, DB: r.pools, Commits: r.obsv.commits,
 		Contract: r.sh.Target.Contract, Topology: r.sh.Target.Topology, Deadline: 30 * time.Second,
 		Logf: func(format string, args ...any) { r.sh.logf(r.sc.Name+": "+format, args...) },
 	}
@@ -293,6 +295,14 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	if err := r.startProcesses(ctx, faults); err != nil {
 		return err
+	}
+	r.installObservers(ctx)
+	if r.obsv.tapped {
+		env.Tap = TapQueue
+	}
+	if why := r.unobservable(faults); why != "" {
+		r.res.Verdict = result.NotRun
+		return fmt.Errorf("not run on target %s: %s", r.sh.Target.Name, why)
 	}
 
 	r.startPhase(PhaseWorkload)
@@ -408,7 +418,37 @@ func (r *run) sources() check.Sources {
 		}
 		src.Windows[in.name] = w
 	}
+	if r.obsv != nil && r.obsv.audit {
+		src.Audit = r.readAudit
+	}
+	if r.obsv != nil && r.obsv.tapped {
+		src.Tap = r.readTap
+	}
 	return src
+}
+
+// unobservable says why a scenario that watches the target from outside
+// cannot run ("" if it can): what it needs was not installed.
+func (r *run) unobservable(faults []fault.Fault) string {
+	var why []string
+	need := map[check.Need]bool{}
+	for _, e := range r.sc.Evidence {
+		for _, n := range e.Needs {
+			need[n] = true
+		}
+	}
+	for _, f := range faults {
+		if _, ok := f.(fault.CommitWaiter); ok {
+			need[check.NeedCommits] = true
+		}
+	}
+	if (need[check.NeedAudit] && !r.obsv.audit) || (need[check.NeedCommits] && r.obsv.commits.Err() != nil) {
+		why = append(why, strings.Join(r.obsv.why, "; "))
+	}
+	if need[check.NeedTap] && !r.obsv.tapped {
+		why = append(why, "the tap queue could not be bound")
+	}
+	return strings.Join(why, "; ")
 }
 
 // probe is the run's one queue probe, closed at teardown.

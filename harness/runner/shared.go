@@ -180,6 +180,14 @@ func (sh *Shared) WithTarget(ctx context.Context, t *target.Target, cleanup *sup
 	return other, nil
 }
 
+// Reading is this infrastructure attacking the same build of its target
+// read another way (e.g. target.WithoutEventLogs: judged as if it wrote
+// no event log): the same programs, infrastructure and broker lock.
+func (sh *Shared) Reading(t *target.Target) *Shared {
+	return &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: sh.BuildDir, Root: sh.Root, Log: sh.Log,
+		StartedIn: sh.StartedIn, StartParts: sh.StartParts, exclusive: sh.exclusive}
+}
+
 // Timing is the time to a verdict as far as the shared infrastructure and
 // the runs tell it: the start-up and its parts, and the median and maximum
 // wall time of the runs. The caller adds what only it knows (how long all

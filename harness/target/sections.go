@@ -50,7 +50,7 @@ func (d *decoder) decode(data []byte) *Target {
 	}
 	root := doc.Content[0]
 	m, ok := d.mapping(val{n: root, line: root.Line}, "faultline", "name", "build", "databases", "schema",
-		"processes", "timing", "workload", "topology", "contract", "settings", "variants")
+		"processes", "timing", "workload", "topology", "contract", "observe", "settings", "variants")
 	if !ok {
 		return nil
 	}
@@ -80,6 +80,7 @@ func (d *decoder) decode(data []byte) *Target {
 	t.Workload = d.decodeWorkload(m)
 	t.Topology = d.decodeTopology(m)
 	t.Contract = d.decodeContract(m)
+	t.Observe = d.decodeObserve(m, t.Contract)
 	t.Settings = d.decodeSettings(m, t.Processes)
 	t.Variants = d.decodeVariants(m)
 	return t

@@ -40,6 +40,7 @@ type Target struct {
 	Workload  Workload
 	Topology  Topology
 	Contract  Contract
+	Observe   Observe
 	Settings  map[string]Setting
 	Variants  []Variant
 }
@@ -227,4 +228,19 @@ func (t *Target) Windows() map[string][]string {
 		}
 	}
 	return windows
+}
+
+// WithoutEventLogs is the target as if none of its processes wrote an
+// event log (and so offered no crash point, whose hits are announced
+// there): what faultline can still judge of a pipeline that speaks none of
+// the protocol. Their {{event_log}} is the null device.
+func (t *Target) WithoutEventLogs() *Target {
+	c := *t
+	c.Processes = make([]Process, len(t.Processes))
+	for i, p := range t.Processes {
+		p.EventLog = false
+		p.CrashPoints = nil
+		c.Processes[i] = p
+	}
+	return &c
 }

@@ -110,7 +110,7 @@ func TestLoadReference(t *testing.T) {
 	v, ok := tg.Variant("no-fencing")
 	require.True(t, ok)
 	assert.Equal(t, "stale-write", v.Expect)
-	assert.Equal(t, []string{"relay-pause-past-lease", "relay-db-slow-past-lease"}, v.CaughtBy)
+	assert.Subset(t, v.CaughtBy, []string{"relay-pause-past-lease", "relay-db-slow-past-lease"})
 	_, ok = tg.Variant("correct")
 	assert.False(t, ok)
 }

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"faultline/harness/explore"
+	"faultline/harness/gate"
+	"faultline/harness/runner"
+	"faultline/harness/target"
+)
+
+// settingsFlag is a repeatable --set NAME=VALUE.
+type settingsFlag map[string]string
+
+func (s settingsFlag) String() string {
+	parts := make([]string, 0, len(s))
+	for k, v := range s {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func (s settingsFlag) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("want NAME=VALUE, got %q", v)
+	}
+	s[name] = value
+	return nil
+}
+
+func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("explore", flag.ContinueOnError)
+	var c common
+	c.flags(fs)
+	variant := fs.String("variant", "", "explore this broken variant instead of the correct pipeline")
+	budget := fs.Duration("budget", 10*time.Minute, "how long to explore: no run starts after it (runs under way finish)")
+	shrinkBudget := fs.Duration("shrink-budget", 5*time.Minute, "how long to shrink the failures found, after the exploration (0: no shrinking)")
+	shardFlag := fs.String("shard", "", "i/n: explore only the i-th of n disjoint slices of the enumeration (needs --seed, the same for every shard)")
+	hits := fs.Int("hits", explore.DefaultHits, "arm each crash point at hits 1..k")
+	repeats := fs.Int("repeats", 2, "a shrink candidate counts as failing only if it fails this many runs out of this many")
+	settings := settingsFlag{}
+	fs.Var(settings, "set", "NAME=VALUE: turn one of the target's settings for every run (repeatable), e.g. --set lease-renewal=400ms")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: faultline explore [flags]")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("explore takes no arguments, got %q", fs.Arg(0))
+	}
+	if *budget <= 0 {
+		return usagef("--budget must be positive, got %s", *budget)
+	}
+	if *shrinkBudget < 0 {
+		return usagef("--shrink-budget must not be negative, got %s", *shrinkBudget)
+	}
+	if *hits < 1 || *hits > 100 {
+		return usagef("--hits must be 1..100, got %d", *hits)
+	}
+	if *repeats < 1 {
+		return usagef("--repeats must be at least 1, got %d", *repeats)
+	}
+	var shard explore.Shard
+	if *shardFlag != "" {
+		var err error
+		if shard, err = explore.ParseShard(*shardFlag); err != nil {
+			return usageError{err.Error()}
+		}
+		if !flagSet(fs, "seed") {
+			return usagef("--shard needs --seed: every shard must enumerate the same list (e.g. --seed $GITHUB_RUN_NUMBER)")
+		}
+	}
+	if err := c.resolve(); err != nil {
+		return err
+	}
+	if err := checkVariant(c.target, *variant); err != nil {
+		return err
+	}
+	for name := range settings {
+		if _, ok := c.target.Settings[name]; !ok {
+			return usagef("--set %s: target %s has no setting %q (known: %s)", name, c.target.Name, name, strings.Join(settingNames(c.target), ", "))
+		}
+	}
+	surface, err := explore.SurfaceOf(c.target)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	items, err := surface.Enumerate(explore.Options{Seed: c.seed, Hits: *hits, Settings: settings})
+	if err != nil {
+		return usagef("target %s: %v", c.target.Name, err)
+	}
+	part := shard.Of(items)
+	dir, err := outDir(c.out)
+	if err != nil {
+		return err
+	}
+
+	rep := newReporter(stderr)
+	defer rep.Stop()
+	singles := 0
+	for _, it := range items {
+		if it.Size == 1 {
+			singles++
+		}
+	}
+	rep.Logf("explore: target %s [%s], seed %d, shard %s: %d runs of a plan of %d (%d single faults, then combinations), budget %s; report in %s",
+		c.target.Name, variantOr(*variant), c.seed, shard, len(part), len(items), singles, *budget, dir)
+	cfg := explore.Config{
+		Target: c.target.Name, Offered: explore.OfferedOf(c.target, surface), Variant: *variant, Seed: c.seed, Hits: *hits,
+		Shard: shard, PlanTotal: len(items), Workload: explore.Steady(), Parallel: c.parallel,
+		Budget: *budget, ShrinkBudget: *shrinkBudget, Repeats: *repeats,
+		Phase: rep.Phase, Tick: rep.Tick,
+		Progress: func(p explore.Progress) {
+			line := progressLine(p)
+			if p.Run != "" {
+				rep.Done(p.Run, line)
+			} else {
+				rep.Logf("%s", line)
+			}
+		},
+		Checkpoint: func(r *explore.Report) {
+			if err := explore.WriteReport(filepath.Join(dir, explore.ReportFile), r); err != nil {
+				rep.Logf("explore: checkpoint: %v", err)
+			}
+		},
+	}
+	if len(settings) > 0 {
+		cfg.Settings = settings
+	}
+	if *variant != "" && *variant != "correct" {
+		cfg.Converge = gate.VariantConverge // as in the gate: a broken pipeline may never settle
+	}
+	var out *explore.Report
+	err = withShared(ctx, c, dir, rep, func(sh *runner.Shared) error {
+		out = explore.Explore(ctx, sh, part, cfg)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rep.Stop()
+	if err := explore.WriteAll(dir, out); err != nil {
+		return err
+	}
+	printExplore(stdout, out, dir, replayTarget(c.targetPath))
+	if len(out.Findings) > 0 {
+		return errViolation
+	}
+	return nil
+}
+
+// flagSet reports whether the flag was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// checkVariant says, as a usage error, that the target has no such variant.
+func checkVariant(t *target.Target, variant string) error {
+	if variant == "" || variant == "correct" {
+		return nil
+	}
+	if _, ok := t.Variant(variant); !ok {
+		return usagef("target %s has no variant %q (known: %s)", t.Name, variant, strings.Join(variantNames(t), ", "))
+	}
+	return nil
+}
+
+func settingNames(t *target.Target) []string {
+	var out []string
+	for name := range t.Settings {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func variantOr(v string) string {
+	if v == "" {
+		return "correct"
+	}
+	return v
+}
+
+// replayTarget is the --target a replay command needs ("" for the default).
+func replayTarget(path string) string {
+	if path == "" {
+		return ""
+	}
+	return " --target " + path
+}
+
+// progressLine is one line of how the exploration is getting on: runs
+// done, windows covered, violations found, time left.
+func progressLine(p explore.Progress) string {
+	var kinds []string
+	for k, n := range p.Violations {
+		kinds = append(kinds, fmt.Sprintf("%s×%d", k, n))
+	}
+	sort.Strings(kinds)
+	found := "none"
+	if len(kinds) > 0 {
+		found = strings.Join(kinds, " ")
+	}
+	left := p.Left.Round(time.Second).String() + " left"
+	if p.Stage == "shrink" {
+		return fmt.Sprintf("[shrink, %d candidates tried, %s] %s", p.Done, left, p.Line)
+	}
+	return fmt.Sprintf("[%d/%d runs, %d running | windows %d/%d opened | violations: %s | %s] %s",
+		p.Done, p.Planned, p.Running, p.Opened, p.Offered, found, left, p.Line)
+}
+
+// scheduleScenario is the scenario of a schedule file for `run
+// --schedule`: the file must be one of this target's. Unless --seed was
+// given the schedule's seed is used, and unless --variant was, its variant.
+func scheduleScenario(path string, fs *flag.FlagSet, c *common, variant *string) (runner.Scenario, error) {
+	s, err := explore.LoadSchedule(path)
+	if err != nil {
+		return runner.Scenario{}, usageError{err.Error()}
+	}
+	if s.Target != c.target.Name {
+		return runner.Scenario{}, usagef("schedule %s is of target %q, not of %q (%s): give its target with --target", path, s.Target, c.target.Name, c.target.Path)
+	}
+	if !flagSet(fs, "seed") {
+		c.seed = s.Seed
+	}
+	if *variant == "" && s.Variant != "correct" {
+		*variant = s.Variant
+	}
+	name := "schedule"
+	if s.Violation != "" {
+		name += "-" + s.Violation
+	}
+	return s.Scenario(name), nil
+}
+
+// printExplore prints the coverage, the findings (original beside minimal)
+// and where the files are.
+func printExplore(w io.Writer, r *explore.Report, dir, targetFlag string) {
+	opened, offered := r.Coverage.Covered()
+	shard := r.Shard.String()
+	if len(r.Shards) > 0 {
+		var parts []string
+		for _, s := range r.Shards {
+			parts = append(parts, s.String())
+		}
+		shard = "merged " + strings.Join(parts, ", ")
+	}
+	exhausted := "the budget ran out first"
+	if r.Exhausted {
+		exhausted = "all of them"
+	}
+	fmt.Fprintf(w, "\nexplored target %s [%s], seed %d, shard %s: %d runs of %d planned (%s) in %s; windows opened: %d of %d offered\n",
+		r.Target, r.Variant, r.Seed, shard, len(r.Runs), r.Planned, exhausted, (time.Duration(r.DurationMS) * time.Millisecond).Round(time.Second), opened, offered)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nWINDOW\tROLE\tOFFERED BY\tRUNS\tOPENED\tNOT OPENED\tVIOLATIONS (runs that opened it)\tSTATUS")
+	for _, c := range r.Coverage.Windows {
+		by := "-"
+		if len(c.By) > 0 {
+			by = strings.Join(c.By, ", ")
+		}
+		status := c.Status
+		if c.Status == explore.StatusUnexplored {
+			if c.Runs == 0 {
+				status += " (never tried)"
+			} else {
+				status += " (never opened)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", c.Window, c.Role, by, c.Runs, c.Opened, c.NotOpened, kindCounts(c.Violations), status)
+	}
+	fmt.Fprintln(tw, "\nLINK\tRUNS\tFAULT ON\tNEVER ON\tVIOLATIONS\tSTATUS")
+	for _, c := range r.Coverage.Links {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", c.Link, c.Runs, c.Opened, c.NotOpened, kindCounts(c.Violations), c.Status)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "\nA window no run opened is unexplored, not safe.")
+
+	if len(r.Findings) == 0 {
+		fmt.Fprintln(w, "\nno violation found")
+	}
+	for _, f := range r.Findings {
+		runs := make([]string, len(f.Runs))
+		for i, n := range f.Runs {
+			runs[i] = fmt.Sprintf("#%d", n)
+		}
+		if len(runs) > 12 {
+			runs = append(runs[:12], "...")
+		}
+		fmt.Fprintf(w, "\nviolation %s in %d run(s): %s\n", f.Kind, len(f.Runs), strings.Join(runs, " "))
+		fmt.Fprintf(w, "  original (%s): %d fault(s), %s\n", f.Original.Origin, len(f.Original.Faults), explore.WorkloadText(f.Original.Workload))
+		for i, flt := range f.Original.Faults {
+			fmt.Fprintf(w, "    %d. %s\n", i+1, explore.Describe(flt))
+		}
+		fmt.Fprintf(w, "  minimal: %d fault(s), %s — %s\n", len(f.Minimal.Faults), explore.WorkloadText(f.Minimal.Workload), f.Confirmed)
+		for i, flt := range f.Minimal.Faults {
+			fmt.Fprintf(w, "    %d. %s\n", i+1, explore.Describe(flt))
+		}
+		if len(f.Steps) > 0 {
+			var steps []string
+			for _, s := range f.Steps {
+				steps = append(steps, s.Change)
+			}
+			fmt.Fprintf(w, "  shrunk in %d steps (%d candidates, %d runs): %s\n", len(f.Steps), f.Tried, f.ShrinkRuns, strings.Join(steps, "; "))
+		}
+		if !f.Complete {
+			fmt.Fprintln(w, "  (the shrink did not finish: a smaller schedule may still fail)")
+		}
+		if f.Example != nil {
+			fmt.Fprintf(w, "  e.g. %s\n", f.Example.Message)
+		}
+		file := filepath.Join(dir, f.File)
+		fmt.Fprintf(w, "  schedule: %s (original beside it: %s)\n", file, strings.TrimSuffix(file, ".json")+".original.json")
+		replay := "faultline run --schedule " + file + targetFlag
+		if f.Minimal.Variant != "" && f.Minimal.Variant != "correct" {
+			replay += " --variant " + f.Minimal.Variant
+		}
+		fmt.Fprintf(w, "  replay:   %s\n", replay)
+	}
+	fmt.Fprintf(w, "\nreport: %s (%s, schedule files)\n", filepath.Join(dir, explore.PageFile), explore.ReportFile)
+}
+
+func kindCounts(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var out []string
+	for k, n := range m {
+		out = append(out, fmt.Sprintf("%s×%d", k, n))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}

@@ -1,0 +1,186 @@
+// The inventory consumer: applies each order event once. Per delivery ONE
+// transaction: the inbox row (ON CONFLICT DO NOTHING) and, only if it was
+// new, the stock reservation; commit, then ack. A redelivery or a republish
+// of the same eventId finds its inbox row and is acked without effect.
+// A message that cannot be parsed, or has no eventId, is dead-lettered at
+// once (nack, requeue=false). A database error acks nothing: the message
+// goes back to the queue (nack, requeue=true) after a pause.
+import { connect, drop } from './lib/amqp.js';
+import { backoff, sleep } from './lib/backoff.js';
+import { fatal, loadConfig } from './lib/config.js';
+import { serveControl } from './lib/control.js';
+import { crashPoints } from './lib/crashpoints.js';
+import { openPool, ping, withTransaction } from './lib/db.js';
+import { openEventLog } from './lib/eventlog.js';
+import { declareConsumer, QUEUE } from './lib/topology.js';
+import { variantFor } from './lib/variant.js';
+
+let config, variant;
+try {
+  config = loadConfig({
+    instance: 'inventory',
+    'db-url': '',
+    'amqp-url': '',
+    'control-addr': '127.0.0.1:8082',
+    'event-log': '',
+    'consumer-name': 'inventory',
+    prefetch: 32,
+    'db-connections': 4,
+    'reconnect-max': { duration: '2s' },
+  });
+  variant = variantFor('inventory');
+  if (!config.dbUrl || !config.amqpUrl) throw new Error('--db-url and --amqp-url (or DB_URL, AMQP_URL) are required');
+  if (config.prefetch < 2) throw new Error('--prefetch must be at least 2');
+} catch (err) {
+  fatal(err);
+}
+
+const log = openEventLog(config.eventLog, config.instance);
+const points = crashPoints(log, ['inventory:committed']);
+try {
+  points.armFromEnv();
+} catch (err) {
+  fatal(err);
+}
+const pool = openPool(config.dbUrl, log, { max: config.dbConnections });
+let link = null;
+let stopping = false;
+let dbFailures = 0;
+let consumerTag = null;
+const inFlight = new Set();
+
+const actions = { 'order.created': 'reserve', 'order.paid': 'confirm', 'order.cancelled': 'release' };
+
+// parseEvent returns [event, null] or [null, why it is poison].
+function parseEvent(msg) {
+  let body;
+  try {
+    body = JSON.parse(msg.content.toString('utf8'));
+  } catch {
+    return [null, 'not JSON'];
+  }
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return [null, 'not a JSON object'];
+  if (typeof body.eventId !== 'string' || body.eventId === '') return [null, 'no eventId'];
+  const eventType = body.eventType ?? msg.fields.routingKey;
+  if (!actions[eventType] || typeof body.orderId !== 'string' || !Number.isInteger(body.sequence)) {
+    return [null, 'not an order event (eventType, orderId, sequence)'];
+  }
+  return [{ ...body, eventType }, null];
+}
+
+// apply is the consumer's transaction; true if the effect was applied,
+// false if the inbox already had the eventId.
+function apply(event) {
+  return withTransaction(pool, async (db) => {
+    if (variant !== 'no-inbox') {
+      const inbox = await db.query('INSERT INTO inbox (consumer, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
+        config.consumerName,
+        event.eventId,
+      ]);
+      if (inbox.rowCount === 0) return false;
+    }
+    await db.query('INSERT INTO stock_reservations (event_id, order_id, sequence, action, items) VALUES ($1, $2, $3, $4, $5)', [
+      event.eventId,
+      event.orderId,
+      event.sequence,
+      actions[event.eventType],
+      event.items ? JSON.stringify(event.items) : null,
+    ]);
+    return true;
+  });
+}
+
+// settle acks or nacks on the channel the message came on; if that channel
+// is gone the broker redelivers the message anyway.
+function settle(ch, msg, how, fields) {
+  try {
+    if (how === 'ack') ch.ack(msg);
+    else ch.nack(msg, false, how === 'requeue');
+    if (how === 'ack') log.log('acked', fields);
+  } catch (err) {
+    log.error(err, `${how} of ${fields.eventId ?? msg.properties.messageId}: channel gone, the broker redelivers`);
+  }
+}
+
+async function handle(ch, msg) {
+  const [event, poison] = parseEvent(msg);
+  if (!event) {
+    settle(ch, msg, 'dead-letter', {});
+    log.log('dead-lettered', { error: poison, detail: `messageId ${msg.properties.messageId ?? '-'}, routing key ${msg.fields.routingKey}` });
+    return;
+  }
+  const fields = { eventId: event.eventId, aggregateId: event.orderId, sequence: event.sequence };
+  log.log('delivered', { ...fields, redelivered: msg.fields.redelivered });
+  if (variant === 'ack-before-commit') settle(ch, msg, 'ack', fields);
+
+  let applied;
+  try {
+    applied = await apply(event);
+    dbFailures = 0;
+  } catch (err) {
+    dbFailures++;
+    log.error(err, `transaction of ${event.eventId}`);
+    if (variant === 'ack-before-commit') return; // acked already: the effect is lost
+    await sleep(backoff(dbFailures, 100, config.reconnectMax));
+    settle(ch, msg, 'requeue', fields);
+    return;
+  }
+  log.log(applied ? 'reserved' : 'duplicate', fields);
+  await points.hit('inventory:committed');
+  if (variant !== 'ack-before-commit') settle(ch, msg, 'ack', fields);
+}
+
+function onMessage(ch, msg) {
+  if (msg === null) {
+    // The broker cancelled our consumer (the queue went away): start over.
+    log.log('disconnected', { error: 'consumer cancelled by the broker' });
+    drop(link?.conn);
+    return;
+  }
+  const job = handle(ch, msg).catch((err) => log.error(err, 'handler'));
+  inFlight.add(job);
+  job.finally(() => inFlight.delete(job));
+}
+
+async function run() {
+  while (!stopping) {
+    let lost;
+    const gone = new Promise((resolve) => {
+      lost = resolve;
+    });
+    link = await connect(config.amqpUrl, {
+      log,
+      reconnectMaxMs: config.reconnectMax,
+      stopping: () => stopping,
+      onLost: () => {
+        link = null;
+        lost();
+      },
+      setup: async (ch) => {
+        await declareConsumer(ch);
+        await ch.prefetch(config.prefetch);
+        ({ consumerTag } = await ch.consume(QUEUE, (msg) => onMessage(ch, msg), { noAck: false }));
+      },
+    });
+    if (!link) return;
+    await gone;
+  }
+}
+
+await serveControl(config.controlAddr, { points, healthy: async () => link !== null && (await ping(pool)) });
+log.log('started', { detail: `inventory consumer, prefetch ${config.prefetch}, variant ${variant}` });
+
+const done = run();
+async function shutdown() {
+  stopping = true;
+  setTimeout(() => process.exit(0), 2500).unref();
+  const current = link;
+  if (current && consumerTag) await current.ch.cancel(consumerTag).catch(() => {});
+  await Promise.allSettled([...inFlight]);
+  drop(current?.conn);
+  await done.catch(() => {});
+  await pool.end().catch(() => {});
+  process.exit(0);
+}
+process.once('SIGTERM', shutdown);
+process.once('SIGINT', shutdown);

@@ -1,0 +1,169 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// More observation sources.
+const (
+	FromAudit = "audit trail" // every outbox write with its writer (a trigger faultline installed)
+	FromTap   = "tap queue"   // every routed publish per eventId (a queue faultline bound to the exchange)
+)
+
+// AuditRow is one write to the outbox, recorded by faultline's trigger with
+// the writer's application_name (the instance faultline handed the URL to).
+type AuditRow struct {
+	ID                   int64
+	At                   time.Time
+	Writer               string
+	Op                   string // INSERT or UPDATE
+	EventID              string
+	OldStatus, NewStatus string
+	OldClaim, NewClaim   string
+}
+
+// claims reports whether the write is a claim: the row goes Processing
+// under a new claim.
+func (a AuditRow) claims() bool {
+	return a.Op == "UPDATE" && a.NewStatus == "Processing" && a.NewClaim != "" && a.NewClaim != a.OldClaim
+}
+
+// AuditStaleWrites finds, from the audit trail alone, writes accepted from
+// a writer on a row another writer had claimed since: per row, the last
+// claim names its writer, and any later write that is not itself a claim
+// must come from that writer. A fenced write (0 rows) leaves no trace; an
+// unfenced one from a relay whose claim was taken over does. The writes of
+// one row are in commit order (each waits for the row lock of the one
+// before).
+func AuditStaleWrites(o *Observation) []string {
+	holder := map[string]string{} // row → writer of its last claim
+	stale := map[string]bool{}
+	for _, a := range o.Audit {
+		if a.Op != "UPDATE" {
+			continue
+		}
+		if a.claims() {
+			holder[a.EventID] = a.Writer
+			continue
+		}
+		if h, ok := holder[a.EventID]; ok && h != a.Writer {
+			stale[a.EventID] = true
+		}
+	}
+	ids := make([]string, 0, len(stale))
+	for id := range stale {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// AuditTimeline renders the audit rows of the given events.
+func (o *Observation) AuditTimeline(ids ...string) []string {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	var out []string
+	for _, a := range o.Audit {
+		if want[a.EventID] {
+			out = append(out, fmt.Sprintf("%s %-10s %-6s %s %s→%s claim %s→%s (audit)", a.At.Format("15:04:05.000"), a.Writer, a.Op, a.EventID,
+				a.OldStatus, a.NewStatus, short(a.OldClaim), short(a.NewClaim)))
+		}
+	}
+	return out
+}
+
+func short(claim string) string {
+	if claim == "" {
+		return "-"
+	}
+	return claim
+}
+
+// TapDuplicates counts the extra routings of eventIds the tap queue saw
+// more than once (a republish the relay made).
+func TapDuplicates(o *Observation) (extra int, ids []string) {
+	for id, n := range o.Tap {
+		if n > 1 && id != "" {
+			extra += n - 1
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return extra, ids
+}
+
+// ReclaimedByAnother (black-box): the audit trail shows a row claimed by
+// one writer and claimed again by another without the first having settled
+// it: a claim taken over after its lease.
+func ReclaimedByAnother() Evidence {
+	return Evidence{
+		Name:  "a row claimed by one relay claimed again by another (audit trail)",
+		Needs: []Need{NeedAudit},
+		Check: func(o *Observation) (bool, string) {
+			holder := map[string]string{}
+			for _, a := range o.Audit {
+				if a.Op != "UPDATE" {
+					continue
+				}
+				if a.claims() {
+					if h, ok := holder[a.EventID]; ok && h != a.Writer {
+						return true, fmt.Sprintf("%s claimed by %s, then by %s", a.EventID, h, a.Writer)
+					}
+					holder[a.EventID] = a.Writer
+					continue
+				}
+				delete(holder, a.EventID) // settled (marked or retried) by its holder
+			}
+			return false, fmt.Sprintf("%d outbox writes audited, no row taken over", len(o.Audit))
+		},
+	}
+}
+
+// RoutedTwice (black-box): the tap queue saw an eventId routed more than
+// once: it was published again.
+func RoutedTwice() Evidence {
+	return Evidence{
+		Name:  "an eventId routed twice (tap queue)",
+		Needs: []Need{NeedTap},
+		Check: func(o *Observation) (bool, string) {
+			extra, ids := TapDuplicates(o)
+			if extra == 0 {
+				return false, fmt.Sprintf("%d eventIds routed, each once", len(o.Tap))
+			}
+			return true, fmt.Sprintf("%d extra routings, e.g. %s", extra, ids[0])
+		},
+	}
+}
+
+// BrokerRedelivered (black-box): the broker's own counter of redeliveries
+// on the consumer's queue is above zero.
+func BrokerRedelivered() Evidence {
+	return Evidence{
+		Name: "the broker redelivered to the consumer (its redelivery counter)",
+		Check: func(o *Observation) (bool, string) {
+			return o.Queue.Redelivered > 0, fmt.Sprintf("%d redeliveries", o.Queue.Redelivered)
+		},
+	}
+}
+
+// RetriedInAudit (black-box): the audit trail shows a row sent back from
+// Processing to Pending (a retry written) by its holder.
+func RetriedInAudit() Evidence {
+	return Evidence{
+		Name:  "a retry written back to Pending (audit trail)",
+		Needs: []Need{NeedAudit},
+		Check: func(o *Observation) (bool, string) {
+			n := 0
+			for _, a := range o.Audit {
+				if a.Op == "UPDATE" && a.OldStatus == "Processing" && a.NewStatus == "Pending" {
+					n++
+				}
+			}
+			return n > 0, fmt.Sprintf("%d retries written", n)
+		},
+	}
+}

@@ -1,0 +1,95 @@
+package explore
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/protocol"
+)
+
+func crashSpec(process, point string) Spec {
+	return Spec{Kind: KindCrash, Process: process, Point: point, Action: "pause", Hit: 1}
+}
+
+func TestComputeCoverage(t *testing.T) {
+	s, err := SurfaceOf(testTarget())
+	require.NoError(t, err)
+	offered := OfferedOf(testTarget(), s)
+	synced := Spec{Kind: KindToxic, Link: "relay-1.pg", Toxic: &ToxicSpec{Type: "latency"}, At: &SyncSpec{Process: "relay-1", Point: protocol.RelayAfterClaim}}
+	plain := Spec{Kind: KindLinkDown, Link: "consumer.amqp"}
+	records := []Record{
+		{Index: 0, Faults: []Spec{crashSpec("relay-1", protocol.RelayAfterConfirm)}, Hit: []bool{true}, Violations: []string{"stale-write"}},
+		{Index: 1, Faults: []Spec{crashSpec("relay-2", protocol.RelayAfterConfirm)}, Hit: []bool{false}},
+		{Index: 2, Faults: []Spec{synced}, Hit: []bool{true}},
+		// two faults at one window, one happened: the run opened it, once
+		{Index: 3, Faults: []Spec{crashSpec("relay-1", protocol.RelayAfterConfirm), crashSpec("relay-2", protocol.RelayAfterConfirm)}, Hit: []bool{false, true}, Violations: []string{"duplicate-effect", "stale-write"}},
+		// a run that never got to inject: nothing opened
+		{Index: 4, Faults: []Spec{plain}, Hit: []bool{false}, Verdict: result.Fail},
+		{Index: 5, Faults: []Spec{plain}, Hit: []bool{true}},
+	}
+	cov := ComputeCoverage(offered, records)
+
+	byWindow := map[string]WindowCoverage{}
+	for _, w := range cov.Windows {
+		byWindow[w.Window] = w
+	}
+	require.Len(t, cov.Windows, len(protocol.Windows()), "every protocol window is listed")
+
+	confirm := byWindow[protocol.RelayAfterConfirm]
+	assert.Equal(t, Counts{Runs: 3, Opened: 2, NotOpened: 1, Violations: map[string]int{"stale-write": 2, "duplicate-effect": 1}, Status: StatusOpened}, confirm.Counts)
+	assert.Equal(t, []string{"dispatcher"}, confirm.By)
+
+	claim := byWindow[protocol.RelayAfterClaim]
+	assert.Equal(t, Counts{Runs: 1, Opened: 1, Status: StatusOpened}, claim.Counts, "a link fault at a window opens it")
+
+	commit := byWindow[protocol.ConsumerAfterCommit]
+	assert.Equal(t, Counts{Status: StatusUnexplored}, commit.Counts, "offered, never tried: unexplored, not safe")
+
+	assert.Equal(t, StatusNotOffered, byWindow[protocol.ProducerAfterCommit].Status)
+	assert.Equal(t, StatusNotOffered, byWindow[protocol.RelayBeforeRenew].Status)
+
+	opened, total := cov.Covered()
+	assert.Equal(t, 2, opened)
+	assert.Equal(t, 3, total)
+
+	byLink := map[string]LinkCoverage{}
+	for _, l := range cov.Links {
+		byLink[l.Link] = l
+	}
+	assert.Len(t, cov.Links, len(offered.Links))
+	assert.Equal(t, Counts{Runs: 2, Opened: 1, NotOpened: 1, Status: StatusOpened}, byLink["consumer.amqp"].Counts)
+	assert.Equal(t, Counts{Runs: 1, Opened: 1, Status: StatusOpened}, byLink["relay-1.pg"].Counts)
+	assert.Equal(t, StatusUnexplored, byLink["producer.pg"].Status)
+
+	// A window tried but never opened stays unexplored.
+	cov = ComputeCoverage(offered, records[1:2])
+	for _, w := range cov.Windows {
+		if w.Window == protocol.RelayAfterConfirm {
+			assert.Equal(t, Counts{Runs: 1, NotOpened: 1, Status: StatusUnexplored}, w.Counts)
+		}
+	}
+}
+
+func TestRecordOf(t *testing.T) {
+	specs := []Spec{crashSpec("relay-1", protocol.RelayAfterConfirm), {Kind: KindLinkDown, Link: "consumer.pg"}}
+	res := result.Scenario{Verdict: result.Fail, DurationMS: 1200,
+		Faults: []result.Fault{{Hit: true}, {Hit: false, Error: "never fired"}},
+		Invariants: []result.Invariant{
+			{Name: "fencing", Violations: []result.Violation{{Kind: "stale-write"}, {Kind: "stale-write"}}},
+			{Name: "no-duplicate", Expected: true, Violations: []result.Violation{{Kind: "duplicate-effect"}}},
+			{Name: "ok", OK: true},
+			{Name: "lost", Violations: []result.Violation{{Kind: "lost"}}},
+		}}
+	r := RecordOf(3, specs, "d", res)
+	assert.Equal(t, []bool{true, false}, r.Hit)
+	assert.Equal(t, []string{"", "never fired"}, r.FaultErrors)
+	assert.Equal(t, []string{"lost", "stale-write"}, r.Violations, "expected violations do not count")
+	assert.False(t, r.Opened())
+
+	// A run that failed before injecting has no fault results.
+	r = RecordOf(4, specs, "d", result.Scenario{Verdict: result.Fail, Reason: "workload: boom"})
+	assert.Equal(t, []bool{false, false}, r.Hit)
+}

@@ -1,0 +1,452 @@
+package explore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"faultline/harness/fault"
+	"faultline/harness/result"
+	"faultline/harness/runner"
+	"faultline/harness/workload"
+)
+
+// Schema is the version of explore.json.
+const Schema = "faultline/explore/v1"
+
+// Runner runs one scenario on shared infrastructure: *runner.Shared.
+type Runner interface {
+	Run(ctx context.Context, sc runner.Scenario, opts runner.Options) result.Scenario
+}
+
+// Config of an exploration.
+type Config struct {
+	Target  string // the target's name
+	Offered Offered
+	Variant string // "" or "correct": the correct pipeline
+	Seed    int64
+	Hits    int
+	Shard   Shard
+	// PlanTotal is the length of the whole plan (every shard's).
+	PlanTotal int
+	Workload  workload.Spec
+	Settings  map[string]string
+	// Parallel runs at once.
+	Parallel int
+	// Budget bounds the exploration: no run starts after it. ShrinkBudget
+	// bounds the shrinking that follows (0: no shrinking).
+	Budget, ShrinkBudget time.Duration
+	// Repeats: a shrink candidate counts as failing only if it fails this
+	// many runs out of this many (default 2).
+	Repeats int
+	// Converge bounds each run's wait for convergence (0: the runner's).
+	Converge time.Duration
+	Now      func() time.Time
+
+	// Progress is told how the exploration is getting on after each run
+	// and each shrink candidate; may be nil.
+	Progress func(Progress)
+	// Phase and Tick are told each run's phases and progress; may be nil.
+	Phase func(run, phase string)
+	Tick  func(run, phase string, done float64)
+	// Checkpoint is given the report so far after each run and each
+	// shrink, so an interrupted exploration leaves what it found; may be nil.
+	Checkpoint func(*Report)
+}
+
+// Progress is how an exploration is getting on.
+type Progress struct {
+	Stage string // "explore" or "shrink"
+	// Run is the run that just finished; "" when a shrink candidate was
+	// decided.
+	Run        string
+	Done       int // runs finished (explore), candidates tried (shrink)
+	Planned    int // runs in the plan's slice
+	Running    int
+	Opened     int            // windows opened so far
+	Offered    int            // windows the target offers
+	Violations map[string]int // kind → runs that reported it
+	Left       time.Duration  // of the stage's budget
+	Line       string         // what just happened
+}
+
+// Report is an exploration's outcome: explore.json.
+type Report struct {
+	Schema  string `json:"schema"`
+	Target  string `json:"target"`
+	Variant string `json:"variant"`
+	Seed    int64  `json:"seed"`
+	Hits    int    `json:"hits"`
+	Shard   Shard  `json:"shard"`
+	// Shards are the shards a merged report holds.
+	Shards         []Shard           `json:"shards,omitempty"`
+	PlanTotal      int               `json:"plan_total"`
+	Planned        int               `json:"planned"` // runs in this shard's slice of the plan
+	Workload       workloadSpec      `json:"workload"`
+	Settings       map[string]string `json:"settings,omitempty"`
+	BudgetMS       int64             `json:"budget_ms"`
+	ShrinkBudgetMS int64             `json:"shrink_budget_ms"`
+	Started        time.Time         `json:"started"`
+	DurationMS     int64             `json:"duration_ms"`
+	// Exhausted: every run of the slice ran before the budget ran out.
+	Exhausted bool      `json:"exhausted"`
+	Offered   Offered   `json:"offered"`
+	Coverage  Coverage  `json:"coverage"`
+	Runs      []Record  `json:"runs"`
+	Findings  []Finding `json:"findings"`
+	Notes     []string  `json:"notes,omitempty"`
+}
+
+// Finding is one kind of violation the exploration found, with the
+// failing schedule it was shrunk from and the minimal one.
+type Finding struct {
+	Kind string `json:"kind"`
+	// Runs are the explored runs that reported it.
+	Runs     []int    `json:"runs"`
+	Original Schedule `json:"original"`
+	Minimal  Schedule `json:"minimal"`
+	Steps    []Step   `json:"steps"`
+	// Tried candidates, in ShrinkRuns runs; Complete: no smaller candidate
+	// failed (the budget did not cut the shrink short).
+	Tried      int  `json:"tried"`
+	ShrinkRuns int  `json:"shrink_runs"`
+	Complete   bool `json:"complete"`
+	// Confirmed says how often the minimal schedule failed.
+	Confirmed string `json:"confirmed"`
+	// Example is one violation of the kind from a failing run of the
+	// minimal schedule, with its timeline.
+	Example *result.Violation `json:"example,omitempty"`
+	// File is the minimal schedule's file in the report folder.
+	File string `json:"file,omitempty"`
+}
+
+func (cfg *Config) defaults() {
+	cfg.Parallel = max(cfg.Parallel, 1)
+	if cfg.Repeats < 1 {
+		cfg.Repeats = 2
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Workload.Orders == 0 {
+		cfg.Workload = Steady()
+	}
+	if cfg.Hits == 0 {
+		cfg.Hits = DefaultHits
+	}
+	if cfg.Shard.All() {
+		cfg.Shard = Shard{Index: 1, Count: 1}
+	}
+}
+
+// schedule is a run of faults as a schedule of this exploration.
+func (cfg *Config) schedule(faults []fault.Fault, origin string) Schedule {
+	return Schedule{Target: cfg.Target, Variant: variantName(cfg.Variant), Seed: cfg.Seed, Workload: cfg.Workload,
+		Settings: cfg.Settings, Faults: faults, Origin: origin}
+}
+
+func (cfg *Config) options(name string) runner.Options {
+	opts := runner.Options{Seed: cfg.Seed, Variant: cfg.Variant, Converge: cfg.Converge}
+	if opts.Variant == "correct" {
+		opts.Variant = ""
+	}
+	if cfg.Phase != nil {
+		opts.Phase = func(p string) { cfg.Phase(name, p) }
+	}
+	if cfg.Tick != nil {
+		opts.Tick = func(p string, d float64) { cfg.Tick(name, p, d) }
+	}
+	return opts
+}
+
+// explorer is the state of one exploration.
+type explorer struct {
+	cfg     Config
+	r       Runner
+	mu      sync.Mutex
+	rep     *Report
+	running int
+	// examples keep, per run index, one violation of each kind it reported.
+	examples map[int]map[string]result.Violation
+}
+
+// Explore runs the plan's items, cfg.Parallel at a time on the shared
+// infrastructure, in plan order until the budget runs out, then shrinks
+// one failing schedule per kind of violation found (the one with the
+// fewest faults, the earliest among equals).
+func Explore(ctx context.Context, r Runner, items []Item, cfg Config) *Report {
+	cfg.defaults()
+	e := &explorer{cfg: cfg, r: r, examples: map[int]map[string]result.Violation{}}
+	e.rep = &Report{Schema: Schema, Target: cfg.Target, Variant: variantName(cfg.Variant), Seed: cfg.Seed, Hits: cfg.Hits, Shard: cfg.Shard,
+		PlanTotal: cfg.PlanTotal, Planned: len(items), Settings: cfg.Settings,
+		Workload: workloadSpec{cfg.Workload.Orders, cfg.Workload.Concurrency, cfg.Workload.EventsPerOrder, Duration(cfg.Workload.Pace), Duration(cfg.Workload.StepDelay)},
+		BudgetMS: cfg.Budget.Milliseconds(), ShrinkBudgetMS: cfg.ShrinkBudget.Milliseconds(), Started: cfg.Now(),
+		Offered: cfg.Offered, Runs: []Record{}, Findings: []Finding{}}
+	e.explore(ctx, items)
+	e.mu.Lock()
+	e.finish()
+	e.rep.Exhausted = len(e.rep.Runs) == len(items)
+	e.mu.Unlock()
+	e.shrinkAll(ctx)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.finish()
+	if e.cfg.Checkpoint != nil {
+		e.cfg.Checkpoint(e.rep)
+	}
+	return e.rep
+}
+
+// explore runs the items until the budget runs out.
+func (e *explorer) explore(ctx context.Context, items []Item) {
+	deadline := time.NewTimer(e.cfg.Budget)
+	defer deadline.Stop()
+	e.rep.Runs = []Record{}
+	jobs := make(chan Item)
+	var wg sync.WaitGroup
+	for range min(e.cfg.Parallel, max(len(items), 1)) {
+		wg.Go(func() {
+			for it := range jobs {
+				e.runItem(ctx, it)
+			}
+		})
+	}
+feed:
+	for _, it := range items {
+		select {
+		case jobs <- it:
+		case <-deadline.C:
+			break feed
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+}
+
+func (e *explorer) runItem(ctx context.Context, it Item) {
+	var res result.Scenario
+	specs, err := Specs(it.Faults)
+	if err != nil {
+		// Only what a schedule file can hold is run: its record must say
+		// what ran.
+		res = result.Scenario{Name: it.Name(), Verdict: result.NotRun, Reason: err.Error()}
+	} else {
+		e.mu.Lock()
+		e.running++
+		e.mu.Unlock()
+		s := e.cfg.schedule(it.Faults, fmt.Sprintf("explore run #%d", it.Index))
+		res = e.r.Run(ctx, s.Scenario(it.Name()), e.cfg.options(it.Name()))
+		e.mu.Lock()
+		e.running--
+		e.mu.Unlock()
+	}
+	rec := RecordOf(it.Index, specs, it.Describe(), res)
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.rep.Runs = append(e.rep.Runs, rec)
+	if len(rec.Violations) > 0 {
+		e.examples[it.Index] = examples(res)
+	}
+	e.rep.Coverage = ComputeCoverage(e.rep.Offered, e.rep.Runs)
+	line := fmt.Sprintf("#%d %s: %s", it.Index, rec.Describe, outcome(rec))
+	e.progress("explore", it.Name(), len(e.rep.Runs), e.rep.Started.Add(e.cfg.Budget), line)
+	if e.cfg.Checkpoint != nil {
+		e.cfg.Checkpoint(e.rep)
+	}
+}
+
+// outcome is a run's result in a few words.
+func outcome(r Record) string {
+	switch {
+	case len(r.Violations) > 0:
+		return fmt.Sprintf("%s %v", r.Verdict, r.Violations)
+	case r.Verdict == result.Pass:
+		return "pass"
+	case !r.Opened() && r.Verdict == result.Fail:
+		return "window not opened"
+	default:
+		return r.Verdict + ": " + r.Reason
+	}
+}
+
+// progress tells cfg.Progress; e.mu is held.
+func (e *explorer) progress(stage, run string, done int, until time.Time, line string) {
+	if e.cfg.Progress == nil {
+		return
+	}
+	opened, offered := e.rep.Coverage.Covered()
+	e.cfg.Progress(Progress{Stage: stage, Run: run, Done: done, Planned: e.rep.Planned, Running: e.running, Opened: opened, Offered: offered,
+		Violations: violationCounts(e.rep.Runs), Left: max(until.Sub(e.cfg.Now()), 0), Line: line})
+}
+
+func violationCounts(runs []Record) map[string]int {
+	out := map[string]int{}
+	for _, r := range runs {
+		for _, k := range r.Violations {
+			out[k]++
+		}
+	}
+	return out
+}
+
+// examples keeps one violation of each kind a run reported.
+func examples(res result.Scenario) map[string]result.Violation {
+	out := map[string]result.Violation{}
+	for _, inv := range res.Invariants {
+		if inv.OK || inv.Expected || inv.NotChecked {
+			continue
+		}
+		for _, v := range inv.Violations {
+			if _, ok := out[v.Kind]; !ok {
+				if len(v.Timeline) > 40 {
+					v.Timeline = v.Timeline[:40]
+				}
+				if len(v.EventIDs) > 20 {
+					v.EventIDs = v.EventIDs[:20]
+				}
+				out[v.Kind] = v
+			}
+		}
+	}
+	return out
+}
+
+// finish sorts the runs and counts the coverage; e.mu is held.
+func (e *explorer) finish() {
+	sort.Slice(e.rep.Runs, func(i, j int) bool { return e.rep.Runs[i].Index < e.rep.Runs[j].Index })
+	e.rep.Coverage = ComputeCoverage(e.rep.Offered, e.rep.Runs)
+	e.rep.DurationMS = e.cfg.Now().Sub(e.rep.Started).Milliseconds()
+}
+
+// Failures groups the failing runs by kind of violation: for each kind
+// (sorted), the runs that reported it, and the one to shrink — the fewest
+// faults, the earliest among equals.
+func Failures(runs []Record) (kinds []string, byKind map[string][]int, pick map[string]Record) {
+	byKind, pick = map[string][]int{}, map[string]Record{}
+	for _, r := range runs {
+		for _, k := range r.Violations {
+			byKind[k] = append(byKind[k], r.Index)
+			p, ok := pick[k]
+			if !ok || len(r.Faults) < len(p.Faults) || (len(r.Faults) == len(p.Faults) && r.Index < p.Index) {
+				pick[k] = r
+			}
+		}
+	}
+	for k := range byKind {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	return kinds, byKind, pick
+}
+
+// shrinkAll shrinks one failing schedule per kind, sharing the shrink
+// budget between the kinds still to do.
+func (e *explorer) shrinkAll(ctx context.Context) {
+	e.mu.Lock()
+	kinds, byKind, pick := Failures(e.rep.Runs)
+	e.mu.Unlock()
+	start := e.cfg.Now()
+	end := start.Add(e.cfg.ShrinkBudget)
+	for i, kind := range kinds {
+		rec := pick[kind]
+		faults, err := Faults(rec.Faults)
+		if err != nil {
+			continue // cannot happen: the records were written from faults
+		}
+		orig := e.cfg.schedule(faults, fmt.Sprintf("explore run #%d", rec.Index))
+		orig.Violation = kind
+		f := Finding{Kind: kind, Runs: byKind[kind], Original: orig, Minimal: orig, Steps: []Step{},
+			Confirmed: fmt.Sprintf("failed once with %s while exploring (run #%d); not shrunk", kind, rec.Index)}
+		if ex, ok := e.examples[rec.Index][kind]; ok {
+			f.Example = &ex
+		}
+		left := end.Sub(e.cfg.Now())
+		if e.cfg.ShrinkBudget > 0 && left > 0 && ctx.Err() == nil {
+			e.shrink(ctx, &f, e.cfg.Now().Add(left/time.Duration(len(kinds)-i)))
+		}
+		e.mu.Lock()
+		e.rep.Findings = append(e.rep.Findings, f)
+		if e.cfg.Checkpoint != nil {
+			e.cfg.Checkpoint(e.rep)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// shrink shrinks a finding's original schedule until deadline.
+func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) {
+	var mu sync.Mutex
+	var n, tried int
+	found := map[string]result.Violation{} // schedule key → a violation it failed with
+	fails := func(ctx context.Context, s Schedule) bool {
+		mu.Lock()
+		n++
+		name := fmt.Sprintf("shrink-%s-%03d", f.Kind, n)
+		mu.Unlock()
+		results := make([]result.Scenario, e.cfg.Repeats)
+		var wg sync.WaitGroup
+		for i := range results {
+			run := fmt.Sprintf("%s.%d", name, i+1)
+			wg.Go(func() {
+				results[i] = e.r.Run(ctx, s.Scenario(run), e.cfg.options(run))
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				e.progress("shrink", run, tried, deadline, fmt.Sprintf("%s: %s", run, outcome(RecordOf(0, make([]Spec, len(s.Faults)), "", results[i]))))
+			})
+		}
+		wg.Wait()
+		mu.Lock()
+		f.ShrinkRuns += len(results)
+		mu.Unlock()
+		for _, res := range results {
+			if !FailsSame(res, len(s.Faults), f.Kind) {
+				return false
+			}
+		}
+		if ex, ok := examples(results[0])[f.Kind]; ok {
+			mu.Lock()
+			found[s.key()] = ex
+			mu.Unlock()
+		}
+		return true
+	}
+	opts := ShrinkOptions{Batch: max(e.cfg.Parallel/e.cfg.Repeats, 1), Deadline: deadline, Now: e.cfg.Now,
+		Tried: func(c Candidate, failed bool) {
+			verdict := "passes or fails otherwise: kept the larger schedule"
+			if failed {
+				verdict = fmt.Sprintf("still fails with %s (%d of %d runs): taken", f.Kind, e.cfg.Repeats, e.cfg.Repeats)
+			}
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			tried++
+			e.progress("shrink", "", tried, deadline, fmt.Sprintf("%s: %s — %s", f.Kind, c.Change, verdict))
+		}}
+	shrunk := Shrink(ctx, f.Original, fails, opts)
+	f.Minimal, f.Steps, f.Tried, f.Complete = shrunk.Minimal, shrunk.Steps, shrunk.Tried, shrunk.Complete
+	f.Minimal.Violation = f.Kind
+	f.Minimal.Origin = fmt.Sprintf("%s, shrunk in %d steps (%d candidates tried)", f.Original.Origin, len(f.Steps), f.Tried)
+	if len(f.Steps) > 0 {
+		f.Confirmed = fmt.Sprintf("the minimal schedule failed with %s in %d of %d runs", f.Kind, e.cfg.Repeats, e.cfg.Repeats)
+		if ex, ok := found[shrunk.Minimal.key()]; ok {
+			f.Example = &ex
+		}
+	} else {
+		f.Confirmed = fmt.Sprintf("failed once with %s while exploring; no smaller schedule failed every time", f.Kind)
+	}
+}
+
+// FailsSame reports whether a run failed the same way: it reported the
+// violation kind and every one of its faults happened (a fault that never
+// happened is not part of the failure).
+func FailsSame(res result.Scenario, faults int, kind string) bool {
+	if !res.HasViolation(kind) || len(res.Faults) != faults {
+		return false
+	}
+	return !slices.ContainsFunc(res.Faults, func(f result.Fault) bool { return !f.Hit })
+}

@@ -1,0 +1,258 @@
+package explore
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"faultline/harness/fault"
+	"faultline/harness/result"
+	"faultline/harness/runner"
+	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
+)
+
+// fakeRunner decides a run from its schedule alone: relay.after-claim is
+// never reached (as a window the pipeline never opens), and a pause at
+// relay.after-confirm past failAbove, with 20 orders or more, breaks
+// fencing. flaky makes every second run of a shrink candidate pass.
+type fakeRunner struct {
+	failAbove time.Duration
+	flaky     func(name string, c fault.Crash) bool
+	delay     time.Duration
+
+	mu    sync.Mutex
+	names []string
+}
+
+func (f *fakeRunner) Run(ctx context.Context, sc runner.Scenario, opts runner.Options) result.Scenario {
+	f.mu.Lock()
+	f.names = append(f.names, sc.Name)
+	f.mu.Unlock()
+	if f.delay > 0 {
+		time.Sleep(f.delay)
+	}
+	res := result.Scenario{Name: sc.Name, Variant: opts.Variant, Seed: opts.Seed, Verdict: result.Pass, DurationMS: 10}
+	broken := false
+	for _, flt := range sc.Schedule(opts.Seed) {
+		spec, _ := SpecOf(flt)
+		hit := spec.Window() != protocol.RelayAfterClaim
+		if c, ok := flt.(fault.Crash); ok {
+			if c.Point == protocol.RelayAfterConfirm && c.Action == crashpoint.Pause && c.Hold >= f.failAbove && sc.Workload.Orders >= 20 {
+				broken = f.flaky == nil || !f.flaky(sc.Name, c)
+			}
+		}
+		res.Faults = append(res.Faults, result.Fault{Kind: "x", Hit: hit})
+		if !hit {
+			res.Verdict = result.Fail
+		}
+	}
+	inv := result.Invariant{Name: "fencing", OK: !broken}
+	if broken {
+		res.Verdict = result.Fail
+		inv.Violations = []result.Violation{{Kind: "stale-write", EventIDs: []string{"E1"}, Message: "a <stale> write", Timeline: []string{"relay-1 marked E1"}}}
+	}
+	res.Invariants = []result.Invariant{inv}
+	return res
+}
+
+func exploreConfig(t *testing.T, items []Item) Config {
+	tg := testTarget()
+	s, err := SurfaceOf(tg)
+	require.NoError(t, err)
+	return Config{Target: tg.Name, Offered: OfferedOf(tg, s), Variant: "no-fencing", Seed: 1, Hits: 2, PlanTotal: len(items),
+		Parallel: 4, Budget: time.Hour, ShrinkBudget: time.Hour, Repeats: 2}
+}
+
+func TestExplore(t *testing.T) {
+	items, err := Enumerate(testTarget(), Options{Seed: 1, Hits: 2, Combos: 30})
+	require.NoError(t, err)
+	fr := &fakeRunner{failAbove: 4 * time.Second}
+	cfg := exploreConfig(t, items)
+	var progress []Progress
+	var mu sync.Mutex
+	checkpoints := 0
+	cfg.Progress = func(p Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() }
+	cfg.Checkpoint = func(*Report) { checkpoints++ }
+	rep := Explore(context.Background(), fr, items, cfg)
+
+	require.Len(t, rep.Runs, len(items))
+	assert.True(t, rep.Exhausted)
+	for i, r := range rep.Runs {
+		assert.Equal(t, i, r.Index, "runs in plan order")
+	}
+	assert.Greater(t, checkpoints, len(items))
+
+	byWindow := map[string]WindowCoverage{}
+	for _, w := range rep.Coverage.Windows {
+		byWindow[w.Window] = w
+	}
+	claim := byWindow[protocol.RelayAfterClaim]
+	assert.Equal(t, StatusUnexplored, claim.Status, "a window no run opened")
+	assert.Positive(t, claim.NotOpened)
+	assert.Zero(t, claim.Opened)
+	confirm := byWindow[protocol.RelayAfterConfirm]
+	assert.Equal(t, StatusOpened, confirm.Status)
+	assert.Positive(t, confirm.Violations["stale-write"])
+
+	require.Len(t, rep.Findings, 1)
+	f := rep.Findings[0]
+	assert.Equal(t, "stale-write", f.Kind)
+	assert.NotEmpty(t, f.Runs)
+	require.Len(t, f.Original.Faults, 1, "the failing run with the fewest faults is shrunk")
+	require.Len(t, f.Minimal.Faults, 1)
+	c := f.Minimal.Faults[0].(fault.Crash)
+	assert.Equal(t, int64(1), c.Hit)
+	assert.Equal(t, protocol.RelayAfterConfirm, c.Point)
+	assert.Equal(t, 5*time.Second, c.Hold, "lease 4s × 2.5 = 10s → 5s still fails; 2.5s and 3.75s do not")
+	assert.Equal(t, 22, f.Minimal.Workload.Orders)
+	assert.True(t, f.Complete)
+	assert.Equal(t, "stale-write", f.Minimal.Violation)
+	assert.Equal(t, "no-fencing", f.Minimal.Variant)
+	assert.Equal(t, 2*f.Tried, f.ShrinkRuns, "every candidate runs twice")
+	require.NotNil(t, f.Example)
+	assert.Equal(t, []string{"E1"}, f.Example.EventIDs)
+	assert.Contains(t, f.Confirmed, "2 of 2")
+
+	mu.Lock()
+	defer mu.Unlock()
+	last := progress[len(progress)-1]
+	assert.Equal(t, "shrink", last.Stage)
+	var explored Progress
+	for _, p := range progress {
+		if p.Stage == "explore" {
+			explored = p
+		}
+	}
+	assert.Equal(t, len(items), explored.Done)
+	assert.Equal(t, 3, explored.Offered)
+	assert.Equal(t, 2, explored.Opened)
+	assert.Positive(t, explored.Violations["stale-write"])
+	assert.Positive(t, explored.Left)
+}
+
+// A shrink candidate counts as failing only if it fails every time.
+func TestExploreShrinkNeedsEveryRunToFail(t *testing.T) {
+	pause := pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 10*time.Second)
+	items := []Item{{Index: 0, Faults: []fault.Fault{pause}, Size: 1}}
+	// Holds below 10 s fail only on a candidate's first run.
+	fr := &fakeRunner{failAbove: 4 * time.Second, flaky: func(name string, c fault.Crash) bool {
+		return c.Hold < 10*time.Second && strings.HasSuffix(name, ".2")
+	}}
+	cfg := exploreConfig(t, items)
+	rep := Explore(context.Background(), fr, items, cfg)
+	require.Len(t, rep.Findings, 1)
+	f := rep.Findings[0]
+	assert.Equal(t, 10*time.Second, f.Minimal.Faults[0].(fault.Crash).Hold, "a hold that failed once in two is not taken")
+	assert.Equal(t, 22, f.Minimal.Workload.Orders)
+}
+
+func TestExploreStopsAtTheBudget(t *testing.T) {
+	items, err := Enumerate(testTarget(), Options{Seed: 1, Combos: 500})
+	require.NoError(t, err)
+	fr := &fakeRunner{failAbove: time.Hour, delay: 5 * time.Millisecond}
+	cfg := exploreConfig(t, items)
+	cfg.Parallel, cfg.Budget = 2, 40*time.Millisecond
+	rep := Explore(context.Background(), fr, items, cfg)
+	assert.NotEmpty(t, rep.Runs)
+	assert.Less(t, len(rep.Runs), len(items))
+	assert.False(t, rep.Exhausted)
+	assert.Empty(t, rep.Findings)
+	for i, r := range rep.Runs {
+		assert.Equal(t, i, r.Index, "the plan's first runs, in order")
+	}
+}
+
+func TestMerge(t *testing.T) {
+	items, err := Enumerate(testTarget(), Options{Seed: 4, Hits: 2, Combos: 20})
+	require.NoError(t, err)
+	whole := Explore(context.Background(), &fakeRunner{failAbove: 4 * time.Second}, items, exploreConfig(t, items))
+
+	var shards []*Report
+	for i := 1; i <= 2; i++ {
+		cfg := exploreConfig(t, items)
+		cfg.Shard = Shard{Index: i, Count: 2}
+		part := cfg.Shard.Of(items)
+		shards = append(shards, Explore(context.Background(), &fakeRunner{failAbove: 4 * time.Second}, part, cfg))
+	}
+	// Through their files, as the merge job reads them.
+	dir := t.TempDir()
+	var loaded []*Report
+	for i, r := range shards {
+		path := filepath.Join(dir, string(rune('a'+i))+".json")
+		require.NoError(t, WriteReport(path, r))
+		back, err := LoadReport(path)
+		require.NoError(t, err)
+		loaded = append(loaded, back)
+	}
+	merged, err := Merge([]*Report{loaded[1], loaded[0]})
+	require.NoError(t, err)
+	assert.Equal(t, []Shard{{1, 2}, {2, 2}}, merged.Shards)
+	assert.Equal(t, len(items), merged.Planned)
+	assert.True(t, merged.Exhausted)
+	require.Len(t, merged.Runs, len(whole.Runs))
+	for i := range whole.Runs {
+		assert.Equal(t, whole.Runs[i].Index, merged.Runs[i].Index)
+		assert.Equal(t, whole.Runs[i].Describe, merged.Runs[i].Describe)
+	}
+	assert.Equal(t, whole.Coverage, merged.Coverage, "the coverage of the shards is that of the whole")
+	require.Len(t, merged.Findings, 1)
+	assert.Equal(t, whole.Findings[0].Runs, merged.Findings[0].Runs)
+	assert.Len(t, merged.Findings[0].Minimal.Faults, 1)
+
+	// One shard alone: merged, with the other noted missing.
+	one, err := Merge(loaded[:1])
+	require.NoError(t, err)
+	assert.False(t, one.Exhausted)
+	assert.Contains(t, strings.Join(one.Notes, " "), "shards 2/2 missing")
+
+	_, err = Merge([]*Report{loaded[0], loaded[0]})
+	assert.ErrorContains(t, err, "shard 1/2 given twice")
+	other := *loaded[1]
+	other.Seed = 99
+	_, err = Merge([]*Report{loaded[0], &other})
+	assert.ErrorContains(t, err, "seed 99, not 1")
+	_, err = Merge([]*Report{loaded[0], whole})
+	assert.ErrorContains(t, err, "shard count 1, not 2")
+	_, err = Merge([]*Report{whole, loaded[0]})
+	assert.ErrorContains(t, err, "not sharded")
+	_, err = Merge(nil)
+	assert.Error(t, err)
+}
+
+func TestWriteAllAndPage(t *testing.T) {
+	items, err := Enumerate(testTarget(), Options{Seed: 1, Hits: 1, Combos: -1})
+	require.NoError(t, err)
+	cfg := exploreConfig(t, items)
+	cfg.Target = `<script>alert("x")</script>`
+	rep := Explore(context.Background(), &fakeRunner{failAbove: 4 * time.Second}, items, cfg)
+	dir := t.TempDir()
+	require.NoError(t, WriteAll(dir, rep))
+
+	for _, name := range []string{ReportFile, PageFile, "schedule-stale-write.json", "schedule-stale-write.original.json"} {
+		assert.FileExists(t, filepath.Join(dir, name))
+	}
+	s, err := LoadSchedule(filepath.Join(dir, "schedule-stale-write.json"))
+	require.NoError(t, err)
+	assert.Equal(t, rep.Findings[0].Minimal, s)
+	assert.Equal(t, "schedule-stale-write.json", rep.Findings[0].File)
+
+	page, err := os.ReadFile(filepath.Join(dir, PageFile))
+	require.NoError(t, err)
+	html := string(page)
+	assert.NotContains(t, html, "<script", "escaped, and no script of its own")
+	assert.Contains(t, html, "&lt;script&gt;")
+	assert.Contains(t, html, "a &lt;stale&gt; write")
+	assert.NotContains(t, html, "http://")
+	assert.NotContains(t, html, "https://")
+	for _, want := range []string{protocol.RelayAfterClaim, "unexplored", "not offered", "original", "minimal", "faultline run --schedule schedule-stale-write.json --variant no-fencing"} {
+		assert.Contains(t, html, want)
+	}
+}

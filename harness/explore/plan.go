@@ -1,0 +1,394 @@
+// Package explore finds the bugs nobody wrote a scenario for: it
+// enumerates every fault a target offers (each crash point it honours ×
+// hit 1..k × kill or pause past the lease × each instance; each link ×
+// latency past the lease, timeout, down, alone or while its process waits
+// at one of its windows), runs them one at a time and then in random
+// combinations of two and three on the shared infrastructure until a
+// budget runs out, counts per window how many runs opened it, and shrinks
+// each failing schedule to a minimal one that still fails the same way,
+// written as a schedule file that `faultline run --schedule` replays.
+//
+// The enumeration is a pure function of the target and a seed, so the
+// same seed gives the same ordered list of runs, and a shard (i of n) is
+// every n-th run of it: shards partition the list, and their explore.json
+// files merge into one report.
+package explore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"faultline/harness/fault"
+	"faultline/harness/target"
+	"faultline/harness/workload"
+	"faultline/proxies"
+	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
+)
+
+// Options of the enumeration.
+type Options struct {
+	Seed int64
+	// Hits is k: each crash point is armed at hit 1..k (default 3).
+	Hits int
+	// Combos bounds the random combinations of two and three faults that
+	// follow the single faults (default 5000; in practice the budget ends
+	// the exploration long before).
+	Combos int
+	// Workload of every run; zero: Steady.
+	Workload workload.Spec
+	// Settings of every run (the target's knobs, name → value).
+	Settings map[string]string
+}
+
+// Defaults of the enumeration.
+const (
+	DefaultHits   = 3
+	DefaultCombos = 5000
+)
+
+// Steady is the workload of every explored run, the catalogue's steady():
+// 120 orders over 5 s, so faults land mid-stream.
+func Steady() workload.Spec {
+	return workload.Spec{Orders: 120, Concurrency: 4, Pace: 5 * time.Second}
+}
+
+// Timings of the faults, from the target's lease.
+const (
+	restartAfter = 200 * time.Millisecond // a killed process stays dead this long
+	syncDelay    = 300 * time.Millisecond // a process waits at its window while a link fault lands
+	plainAfter   = 20                     // orders before a link fault on its own
+	syncAfter    = 10                     // orders before a link fault at a window
+)
+
+// Hold is how long a pause past the lease freezes a process: lease × 2.5.
+func Hold(lease time.Duration) time.Duration { return lease * 5 / 2 }
+
+// Item is one run of the plan: its faults, by its place in the enumeration.
+type Item struct {
+	Index  int           `json:"index"`
+	Faults []fault.Fault `json:"-"`
+	// Size is the number of faults; Depth orders the single faults
+	// (higher: a later hit, a later instance, a link fault at a window).
+	Size  int `json:"size"`
+	Depth int `json:"depth"`
+}
+
+// Name is the run's name: explore-<index>.
+func (it Item) Name() string { return fmt.Sprintf("explore-%04d", it.Index) }
+
+// Describe is the run's faults in one line.
+func (it Item) Describe() string {
+	parts := make([]string, len(it.Faults))
+	for i, f := range it.Faults {
+		parts[i] = Describe(f)
+	}
+	return strings.Join(parts, " + ")
+}
+
+// candidate is one single fault with what makes two of them collide.
+type candidate struct {
+	f     fault.Fault
+	depth int
+	keys  []string // a crash point of one instance, a link: one per run
+}
+
+// Surface is what a target offers to attack, by role references.
+type Surface struct {
+	Roles *fault.Roles
+	// Instances are the references of every instance ("relay-1",
+	// "consumer"), in role then file order.
+	Instances []Ref
+	// Links are the references of every link a process uses.
+	Links []LinkRef
+	Lease time.Duration
+}
+
+// Ref is one instance reference.
+type Ref struct {
+	Ref    string // "relay-2", or the role alone when it has one instance
+	Name   string // the instance's name in a run, e.g. "relay-2", "inventory"
+	Role   string
+	N      int      // 1-based within its role
+	Points []string // the windows it has a crash point at, in protocol order
+}
+
+// LinkRef is one link reference.
+type LinkRef struct {
+	Ref      string // "relay-1.pg"
+	Instance Ref
+	To       string // pg or amqp
+}
+
+// uses matches a template that asks for a PostgreSQL or an AMQP URL.
+var (
+	usesPostgres = regexp.MustCompile(`\{\{-?\s*postgres\b`)
+	usesAMQP     = regexp.MustCompile(`\{\{-?\s*amqp\b`)
+)
+
+// SurfaceOf resolves what a target offers: its instances through
+// fault.NewRoles, as the runner does, their crash points and their links
+// (a process has a link to PostgreSQL or RabbitMQ when its command or
+// environment asks for the URL).
+func SurfaceOf(t *target.Target) (Surface, error) {
+	var ins []fault.Instance
+	procOf := map[string]target.Process{}
+	for _, role := range protocol.Roles() {
+		for _, p := range t.Processes {
+			if p.Role != role {
+				continue
+			}
+			for _, name := range t.Instances(p) {
+				ins = append(ins, fault.Instance{Name: name, Role: p.Role, Points: p.CrashPoints, EventLog: p.EventLog})
+				procOf[name] = p
+			}
+		}
+	}
+	roles := fault.NewRoles(ins)
+	s := Surface{Roles: roles, Lease: t.Lease}
+	for _, role := range protocol.Roles() {
+		n := roles.Count(role)
+		for i := 1; i <= n; i++ {
+			ref := fault.Ref(role, i)
+			if n == 1 {
+				ref = role
+			}
+			in, err := roles.Instance(ref)
+			if err != nil {
+				return Surface{}, fmt.Errorf("target %s: %w", t.Name, err)
+			}
+			r := Ref{Ref: ref, Name: in.Name, Role: role, N: i}
+			for _, w := range protocol.Windows() {
+				if _, err := roles.Point(ref, w.Name); err == nil {
+					r.Points = append(r.Points, w.Name)
+				}
+			}
+			s.Instances = append(s.Instances, r)
+			p := procOf[in.Name]
+			for _, to := range []string{"pg", "amqp"} {
+				re := usesPostgres
+				if to == "amqp" {
+					re = usesAMQP
+				}
+				if !usesURL(p, re) {
+					continue
+				}
+				lr := LinkRef{Ref: ref + "." + to, Instance: r, To: to}
+				if _, err := roles.Link(lr.Ref); err != nil {
+					return Surface{}, fmt.Errorf("target %s: %w", t.Name, err)
+				}
+				s.Links = append(s.Links, lr)
+			}
+		}
+	}
+	return s, nil
+}
+
+func usesURL(p target.Process, re *regexp.Regexp) bool {
+	for _, a := range p.Command {
+		if re.MatchString(a.Raw) {
+			return true
+		}
+	}
+	for _, e := range p.Env {
+		if re.MatchString(e.Value.Raw) {
+			return true
+		}
+	}
+	return false
+}
+
+// singles are every single fault the surface offers, in a fixed order.
+func (s Surface) singles(hits int) []candidate {
+	hold := Hold(s.Lease)
+	var out []candidate
+	for _, in := range s.Instances {
+		for _, w := range in.Points {
+			for hit := 1; hit <= hits; hit++ {
+				key := "point:" + in.Ref + "@" + w
+				depth := (hit - 1) + (in.N - 1)
+				out = append(out,
+					candidate{f: fault.Crash{Process: in.Ref, Point: w, Action: crashpoint.Kill, Hit: int64(hit), RestartAfter: restartAfter}, depth: depth, keys: []string{key}},
+					candidate{f: fault.Crash{Process: in.Ref, Point: w, Action: crashpoint.Pause, Hit: int64(hit), Hold: hold}, depth: depth, keys: []string{key}})
+			}
+		}
+	}
+	for _, l := range s.Links {
+		at := []*fault.Sync{nil}
+		for _, w := range l.Instance.Points {
+			at = append(at, &fault.Sync{Process: l.Instance.Ref, Point: w, Delay: syncDelay})
+		}
+		for _, sync := range at {
+			depth := l.Instance.N - 1
+			keys := []string{"link:" + l.Ref}
+			trigger := fault.Trigger{AfterOrders: plainAfter}
+			if sync != nil {
+				depth++
+				keys = append(keys, "point:"+sync.Process+"@"+sync.Point)
+				trigger = fault.Trigger{AfterOrders: syncAfter}
+			}
+			for _, f := range s.linkFaults(l, trigger, sync) {
+				out = append(out, candidate{f: f, depth: depth, keys: keys})
+			}
+		}
+	}
+	return out
+}
+
+// linkFaults are the link's three faults: latency past the lease, a
+// timeout (nothing passes, for lease × 2.5), down (for a lease).
+func (s Surface) linkFaults(l LinkRef, trigger fault.Trigger, at *fault.Sync) []fault.Fault {
+	// On the database link the process's statements are slowed (as in
+	// relay-db-slow-past-lease); on the broker link, what the broker sends
+	// back: confirms, deliveries.
+	stream := proxies.Downstream
+	if l.To == "pg" {
+		stream = proxies.Upstream
+	}
+	latency := (s.Lease * 3 / 2).Round(time.Millisecond)
+	return []fault.Fault{
+		fault.Toxic{Link: l.Ref, Toxic: proxies.Latency{Latency: latency, Stream: stream}, Trigger: trigger, Duration: s.Lease * 3, At: at},
+		fault.Toxic{Link: l.Ref, Toxic: proxies.Timeout{}, Trigger: trigger, Duration: s.Lease * 5 / 2, At: at},
+		fault.LinkDown{Link: l.Ref, Trigger: trigger, Duration: s.Lease, At: at},
+	}
+}
+
+// Enumerate is the plan for a target: every single fault it offers, the
+// shallowest first (hit 1 of the first instance before later hits and
+// instances) and in a seeded order within a depth, then random
+// combinations of two and three single faults that do not collide (not
+// two arms of one crash point, not two faults on one link), two pairs to a
+// triple. The same target, options and seed give the same list.
+func Enumerate(t *target.Target, opts Options) ([]Item, error) {
+	s, err := SurfaceOf(t)
+	if err != nil {
+		return nil, err
+	}
+	return s.Enumerate(opts)
+}
+
+// Enumerate is the plan over the surface; see the function Enumerate.
+func (s Surface) Enumerate(opts Options) ([]Item, error) {
+	if opts.Hits <= 0 {
+		opts.Hits = DefaultHits
+	}
+	if opts.Combos < 0 {
+		opts.Combos = 0
+	} else if opts.Combos == 0 {
+		opts.Combos = DefaultCombos
+	}
+	singles := s.singles(opts.Hits)
+	if len(singles) == 0 {
+		return nil, fmt.Errorf("the target offers nothing to explore: no crash point, and no process with a database or broker URL")
+	}
+	seed := uint64(opts.Seed)
+	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1))
+	rng.Shuffle(len(singles), func(i, j int) { singles[i], singles[j] = singles[j], singles[i] })
+	slices.SortStableFunc(singles, func(a, b candidate) int { return a.depth - b.depth })
+
+	items := make([]Item, 0, len(singles)+opts.Combos)
+	for _, c := range singles {
+		items = append(items, Item{Index: len(items), Faults: []fault.Fault{c.f}, Size: 1, Depth: c.depth})
+	}
+	seen := map[string]bool{}
+	for made, attempts := 0, 0; made < opts.Combos && attempts < 20*opts.Combos; attempts++ {
+		size := 2
+		if made%3 == 2 {
+			size = 3
+		}
+		if size > len(singles) {
+			break
+		}
+		picked := pick(rng, singles, size)
+		if picked == nil {
+			continue
+		}
+		key := fmt.Sprint(picked)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		it := Item{Index: len(items), Size: size}
+		for _, i := range picked {
+			it.Faults = append(it.Faults, singles[i].f)
+			it.Depth = max(it.Depth, singles[i].depth)
+		}
+		items = append(items, it)
+		made++
+	}
+	return items, nil
+}
+
+// pick draws size distinct singles that do not collide, as sorted
+// indices; nil if the draw collided.
+func pick(rng *rand.Rand, singles []candidate, size int) []int {
+	taken := map[string]bool{}
+	var out []int
+	for len(out) < size {
+		i := rng.IntN(len(singles))
+		if slices.Contains(out, i) {
+			return nil
+		}
+		for _, k := range singles[i].keys {
+			if taken[k] {
+				return nil
+			}
+		}
+		for _, k := range singles[i].keys {
+			taken[k] = true
+		}
+		out = append(out, i)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Shard is the i-th (1-based) of n disjoint slices of a plan: every run
+// whose index is i-1 modulo n. The zero Shard is the whole plan.
+type Shard struct {
+	Index int `json:"index"`
+	Count int `json:"count"`
+}
+
+// ParseShard reads "i/n" with 1 ≤ i ≤ n.
+func ParseShard(s string) (Shard, error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(strings.TrimSpace(a))
+	n, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil {
+		return Shard{}, fmt.Errorf("--shard %q: want i/n, e.g. 1/2", s)
+	}
+	if n < 1 || i < 1 || i > n {
+		return Shard{}, fmt.Errorf("--shard %q: want 1 ≤ i ≤ n", s)
+	}
+	return Shard{Index: i, Count: n}, nil
+}
+
+// All reports whether the shard is the whole plan.
+func (s Shard) All() bool { return s.Count <= 1 }
+
+func (s Shard) String() string {
+	if s.All() {
+		return "all"
+	}
+	return fmt.Sprintf("%d/%d", s.Index, s.Count)
+}
+
+// Of is the shard's slice of the plan, in plan order.
+func (s Shard) Of(items []Item) []Item {
+	if s.All() {
+		return items
+	}
+	var out []Item
+	for _, it := range items {
+		if it.Index%s.Count == s.Index-1 {
+			out = append(out, it)
+		}
+	}
+	return out
+}

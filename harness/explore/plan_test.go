@@ -1,0 +1,286 @@
+package explore
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"faultline/harness/fault"
+	"faultline/harness/target"
+	"faultline/proxies"
+	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
+)
+
+func tpl(s string) target.Template { return target.Template{Raw: s} }
+
+// testTarget is a pipeline with its own names for everything: a relay
+// called dispatcher (two instances), a consumer called sink, a producer
+// called api that talks only to PostgreSQL.
+func testTarget() *target.Target {
+	return &target.Target{Name: "other", Lease: 4 * time.Second, Processes: []target.Process{
+		{Name: "api", Role: protocol.Producer, Instances: 1, Command: []target.Template{tpl("./api"), tpl(`--db={{postgres "shop"}}`)}},
+		{Name: "dispatcher", Role: protocol.Relay, Instances: 2,
+			Command:     []target.Template{tpl("./dispatcher"), tpl(`--db={{ postgres "shop" }}`)},
+			Env:         []target.EnvVar{{Name: "BROKER", Value: tpl("{{amqp}}")}},
+			CrashPoints: map[string]string{protocol.RelayAfterClaim: "dispatch:claimed", protocol.RelayAfterConfirm: "dispatch:acked"}},
+		{Name: "sink", Role: protocol.Consumer, Instances: 1,
+			Command:     []target.Template{tpl("./sink"), tpl(`{{postgres "stock"}}`), tpl("{{amqp}}")},
+			CrashPoints: map[string]string{protocol.ConsumerAfterCommit: "sink:committed"}},
+	}}
+}
+
+func TestSurfaceComesFromTheTarget(t *testing.T) {
+	s, err := SurfaceOf(testTarget())
+	require.NoError(t, err)
+	var refs []string
+	for _, in := range s.Instances {
+		refs = append(refs, in.Ref)
+	}
+	assert.Equal(t, []string{"producer", "relay-1", "relay-2", "consumer"}, refs)
+	assert.Equal(t, []string{protocol.RelayAfterClaim, protocol.RelayAfterConfirm}, s.Instances[1].Points)
+	assert.Empty(t, s.Instances[0].Points)
+	var links []string
+	for _, l := range s.Links {
+		links = append(links, l.Ref)
+	}
+	assert.Equal(t, []string{"producer.pg", "relay-1.pg", "relay-1.amqp", "relay-2.pg", "relay-2.amqp", "consumer.pg", "consumer.amqp"}, links)
+
+	items, err := s.Enumerate(Options{Seed: 1, Combos: 100})
+	require.NoError(t, err)
+	for _, it := range items {
+		for _, f := range it.Faults {
+			spec, err := SpecOf(f)
+			require.NoError(t, err)
+			data := fmt.Sprint(spec)
+			for _, own := range []string{"dispatch:", "sink:", "dispatcher", "api", "inventory", "order"} {
+				assert.NotContains(t, data, own, "faults name roles and windows, never a process's own names")
+			}
+			if w := spec.Window(); w != "" {
+				_, err := s.Roles.Point(spec.Instance(), w)
+				assert.NoError(t, err, "every window is one the instance offers")
+			}
+			if spec.Link != "" {
+				_, err := s.Roles.Link(spec.Link)
+				assert.NoError(t, err)
+			}
+		}
+	}
+}
+
+// The single faults are every crash point × hit 1..k × kill / pause past
+// the lease × instance, and every link × latency, timeout, down, alone and
+// at each window of its instance; the shallowest first.
+func TestEnumerateSingles(t *testing.T) {
+	tg := testTarget()
+	items, err := Enumerate(tg, Options{Seed: 5, Hits: 2, Combos: -1})
+	require.NoError(t, err)
+	// crash: relay 2 points × 2 instances + consumer 1 point = 5 (instance, point) × 2 hits × 2 actions
+	crashes := 5 * 2 * 2
+	// links: producer.pg (no window) ×1, relay-N.{pg,amqp} × (1 + 2 windows) × 2 instances, consumer.{pg,amqp} × (1 + 1)
+	links := 3 * (1 + 2*3*2 + 2*2)
+	require.Len(t, items, crashes+links)
+
+	seen := map[string]bool{}
+	depth := 0
+	for i, it := range items {
+		assert.Equal(t, i, it.Index)
+		require.Len(t, it.Faults, 1)
+		assert.GreaterOrEqual(t, it.Depth, depth, "shallowest first")
+		depth = it.Depth
+		key := Describe(it.Faults[0])
+		assert.False(t, seen[key], "once each: %s", key)
+		seen[key] = true
+		switch f := it.Faults[0].(type) {
+		case fault.Crash:
+			assert.Contains(t, []int64{1, 2}, f.Hit)
+			switch f.Action {
+			case crashpoint.Pause:
+				assert.Equal(t, 10*time.Second, f.Hold, "pause past the lease: lease × 2.5")
+			case crashpoint.Kill:
+				assert.Positive(t, f.RestartAfter)
+			default:
+				t.Errorf("action %s", f.Action)
+			}
+		case fault.Toxic:
+			switch x := f.Toxic.(type) {
+			case proxies.Latency:
+				assert.Greater(t, x.Latency, tg.Lease, "latency past the lease")
+			case proxies.Timeout:
+			default:
+				t.Errorf("toxic %T", x)
+			}
+		case fault.LinkDown:
+		default:
+			t.Errorf("fault %T", f)
+		}
+	}
+	assert.Equal(t, 0, items[0].Depth)
+}
+
+func TestEnumerateIsDeterministic(t *testing.T) {
+	tg := testTarget()
+	a, err := Enumerate(tg, Options{Seed: 11, Combos: 300})
+	require.NoError(t, err)
+	b, err := Enumerate(tg, Options{Seed: 11, Combos: 300})
+	require.NoError(t, err)
+	assert.Equal(t, describeItems(a), describeItems(b))
+	c, err := Enumerate(tg, Options{Seed: 12, Combos: 300})
+	require.NoError(t, err)
+	assert.Len(t, c, len(a))
+	assert.NotEqual(t, describeItems(a), describeItems(c), "another seed, another order")
+	assert.ElementsMatch(t, describeItems(a)[:countSingles(a)], describeItems(c)[:countSingles(c)], "the same single faults")
+}
+
+// Combinations of two and three follow the singles, two pairs to a
+// triple, and never arm one crash point twice or put two faults on one link.
+func TestCombinations(t *testing.T) {
+	items, err := Enumerate(testTarget(), Options{Seed: 2, Combos: 300})
+	require.NoError(t, err)
+	singles := countSingles(items)
+	combos := items[singles:]
+	require.Len(t, combos, 300)
+	seen := map[string]bool{}
+	for i, it := range combos {
+		want := 2
+		if i%3 == 2 {
+			want = 3
+		}
+		require.Len(t, it.Faults, want)
+		d := it.Describe()
+		assert.False(t, seen[d], "no combination twice")
+		seen[d] = true
+		keys := map[string]bool{}
+		for _, f := range it.Faults {
+			spec, err := SpecOf(f)
+			require.NoError(t, err)
+			var ks []string
+			if w := spec.Window(); w != "" {
+				ks = append(ks, "point:"+spec.Instance()+"@"+w)
+			}
+			if spec.Link != "" {
+				ks = append(ks, "link:"+spec.Link)
+			}
+			for _, k := range ks {
+				assert.False(t, keys[k], "%s collides in %s", k, d)
+				keys[k] = true
+			}
+		}
+	}
+}
+
+func TestShardsPartitionThePlan(t *testing.T) {
+	for _, seed := range []int64{1, 7, 12345} {
+		for _, n := range []int{2, 3} {
+			t.Run(fmt.Sprintf("seed %d, %d shards", seed, n), func(t *testing.T) {
+				all, err := Enumerate(testTarget(), Options{Seed: seed, Combos: 200})
+				require.NoError(t, err)
+				var union []string
+				seen := map[int]int{}
+				for i := 1; i <= n; i++ {
+					// Each shard enumerates on its own, as a CI job would.
+					plan, err := Enumerate(testTarget(), Options{Seed: seed, Combos: 200})
+					require.NoError(t, err)
+					part := Shard{Index: i, Count: n}.Of(plan)
+					assert.InDelta(t, len(all)/n, len(part), 1)
+					prev := -1
+					for _, it := range part {
+						seen[it.Index]++
+						assert.Greater(t, it.Index, prev, "plan order")
+						prev = it.Index
+						union = append(union, fmt.Sprintf("%d %s", it.Index, it.Describe()))
+					}
+				}
+				for idx, c := range seen {
+					assert.Equal(t, 1, c, "run #%d in exactly one shard", idx)
+				}
+				slices.SortFunc(union, func(a, b string) int { return indexOf(a) - indexOf(b) })
+				var want []string
+				for _, it := range all {
+					want = append(want, fmt.Sprintf("%d %s", it.Index, it.Describe()))
+				}
+				assert.Equal(t, want, union)
+			})
+		}
+	}
+}
+
+func TestParseShard(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Shard
+		err  string
+	}{
+		{"1/2", Shard{1, 2}, ""},
+		{"2/2", Shard{2, 2}, ""},
+		{" 3 / 5 ", Shard{3, 5}, ""},
+		{"1/1", Shard{1, 1}, ""},
+		{"0/2", Shard{}, "1 ≤ i ≤ n"},
+		{"3/2", Shard{}, "1 ≤ i ≤ n"},
+		{"1/0", Shard{}, "1 ≤ i ≤ n"},
+		{"x", Shard{}, "want i/n"},
+		{"1/x", Shard{}, "want i/n"},
+		{"", Shard{}, "want i/n"},
+	} {
+		got, err := ParseShard(tc.in)
+		if tc.err != "" {
+			require.Error(t, err, tc.in)
+			assert.Contains(t, err.Error(), tc.err)
+			continue
+		}
+		require.NoError(t, err, tc.in)
+		assert.Equal(t, tc.want, got)
+	}
+	assert.True(t, Shard{}.All())
+	assert.Equal(t, "all", Shard{}.String())
+}
+
+// The reference's own target file, read as any other: its windows and
+// links, not names written here.
+func TestEnumerateReference(t *testing.T) {
+	tg, err := target.Load("../../system/faultline.yaml")
+	require.NoError(t, err)
+	items, err := Enumerate(tg, Options{Seed: 1, Combos: -1})
+	require.NoError(t, err)
+	points := 0
+	for _, p := range tg.Processes {
+		points += len(p.CrashPoints) * max(p.Instances, 1)
+	}
+	crashes := 0
+	for _, it := range items {
+		if _, ok := it.Faults[0].(fault.Crash); ok {
+			crashes++
+		}
+	}
+	assert.Equal(t, points*DefaultHits*2, crashes)
+	assert.Equal(t, Hold(tg.Lease), 5*time.Second)
+}
+
+func describeItems(items []Item) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.Describe()
+	}
+	return out
+}
+
+func countSingles(items []Item) int {
+	n := 0
+	for _, it := range items {
+		if it.Size == 1 {
+			n++
+		}
+	}
+	return n
+}
+
+func indexOf(s string) int {
+	var n int
+	fmt.Sscanf(strings.Fields(s)[0], "%d", &n)
+	return n
+}

@@ -1,0 +1,306 @@
+package explore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"faultline/harness/fault"
+	"faultline/proxies"
+)
+
+// Candidate is one smaller schedule the shrinker tries, and what changed.
+type Candidate struct {
+	Change   string
+	Schedule Schedule
+}
+
+// Smallest values the shrinker goes down to.
+const (
+	minOrders   = 10
+	minDuration = 100 * time.Millisecond
+)
+
+// Candidates are the schedules one step smaller than s, the biggest
+// reductions first: each fault dropped (while more than one is left),
+// fewer orders (half, three quarters, at the same rate), then per fault
+// its hit earlier (1, half, one less), its trigger earlier (half the
+// orders, no delay), and its holds and toxics shorter (half, three
+// quarters: pause hold, restart delay, toxic or outage duration, latency,
+// jitter, broker downtime, poison count).
+func Candidates(s Schedule) []Candidate {
+	var out []Candidate
+	add := func(change string, c Schedule) { out = append(out, Candidate{Change: change, Schedule: c}) }
+	n := len(s.Faults)
+	if n > 1 {
+		for i, f := range s.Faults {
+			c := s.with()
+			c.Faults = slices.Delete(c.Faults, i, i+1)
+			add(fmt.Sprintf("drop fault %d (%s)", i+1, Describe(f)), c)
+		}
+	}
+	for _, orders := range smaller(s.Workload.Orders, minOrders) {
+		if lastTrigger(s.Faults) >= int64(orders) {
+			continue // a fault would wait for orders that never come
+		}
+		c := s.with()
+		c.Workload.Orders = orders
+		c.Workload.Pace = (s.Workload.Pace * time.Duration(orders) / time.Duration(s.Workload.Orders)).Round(time.Millisecond)
+		add(fmt.Sprintf("orders %d → %d", s.Workload.Orders, orders), c)
+	}
+	for i, f := range s.Faults {
+		for _, m := range mutations(f) {
+			c := s.with()
+			c.Faults[i] = m.f
+			add(fmt.Sprintf("fault %d: %s", i+1, m.change), c)
+		}
+	}
+	return out
+}
+
+// with is a copy of s whose fault list may be changed.
+func (s Schedule) with() Schedule {
+	s.Faults = slices.Clone(s.Faults)
+	return s
+}
+
+type mutation struct {
+	change string
+	f      fault.Fault
+}
+
+// mutations are the fault made smaller in one way each.
+func mutations(f fault.Fault) []mutation {
+	var out []mutation
+	add := func(change string, g fault.Fault) { out = append(out, mutation{change, g}) }
+	trigger := func(t fault.Trigger, set func(fault.Trigger) fault.Fault) {
+		if t.AfterOrders >= 2 {
+			u := t
+			u.AfterOrders = t.AfterOrders / 2
+			add(fmt.Sprintf("trigger after %d → %d orders", t.AfterOrders, u.AfterOrders), set(u))
+		}
+		if t.Delay > 0 {
+			u := t
+			u.Delay = 0
+			add(fmt.Sprintf("trigger delay %s → 0", t.Delay), set(u))
+		}
+	}
+	durations := func(what string, d time.Duration, set func(time.Duration) fault.Fault) {
+		for _, e := range shorter(d) {
+			add(fmt.Sprintf("%s %s → %s", what, d, e), set(e))
+		}
+	}
+	switch f := f.(type) {
+	case fault.Crash:
+		for _, h := range earlier(f.Hit) {
+			g := f
+			g.Hit = h
+			add(fmt.Sprintf("hit %d → %d", f.Hit, h), g)
+		}
+		if f.Trigger != (fault.Trigger{}) {
+			trigger(f.Trigger, func(t fault.Trigger) fault.Fault {
+				if t == (fault.Trigger{}) {
+					t.AfterOrders = 1 // stays armed by its trigger, not at start
+				}
+				g := f
+				g.Trigger = t
+				return g
+			})
+		}
+		durations("hold", f.Hold, func(d time.Duration) fault.Fault { g := f; g.Hold = d; return g })
+		durations("delay", f.Delay, func(d time.Duration) fault.Fault { g := f; g.Delay = d; return g })
+		if f.RestartAfter > 0 {
+			g := f
+			g.RestartAfter = 0
+			add(fmt.Sprintf("restart after %s → 0", f.RestartAfter), g)
+		}
+	case fault.Toxic:
+		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
+		durations("duration", f.Duration, func(d time.Duration) fault.Fault { g := f; g.Duration = d; return g })
+		switch t := f.Toxic.(type) {
+		case proxies.Latency:
+			durations("latency", t.Latency, func(d time.Duration) fault.Fault { g, u := f, t; u.Latency = d; g.Toxic = u; return g })
+			if t.Jitter > 0 {
+				g, u := f, t
+				u.Jitter = 0
+				g.Toxic = u
+				add(fmt.Sprintf("jitter %s → 0", t.Jitter), g)
+			}
+		case proxies.Timeout:
+			durations("timeout", t.Timeout, func(d time.Duration) fault.Fault { g, u := f, t; u.Timeout = d; g.Toxic = u; return g })
+		case proxies.ResetPeer:
+			durations("timeout", t.Timeout, func(d time.Duration) fault.Fault { g, u := f, t; u.Timeout = d; g.Toxic = u; return g })
+		}
+	case fault.LinkDown:
+		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
+		durations("duration", f.Duration, func(d time.Duration) fault.Fault { g := f; g.Duration = d; return g })
+	case fault.Unbind:
+		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
+		durations("duration", f.Duration, func(d time.Duration) fault.Fault { g := f; g.Duration = d; return g })
+	case fault.Poison:
+		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
+		for _, c := range smaller(f.Count, 1) {
+			g := f
+			g.Count = c
+			add(fmt.Sprintf("count %d → %d", f.Count, c), g)
+		}
+	case fault.BrokerRestart:
+		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
+		durations("down", f.Down, func(d time.Duration) fault.Fault { g := f; g.Down = d; return g })
+	case fault.RetentionReplay:
+		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
+	}
+	return out
+}
+
+// earlier are the hits before hit to try: 1, half, one less.
+func earlier(hit int64) []int64 {
+	var out []int64
+	for _, h := range []int64{1, hit / 2, hit - 1} {
+		if h >= 1 && h < hit && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// smaller are half and three quarters of n, at least lo and below n.
+func smaller(n, lo int) []int {
+	var out []int
+	for _, m := range []int{n / 2, n * 3 / 4} {
+		if m >= lo && m < n && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// shorter are half and three quarters of d, in whole milliseconds (the
+// unit of Toxiproxy's attributes), at least minDuration.
+func shorter(d time.Duration) []time.Duration {
+	var out []time.Duration
+	for _, e := range []time.Duration{d / 2, d * 3 / 4} {
+		e = e.Truncate(time.Millisecond)
+		if e >= minDuration && e < d && !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// lastTrigger is the most orders any fault waits for.
+func lastTrigger(faults []fault.Fault) int64 {
+	var n int64
+	for _, f := range faults {
+		var t fault.Trigger
+		switch f := f.(type) {
+		case fault.Crash:
+			t = f.Trigger
+		case fault.Toxic:
+			t = f.Trigger
+		case fault.LinkDown:
+			t = f.Trigger
+		case fault.Unbind:
+			t = f.Trigger
+		case fault.Poison:
+			t = f.Trigger
+		case fault.BrokerRestart:
+			t = f.Trigger
+		case fault.RetentionReplay:
+			t = f.Trigger
+		}
+		n = max(n, t.AfterOrders)
+	}
+	return n
+}
+
+// Fails decides whether a schedule still fails the same way. A real
+// decision runs the schedule (twice where a result can vary); a test's is
+// a pure function.
+type Fails func(ctx context.Context, s Schedule) bool
+
+// ShrinkOptions bound and report a shrink.
+type ShrinkOptions struct {
+	// Batch is how many candidates are tried at once (at least 1). The
+	// first of a batch, in candidate order, that fails is taken.
+	Batch int
+	// Deadline: no batch starts after it (zero: none).
+	Deadline time.Time
+	Now      func() time.Time
+	// Tried is told each candidate tried, and whether it failed; may be nil.
+	Tried func(c Candidate, failed bool)
+}
+
+// Step is one reduction the shrinker kept.
+type Step struct {
+	Change string `json:"change"`
+	Faults int    `json:"faults"` // after the change
+	Orders int    `json:"orders"`
+}
+
+// Shrunk is what a shrink ended with.
+type Shrunk struct {
+	Minimal Schedule
+	Steps   []Step
+	Tried   int // candidates tried
+	// Complete: no smaller candidate fails (rather than the budget or the
+	// context ending the shrink).
+	Complete bool
+}
+
+// Shrink reduces a failing schedule greedily: it tries the candidates one
+// step smaller, keeps the first that still fails, and starts again from
+// it, until no candidate fails or the deadline passes. A schedule is never
+// tried twice.
+func Shrink(ctx context.Context, s Schedule, fails Fails, opts ShrinkOptions) Shrunk {
+	if opts.Batch < 1 {
+		opts.Batch = 1
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	out := Shrunk{Minimal: s}
+	tried := map[string]bool{s.key(): true}
+	for {
+		var cands []Candidate
+		round := map[string]bool{}
+		for _, c := range Candidates(out.Minimal) {
+			if k := c.Schedule.key(); !tried[k] && !round[k] {
+				round[k] = true
+				cands = append(cands, c)
+			}
+		}
+		accepted := -1
+		for start := 0; start < len(cands) && accepted < 0; start += opts.Batch {
+			if ctx.Err() != nil || (!opts.Deadline.IsZero() && !opts.Now().Before(opts.Deadline)) {
+				return out
+			}
+			batch := cands[start:min(start+opts.Batch, len(cands))]
+			failed := make([]bool, len(batch))
+			var wg sync.WaitGroup
+			for i, c := range batch {
+				wg.Go(func() { failed[i] = fails(ctx, c.Schedule) })
+			}
+			wg.Wait()
+			for i, c := range batch {
+				tried[c.Schedule.key()] = true
+				out.Tried++
+				if opts.Tried != nil {
+					opts.Tried(c, failed[i])
+				}
+				if failed[i] && accepted < 0 {
+					accepted = start + i
+				}
+			}
+		}
+		if accepted < 0 {
+			out.Complete = ctx.Err() == nil
+			return out
+		}
+		c := cands[accepted]
+		out.Minimal = c.Schedule
+		out.Steps = append(out.Steps, Step{Change: c.Change, Faults: len(c.Schedule.Faults), Orders: c.Schedule.Workload.Orders})
+	}
+}

@@ -1,0 +1,126 @@
+package explore
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"faultline/harness/fault"
+	"faultline/harness/workload"
+	"faultline/proxies"
+	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
+)
+
+// Every fault kind, with every field set, and every toxic type.
+func everyFault() []fault.Fault {
+	at := &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterConfirm, Delay: 300 * time.Millisecond}
+	trig := fault.Trigger{AfterOrders: 20, Delay: time.Second}
+	return []fault.Fault{
+		fault.Crash{Process: "relay-1", Point: protocol.RelayAfterConfirm, Action: crashpoint.Pause, Hit: 2, Hold: 5 * time.Second},
+		fault.Crash{Process: "consumer", Point: protocol.ConsumerAfterCommit, Action: crashpoint.Kill, Hit: 3, RestartAfter: 200 * time.Millisecond, Trigger: trig},
+		fault.Crash{Process: "producer", Point: protocol.ProducerAfterCommit, Action: crashpoint.Kill, Hit: 1, NoRestart: true},
+		fault.Crash{Process: "relay-2", Point: protocol.RelayAfterClaim, Action: crashpoint.Delay, Delay: 150 * time.Millisecond, Hit: 1},
+		fault.Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{Latency: 3 * time.Second, Jitter: 50 * time.Millisecond, Stream: proxies.Upstream, Toxicity: 0.5}, Trigger: trig, Duration: 6 * time.Second, At: at},
+		fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Timeout{}, Duration: 5 * time.Second},
+		fault.Toxic{Link: "consumer.amqp", Toxic: proxies.Timeout{Timeout: 200 * time.Millisecond, Stream: proxies.Downstream}, Duration: time.Second},
+		fault.Toxic{Link: "consumer.pg", Toxic: proxies.ResetPeer{Timeout: 10 * time.Millisecond}, Duration: time.Second},
+		fault.Toxic{Link: "consumer.pg", Toxic: proxies.Bandwidth{RateKBps: 8}, Duration: time.Second},
+		fault.Toxic{Link: "consumer.pg", Toxic: proxies.Slicer{AverageSize: 64, SizeVariation: 8, Delay: 20 * time.Microsecond}, Duration: time.Second},
+		fault.Toxic{Link: "consumer.pg", Toxic: proxies.LimitData{Bytes: 4096}, Duration: time.Second},
+		fault.LinkDown{Link: "consumer.pg", Trigger: trig, Duration: 2 * time.Second, At: &fault.Sync{Process: "consumer", Point: protocol.ConsumerBeforeCommit, Delay: 500 * time.Millisecond}},
+		fault.LinkDown{Link: "relay-2.pg", Duration: 2 * time.Second},
+		fault.Unbind{RoutingKey: "order.created", Trigger: trig, Duration: 3 * time.Second},
+		fault.Unbind{},
+		fault.Poison{Count: 5, Trigger: trig},
+		fault.BrokerRestart{Trigger: trig, Down: 500 * time.Millisecond},
+		fault.RetentionReplay{Consumer: "consumer", Trigger: fault.Trigger{AfterOrders: 30}},
+	}
+}
+
+func TestSpecRoundTrip(t *testing.T) {
+	for _, f := range everyFault() {
+		t.Run(Describe(f), func(t *testing.T) {
+			s, err := SpecOf(f)
+			require.NoError(t, err)
+			data, err := json.Marshal(s)
+			require.NoError(t, err)
+			var back Spec
+			require.NoError(t, json.Unmarshal(data, &back))
+			g, err := back.Fault()
+			require.NoError(t, err)
+			assert.Equal(t, f, g, "%s", data)
+		})
+	}
+}
+
+func TestScheduleRoundTrip(t *testing.T) {
+	s := Schedule{Target: "reference", Variant: "no-fencing", Seed: 42,
+		Workload:  workload.Spec{Orders: 60, Concurrency: 4, EventsPerOrder: 3, Pace: 2500 * time.Millisecond, StepDelay: 300 * time.Millisecond},
+		Settings:  map[string]string{"lease-renewal": "400ms"},
+		Instances: map[string]int{"relay": 1},
+		Faults:    everyFault(), Violation: "stale-write", Origin: "explore run #7"}
+	path := filepath.Join(t.TempDir(), "s.json")
+	require.NoError(t, WriteSchedule(path, s))
+	back, err := LoadSchedule(path)
+	require.NoError(t, err)
+	assert.Equal(t, s, back)
+
+	// The enumerated plan round-trips whole.
+	items, err := Enumerate(testTarget(), Options{Seed: 3, Combos: 50})
+	require.NoError(t, err)
+	for _, it := range items {
+		s := Schedule{Target: "t", Variant: "correct", Seed: 3, Workload: Steady(), Faults: it.Faults}
+		data, err := json.Marshal(s)
+		require.NoError(t, err)
+		var back Schedule
+		require.NoError(t, json.Unmarshal(data, &back), "%s", data)
+		assert.Equal(t, s, back)
+	}
+}
+
+func TestScheduleDecodeErrors(t *testing.T) {
+	ok := `{"schema":"faultline/schedule/v1","target":"reference","variant":"correct","seed":1,"workload":{"orders":10},"faults":[%s]}`
+	for _, tc := range []struct {
+		name, json, want string
+	}{
+		{"unknown kind", fmt.Sprintf(ok, `{"kind":"meteor"}`), `unknown fault kind "meteor"`},
+		{"no kind", fmt.Sprintf(ok, `{"process":"relay-1"}`), "fault without a kind"},
+		{"crash without point", fmt.Sprintf(ok, `{"kind":"crash","process":"relay-1","action":"kill"}`), "crash fault: needs point"},
+		{"bad action", fmt.Sprintf(ok, `{"kind":"crash","process":"relay-1","point":"relay.after-claim","action":"explode"}`), `action "explode"`},
+		{"bad duration", fmt.Sprintf(ok, `{"kind":"crash","process":"relay-1","point":"relay.after-claim","action":"pause","hold":"soon"}`), `bad duration "soon"`},
+		{"number duration", fmt.Sprintf(ok, `{"kind":"link-down","link":"consumer.pg","duration":5}`), `want a duration such as "5s"`},
+		{"unknown toxic", fmt.Sprintf(ok, `{"kind":"toxic","link":"consumer.pg","toxic":{"type":"gremlin"}}`), `unknown toxic type "gremlin"`},
+		{"invalid toxic", fmt.Sprintf(ok, `{"kind":"toxic","link":"consumer.pg","toxic":{"type":"bandwidth"}}`), "rate must be positive"},
+		{"unknown field", fmt.Sprintf(ok, `{"kind":"poison","count":1,"colour":"red"}`), `unknown field "colour"`},
+		{"other schema", `{"schema":"faultline/schedule/v9","target":"x","workload":{"orders":1},"faults":[]}`, `schema "faultline/schedule/v9"`},
+		{"no target", `{"schema":"faultline/schedule/v1","workload":{"orders":1},"faults":[]}`, "no target name"},
+		{"no orders", `{"schema":"faultline/schedule/v1","target":"x","workload":{"orders":0},"faults":[]}`, "at least 1 order"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Schedule
+			err := json.Unmarshal([]byte(tc.json), &s)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestScheduleScenario(t *testing.T) {
+	faults := []fault.Fault{fault.Crash{Process: "relay-1", Point: protocol.RelayAfterConfirm, Action: crashpoint.Pause, Hit: 1, Hold: 5 * time.Second}}
+	s := Schedule{Target: "reference", Workload: Steady(), Faults: faults, Settings: map[string]string{"retry-budget": "3"}}
+	sc := s.Scenario("replay")
+	assert.Equal(t, "replay", sc.Name)
+	assert.Equal(t, faults, sc.Schedule(1))
+	assert.Equal(t, faults, sc.Schedule(99), "the same faults whatever the seed")
+	assert.Equal(t, Steady(), sc.Workload)
+	assert.Equal(t, s.Settings, sc.Settings)
+	assert.False(t, sc.Exclusive)
+	s.Faults = append(s.Faults, fault.BrokerRestart{Down: time.Second})
+	assert.True(t, s.Scenario("x").Exclusive, "a broker restart runs alone")
+}

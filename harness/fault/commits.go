@@ -1,0 +1,98 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Commit is one committed write to a table faultline watches, told by the
+// trigger it installed in the run's database (pg_notify, delivered when the
+// writing transaction commits).
+type Commit struct {
+	Table   string // outbox, facts or effects
+	Op      string // INSERT or UPDATE
+	Writer  string // the writer's application_name: the instance faultline handed the URL to
+	EventID string
+	Status  string // the outbox row's new status
+	Claim   string // the outbox row's new claim
+	At      time.Time
+}
+
+// Observed tables.
+const (
+	TableOutbox  = "outbox"
+	TableFacts   = "facts"
+	TableEffects = "effects"
+)
+
+// Commits fans the run's commit notifications out to the faults waiting
+// for one. It is safe for concurrent use.
+type Commits struct {
+	mu   sync.Mutex
+	subs map[int]*subscription
+	next int
+	// Err is set when a watched table could not be watched.
+	err error
+}
+
+type subscription struct {
+	match func(Commit) bool
+	ch    chan Commit
+}
+
+// NewCommits makes an empty feed.
+func NewCommits() *Commits { return &Commits{subs: map[int]*subscription{}} }
+
+// Publish hands c to every subscriber it matches (never blocking: a
+// subscriber takes the first one it matches).
+func (c *Commits) Publish(commit Commit) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, s := range c.subs {
+		if s.match(commit) {
+			select {
+			case s.ch <- commit:
+			default:
+			}
+			delete(c.subs, id)
+		}
+	}
+}
+
+// Fail records that the feed cannot work (a table could not be watched).
+func (c *Commits) Fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = err
+}
+
+// Err is why the feed does not work, if it does not.
+func (c *Commits) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Wait blocks until a commit matching match is told, or ctx ends.
+func (c *Commits) Wait(ctx context.Context, match func(Commit) bool) (Commit, error) {
+	if err := c.Err(); err != nil {
+		return Commit{}, err
+	}
+	ch := make(chan Commit, 1)
+	c.mu.Lock()
+	id := c.next
+	c.next++
+	c.subs[id] = &subscription{match: match, ch: ch}
+	c.mu.Unlock()
+	select {
+	case commit := <-ch:
+		return commit, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.subs, id)
+		c.mu.Unlock()
+		return Commit{}, fmt.Errorf("wait for a commit: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,90 @@
+package target
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Observe names the target's tables faultline may watch from outside,
+// without the target's help: it installs triggers on them in each run's
+// own databases (an audit trail of every outbox write with its writer,
+// and a notification the moment a transaction that wrote them commits).
+// Every table defaults to the article's.
+type Observe struct {
+	Outbox  Table // the outbox: its event id, status and claim columns
+	Facts   Table // the facts (the producer's business table)
+	Effects Table // the effects (the consumer's), with its event id column
+}
+
+// Table is a table of the target and the columns faultline reads.
+type Table struct {
+	Database, Name string
+	// Columns: the event id (outbox, effects), the status and the claim
+	// (outbox).
+	EventID, Status, Claim string
+	Default                bool // the article's, not written in the file
+	Line                   int
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+// Ident splits a possibly schema-qualified name for pgx.Identifier.
+func Ident(name string) []string { return strings.Split(name, ".") }
+
+func (d *decoder) decodeObserve(m *mapping, c Contract) Observe {
+	o := Observe{
+		Outbox:  Table{Database: c.Facts.Database, Name: "outbox_messages", EventID: "event_id", Status: "status", Claim: "locked_by", Default: true},
+		Facts:   Table{Database: c.Facts.Database, Name: "orders", Default: true},
+		Effects: Table{Database: c.Effects.Database, Name: "inventory_reservations", EventID: "event_id", Default: true},
+	}
+	v, ok := m.get("observe")
+	if !ok {
+		return o
+	}
+	om, ok := d.mapping(v, "outbox", "facts", "effects")
+	if !ok {
+		return o
+	}
+	read := func(key string, t *Table, columns ...string) {
+		tv, ok := om.get(key)
+		if !ok {
+			return
+		}
+		tm, ok := d.mapping(tv, append([]string{"database", "table"}, columns...)...)
+		if !ok {
+			return
+		}
+		out := Table{Line: tv.line, EventID: t.EventID, Status: t.Status, Claim: t.Claim}
+		if dv, ok := d.require(tm, "database", "the database the table is in"); ok {
+			if db, ok := d.nonEmpty(dv); ok && d.declared(dv.line, dv.field, db) {
+				out.Database = db
+			}
+		}
+		if nv, ok := d.require(tm, "table", "the table's name"); ok {
+			out.Name, _ = d.matching(nv, identifier, "a table name (schema.table allowed)")
+		}
+		for _, col := range columns {
+			cv, ok := tm.get(col)
+			if !ok {
+				continue
+			}
+			name, ok := d.matching(cv, identifier, "a column name")
+			if !ok {
+				continue
+			}
+			switch col {
+			case "event_id":
+				out.EventID = name
+			case "status":
+				out.Status = name
+			case "claim":
+				out.Claim = name
+			}
+		}
+		*t = out
+	}
+	read("outbox", &o.Outbox, "event_id", "status", "claim")
+	read("facts", &o.Facts)
+	read("effects", &o.Effects, "event_id")
+	return o
+}

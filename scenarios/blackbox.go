@@ -1,0 +1,174 @@
+package scenarios
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"faultline/harness/check"
+	"faultline/harness/fault"
+	"faultline/harness/runner"
+	"faultline/harness/workload"
+	"faultline/proxies"
+)
+
+// blackBox are the scenarios that need nothing of a target but its target
+// file: no crash point, no event log. Each opens its window by combining
+// what faultline sees in the target's tables (a trigger it installs in the
+// run's database notifies it the moment a writer's transaction commits)
+// with kills, freezes and link faults, and reads its verdict from the
+// contract, the audit trail of the outbox and the tap queue. Each says in
+// its fault's result which commit it saw and when it acted.
+func blackBox() []runner.Scenario {
+	// past the lease: the reference's and the examples' leases are 2 s
+	const pastLease = 5 * time.Second
+	claim := func(rng *rand.Rand) fault.OnCommit {
+		return fault.OnCommit{Process: "relay-1", Table: fault.TableOutbox, Status: "Processing", Nth: between(rng, 2, 4)}
+	}
+	return []runner.Scenario{
+		{
+			Name: "blackbox-producer-killed-at-commit", Window: "fact committed, event not yet published (black-box)",
+			Description: "The producer's broker link goes down, then the producer is SIGKILLed the moment a transaction of its commits (seen by a trigger on the facts table): a pipeline that publishes after its commit instead of through an outbox loses the event.",
+			Workload:    steady(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				at := fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
+				after := at
+				after.Delay = 50 * time.Millisecond
+				return []fault.Fault{
+					fault.LinkDown{Link: "producer.amqp", Trigger: at, Duration: 4 * time.Second},
+					fault.OnCommit{Process: "producer", Table: fault.TableFacts, Nth: 1, Trigger: after, Action: fault.ActKill, RestartAfter: 200 * time.Millisecond},
+				}
+			},
+		},
+		{
+			Name: "blackbox-relay-killed-at-claim", Window: "rows claimed, nothing published (black-box)",
+			Description: "relay-1 is SIGKILLed the moment one of its claims commits (a trigger on the outbox tells): its rows must be claimed again by another relay after the lease.",
+			Workload:    steady(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				c := claim(rng)
+				c.Action, c.RestartAfter = fault.ActKill, 300*time.Millisecond
+				return []fault.Fault{c}
+			},
+			Evidence: []check.Evidence{check.ReclaimedByAnother()},
+		},
+		{
+			Name: "blackbox-relay-frozen-past-lease", Window: "claim held past its lease (black-box)",
+			Description: "relay-1 is frozen (SIGSTOP) the moment one of its claims commits, for longer than the lease; another relay takes the rows over; when relay-1 thaws, its writes to those rows must be refused — the audit trail of the outbox shows any it was allowed.",
+			Workload:    steady(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				c := claim(rng)
+				c.Action, c.Hold = fault.ActPause, pastLease
+				return []fault.Fault{c}
+			},
+			Evidence: []check.Evidence{check.ReclaimedByAnother()},
+		},
+		{
+			Name: "blackbox-relay-db-slow-past-lease", Window: "claim held past its lease: slow database (black-box)",
+			Description: "With relay-1's confirms slowed a little, the moment one of its claims commits what it sends its database is held back longer than the lease: it publishes and gets its confirms, but its Published write arrives after another relay has taken the rows over. That late write must be refused — the audit trail of the outbox shows any that was allowed.",
+			Workload:    workload.Spec{Orders: 150, Concurrency: 4, Pace: 8 * time.Second},
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				// relay-1's confirms come back 150 ms late all along, so the
+				// database latency, put on the moment its claim commits,
+				// is in place before its Published write goes out.
+				c, slow := slowConfirms(rng)
+				c.ToxicLink, c.Toxic, c.ToxicFor = "relay-1.pg", proxies.Latency{Latency: time.Duration(between(rng, 3000, 3500)) * time.Millisecond, Stream: proxies.Upstream}, 6*time.Second
+				c.Action = fault.ActNone
+				return []fault.Fault{slow, c}
+			},
+			Evidence: []check.Evidence{check.ReclaimedByAnother()},
+		},
+		{
+			Name: "blackbox-relay-confirmed-not-marked", Window: "confirm seen, Published update not yet written (black-box)",
+			Description: "The moment relay-1's claim commits, what it sends its database is held back (1 s of latency towards PostgreSQL: the claim's own answer still comes back), so it publishes and gets its confirms while its Published write waits on the wire; then that link is cut and relay-1 SIGKILLed. Confirmed, never marked: the rows are published again after the lease, and the consumer must absorb the duplicates.",
+			Workload:    steady(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				c, slow := slowConfirms(rng)
+				c.ToxicLink, c.Toxic, c.ToxicFor = "relay-1.pg", proxies.Latency{Latency: time.Second, Stream: proxies.Upstream}, 600*time.Millisecond
+				c.Cut, c.CutAfter, c.CutFor = []string{"relay-1.pg"}, 500*time.Millisecond, 3*time.Second
+				c.ActAfter, c.Action, c.RestartAfter = 200*time.Millisecond, fault.ActKill, 300*time.Millisecond
+				return []fault.Fault{slow, c}
+			},
+			Evidence: []check.Evidence{check.RoutedTwice(), check.ReclaimedByAnother()},
+		},
+		{
+			Name: "blackbox-relay-answers-lost", Window: "published, confirm not yet seen (black-box)",
+			Description: "The moment relay-1's claim commits, its broker link stops carrying the broker's answers (confirms, returns) with its publishes in flight: an unknown outcome, so the same eventIds must go out again after the lease, never be marked Published blind.",
+			Workload:    steady(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				c, slow := slowConfirms(rng)
+				c.ToxicLink, c.Toxic, c.ToxicFor = "relay-1.amqp", proxies.Timeout{Timeout: 0, Stream: proxies.Downstream}, 4*time.Second
+				c.Action = fault.ActNone
+				return []fault.Fault{slow, c}
+			},
+			Evidence: []check.Evidence{check.RoutedTwice()},
+		},
+		{
+			Name: "blackbox-consumer-acks-dropped", Window: "committed, ack not yet sent (black-box)",
+			Description: "The consumer's acks stop reaching the broker (its link carries nothing from the consumer), then the consumer is SIGKILLed the moment one of its effects commits: committed, not acked. The broker redelivers, and the consumer must not apply the effect twice.",
+			Workload:    steady(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				at := fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}
+				after := at
+				after.Delay = 100 * time.Millisecond
+				return []fault.Fault{
+					fault.Toxic{Link: "consumer.amqp", Toxic: proxies.Timeout{Timeout: 0, Stream: proxies.Upstream}, Trigger: at, Duration: 2 * time.Second},
+					fault.OnCommit{Process: "consumer", Table: fault.TableEffects, Nth: 1, Trigger: after, Action: fault.ActKill, RestartAfter: 300 * time.Millisecond},
+				}
+			},
+			Evidence: []check.Evidence{check.BrokerRedelivered()},
+		},
+		{
+			Name: "blackbox-consumer-db-cut-with-deliveries", Window: "delivered, not yet committed (black-box)",
+			Description: "The moment one of the consumer's effects commits, its database link is cut while deliveries keep coming, and half a second later the consumer is SIGKILLed with those deliveries in hand, none of them committed: none may have been acked, so the broker redelivers them and every event still takes effect once.",
+			Workload:    steady(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.OnCommit{Process: "consumer", Table: fault.TableEffects, Nth: 1,
+					Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Cut: []string{"consumer.pg"}, CutFor: 2 * time.Second,
+					ActAfter: 500 * time.Millisecond, Action: fault.ActKill, RestartAfter: 200 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.BrokerRedelivered()},
+		},
+		{
+			Name: "blackbox-unroutable-then-routable", Window: "unroutable message gets a positive confirm (black-box)",
+			Description: "The consumer's queue (and faultline's tap) lose their bindings for 3 s: publishes are unroutable and must come back to the relay, be retried with backoff (the audit trail shows the rows sent back to Pending) and delivered once the bindings are back, none given up.",
+			Workload:    steady(),
+			Settings:    map[string]string{"retry-budget": "30"},
+			NoneFailed:  true,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Unbind{Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, Duration: 3 * time.Second}}
+			},
+			Evidence: []check.Evidence{check.RetriedInAudit()},
+		},
+		{
+			Name: "blackbox-poison-message", Window: "a message that can never be processed (black-box)",
+			Description: "Malformed messages are published to the target's exchange: each must end in its dead-letter queue (the broker's count), and never block the valid events behind them.",
+			Workload:    steady(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Poison{Count: 5, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 30))}}}
+			},
+			Evidence: []check.Evidence{deadLetterQueueHolds(5)},
+		},
+	}
+}
+
+// slowConfirms is relay-1's first claim after a trigger, with its broker's
+// answers 150 ms late from the trigger on: the link fault the scenario puts
+// on at the commit of that claim is then in place before relay-1 has its
+// confirms and writes Published (a commit notification and a toxic take a
+// few milliseconds; an unslowed relay can publish, be confirmed and mark
+// in less).
+func slowConfirms(rng *rand.Rand) (fault.OnCommit, fault.Toxic) {
+	at := fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
+	c := fault.OnCommit{Process: "relay-1", Table: fault.TableOutbox, Status: "Processing", Nth: 1,
+		Trigger: fault.Trigger{AfterOrders: at.AfterOrders, Delay: 300 * time.Millisecond}}
+	slow := fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 150 * time.Millisecond}, Trigger: at, Duration: 8 * time.Second}
+	return c, slow
+}
+
+// deadLetterQueueHolds (black-box): the broker counts exactly n messages
+// in the target's dead-letter queue.
+func deadLetterQueueHolds(n int) check.Evidence {
+	return check.Custom(fmt.Sprintf("%d messages in the dead-letter queue (the broker's count)", n), func(o *check.Observation) (bool, string) {
+		return o.HasDLQ && o.DeadLetters.Messages == n, fmt.Sprintf("%d in the dead-letter queue", o.DeadLetters.Messages)
+	}, check.NeedDLQ)
+}
