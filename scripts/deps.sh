@@ -10,17 +10,22 @@ need=()
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need+=(rabbitmq-server)
 [ -x /usr/bin/chromium ] || need+=(chromium)
+command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "deps: postgresql, rabbitmq-server and chromium already installed"
-  exit 0
+  echo "deps: postgresql, rabbitmq-server, chromium and node already installed"
+else
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "deps: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  # policy-rc.d keeps the packages' own services from starting where that is honoured.
+  $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  echo "deps: installed ${need[*]}"
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-echo "deps: installing ${need[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-# policy-rc.d keeps the packages' own services from starting where that is honoured.
-$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-echo "deps: installed ${need[*]}"
+# The Node.js example pipeline's packages, exactly as its lockfile pins them.
+cd "$(dirname "$0")/../examples/node-outbox"
+npm ci --no-audit --no-fund --loglevel=error
+echo "deps: examples/node-outbox: node packages installed from package-lock.json"

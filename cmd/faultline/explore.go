@@ -42,6 +42,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("explore", flag.ContinueOnError)
 	var c common
 	c.flags(fs)
+	targetFlag(fs, &c.targetPath)
 	variant := fs.String("variant", "", "explore this broken variant instead of the correct pipeline")
 	budget := fs.Duration("budget", 10*time.Minute, "how long to explore: no run starts after it (runs under way finish)")
 	shrinkBudget := fs.Duration("shrink-budget", 5*time.Minute, "how long to shrink the failures found, after the exploration (0: no shrinking)")

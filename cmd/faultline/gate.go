@@ -5,11 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"faultline/harness/gate"
 	"faultline/harness/result"
 	"faultline/harness/runner"
+	"faultline/harness/supervisor"
 	"faultline/scenarios"
 )
 
@@ -17,6 +20,8 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
 	var c common
 	c.flags(fs)
+	// gate's --target repeats: several pipelines on one infrastructure
+	fs.Var(targetsFlag{&c}, "target", "a pipeline's target file; give it again to gate several pipelines in one run (default: $FAULTLINE_TARGET, else the reference pipeline, system/faultline.yaml)")
 	seeds := fs.Int("seeds", 1, "run the correct pipeline's scenarios with this many seeds (seed, seed+1, ...)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: faultline gate [flags]")
@@ -34,51 +39,105 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := c.resolve(); err != nil {
 		return err
 	}
+	targets := c.targets()
+	seen := map[string]bool{}
+	plans := make([]gate.Plan, len(targets))
+	for i, t := range targets {
+		if seen[t.Name] {
+			return usagef("two targets named %q: each needs its own name (its report folder)", t.Name)
+		}
+		seen[t.Name] = true
+		catches, err := gate.CatchesOf(t, scenarios.All())
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		plans[i] = gate.Plan{Scenarios: scenarios.All(), Catches: catches, Parallel: c.parallel}
+		for s := 0; s < *seeds; s++ {
+			plans[i].Seeds = append(plans[i].Seeds, c.seed+int64(s))
+		}
+	}
 	dir, err := outDir(c.out)
 	if err != nil {
 		return err
 	}
-	catches, err := gate.CatchesOf(c.target, scenarios.All())
-	if err != nil {
-		return usageError{err.Error()}
-	}
-	plan := gate.Plan{Scenarios: scenarios.All(), Catches: catches, Parallel: c.parallel}
-	for i := 0; i < *seeds; i++ {
-		plan.Seeds = append(plan.Seeds, c.seed+int64(i))
-	}
 	rep := newReporter(stderr)
 	defer rep.Stop()
-	rep.Logf("gate: target %s, seeds %v; report in %s", c.target.Name, plan.Seeds, dir)
-	plan.Progress = func(done, total int, res result.Scenario) {
-		rep.Done(gate.RunName(res.Name, res.Variant, res.Seed), fmt.Sprintf("[%d/%d] %s [%s] seed %d: %s (%.1fs)", done, total, res.Name, res.Variant, res.Seed, res.Verdict, float64(res.DurationMS)/1000))
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.Name
 	}
-	plan.Phase = rep.Phase
-	plan.Tick = rep.Tick
+	rep.Logf("gate: targets %v, seeds %v; report in %s", names, plans[0].Seeds, dir)
+	for i := range plans {
+		prefix := ""
+		if len(targets) > 1 {
+			prefix = targets[i].Name + ": "
+		}
+		plans[i].Progress = func(done, total int, res result.Scenario) {
+			rep.Done(prefix+gate.RunName(res.Name, res.Variant, res.Seed), fmt.Sprintf("%s[%d/%d] %s [%s] seed %d: %s (%.1fs)", prefix, done, total, res.Name, res.Variant, res.Seed, res.Verdict, float64(res.DurationMS)/1000))
+		}
+		plans[i].Phase = func(run, phase string) { rep.Phase(prefix+run, phase) }
+		plans[i].Tick = func(run, phase string, done float64) { rep.Tick(prefix+run, phase, done) }
+	}
 
 	started := time.Now()
-	var out result.Run
-	err = withShared(ctx, c, dir, rep, func(sh *runner.Shared) error {
-		var err error
-		out, err = gate.Run(ctx, sh, plan)
-		out.Infra = sh.Infra.Name()
-		out.Target = c.target.Name
-		return err
+	outs := make([]result.Run, len(targets))
+	err = withSharedCleanup(ctx, c, dir, rep, func(sh *runner.Shared, cleanup *supervisor.Cleanup) error {
+		for i, t := range targets {
+			tsh := sh
+			if i > 0 {
+				var err error
+				if tsh, err = sh.WithTarget(ctx, t, cleanup); err != nil {
+					return err
+				}
+			}
+			targetStarted := time.Now()
+			out, err := gate.Run(ctx, tsh, plans[i])
+			if err != nil {
+				return err
+			}
+			out.Infra = sh.Infra.Name()
+			out.Target = t.Name
+			if out.Timing != nil {
+				out.Timing.TotalMS = time.Since(targetStarted).Milliseconds()
+				if i == 0 {
+					out.Timing.TotalMS = time.Since(started).Milliseconds()
+				}
+			}
+			outs[i] = out
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	// The verdict is in once the runs are over and the infrastructure is
-	// down; the report is written after.
-	if out.Timing != nil {
-		out.Timing.TotalMS = time.Since(started).Milliseconds()
-	}
+	// The verdicts are in once the runs are over and the infrastructure is
+	// down; the reports are written after.
 	rep.Stop()
-	printGate(stdout, out, plan.Catches)
-	printTiming(stdout, out.Timing, out.Scenarios, "gate", waits(true, c.target.Lease))
-	if err := writeReport(ctx, dir, out, stdout, rep); err != nil {
-		return err
+	pass := true
+	for i, t := range targets {
+		out := outs[i]
+		reportDir := dir
+		if len(targets) > 1 {
+			fmt.Fprintf(stdout, "\n== target %s (%s)\n", t.Name, t.Path)
+			reportDir = filepath.Join(dir, t.Name)
+			if err := os.MkdirAll(reportDir, 0o755); err != nil {
+				return fmt.Errorf("report folder: %w", err)
+			}
+		}
+		printGate(stdout, out, plans[i].Catches)
+		printTiming(stdout, out.Timing, out.Scenarios, "gate", waits(true, t.Lease))
+		if err := writeReport(ctx, reportDir, out, stdout, rep); err != nil {
+			return err
+		}
+		pass = pass && out.Pass
 	}
-	if !out.Pass {
+	if len(targets) > 1 {
+		for i, t := range targets {
+			fmt.Fprintf(stdout, "target %-16s %s\n", t.Name, map[bool]string{true: "PASS", false: "FAIL"}[outs[i].Pass])
+		}
+		fmt.Fprintf(stdout, "whole gate: %s\n", time.Since(started).Round(time.Second))
+	}
+	if !pass {
 		return errViolation
 	}
 	return nil

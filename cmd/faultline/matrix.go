@@ -21,7 +21,7 @@ const termWidth = 100
 // termWidth.
 func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 	fmt.Fprintln(w, "correct pipeline:")
-	failed := 0
+	failed, notRun := 0, 0
 	nameW := 0
 	for _, r := range run.Scenarios {
 		if r.Variant == "correct" {
@@ -33,7 +33,11 @@ func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 		if r.Variant != "correct" {
 			continue
 		}
-		if r.Verdict != result.Pass {
+		switch r.Verdict {
+		case result.Pass:
+		case result.NotRun:
+			notRun++
+		default:
 			failed++
 		}
 		head := fmt.Sprintf("  %-*s  seed %-6d  %-7s  ", nameW, r.Name, r.Seed, r.Verdict)
@@ -110,7 +114,12 @@ func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 			caught++
 		}
 	}
-	fmt.Fprintf(w, "\n%d/%d correct-pipeline runs passed; %d/%d variants caught\n", countCorrect(run)-failed, countCorrect(run), caught, len(run.Variants))
+	ran := countCorrect(run) - notRun
+	fmt.Fprintf(w, "\n%d/%d correct-pipeline runs passed", ran-failed, ran)
+	if notRun > 0 {
+		fmt.Fprintf(w, " (%d more not run: the target does not offer what they need)", notRun)
+	}
+	fmt.Fprintf(w, "; %d/%d variants caught\n", caught, len(run.Variants))
 }
 
 // printWrapped prints text wrapped after head (see wrap).

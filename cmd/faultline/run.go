@@ -32,10 +32,12 @@ type common struct {
 	targetPath string
 	target     *target.Target
 	noEventLog bool
+	// more are the gate's further --target files (the gate takes several).
+	morePaths []string
+	more      []*target.Target
 }
 
 func (c *common) flags(fs *flag.FlagSet) {
-	targetFlag(fs, &c.targetPath)
 	fs.BoolVar(&c.noEventLog, "no-event-log", false, "judge the target as if it wrote no event log and offered no crash point: only what faultline sees from outside (contract, audit trail, tap queue, broker)")
 	fs.StringVar(&c.out, "out", "", "report folder (default: a new folder under reports/, with reports/latest pointing at it)")
 	fs.Int64Var(&c.seed, "seed", 0, "seed of the fault schedules (default: drawn and printed)")
@@ -58,8 +60,35 @@ func (c *common) resolve() error {
 		return err
 	}
 	c.target = t
+	for _, p := range c.morePaths {
+		o, err := loadTarget(p)
+		if err != nil {
+			return err
+		}
+		c.more = append(c.more, o)
+	}
 	if c.noEventLog {
 		c.target = t.WithoutEventLogs()
+		for i, o := range c.more {
+			c.more[i] = o.WithoutEventLogs()
+		}
+	}
+	return nil
+}
+
+// targets are every target the command attacks, the first first.
+func (c *common) targets() []*target.Target { return append([]*target.Target{c.target}, c.more...) }
+
+// targetsFlag is a repeatable --target: the first path, then the others.
+type targetsFlag struct{ c *common }
+
+func (f targetsFlag) String() string { return "" }
+
+func (f targetsFlag) Set(v string) error {
+	if f.c.targetPath == "" {
+		f.c.targetPath = v
+	} else {
+		f.c.morePaths = append(f.c.morePaths, v)
 	}
 	return nil
 }
@@ -117,6 +146,12 @@ func outDir(flagValue string) (string, error) {
 // down — also on Ctrl-C. Runs keep their folders under dir/runs, and
 // Toxiproxy's own log goes to dir/toxiproxy.log.
 func withShared(ctx context.Context, c common, dir string, stderr io.Writer, fn func(*runner.Shared) error) error {
+	return withSharedCleanup(ctx, c, dir, stderr, func(sh *runner.Shared, _ *supervisor.Cleanup) error { return fn(sh) })
+}
+
+// withSharedCleanup is withShared, with the cleanup that what fn starts
+// registers on.
+func withSharedCleanup(ctx context.Context, c common, dir string, stderr io.Writer, fn func(*runner.Shared, *supervisor.Cleanup) error) error {
 	cleanup := supervisor.NewCleanup()
 	stop := cleanup.OnSignal()
 	defer stop()
@@ -127,7 +162,7 @@ func withShared(ctx context.Context, c common, dir string, stderr io.Writer, fn 
 	if err != nil {
 		return err
 	}
-	return fn(sh)
+	return fn(sh, cleanup)
 }
 
 var progressMu sync.Mutex
@@ -142,6 +177,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var c common
 	c.flags(fs)
+	targetFlag(fs, &c.targetPath)
 	variant := fs.String("variant", "", "run on this broken variant instead of the correct pipeline")
 	all := fs.Bool("all", false, "run every scenario")
 	schedule := fs.String("schedule", "", "replay a schedule file that faultline explore wrote (its seed and variant unless given)")

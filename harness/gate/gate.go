@@ -195,10 +195,24 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 	out := result.Run{Schema: result.Schema, Seed: plan.Seeds[0], Seeds: plan.Seeds, Started: started, Scenarios: results}
 	out.Variants = Verdicts(plan.Catches, results)
 	out.Pass = true
+	ran := 0
 	for _, r := range results {
-		if r.Variant == variantName("") && r.Verdict != result.Pass {
+		if r.Variant != variantName("") {
+			continue
+		}
+		switch r.Verdict {
+		case result.Pass:
+			ran++
+		case result.NotRun:
+			// A scenario that needs what the target does not offer is
+			// reported not run, with its reason: neither passed nor failed.
+		default:
+			ran++
 			out.Pass = false
 		}
+	}
+	if ran == 0 && !plan.VariantsOnly {
+		out.Pass = false // nothing could be run: nothing was shown
 	}
 	for _, v := range out.Variants {
 		if !v.Caught {
