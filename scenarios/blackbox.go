@@ -22,9 +22,6 @@ import (
 func blackBox() []runner.Scenario {
 	// past the lease: the reference's and the examples' leases are 2 s
 	const pastLease = 5 * time.Second
-	claim := func(rng *rand.Rand) fault.OnCommit {
-		return fault.OnCommit{Process: "relay-1", Table: fault.TableOutbox, Status: "Processing", Nth: between(rng, 2, 4)}
-	}
 	return []runner.Scenario{
 		{
 			Name: "blackbox-producer-killed-at-commit", Window: "fact committed, event not yet published (black-box)",
@@ -45,9 +42,9 @@ func blackBox() []runner.Scenario {
 			Description: "relay-1 is SIGKILLed the moment one of its claims commits (a trigger on the outbox tells): its rows must be claimed again by another relay after the lease.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				c := claim(rng)
+				c, slow := slowConfirms(rng)
 				c.Action, c.RestartAfter = fault.ActKill, 300*time.Millisecond
-				return []fault.Fault{c}
+				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.ReclaimedByAnother()},
 		},
@@ -56,9 +53,9 @@ func blackBox() []runner.Scenario {
 			Description: "relay-1 is frozen (SIGSTOP) the moment one of its claims commits, for longer than the lease; another relay takes the rows over; when relay-1 thaws, its writes to those rows must be refused — the audit trail of the outbox shows any it was allowed.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				c := claim(rng)
+				c, slow := slowConfirms(rng)
 				c.Action, c.Hold = fault.ActPause, pastLease
-				return []fault.Fault{c}
+				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.ReclaimedByAnother()},
 		},
@@ -129,6 +126,30 @@ func blackBox() []runner.Scenario {
 			Evidence: []check.Evidence{check.BrokerRedelivered()},
 		},
 		{
+			Name: "blackbox-consumer-db-cut-mid-transaction", Window: "consumer's COMMIT meets a dead connection (black-box)",
+			Description: "Every statement the consumer sends its database is slowed by 200 ms, so its transactions are long; 100 ms after one of its effects commits — the next transaction's statements, or its COMMIT, on the wire — the link is cut for 2 s. The consumer cannot know whether that transaction committed: it must not ack it, and every event still takes effect once.",
+			Workload:    steady(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				at := fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}
+				return []fault.Fault{
+					fault.Toxic{Link: "consumer.pg", Toxic: proxies.Latency{Latency: 200 * time.Millisecond, Stream: proxies.Upstream}, Trigger: at, Duration: 1500 * time.Millisecond},
+					fault.OnCommit{Process: "consumer", Table: fault.TableEffects, Nth: 1, Trigger: fault.Trigger{AfterOrders: at.AfterOrders, Delay: 300 * time.Millisecond},
+						Cut: []string{"consumer.pg"}, CutAfter: 100 * time.Millisecond, CutFor: 2 * time.Second, Action: fault.ActNone},
+				}
+			},
+		},
+		{
+			Name: "blackbox-broker-restart", Window: "broker goes away mid-stream (black-box)",
+			Description: "The RabbitMQ node is SIGKILLed mid-stream and started again: the target's processes must reconnect by themselves, and every event take effect once.",
+			Workload:    steady(),
+			Exclusive:   true,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				// As in broker-restart: RabbitMQ 3.10 can forget a quorum
+				// queue declared less than about half a second before a crash.
+				return []fault.Fault{fault.BrokerRestart{Trigger: fault.Trigger{AfterOrders: int64(between(rng, 20, 60)), Delay: time.Second}, Down: 500 * time.Millisecond}}
+			},
+		},
+		{
 			Name: "blackbox-unroutable-then-routable", Window: "unroutable message gets a positive confirm (black-box)",
 			Description: "The consumer's queue (and faultline's tap) lose their bindings for 3 s: publishes are unroutable and must come back to the relay, be retried with backoff (the audit trail shows the rows sent back to Pending) and delivered once the bindings are back, none given up.",
 			Workload:    steady(),
@@ -152,11 +173,11 @@ func blackBox() []runner.Scenario {
 }
 
 // slowConfirms is relay-1's first claim after a trigger, with its broker's
-// answers 150 ms late from the trigger on: the link fault the scenario puts
-// on at the commit of that claim is then in place before relay-1 has its
-// confirms and writes Published (a commit notification and a toxic take a
-// few milliseconds; an unslowed relay can publish, be confirmed and mark
-// in less).
+// answers 150 ms late from the trigger on: what the scenario does at the
+// commit of that claim (a kill, a freeze, a link fault) then lands before
+// relay-1 has its confirms and writes Published (a commit notification, a
+// signal and a toxic take a few milliseconds; an unslowed relay can
+// publish, be confirmed and mark in less).
 func slowConfirms(rng *rand.Rand) (fault.OnCommit, fault.Toxic) {
 	at := fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
 	c := fault.OnCommit{Process: "relay-1", Table: fault.TableOutbox, Status: "Processing", Nth: 1,

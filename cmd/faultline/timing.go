@@ -64,24 +64,43 @@ func printTiming(w io.Writer, t *result.Timing, runs []result.Scenario, whole st
 		{"median scenario", secs(t.ScenarioMedianMS), against("scenario median")},
 		{"slowest scenario", secs(t.ScenarioMaxMS), slowest(runs, t.ScenarioMaxMS)},
 	} {
-		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-24s %7s  %s", r[0], r[1], r[2]), " "))
+		head := fmt.Sprintf("  %-24s %7s  ", r[0], r[1])
+		if r[2] == "" {
+			fmt.Fprintln(w, strings.TrimRight(head, " "))
+			continue
+		}
+		printWrapped(w, head, strings.Repeat(" ", len(head)), r[2])
 	}
 
 	fmt.Fprintln(w, "runs, slowest first (seconds):")
 	sorted := slowestFirst(runs)
 	names := make([]string, len(sorted))
+	// The figures take 2 + 8 + 6×(1+10) columns at most; a name that
+	// leaves no room for them on a 100-column line gets a line of its own.
+	cols := 0
+	for _, c := range phaseColumns {
+		cols += 1 + colWidth(c)
+	}
+	room := termWidth - 2 - 8 - cols
 	width := len("run")
 	for i, r := range sorted {
 		names[i] = fmt.Sprintf("%s [%s] seed %d", r.Name, r.Variant, r.Seed)
-		width = max(width, len(names[i]))
+		if len(names[i]) <= room {
+			width = max(width, len(names[i]))
+		}
 	}
 	header := fmt.Sprintf("  %-*s %7s", width, "run", "wall")
 	for _, c := range phaseColumns {
-		header += fmt.Sprintf(" %*s", max(len(c), 5), c)
+		header += fmt.Sprintf(" %*s", colWidth(c), phaseLabel[c])
 	}
 	fmt.Fprintln(w, header)
 	for i, r := range sorted {
-		row := fmt.Sprintf("  %-*s", width, names[i])
+		name := names[i]
+		if len(name) > width {
+			fmt.Fprintf(w, "  %s\n", name)
+			name = ""
+		}
+		row := fmt.Sprintf("  %-*s", width, name)
 		if r.Verdict == result.NotRun {
 			fmt.Fprintln(w, row+" "+fmt.Sprintf("%7s", "not run"))
 			continue
@@ -96,17 +115,26 @@ func printTiming(w io.Writer, t *result.Timing, runs []result.Scenario, whole st
 			if ms, ok := took[c]; ok {
 				cell = fmt.Sprintf("%.1f", float64(ms)/1000)
 			}
-			row += fmt.Sprintf(" %*s", max(len(c), 5), cell)
+			row += fmt.Sprintf(" %*s", colWidth(c), cell)
 		}
 		fmt.Fprintln(w, row)
 	}
 	if len(waitLines) > 0 {
 		fmt.Fprintln(w, "where runs wait:")
 		for _, l := range waitLines {
-			fmt.Fprintf(w, "  %s\n", l)
+			printWrapped(w, "  ", "    ", l)
 		}
 	}
 }
+
+// phaseLabel is a phase's column header: short, so a run's figures fit
+// beside its name in 100 columns.
+var phaseLabel = map[string]string{
+	runner.PhaseInfra: "infra", runner.PhaseWorkload: "load", runner.PhaseFaults: "fault",
+	runner.PhaseConverging: "conv", runner.PhaseChecking: "check", result.Teardown: "down",
+}
+
+func colWidth(phase string) int { return max(len(phaseLabel[phase]), 5) }
 
 // secs prints milliseconds as seconds with one decimal.
 func secs(ms int64) string {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,9 +103,9 @@ func TestPrintTiming(t *testing.T) {
 				"  whole gate                 57.0s  goal ≤ 120.0s: met\n",
 				"  median scenario            11.1s  goal ≤ 12.0s: met\n",
 				"  slowest scenario           14.1s  relay-crash-after-claim [no-lease]\n",
-				"runs, slowest first (seconds):\n  run                                          wall infra workload faults converging checking teardown\n",
-				"  relay-crash-after-claim [no-lease] seed 7    14.1     -        -      -          -        -        -\n",
-				"  broker-nack [correct] seed 7                  8.0   0.6      5.0    0.0        2.1      0.1      0.2\n",
+				"runs, slowest first (seconds):\n  run                                          wall infra  load fault  conv check  down\n",
+				"  relay-crash-after-claim [no-lease] seed 7    14.1     -     -     -     -     -     -\n",
+				"  broker-nack [correct] seed 7                  8.0   0.6   5.0   0.0   2.1   0.1   0.2\n",
 				"  broker-restart [correct] seed 7           not run\n",
 				"where runs wait:\n  converging: quiet 1.5s\n",
 			},
@@ -161,4 +162,21 @@ func TestWaits(t *testing.T) {
 			assert.NotContains(t, all, no)
 		}
 	}
+}
+
+// The time to a verdict fits a 100-column terminal, however long the run
+// names and the start-up's parts.
+func TestPrintTimingFitsAHundredColumns(t *testing.T) {
+	runs := []result.Scenario{
+		{Name: "blackbox-consumer-db-cut-with-deliveries", Variant: "commit-error-ignored", Seed: 791624, Verdict: result.Fail, DurationMS: 20000},
+		{Name: "relay-pause-past-lease", Variant: "correct", Seed: 791624, Verdict: result.Pass, DurationMS: 9000},
+	}
+	timing := &result.Timing{InfraStartMS: 7300, StartPartsMS: map[string]int64{"infra": 7300, "postgres": 1600, "rabbitmq": 7300, "build": 3200, "toxiproxy": 10},
+		RunsMS: 118000, TotalMS: 126000, ScenarioMedianMS: 24000, ScenarioMaxMS: 20000, GoalTotalMS: 120000, GoalScenarioMedianMS: 10000}
+	var b bytes.Buffer
+	printTiming(&b, timing, runs, "gate", waits(true, 2*time.Second))
+	for _, line := range strings.Split(b.String(), "\n") {
+		assert.LessOrEqual(t, utf8.RuneCountInString(line), 100, "%q", line)
+	}
+	assert.Contains(t, b.String(), "blackbox-consumer-db-cut-with-deliveries [commit-error-ignored] seed 791624\n")
 }

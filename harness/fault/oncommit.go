@@ -33,7 +33,7 @@ type OnCommit struct {
 	Nth     int
 	Trigger Trigger
 
-	Cut       []string      // link references to take down CutAfter after the commit
+	Cut       []string // link references to take down CutAfter after the commit
 	CutAfter  time.Duration
 	CutFor    time.Duration // how long they stay down
 	ToxicLink string        // a link to put Toxic on at the commit

@@ -200,6 +200,16 @@ contract:
     database: inventory
     sql: @INBOX_EXPIRE@
 
+# The tables faultline may watch from outside, for the black-box scenarios
+# (they need no crash point and no event log): it installs triggers on them
+# in each run's own databases — an audit trail of every outbox write with
+# its writer, and a notification the moment a writing transaction commits.
+# These are the article's tables; name yours if they differ.
+observe:
+  outbox: {database: orders, table: outbox_messages, event_id: event_id, status: status, claim: locked_by}
+  facts: {database: orders, table: orders}
+  effects: {database: inventory, table: inventory_reservations, event_id: event_id}
+
 # Knobs a scenario may turn, as this pipeline's own arguments or
 # environment for the processes of one role; templates may use {{value}}:
 #   retry-budget: {role: relay, args: ["--retry-budget={{value}}"]}
