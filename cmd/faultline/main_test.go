@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -85,4 +88,52 @@ func TestCheckTargetMalformedFile(t *testing.T) {
 	for _, want := range []string{"broken.yaml:3: databse: unknown field", `broken.yaml:7: processes[0].command[1]: unknown placeholder "pg_url"`, "broken.yaml:8: processes[0].ready", "nothing started"} {
 		assert.Contains(t, out.String(), want)
 	}
+}
+
+// check-target on a well-formed file that is wrong about its pipeline
+// starts the pipeline once, reports each seeded mistake with its own clear
+// message, and leaves no process of its own behind.
+func TestCheckTargetReportsEveryRuntimeProblem(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL and RabbitMQ; not in -short")
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"check-target", "testdata/runtime-broken/faultline.yaml"}, &out, &errOut)
+	assert.Equal(t, exitViolation, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	for _, want := range []string{
+		`topology.queue: the target never declared queue "inventory.no-such-queue"`,
+		"relay-1 never became ready", "flag provided but not defined: -no-such-flag",
+		`does not serve crash point "order.after-comit"`,
+		"contract.facts", "column o.no_such_column does not exist",
+		"observe: observe.effects: table reservations does not exist",
+	} {
+		assert.Contains(t, out.String(), want)
+	}
+	assert.Contains(t, out.String(), "ok    inventory (consumer) started and became ready", "what holds is said too")
+	assert.Empty(t, children(t), "check-target left processes behind")
+}
+
+// children are the processes whose parent is this test process.
+func children(t *testing.T) []string {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	require.NoError(t, err)
+	var out []string
+	me := os.Getpid()
+	for _, p := range stats {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(data[i+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(me) {
+			out = append(out, string(data[:i+1]))
+		}
+	}
+	return out
 }

@@ -108,7 +108,11 @@ func cmdCheckTarget(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "  ok    %s\n", h)
 	}
 	for _, p := range found {
-		fmt.Fprintf(stdout, "%s:%s\n", t.Path, p)
+		if p.Line > 0 {
+			fmt.Fprintf(stdout, "%s:%d: %s: %s\n", t.Path, p.Line, p.Field, p.Message)
+		} else {
+			fmt.Fprintf(stdout, "%s: %s: %s\n", t.Path, p.Field, p.Message)
+		}
 	}
 	if len(found) > 0 {
 		fmt.Fprintf(stdout, "%s: %d problem(s)\n", t.Path, len(found))

@@ -97,7 +97,7 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 		}
 		if err != nil {
 			failed[in.proc.Role] = true
-			add(field, line, "%s never became ready: %v", in.name, err)
+			add(field, line, "%s never became ready: %s", in.name, lastLines(err.Error(), 8))
 		} else {
 			held = append(held, fmt.Sprintf("%s (%s) started and became ready", in.name, in.proc.Role))
 		}
@@ -115,6 +115,14 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 	}
 	r.checkTopology(ctx, add, &held)
 	r.checkCrashPoints(ctx, add, &held)
+	r.obsv = &observers{commits: fault.NewCommits()}
+	r.installObservers(ctx)
+	if len(r.obsv.why) == 0 {
+		held = append(held, "observe: triggers on the outbox, facts and effects tables, and the tap queue, in place")
+	}
+	for _, why := range r.obsv.why {
+		add("observe", 0, "%s", why)
+	}
 	if failed["producer"] || failed["consumer"] || failed["queue"] {
 		add("workload", t.Workload.Create.Line, "not tried: the pipeline did not start")
 		r.checkQueries(ctx, "", add, &held)
@@ -265,12 +273,16 @@ func (r *run) checkQueries(ctx context.Context, eventID string, add func(string,
 	only := func(name string, q *target.Query) func() error {
 		return func() error {
 			s := src
-			s.Contract = target.Contract{Facts: c.Facts, Effects: c.Effects}
+			// every other query a no-op, so one problem is reported once
+			s.Contract = target.Contract{
+				Facts:   target.Query{Database: c.Facts.Database, SQL: "SELECT '' AS aggregate_id WHERE false"},
+				Effects: target.Query{Database: c.Effects.Database, SQL: "SELECT '' AS event_id, '' AS aggregate_id WHERE false"},
+			}
 			switch name {
 			case "facts":
-				s.Contract.Effects = target.Query{Database: c.Facts.Database, SQL: "SELECT '' AS event_id, '' AS aggregate_id WHERE false"}
+				s.Contract.Facts = c.Facts
 			case "effects":
-				s.Contract.Facts = target.Query{Database: c.Effects.Database, SQL: "SELECT '' AS aggregate_id WHERE false"}
+				s.Contract.Effects = c.Effects
 			case "outbox":
 				s.Contract.Outbox = q
 			case "held_back":
@@ -321,4 +333,14 @@ func (r *run) checkQueries(ctx context.Context, eventID string, add func(string,
 		_, err = tx.Exec(ctx, c.InboxExpire.SQL)
 		return err
 	})
+}
+
+// lastLines keeps the first line of a message and its last n lines (a
+// process's output can be a whole usage text).
+func lastLines(msg string, n int) string {
+	lines := strings.Split(strings.TrimRight(msg, "\n"), "\n")
+	if len(lines) <= n+1 {
+		return msg
+	}
+	return lines[0] + "\n  …\n" + strings.Join(lines[len(lines)-n:], "\n")
 }
