@@ -96,27 +96,19 @@ func TapDuplicates(o *Observation) (extra int, ids []string) {
 	return extra, ids
 }
 
-// ReclaimedByAnother (black-box): the audit trail shows a row claimed by
-// one writer and claimed again by another without the first having settled
-// it: a claim taken over after its lease.
+// ReclaimedByAnother (black-box): the audit trail shows a row still
+// Processing under one claim claimed again under another: its lease ran out
+// and a claim took it over (another relay's, or the same relay's after a
+// restart — the claim id is new either way).
 func ReclaimedByAnother() Evidence {
 	return Evidence{
-		Name:  "a row claimed by one relay claimed again by another (audit trail)",
+		Name:  "a row claimed again under another claim after its lease (audit trail)",
 		Needs: []Need{NeedAudit},
 		Check: func(o *Observation) (bool, string) {
-			holder := map[string]string{}
 			for _, a := range o.Audit {
-				if a.Op != "UPDATE" {
-					continue
+				if a.claims() && a.OldStatus == "Processing" && a.OldClaim != "" {
+					return true, fmt.Sprintf("%s taken over: claim %s, then %s (by %s)", a.EventID, a.OldClaim, a.NewClaim, a.Writer)
 				}
-				if a.claims() {
-					if h, ok := holder[a.EventID]; ok && h != a.Writer {
-						return true, fmt.Sprintf("%s claimed by %s, then by %s", a.EventID, h, a.Writer)
-					}
-					holder[a.EventID] = a.Writer
-					continue
-				}
-				delete(holder, a.EventID) // settled (marked or retried) by its holder
 			}
 			return false, fmt.Sprintf("%d outbox writes audited, no row taken over", len(o.Audit))
 		},

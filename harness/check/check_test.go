@@ -202,3 +202,30 @@ func TestCheckIsInvariantsAndCounts(t *testing.T) {
 	assert.Positive(t, c.Phantom)
 	assert.Positive(t, c.DuplicateEffects)
 }
+
+// From the audit trail alone: a write from a writer whose claim another
+// writer took over is a stale write; the holder's own writes are not; a
+// takeover is seen whoever takes over.
+func TestAuditStaleWritesAndTakeovers(t *testing.T) {
+	row := func(writer, old, new, oldClaim, newClaim string) AuditRow {
+		return AuditRow{Writer: writer, Op: "UPDATE", EventID: "E1", OldStatus: old, NewStatus: new, OldClaim: oldClaim, NewClaim: newClaim}
+	}
+	for _, tc := range []struct {
+		name      string
+		audit     []AuditRow
+		stale     []string
+		takenOver bool
+	}{
+		{"claim and mark by the holder", []AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-1", "Processing", "Published", "c1", "")}, nil, false},
+		{"takeover, then the new holder marks", []AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-2", "Processing", "Processing", "c1", "c2"), row("relay-2", "Processing", "Published", "c2", "")}, nil, true},
+		{"takeover, then the old holder writes", []AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-2", "Processing", "Processing", "c1", "c2"), row("relay-2", "Processing", "Published", "c2", ""), row("relay-1", "Published", "Published", "", "")}, []string{"E1"}, true},
+		{"the same relay, restarted, takes its rows over", []AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-1", "Processing", "Processing", "c1", "c3")}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &Observation{Audit: tc.audit, HasAudit: true}
+			assert.ElementsMatch(t, tc.stale, AuditStaleWrites(o))
+			seen, _ := ReclaimedByAnother().Check(o)
+			assert.Equal(t, tc.takenOver, seen)
+		})
+	}
+}
