@@ -139,17 +139,6 @@ func blackBox() []runner.Scenario {
 			},
 		},
 		{
-			Name: "blackbox-broker-restart", Window: "broker goes away mid-stream (black-box)",
-			Description: "The RabbitMQ node is SIGKILLed mid-stream and started again: the target's processes must reconnect by themselves, and every event take effect once.",
-			Workload:    steady(),
-			Exclusive:   true,
-			Faults: func(rng *rand.Rand) []fault.Fault {
-				// As in broker-restart: RabbitMQ 3.10 can forget a quorum
-				// queue declared less than about half a second before a crash.
-				return []fault.Fault{fault.BrokerRestart{Trigger: fault.Trigger{AfterOrders: int64(between(rng, 20, 60)), Delay: time.Second}, Down: 500 * time.Millisecond}}
-			},
-		},
-		{
 			Name: "blackbox-unroutable-then-routable", Window: "unroutable message gets a positive confirm (black-box)",
 			Description: "The consumer's queue (and faultline's tap) lose their bindings for 3 s: publishes are unroutable and must come back to the relay, be retried with backoff (the audit trail shows the rows sent back to Pending) and delivered once the bindings are back, none given up.",
 			Workload:    steady(),
