@@ -86,13 +86,10 @@ func (p *plain) Stop() {}
 // bars prints a progress bar for a run's long phase each time it has moved
 // on by a fifth, so parallel runs stay readable on stderr.
 type bars struct {
-	w      io.Writer
-	printf func(format string, args ...any) // nil: progress to w
+	printf func(format string, args ...any)
 	mu     sync.Mutex
 	last   map[string]int // run/phase → fifths printed
 }
-
-func newBars(w io.Writer) *bars { return &bars{w: w, last: map[string]int{}} }
 
 func (b *bars) tick(run, phase string, done float64) {
 	fifths := int(done * 5)
@@ -105,11 +102,7 @@ func (b *bars) tick(run, phase string, done float64) {
 	}
 	b.last[key] = fifths
 	b.mu.Unlock()
-	if b.printf != nil {
-		b.printf("  %s: %-10s %s", run, phase, bar(done))
-		return
-	}
-	progress(b.w, "  %s: %-10s %s", run, phase, bar(done))
+	b.printf("  %s: %-10s %s", run, phase, bar(done))
 }
 
 // bar renders done (0..1) as [#####-----] 50%.

@@ -229,3 +229,19 @@ func TestAuditStaleWritesAndTakeovers(t *testing.T) {
 		})
 	}
 }
+
+// Optional evidence is not checked where the target does not give what it
+// reads, and checked — and can fail — where it does.
+func TestOptionalEvidence(t *testing.T) {
+	ev := Optional(AtLeast(1, eventlog.Fenced))
+	blind := &Observation{LogRoles: map[string]bool{}}
+	got := Evaluate(blind, []Evidence{ev})
+	require.Len(t, got, 1)
+	assert.True(t, got[0].NotChecked)
+	assert.False(t, got[0].Seen)
+	assert.Contains(t, got[0].Detail, string(NeedRelayLog))
+	logged := &Observation{LogRoles: map[string]bool{"relay": true}}
+	got = Evaluate(logged, []Evidence{ev})
+	assert.False(t, got[0].NotChecked)
+	assert.False(t, got[0].Seen, "checked, and not seen: no fenced line")
+}

@@ -12,9 +12,39 @@ import (
 type Evidence struct {
 	Name string
 	// Needs are what the evidence is read from; a target that does not
-	// give one of them cannot show it, and the scenario is not run there.
-	Needs []Need
-	Check func(o *Observation) (seen bool, detail string)
+	// give one of them cannot show it, and the scenario is not run there —
+	// unless the evidence is Optional: then it is reported not checked on
+	// such a target, and the scenario rests on its faults and invariants.
+	Needs    []Need
+	Optional bool
+	Check    func(o *Observation) (seen bool, detail string)
+}
+
+// Optional is e where the target gives what it needs, not checked elsewhere.
+func Optional(e Evidence) Evidence {
+	e.Optional = true
+	return e
+}
+
+// Has reports whether the observation gives what need names.
+func (o *Observation) Has(need Need) bool {
+	switch need {
+	case NeedProducerLog:
+		return o.HasLog("producer")
+	case NeedRelayLog:
+		return o.HasLog("relay")
+	case NeedConsumerLog:
+		return o.HasLog("consumer")
+	case NeedOutbox:
+		return o.HasOutbox
+	case NeedDLQ:
+		return o.HasDLQ
+	case NeedAudit:
+		return o.HasAudit
+	case NeedTap:
+		return o.HasTap
+	}
+	return true
 }
 
 // Need is something of the target's that evidence is read from.
@@ -61,10 +91,24 @@ func writerOf(event string) Need {
 func Evaluate(o *Observation, evidence []Evidence) []result.Evidence {
 	out := make([]result.Evidence, 0, len(evidence))
 	for _, e := range evidence {
+		if missing := missingNeed(o, e); e.Optional && missing != "" {
+			out = append(out, result.Evidence{Name: e.Name, NotChecked: true, Detail: "not checked: the target gives no " + missing})
+			continue
+		}
 		seen, detail := e.Check(o)
 		out = append(out, result.Evidence{Name: e.Name, Seen: seen, Detail: detail})
 	}
 	return out
+}
+
+// missingNeed names the first need of e the observation does not give.
+func missingNeed(o *Observation, e Evidence) string {
+	for _, n := range e.Needs {
+		if !o.Has(n) {
+			return string(n)
+		}
+	}
+	return ""
 }
 
 // AtLeast: at least n log lines of the event.

@@ -159,22 +159,10 @@ func (env *Env) Link(ref string) (*proxies.Link, error) {
 // Point is the own name of the crash point at window of the instance ref.
 func (env *Env) Point(ref, window string) (string, error) { return env.Roles.Point(ref, window) }
 
-// Query is the contract query name, or an error saying the target's
-// contract has none.
-func (env *Env) Query(name string) (target.Query, *pgxpool.Pool, error) {
-	var q *target.Query
-	switch name {
-	case "payload":
-		q = env.Contract.Payload
-	case "inbox_expire":
-		q = env.Contract.InboxExpire
-	case "outbox":
-		q = env.Contract.Outbox
-	case "inbox":
-		q = env.Contract.Inbox
-	case "held_back":
-		q = env.Contract.HeldBack
-	}
+// Query is the contract query q (named name, for messages) with a pool on
+// the run's copy of its database, or an error saying the target's contract
+// has none.
+func (env *Env) Query(q *target.Query, name string) (target.Query, *pgxpool.Pool, error) {
 	if q == nil {
 		return target.Query{}, nil, fmt.Errorf("the target's contract has no %s query", name)
 	}

@@ -64,7 +64,7 @@ func (r RetentionReplay) Inject(ctx context.Context, env *Env) result.Fault {
 		return fail(false, err)
 	}
 	id := first.EventID
-	q, pool, err := env.Query("payload")
+	q, pool, err := env.Query(env.Contract.Payload, "payload")
 	if err != nil {
 		return fail(false, err, id)
 	}
@@ -81,7 +81,7 @@ func (r RetentionReplay) Inject(ctx context.Context, env *Env) result.Fault {
 		return fail(true, fmt.Errorf("replay inside the retention was not absorbed: %w", err), id)
 	}
 	env.Logf("replay of %s absorbed by the inbox", id)
-	q, pool, err = env.Query("inbox_expire")
+	q, pool, err = env.Query(env.Contract.InboxExpire, "inbox_expire")
 	if err != nil {
 		return fail(true, err, id)
 	}

@@ -14,7 +14,6 @@ import (
 	"faultline/harness/check"
 	"faultline/harness/fault"
 	"faultline/harness/result"
-	"faultline/harness/supervisor"
 	"faultline/harness/target"
 	"faultline/harness/workload"
 	"faultline/proxies"
@@ -73,45 +72,29 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 
 	// Every process, consumers first; one that fails is reported and the
 	// others are still tried.
-	outLog, err := os.Create(filepath.Join(r.dir, "supervisor.log"))
-	if err != nil {
+	if err := r.newSupervisor(); err != nil {
 		add("run folder", 0, "%v", err)
 		return held, problems
 	}
-	r.cleanup = append(r.cleanup, func(context.Context) { outLog.Close() })
-	r.sup = supervisor.New(r.dir, outLog)
-	sh.track(r.dir, r.sup)
-	r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = r.sup.StopAll(ctx) })
 	failed := map[string]bool{}
-	consumers, started := 0, 0
-	for _, in := range r.instances {
-		if in.proc.Role == "consumer" {
-			consumers++
+	r.startInstances(ctx, nil, func(in instance, err error) bool {
+		if in.name == "" {
+			failed["queue"] = true
+			add("topology.queue", 0, "the target never declared queue %q with a consumer on it: %v", t.Topology.Queue, err)
+			return true
 		}
-	}
-	for _, in := range r.instances {
+		failed[in.proc.Role] = true
 		field, line := processField(t, in.proc)
-		spec, err := r.spec(in, nil)
-		if err == nil {
-			_, err = r.sup.Start(ctx, spec)
-		}
-		if err != nil {
-			failed[in.proc.Role] = true
-			add(field, line, "%s never became ready: %s", in.name, lastLines(err.Error(), 8))
-		} else {
+		add(field, line, "%s never became ready: %s", in.name, lastLines(err.Error(), 8))
+		return true
+	})
+	for _, in := range r.instances {
+		if _, ok := r.sup.Process(in.name); ok {
 			held = append(held, fmt.Sprintf("%s (%s) started and became ready", in.name, in.proc.Role))
 		}
-		if in.proc.Role == "consumer" {
-			started++
-			if started == consumers && !failed["consumer"] {
-				if err := r.waitConsuming(ctx); err != nil {
-					add("topology.queue", 0, "the target never declared queue %q with a consumer on it: %v", t.Topology.Queue, err)
-					failed["queue"] = true
-				} else {
-					held = append(held, fmt.Sprintf("queue %s declared and consumed", t.Topology.Queue))
-				}
-			}
-		}
+	}
+	if !failed["consumer"] && !failed["queue"] {
+		held = append(held, fmt.Sprintf("queue %s declared and consumed", t.Topology.Queue))
 	}
 	r.checkTopology(ctx, add, &held)
 	r.checkCrashPoints(ctx, add, &held)
@@ -132,7 +115,7 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 	// One fact through the whole pipeline.
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	wl := workload.New(sc.Workload, t.Workload, 1, r.producerAddr())
-	err = wl.Run(wctx)
+	err := wl.Run(wctx)
 	cancel()
 	if err != nil {
 		add("workload", t.Workload.Create.Line, "one fact with its %d steps did not go through: %v", len(t.Workload.Steps), err)

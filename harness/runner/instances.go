@@ -53,6 +53,33 @@ func (r *run) plan() []instance {
 	return out
 }
 
+// addresses picks the loopback addresses the instance keeps across its
+// restarts, from the shared allocator (never a port another run's process
+// or link may be given).
+func (in *instance) addresses(ports *supervisor.Ports) error {
+	var err error
+	if in.control, err = ports.Addr(); err != nil {
+		return err
+	}
+	in.http, err = ports.Addr()
+	return err
+}
+
+// logRoles are the roles every instance of which writes an event log.
+func (r *run) logRoles() map[string]bool {
+	out := map[string]bool{}
+	for _, role := range protocol.Roles() {
+		all := r.roles.Count(role) > 0
+		for _, in := range r.instances {
+			if in.proc.Role == role && !in.proc.EventLog {
+				all = false
+			}
+		}
+		out[role] = all
+	}
+	return out
+}
+
 func (r *run) faultInstances() []fault.Instance {
 	out := make([]fault.Instance, 0, len(r.instances))
 	for _, in := range r.instances {
@@ -82,8 +109,11 @@ func (r *run) unsupported(env *fault.Env, faults []fault.Fault) string {
 	if steps := r.sc.Workload.EventsPerOrder - 1; steps > len(t.Workload.Steps) {
 		why = append(why, fmt.Sprintf("the workload needs %d follow-up steps per fact, the target file gives %d", steps, len(t.Workload.Steps)))
 	}
-	logs := r.sources().LogRoles
+	logs := r.logRoles()
 	for _, e := range r.sc.Evidence {
+		if e.Optional {
+			continue // not checked where the target does not give its needs
+		}
 		for _, need := range e.Needs {
 			switch need {
 			case check.NeedProducerLog, check.NeedRelayLog, check.NeedConsumerLog:
@@ -143,17 +173,6 @@ func (r *run) values(in *instance) target.Values {
 func (r *run) spec(in instance, faults []fault.Fault) (supervisor.Spec, error) {
 	t := r.sh.Target
 	var err error
-	if in.control, err = supervisor.FreeAddr(); err != nil {
-		return supervisor.Spec{}, err
-	}
-	if in.http, err = supervisor.FreeAddr(); err != nil {
-		return supervisor.Spec{}, err
-	}
-	for i := range r.instances {
-		if r.instances[i].name == in.name {
-			r.instances[i] = in
-		}
-	}
 	vals := r.values(&in)
 	render := func(tpl target.Template) (string, error) {
 		out, err := tpl.Render(vals)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,6 +14,7 @@ import (
 	"faultline/harness/check"
 	"faultline/harness/fault"
 	"faultline/harness/target"
+	"github.com/faultline-dev/faultline/protocol"
 )
 
 // TapQueue is the queue faultline binds to the target's exchange with the
@@ -33,17 +33,42 @@ const notifyChannel = "faultline_commits"
 type observers struct {
 	commits *fault.Commits
 	// audit is set once the outbox's audit trigger is in place.
-	audit   bool
-	why     []string // what could not be installed
-	tapped  bool
-	tapConn *amqp.Connection
-	mu      sync.Mutex
+	audit  bool
+	why    []string // what could not be installed
+	tapped bool
 }
 
 func (o *observers) missing(format string, args ...any) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.why = append(o.why, fmt.Sprintf(format, args...))
+}
+
+// observeNeeds are what a run needs watched from outside: what its faults
+// are timed by and its evidence read from.
+func (r *run) observeNeeds(faults []fault.Fault) map[check.Need]bool {
+	need := map[check.Need]bool{}
+	for _, e := range r.sc.Evidence {
+		for _, n := range e.Needs {
+			switch n {
+			case check.NeedAudit, check.NeedTap, check.NeedCommits:
+				need[n] = true
+			}
+		}
+	}
+	for _, f := range faults {
+		if _, ok := f.(fault.CommitWaiter); ok {
+			need[check.NeedCommits] = true
+		}
+	}
+	return need
+}
+
+// watches says whether the run installs the observers: when it needs them,
+// or when the target's relays write no event log (then fencing rests on the
+// audit trail, and the publishes are counted by the tap). A run of a target
+// that speaks the protocol and needs none of it installs nothing: no
+// trigger slows the target's writes, no tap doubles its routing.
+func (r *run) watches(need map[check.Need]bool) bool {
+	return len(need) > 0 || !r.logRoles()[protocol.Relay]
 }
 
 // installObservers puts the triggers on the target's tables (they exist
@@ -192,7 +217,6 @@ func (r *run) bindTap() error {
 		conn.Close()
 		return err
 	}
-	defer ch.Close()
 	if _, err := ch.QueueDeclare(TapQueue, true, false, false, false, nil); err != nil {
 		conn.Close()
 		return fmt.Errorf("declare %s: %w", TapQueue, err)
@@ -203,9 +227,8 @@ func (r *run) bindTap() error {
 			return fmt.Errorf("bind %s to %s with %s: %w", TapQueue, tp.Exchange, key, err)
 		}
 	}
-	r.obsv.tapConn = conn
-	r.cleanup = append(r.cleanup, func(context.Context) { _ = conn.CloseDeadline(time.Now().Add(time.Second)) })
-	return nil
+	// the queue and its bindings outlive the connection
+	return conn.CloseDeadline(time.Now().Add(time.Second))
 }
 
 // readTap drains the tap queue: how many times each eventId (its

@@ -24,6 +24,7 @@ import (
 	"faultline/harness/target"
 	"faultline/harness/workload"
 	"faultline/proxies"
+	"github.com/faultline-dev/faultline/protocol"
 )
 
 // Shared is the infrastructure one test binary (or one CLI run) shares
@@ -50,7 +51,9 @@ type Shared struct {
 	// exclusive is held by a run that touches the shared broker, and read
 	// by every other run — of every target on this infrastructure.
 	exclusive *sync.RWMutex
-	logMu     sync.Mutex
+	// ports hands the processes of every run their addresses.
+	ports *supervisor.Ports
+	logMu sync.Mutex
 
 	activeMu sync.Mutex
 	active   map[string]*supervisor.Supervisor // runs under way: folder → its processes (nil before they start)
@@ -296,11 +299,14 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.startProcesses(ctx, faults); err != nil {
 		return err
 	}
-	r.installObservers(ctx)
+	need := r.observeNeeds(faults)
+	if r.watches(need) {
+		r.installObservers(ctx)
+	}
 	if r.obsv.tapped {
 		env.Tap = TapQueue
 	}
-	if why := r.unobservable(faults); why != "" {
+	if why := r.unobservable(need); why != "" {
 		r.res.Verdict = result.NotRun
 		return fmt.Errorf("not run on target %s: %s", r.sh.Target.Name, why)
 	}
@@ -393,7 +399,7 @@ func (r *run) execute(ctx context.Context) error {
 func (r *run) sources() check.Sources {
 	t := r.sh.Target
 	src := check.Sources{DB: r.pools, Contract: t.Contract, Topology: t.Topology, Queue: r.probe().queue,
-		LogRoles: map[string]bool{}, Windows: map[string]map[string]string{}, Instances: map[string]string{}}
+		LogRoles: r.logRoles(), Windows: map[string]map[string]string{}, Instances: map[string]string{}}
 	count := map[string]int{}
 	for _, in := range r.instances {
 		count[in.proc.Role]++
@@ -401,15 +407,6 @@ func (r *run) sources() check.Sources {
 		if count[in.proc.Role] == 1 {
 			src.Instances[in.proc.Role] = in.name
 		}
-	}
-	for _, role := range []string{"producer", "relay", "consumer"} {
-		all := r.roles.Count(role) > 0
-		for _, in := range r.instances {
-			if in.proc.Role == role && !in.proc.EventLog {
-				all = false
-			}
-		}
-		src.LogRoles[role] = all
 	}
 	for _, in := range r.instances {
 		w := map[string]string{}
@@ -429,19 +426,8 @@ func (r *run) sources() check.Sources {
 
 // unobservable says why a scenario that watches the target from outside
 // cannot run ("" if it can): what it needs was not installed.
-func (r *run) unobservable(faults []fault.Fault) string {
+func (r *run) unobservable(need map[check.Need]bool) string {
 	var why []string
-	need := map[check.Need]bool{}
-	for _, e := range r.sc.Evidence {
-		for _, n := range e.Needs {
-			need[n] = true
-		}
-	}
-	for _, f := range faults {
-		if _, ok := f.(fault.CommitWaiter); ok {
-			need[check.NeedCommits] = true
-		}
-	}
 	if (need[check.NeedAudit] && !r.obsv.audit) || (need[check.NeedCommits] && r.obsv.commits.Err() != nil) {
 		why = append(why, strings.Join(r.obsv.why, "; "))
 	}
@@ -579,8 +565,23 @@ func viaLink(raw string, link *proxies.Link, appName string) string {
 
 // startProcesses starts the target's consumers first (they declare the
 // queue) and waits until the queue has a consumer, then the relays, then
-// the producers — each instance through its own links.
+// the producers — each instance through its own links. The first failure
+// ends it.
 func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
+	if err := r.newSupervisor(); err != nil {
+		return err
+	}
+	var first error
+	r.startInstances(ctx, faults, func(_ instance, err error) bool {
+		first = err
+		return false
+	})
+	return first
+}
+
+// newSupervisor makes the run's supervisor, its log in the run's folder,
+// stopped at teardown (and by an interrupt).
+func (r *run) newSupervisor() error {
 	outLog, err := os.Create(filepath.Join(r.dir, "supervisor.log"))
 	if err != nil {
 		return fmt.Errorf("supervisor log: %w", err)
@@ -589,32 +590,47 @@ func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
 	r.sup = supervisor.New(r.dir, outLog)
 	r.sh.track(r.dir, r.sup)
 	r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = r.sup.StopAll(ctx) })
+	return nil
+}
 
+// startInstances starts every instance in start order and, once the last
+// consumer is up, waits until the queue has a consumer. A failure — an
+// instance that does not become ready (in is it), the queue never consumed
+// (in is zero) — goes to failed, which says whether to go on.
+func (r *run) startInstances(ctx context.Context, faults []fault.Fault, failed func(in instance, err error) bool) {
 	consumers := 0
 	for _, in := range r.instances {
-		if in.proc.Role == "consumer" {
+		if in.proc.Role == protocol.Consumer {
 			consumers++
 		}
 	}
-	started := 0
-	for _, in := range r.instances {
-		spec, err := r.spec(in, faults)
+	started, up := 0, 0
+	for i := range r.instances {
+		err := r.instances[i].addresses(r.sh.ports)
+		in := r.instances[i]
+		var spec supervisor.Spec
+		if err == nil {
+			spec, err = r.spec(in, faults)
+		}
+		if err == nil {
+			_, err = r.sup.Start(ctx, spec)
+		}
 		if err != nil {
-			return err
+			if !failed(in, fmt.Errorf("start %s: %w", in.name, err)) {
+				return
+			}
+		} else if in.proc.Role == protocol.Consumer {
+			up++
 		}
-		if _, err := r.sup.Start(ctx, spec); err != nil {
-			return fmt.Errorf("start %s: %w", in.name, err)
+		if in.proc.Role != protocol.Consumer {
+			continue
 		}
-		if in.proc.Role == "consumer" {
-			started++
-			if started == consumers {
-				if err := r.waitConsuming(ctx); err != nil {
-					return err
-				}
+		if started++; started == consumers && up == consumers {
+			if err := r.waitConsuming(ctx); err != nil && !failed(instance{}, err) {
+				return
 			}
 		}
 	}
-	return nil
 }
 
 // waitConsuming waits until the consumer has declared its queue and

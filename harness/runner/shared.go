@@ -146,7 +146,7 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	took := time.Since(started)
 	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", took.Round(time.Millisecond), filepath.Clean(root))
 	sh := &Shared{Infra: in, Proxies: px, Target: opts.Target, BuildDir: b.BuildDir, Root: root, Log: log, StartedIn: took, StartParts: parts,
-		exclusive: &sync.RWMutex{}}
+		exclusive: &sync.RWMutex{}, ports: supervisor.NewPorts(os.Getpid())}
 	cleanup.Add("stop and remove unfinished runs", func(ctx context.Context) error {
 		sh.RemoveUnfinished(ctx)
 		return nil
@@ -172,7 +172,7 @@ func (sh *Shared) WithTarget(ctx context.Context, t *target.Target, cleanup *sup
 		return nil, err
 	}
 	other := &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: dir, Root: sh.Root, Log: sh.Log,
-		StartedIn: time.Since(started), StartParts: map[string]time.Duration{"build": time.Since(started)}, exclusive: sh.exclusive}
+		StartedIn: time.Since(started), StartParts: map[string]time.Duration{"build": time.Since(started)}, exclusive: sh.exclusive, ports: sh.ports}
 	cleanup.Add("stop and remove unfinished runs of "+t.Name, func(ctx context.Context) error {
 		other.RemoveUnfinished(ctx)
 		return nil
@@ -185,7 +185,7 @@ func (sh *Shared) WithTarget(ctx context.Context, t *target.Target, cleanup *sup
 // no event log): the same programs, infrastructure and broker lock.
 func (sh *Shared) Reading(t *target.Target) *Shared {
 	return &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: sh.BuildDir, Root: sh.Root, Log: sh.Log,
-		StartedIn: sh.StartedIn, StartParts: sh.StartParts, exclusive: sh.exclusive}
+		StartedIn: sh.StartedIn, StartParts: sh.StartParts, exclusive: sh.exclusive, ports: sh.ports}
 }
 
 // Timing is the time to a verdict as far as the shared infrastructure and

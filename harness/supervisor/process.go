@@ -346,14 +346,6 @@ func (p *Process) spawnLocked(env []string) (*incarnation, error) {
 		return nil, fmt.Errorf("start %s: incarnation %d (pid %d) is still running; Kill or Stop it first", name, p.inc.n, p.inc.pid)
 	}
 
-	var logOff int64
-	if logPath := p.spec.EventLog; logPath != "" {
-		if st, err := os.Stat(logPath); err == nil {
-			logOff = st.Size()
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("start %s: event log: %w", name, err)
-		}
-	}
 	out, err := os.OpenFile(s.outPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: output file: %w", name, err)
@@ -382,7 +374,6 @@ func (p *Process) spawnLocked(env []string) (*incarnation, error) {
 		n:      p.n,
 		cmd:    cmd,
 		pid:    cmd.Process.Pid,
-		logOff: logOff,
 		outOff: st.Size(),
 		done:   make(chan struct{}),
 	}
