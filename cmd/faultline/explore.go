@@ -48,6 +48,8 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	shrinkBudget := fs.Duration("shrink-budget", 5*time.Minute, "how long to shrink the failures found, after the exploration (0: no shrinking)")
 	shardFlag := fs.String("shard", "", "i/n: explore only the i-th of n disjoint slices of the enumeration (needs --seed, the same for every shard)")
 	hits := fs.Int("hits", explore.DefaultHits, "arm each crash point at hits 1..k")
+	first := fs.Bool("first", false, "stop exploring at the first violation (with --variant: of the kind the variant expects) and shrink what was found; runs under way finish")
+	dryRun := fs.Bool("dry-run", false, "print the plan (every run, in order, with its faults and settings) and run nothing")
 	repeats := fs.Int("repeats", 2, "a shrink candidate counts as failing only if it fails this many runs out of this many")
 	settings := settingsFlag{}
 	fs.Var(settings, "set", "NAME=VALUE: turn one of the target's settings for every run (repeatable), e.g. --set lease-renewal=400ms")
@@ -103,6 +105,10 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usagef("target %s: %v", c.target.Name, err)
 	}
 	part := shard.Of(items)
+	if *dryRun {
+		printPlan(stdout, part)
+		return nil
+	}
 	dir, err := outDir(c.out)
 	if err != nil {
 		return err
@@ -121,7 +127,8 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cfg := explore.Config{
 		Target: c.target.Name, Offered: explore.OfferedOf(c.target, surface), Variant: *variant, Seed: c.seed, Hits: *hits,
 		Shard: shard, PlanTotal: len(items), Workload: explore.Steady(), Parallel: c.parallel,
-		Budget: *budget, ShrinkBudget: *shrinkBudget, Repeats: *repeats,
+		FaultDeadline: explore.FaultDeadline(explore.Steady(), c.target.Lease),
+		Budget: *budget, ShrinkBudget: *shrinkBudget, Repeats: *repeats, StopAtFirst: *first,
 		Phase: rep.Phase, Tick: rep.Tick,
 		Progress: func(p explore.Progress) {
 			line := progressLine(p)
@@ -142,6 +149,8 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *variant != "" && *variant != "correct" {
 		cfg.Converge = gate.VariantConverge // as in the gate: a broken pipeline may never settle
+		v, _ := c.target.Variant(*variant)
+		cfg.StopKind = v.Expect
 	}
 	var out *explore.Report
 	err = withShared(ctx, c, dir, rep, func(sh *runner.Shared) error {
@@ -347,4 +356,18 @@ func kindCounts(m map[string]int) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, " ")
+}
+
+// printPlan writes the plan's runs, one a line.
+func printPlan(w io.Writer, items []explore.Item) {
+	for _, it := range items {
+		extra := ""
+		if len(it.Settings) > 0 {
+			extra += " [set " + settingsFlag(it.Settings).String() + "]"
+		}
+		if it.NoneFailed {
+			extra += " [none may end Failed]"
+		}
+		fmt.Fprintf(w, "#%d %s%s\n", it.Index, it.Describe(), extra)
+	}
 }

@@ -161,3 +161,19 @@ func TestScheduleScenarioDefaults(t *testing.T) {
 		assert.Equal(t, tc.wantVariant, *variant, "%v", tc.args)
 	}
 }
+
+// --dry-run prints the plan and starts nothing: each window that opens only
+// around something else comes with it (the renewal window with its setting),
+// and the outage the relays ride out says that no row may end Failed.
+func TestExploreDryRun(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"explore", "--dry-run", "--seed", "4", "--hits", "1"}, &out, &errOut)
+	require.Equal(t, exitOK, code, errOut.String())
+	s := out.String()
+	assert.Regexp(t, `(?m)^#0 `, s)
+	assert.Regexp(t, `relay\.before-renew kill@1, armed after 10 orders \+ toxic relay-1\.amqp: latency .*\[set lease-renewal=400ms\]`, s)
+	assert.Regexp(t, `relay\.before-retry pause@1, held 5s, armed after 10 orders \+ unbind queue`, s)
+	assert.Regexp(t, `unbind queue: binding every routing key removed, restored after 1\.5s, after 20 orders \[none may end Failed\]`, s)
+	assert.Contains(t, s, "black-box relay-2: at the commit of relay-2's write #1 (outbox write to Processing)")
+	assert.Empty(t, errOut.String(), "no infrastructure, no progress")
+}

@@ -31,6 +31,26 @@ func OfferedOf(t *target.Target, s Surface) Offered {
 	for _, w := range protocol.Windows() {
 		o.Windows = append(o.Windows, OfferedWindow{Name: w.Name, Role: w.Role, By: by[w.Name]})
 	}
+	// The windows opened from outside: each black-box window of a role
+	// that writes a watched table, and the unroutable queue.
+	for _, role := range protocol.Roles() {
+		bt := blackBoxTable[role]
+		if !slices.Contains(s.Watched, bt.table) {
+			continue
+		}
+		var procs []string
+		for _, p := range t.Processes {
+			if p.Role == role {
+				procs = append(procs, p.Name)
+			}
+		}
+		if len(procs) > 0 {
+			o.Windows = append(o.Windows, OfferedWindow{Name: BlackBoxWindow(role, bt.table, bt.status), Role: role, By: procs})
+		}
+	}
+	if s.Unroutable {
+		o.Windows = append(o.Windows, OfferedWindow{Name: WindowUnroutable, Role: protocol.Relay, By: []string{"(the broker)"}})
+	}
 	o.Links = []string{}
 	for _, l := range s.Links {
 		o.Links = append(o.Links, l.Ref)
@@ -43,6 +63,9 @@ func OfferedOf(t *target.Target, s Surface) Offered {
 type Record struct {
 	Index  int    `json:"index"`
 	Faults []Spec `json:"faults"`
+	// Settings the run turned and NoneFailed, as in its item.
+	Settings   map[string]string `json:"settings,omitempty"`
+	NoneFailed bool              `json:"none_failed,omitempty"`
 	// Hit says, per fault, whether it happened (the crash point fired, the
 	// toxic went on): the evidence that its window was opened.
 	Hit         []bool   `json:"hit"`

@@ -3,6 +3,7 @@ package explore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -39,12 +40,21 @@ type Config struct {
 	// Budget bounds the exploration: no run starts after it. ShrinkBudget
 	// bounds the shrinking that follows (0: no shrinking).
 	Budget, ShrinkBudget time.Duration
+	// StopAtFirst ends the exploration at the first run that reports a
+	// violation — of kind StopKind, if set — (runs under way finish), and
+	// goes on to shrink what was found.
+	StopAtFirst bool
+	StopKind    string
 	// Repeats: a shrink candidate counts as failing only if it fails this
 	// many runs out of this many (default 2).
 	Repeats int
 	// Converge bounds each run's wait for convergence (0: the runner's).
 	Converge time.Duration
-	Now      func() time.Time
+	// FaultDeadline bounds each fault's wait for its window (0: the
+	// runner's): a window that does not open in the workload's time will
+	// not open later, and a run that waits for it only costs time.
+	FaultDeadline time.Duration
+	Now           func() time.Time
 
 	// Progress is told how the exploration is getting on after each run
 	// and each shrink candidate; may be nil.
@@ -142,14 +152,24 @@ func (cfg *Config) defaults() {
 	}
 }
 
-// schedule is a run of faults as a schedule of this exploration.
-func (cfg *Config) schedule(faults []fault.Fault, origin string) Schedule {
+// schedule is a run of faults as a schedule of this exploration: its
+// workload, the exploration's settings with the run's own (those that open
+// its windows) over them.
+func (cfg *Config) schedule(faults []fault.Fault, settings map[string]string, noneFailed bool, origin string) Schedule {
+	var all map[string]string
+	if len(cfg.Settings)+len(settings) > 0 {
+		all = maps.Clone(cfg.Settings)
+		if all == nil {
+			all = map[string]string{}
+		}
+		maps.Copy(all, settings)
+	}
 	return Schedule{Target: cfg.Target, Variant: variantName(cfg.Variant), Seed: cfg.Seed, Workload: cfg.Workload,
-		Settings: cfg.Settings, Faults: faults, Origin: origin}
+		Settings: all, NoneFailed: noneFailed, Faults: faults, Origin: origin}
 }
 
 func (cfg *Config) options(name string) runner.Options {
-	opts := runner.Options{Seed: cfg.Seed, Variant: cfg.Variant, Converge: cfg.Converge}
+	opts := runner.Options{Seed: cfg.Seed, Variant: cfg.Variant, Converge: cfg.Converge, FaultDeadline: cfg.FaultDeadline}
 	if opts.Variant == "correct" {
 		opts.Variant = ""
 	}
@@ -171,6 +191,9 @@ type explorer struct {
 	running int
 	// examples keep, per run index, one violation of each kind it reported.
 	examples map[int]map[string]result.Violation
+	// found is closed at the first violation when cfg.StopAtFirst.
+	found     chan struct{}
+	foundOnce sync.Once
 }
 
 // Explore runs the plan's items, cfg.Parallel at a time on the shared
@@ -179,7 +202,7 @@ type explorer struct {
 // fewest faults, the earliest among equals).
 func Explore(ctx context.Context, r Runner, items []Item, cfg Config) *Report {
 	cfg.defaults()
-	e := &explorer{cfg: cfg, r: r, examples: map[int]map[string]result.Violation{}}
+	e := &explorer{cfg: cfg, r: r, examples: map[int]map[string]result.Violation{}, found: make(chan struct{})}
 	e.rep = &Report{Schema: Schema, Target: cfg.Target, Variant: variantName(cfg.Variant), Seed: cfg.Seed, Hits: cfg.Hits, Shard: cfg.Shard,
 		PlanTotal: cfg.PlanTotal, Planned: len(items), Settings: cfg.Settings,
 		Workload: workloadSpec{cfg.Workload.Orders, cfg.Workload.Concurrency, cfg.Workload.EventsPerOrder, Duration(cfg.Workload.Pace), Duration(cfg.Workload.StepDelay)},
@@ -220,6 +243,8 @@ feed:
 		case jobs <- it:
 		case <-deadline.C:
 			break feed
+		case <-e.found:
+			break feed
 		case <-ctx.Done():
 			break feed
 		}
@@ -239,19 +264,23 @@ func (e *explorer) runItem(ctx context.Context, it Item) {
 		e.mu.Lock()
 		e.running++
 		e.mu.Unlock()
-		s := e.cfg.schedule(it.Faults, fmt.Sprintf("explore run #%d", it.Index))
+		s := e.cfg.schedule(it.Faults, it.Settings, it.NoneFailed, fmt.Sprintf("explore run #%d", it.Index))
 		res = e.r.Run(ctx, s.Scenario(it.Name()), e.cfg.options(it.Name()))
 		e.mu.Lock()
 		e.running--
 		e.mu.Unlock()
 	}
 	rec := RecordOf(it.Index, specs, it.Describe(), res)
+	rec.Settings, rec.NoneFailed = it.Settings, it.NoneFailed
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.rep.Runs = append(e.rep.Runs, rec)
 	if len(rec.Violations) > 0 {
 		e.examples[it.Index] = examples(res)
+		if e.cfg.StopAtFirst && (e.cfg.StopKind == "" || slices.Contains(rec.Violations, e.cfg.StopKind)) {
+			e.foundOnce.Do(func() { close(e.found) })
+		}
 	}
 	e.rep.Coverage = ComputeCoverage(e.rep.Offered, e.rep.Runs)
 	line := fmt.Sprintf("#%d %s: %s", it.Index, rec.Describe, outcome(rec))
@@ -359,7 +388,7 @@ func (e *explorer) shrinkAll(ctx context.Context) {
 		if err != nil {
 			continue // cannot happen: the records were written from faults
 		}
-		orig := e.cfg.schedule(faults, fmt.Sprintf("explore run #%d", rec.Index))
+		orig := e.cfg.schedule(faults, rec.Settings, rec.NoneFailed, fmt.Sprintf("explore run #%d", rec.Index))
 		orig.Violation = kind
 		f := Finding{Kind: kind, Runs: byKind[kind], Original: orig, Minimal: orig, Steps: []Step{},
 			Confirmed: fmt.Sprintf("failed once with %s while exploring (run #%d); not shrunk", kind, rec.Index)}

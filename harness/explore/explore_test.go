@@ -170,6 +170,24 @@ func TestExploreStopsAtTheBudget(t *testing.T) {
 	}
 }
 
+func TestExploreStopsAtTheFirstViolation(t *testing.T) {
+	items, err := Enumerate(testTarget(), Options{Seed: 1, Hits: 2, Combos: 30})
+	require.NoError(t, err)
+	whole := Explore(context.Background(), &fakeRunner{failAbove: 4 * time.Second}, items, exploreConfig(t, items))
+	require.NotEmpty(t, whole.Findings)
+	first := whole.Findings[0].Runs[0]
+
+	cfg := exploreConfig(t, items)
+	cfg.Parallel, cfg.StopAtFirst, cfg.ShrinkBudget = 1, true, 0
+	rep := Explore(context.Background(), &fakeRunner{failAbove: 4 * time.Second}, items, cfg)
+	require.Len(t, rep.Findings, 1)
+	assert.Equal(t, first, rep.Findings[0].Runs[0], "the same first failing run")
+	// One run at a time: at most the run handed out as the violation came in.
+	assert.LessOrEqual(t, len(rep.Runs), first+2)
+	assert.Less(t, len(rep.Runs), len(whole.Runs))
+	assert.False(t, rep.Exhausted)
+}
+
 func TestMerge(t *testing.T) {
 	items, err := Enumerate(testTarget(), Options{Seed: 4, Hits: 2, Combos: 20})
 	require.NoError(t, err)

@@ -66,6 +66,13 @@ const (
 	syncAfter    = 10                     // orders before a link fault at a window
 )
 
+// FaultDeadline is how long an explored fault waits for its window: the
+// workload's length and two leases. A window that has not opened by then
+// will not open in the run, and waiting longer only costs time.
+func FaultDeadline(w workload.Spec, lease time.Duration) time.Duration {
+	return max(w.Pace+2*lease, 5*time.Second)
+}
+
 // Hold is how long a pause past the lease freezes a process: lease × 2.5.
 func Hold(lease time.Duration) time.Duration { return lease * 5 / 2 }
 
@@ -73,6 +80,11 @@ func Hold(lease time.Duration) time.Duration { return lease * 5 / 2 }
 type Item struct {
 	Index  int           `json:"index"`
 	Faults []fault.Fault `json:"-"`
+	// Settings are the target's settings the run turns (a window that only
+	// opens with one on); NoneFailed: the run's outage is one the target
+	// says it rides out, so no row may end Failed.
+	Settings   map[string]string `json:"settings,omitempty"`
+	NoneFailed bool              `json:"none_failed,omitempty"`
 	// Size is the number of faults; Depth orders the single faults
 	// (higher: a later hit, a later instance, a link fault at a window).
 	Size  int `json:"size"`
@@ -91,11 +103,14 @@ func (it Item) Describe() string {
 	return strings.Join(parts, " + ")
 }
 
-// candidate is one single fault with what makes two of them collide.
+// candidate is one single fault — with what its window needs around it to
+// open at all — and what makes two of them collide.
 type candidate struct {
-	f     fault.Fault
-	depth int
-	keys  []string // a crash point of one instance, a link: one per run
+	faults     []fault.Fault
+	settings   map[string]string
+	noneFailed bool
+	depth      int
+	keys       []string // a crash point of one instance, a link, the bindings: one per run
 }
 
 // Surface is what a target offers to attack, by role references.
@@ -107,6 +122,51 @@ type Surface struct {
 	// Links are the references of every link a process uses.
 	Links []LinkRef
 	Lease time.Duration
+	// Unroutable: the target's topology names the exchange and queue whose
+	// bindings explore can take away.
+	Unroutable bool
+	// RidesOut is the target's timing.rides_out (0: not said).
+	RidesOut time.Duration
+	// Settings are, per window, the settings that open it (the target's
+	// settings with explore.opens).
+	Settings map[string]map[string]string
+	// Watched are the tables faultline may watch from outside (the
+	// target's observe section): fault.TableFacts, TableOutbox,
+	// TableEffects.
+	Watched []string
+}
+
+// Windows faultline opens from outside, with no crash point.
+const (
+	// WindowUnroutable: the queue's bindings taken away, so publishes come
+	// back (and are retried, or end Failed).
+	WindowUnroutable = "queue.unroutable"
+)
+
+// blackBoxTable is the watched table each role writes, and the status of
+// the write (a claim, for the relays) whose commit opens its black-box
+// window.
+var blackBoxTable = map[string]struct{ table, status string }{
+	protocol.Producer: {fault.TableFacts, ""},
+	protocol.Relay:    {fault.TableOutbox, "Processing"},
+	protocol.Consumer: {fault.TableEffects, ""},
+}
+
+// BlackBoxWindow names the black-box window at the commit of a write by
+// the instance (reference "relay-1" or a role) to a watched table:
+// blackbox.<role>.<table>[.<status>].
+func BlackBoxWindow(instance, table, status string) string {
+	role := instance
+	if i := strings.LastIndexByte(instance, '-'); i > 0 {
+		if _, err := strconv.Atoi(instance[i+1:]); err == nil {
+			role = instance[:i]
+		}
+	}
+	w := "blackbox." + role + "." + table
+	if status != "" {
+		w += "." + strings.ToLower(status)
+	}
+	return w
 }
 
 // Ref is one instance reference.
@@ -150,7 +210,19 @@ func SurfaceOf(t *target.Target) (Surface, error) {
 		}
 	}
 	roles := fault.NewRoles(ins)
-	s := Surface{Roles: roles, Lease: t.Lease}
+	s := Surface{Roles: roles, Lease: t.Lease, RidesOut: t.RidesOut, Settings: map[string]map[string]string{},
+		Unroutable: t.Topology.Exchange != "" && t.Topology.Queue != ""}
+	for _, w := range protocol.Windows() {
+		if set := t.ExploreSettings(w.Name); set != nil {
+			s.Settings[w.Name] = set
+		}
+	}
+	for table, tt := range map[string]target.Table{fault.TableFacts: t.Observe.Facts, fault.TableOutbox: t.Observe.Outbox, fault.TableEffects: t.Observe.Effects} {
+		if tt.Name != "" {
+			s.Watched = append(s.Watched, table)
+		}
+	}
+	slices.Sort(s.Watched)
 	for _, role := range protocol.Roles() {
 		n := roles.Count(role)
 		for i := 1; i <= n; i++ {
@@ -203,41 +275,178 @@ func usesURL(p target.Process, re *regexp.Regexp) bool {
 	return false
 }
 
-// singles are every single fault the surface offers, in a fixed order.
+// singles are every single fault the surface offers, in a fixed order:
+// each crash point, each link fault (alone and while a process waits at
+// one of its windows), and the queue's bindings taken away.
 func (s Surface) singles(hits int) []candidate {
 	hold := Hold(s.Lease)
 	var out []candidate
 	for _, in := range s.Instances {
 		for _, w := range in.Points {
+			open, ok := s.opener(in, w, "")
+			if !ok {
+				continue
+			}
 			for hit := 1; hit <= hits; hit++ {
 				key := "point:" + in.Ref + "@" + w
 				depth := (hit - 1) + (in.N - 1)
-				out = append(out,
-					candidate{f: fault.Crash{Process: in.Ref, Point: w, Action: crashpoint.Kill, Hit: int64(hit), RestartAfter: restartAfter}, depth: depth, keys: []string{key}},
-					candidate{f: fault.Crash{Process: in.Ref, Point: w, Action: crashpoint.Pause, Hit: int64(hit), Hold: hold}, depth: depth, keys: []string{key}})
+				kill := fault.Crash{Process: in.Ref, Point: w, Action: crashpoint.Kill, Hit: int64(hit), RestartAfter: restartAfter, Trigger: open.trigger}
+				pause := fault.Crash{Process: in.Ref, Point: w, Action: crashpoint.Pause, Hit: int64(hit), Hold: hold, Trigger: open.trigger}
+				for _, f := range []fault.Fault{kill, pause} {
+					out = append(out, open.candidate(f, depth, key))
+				}
 			}
 		}
 	}
 	for _, l := range s.Links {
-		at := []*fault.Sync{nil}
-		for _, w := range l.Instance.Points {
-			at = append(at, &fault.Sync{Process: l.Instance.Ref, Point: w, Delay: syncDelay})
-		}
-		for _, sync := range at {
+		for _, sync := range s.syncs(l) {
 			depth := l.Instance.N - 1
-			keys := []string{"link:" + l.Ref}
+			key := "link:" + l.Ref
 			trigger := fault.Trigger{AfterOrders: plainAfter}
+			open := opening{}
 			if sync != nil {
+				var ok bool
+				if open, ok = s.opener(l.Instance, sync.Point, l.Ref); !ok {
+					continue
+				}
 				depth++
-				keys = append(keys, "point:"+sync.Process+"@"+sync.Point)
+				open.keys = append(open.keys, "point:"+sync.Process+"@"+sync.Point)
 				trigger = fault.Trigger{AfterOrders: syncAfter}
 			}
 			for _, f := range s.linkFaults(l, trigger, sync) {
-				out = append(out, candidate{f: f, depth: depth, keys: keys})
+				out = append(out, open.candidate(f, depth, key))
+			}
+		}
+	}
+	out = append(out, s.blackBox(hits)...)
+	if s.Unroutable {
+		long := 3 * s.Lease / 2
+		if s.RidesOut > 0 {
+			long = 2 * s.RidesOut
+		}
+		out = append(out, candidate{faults: []fault.Fault{fault.Unbind{Trigger: fault.Trigger{AfterOrders: plainAfter}, Duration: long}}, keys: []string{keyUnbind}})
+		if s.RidesOut > 0 {
+			// An outage the target says it rides out: no row may end Failed.
+			out = append(out, candidate{faults: []fault.Fault{fault.Unbind{Trigger: fault.Trigger{AfterOrders: plainAfter}, Duration: s.RidesOut}},
+				noneFailed: true, keys: []string{keyUnbind}})
+		}
+	}
+	return out
+}
+
+const keyUnbind = "unbind"
+
+// blackBox are the black-box windows: for each instance whose role writes
+// a watched table, at the commit of its 1st..hits-th write there, it is
+// killed, frozen past the lease, or its database link is cut for a lease —
+// with what holds the window open from outside: a producer's broker link
+// down first (a publish after the commit cannot slip out before the
+// kill), a relay's confirms slowed a little (the kill lands before it
+// marks).
+func (s Surface) blackBox(hits int) []candidate {
+	var out []candidate
+	for _, in := range s.Instances {
+		bt, ok := blackBoxTable[in.Role]
+		if !ok || !slices.Contains(s.Watched, bt.table) {
+			continue
+		}
+		at := fault.Trigger{AfterOrders: syncAfter}
+		after := fault.Trigger{AfterOrders: syncAfter, Delay: 300 * time.Millisecond}
+		var open opening
+		switch in.Role {
+		case protocol.Producer:
+			if l := in.Ref + ".amqp"; s.hasLink(l) {
+				open.faults = []fault.Fault{fault.LinkDown{Link: l, Trigger: at, Duration: 2 * s.Lease}}
+				open.keys = []string{"link:" + l}
+			}
+		case protocol.Relay:
+			if l := in.Ref + ".amqp"; s.hasLink(l) {
+				open.faults = []fault.Fault{fault.Toxic{Link: l, Toxic: proxies.Latency{Latency: 150 * time.Millisecond, Stream: proxies.Downstream}, Trigger: at, Duration: 4 * s.Lease}}
+				open.keys = []string{"link:" + l}
+			}
+		}
+		key := "commit:" + in.Ref
+		for hit := 1; hit <= hits; hit++ {
+			depth := (hit - 1) + (in.N - 1)
+			c := fault.OnCommit{Process: in.Ref, Table: bt.table, Status: bt.status, Nth: hit, Trigger: after}
+			kill, pause := c, c
+			kill.Action, kill.RestartAfter = fault.ActKill, restartAfter
+			pause.Action, pause.Hold = fault.ActPause, Hold(s.Lease)
+			out = append(out, open.candidate(kill, depth, key), open.candidate(pause, depth, key))
+			if l := in.Ref + ".pg"; s.hasLink(l) {
+				cut := c
+				cut.Action, cut.Cut, cut.CutFor = fault.ActNone, []string{l}, s.Lease
+				out = append(out, open.candidate(cut, depth, key))
 			}
 		}
 	}
 	return out
+}
+
+func (s Surface) hasLink(ref string) bool {
+	return slices.ContainsFunc(s.Links, func(l LinkRef) bool { return l.Ref == ref })
+}
+
+// syncs are the moments a link fault lands: on its own (nil), and while
+// the link's process waits at each of its windows.
+func (s Surface) syncs(l LinkRef) []*fault.Sync {
+	at := []*fault.Sync{nil}
+	for _, w := range l.Instance.Points {
+		at = append(at, &fault.Sync{Process: l.Instance.Ref, Point: w, Delay: syncDelay})
+	}
+	return at
+}
+
+// opening is what a window needs around it to open at all: faults that go
+// with the one at the window, the settings that turn it on, the trigger
+// that arms them together, and what they take (keys).
+type opening struct {
+	faults   []fault.Fault
+	settings map[string]string
+	trigger  fault.Trigger
+	keys     []string
+}
+
+func (o opening) candidate(f fault.Fault, depth int, key string) candidate {
+	return candidate{faults: append([]fault.Fault{f}, o.faults...), settings: o.settings, depth: depth,
+		keys: append([]string{key}, o.keys...)}
+}
+
+// opener is what the window w of instance in needs to open, from what the
+// protocol says the window is (docs/protocol.md): a retry is written only
+// after a publish failed, so relay.before-retry comes with the queue's
+// bindings taken away (the publishes come back); a lease is renewed only
+// while a batch's confirms take longer than the renewal interval, so
+// relay.before-renew comes with the relay's broker answers slowed, and the
+// target's settings that open it on. Every other window opens in a steady
+// stream. ok is false when the window cannot be opened here: its opener
+// needs the link taken (busy) or something the target does not offer.
+func (s Surface) opener(in Ref, w, busy string) (o opening, ok bool) {
+	o.settings = s.Settings[w]
+	switch w {
+	case protocol.RelayBeforeRetry:
+		if !s.Unroutable {
+			return o, true // the window may still open: on a nack, a send failure
+		}
+		o.trigger = fault.Trigger{AfterOrders: syncAfter}
+		// The bindings stay away past the thaw of a pause there, so the rows
+		// it held still bounce when its late retry write comes.
+		o.faults = []fault.Fault{fault.Unbind{Trigger: o.trigger, Duration: Hold(s.Lease) + s.Lease}}
+		o.keys = []string{keyUnbind}
+	case protocol.RelayBeforeRenew:
+		link := in.Ref + ".amqp"
+		if !s.hasLink(link) {
+			return o, true
+		}
+		if busy == link {
+			return o, false
+		}
+		o.trigger = fault.Trigger{AfterOrders: syncAfter}
+		o.faults = []fault.Fault{fault.Toxic{Link: link, Toxic: proxies.Latency{Latency: (s.Lease * 3 / 4).Round(time.Millisecond), Stream: proxies.Downstream},
+			Trigger: o.trigger, Duration: s.Lease * 4}}
+		o.keys = []string{"link:" + link}
+	}
+	return o, true
 }
 
 // linkFaults are the link's three faults: latency past the lease, a
@@ -293,7 +502,7 @@ func (s Surface) Enumerate(opts Options) ([]Item, error) {
 
 	items := make([]Item, 0, len(singles)+opts.Combos)
 	for _, c := range singles {
-		items = append(items, Item{Index: len(items), Faults: []fault.Fault{c.f}, Size: 1, Depth: c.depth})
+		items = append(items, Item{Index: len(items), Faults: slices.Clone(c.faults), Settings: c.settings, NoneFailed: c.noneFailed, Size: 1, Depth: c.depth})
 	}
 	seen := map[string]bool{}
 	for made, attempts := 0, 0; made < opts.Combos && attempts < 20*opts.Combos; attempts++ {
@@ -315,8 +524,14 @@ func (s Surface) Enumerate(opts Options) ([]Item, error) {
 		seen[key] = true
 		it := Item{Index: len(items), Size: size}
 		for _, i := range picked {
-			it.Faults = append(it.Faults, singles[i].f)
+			it.Faults = append(it.Faults, singles[i].faults...)
 			it.Depth = max(it.Depth, singles[i].depth)
+			for k, v := range singles[i].settings {
+				if it.Settings == nil {
+					it.Settings = map[string]string{}
+				}
+				it.Settings[k] = v
+			}
 		}
 		items = append(items, it)
 		made++

@@ -61,7 +61,7 @@ func TestSurfaceComesFromTheTarget(t *testing.T) {
 			for _, own := range []string{"dispatch:", "sink:", "dispatcher", "api", "inventory", "order"} {
 				assert.NotContains(t, data, own, "faults name roles and windows, never a process's own names")
 			}
-			if w := spec.Window(); w != "" {
+			if w := spec.Window(); w != "" && spec.Kind == KindCrash {
 				_, err := s.Roles.Point(spec.Instance(), w)
 				assert.NoError(t, err, "every window is one the instance offers")
 			}
@@ -259,6 +259,119 @@ func TestEnumerateReference(t *testing.T) {
 	}
 	assert.Equal(t, points*DefaultHits*2, crashes)
 	assert.Equal(t, Hold(tg.Lease), 5*time.Second)
+}
+
+// outsideTarget is testTarget with what opens windows from outside: a
+// topology (the bindings can go), watched tables (black-box windows), the
+// outage its relays ride out, and a setting that opens the renewal window.
+func outsideTarget() *target.Target {
+	tg := testTarget()
+	tg.Processes[0].Command = append(tg.Processes[0].Command, tpl("{{amqp}}"))
+	tg.Processes[1].CrashPoints = map[string]string{protocol.RelayBeforeRetry: "dispatch:retry", protocol.RelayBeforeRenew: "dispatch:renew"}
+	tg.Topology = target.Topology{Exchange: "x", Queue: "q", RoutingKeys: []string{"k"}}
+	tg.Observe = target.Observe{Facts: target.Table{Name: "carts"}, Outbox: target.Table{Name: "box"}, Effects: target.Table{Name: "stock"}}
+	tg.RidesOut = time.Second
+	tg.Settings = map[string]target.Setting{"renew": {Name: "renew", Role: protocol.Relay, Explore: &target.SettingExplore{Value: "300ms", Opens: []string{protocol.RelayBeforeRenew}}}}
+	return tg
+}
+
+// A window that opens only around something else comes with it: a retry
+// with the bindings gone, a renewal with slow confirms and the setting
+// that turns renewal on; the bindings go on their own, once for an outage
+// the relays ride out (no row may end Failed) and once for longer; each
+// black-box window at the commit of each instance's writes, with what
+// holds it open from outside.
+func TestEnumerateOpensWindowsFromOutside(t *testing.T) {
+	tg := outsideTarget()
+	items, err := Enumerate(tg, Options{Seed: 3, Hits: 2, Combos: 200})
+	require.NoError(t, err)
+	var retries, renewals, unbinds, ridden, blackBox int
+	windows := map[string]bool{}
+	for _, it := range items {
+		specs, err := Specs(it.Faults)
+		require.NoError(t, err, it.Describe())
+		back, err := Faults(specs)
+		require.NoError(t, err)
+		assert.Equal(t, it.Faults, back, "every explored fault is one a schedule file can hold")
+		nUnbind := 0
+		for _, s := range specs {
+			windows[s.Window()] = true
+			if s.Kind == KindUnbind {
+				nUnbind++
+			}
+		}
+		assert.LessOrEqual(t, nUnbind, 1, "the bindings go once a run: %s", it.Describe())
+		if it.Size != 1 {
+			assert.False(t, it.NoneFailed, "only an outage alone is one the relays ride out")
+			continue
+		}
+		first := specs[0]
+		switch {
+		case first.Kind == KindCrash && first.Point == protocol.RelayBeforeRetry:
+			retries++
+			require.Len(t, specs, 2, it.Describe())
+			assert.Equal(t, KindUnbind, specs[1].Kind)
+			assert.Equal(t, first.Trigger, specs[1].Trigger, "armed together")
+			assert.Greater(t, time.Duration(specs[1].Duration), Hold(tg.Lease), "the bindings stay away past the thaw")
+		case first.Kind == KindCrash && first.Point == protocol.RelayBeforeRenew:
+			renewals++
+			require.Len(t, specs, 2, it.Describe())
+			assert.Equal(t, KindToxic, specs[1].Kind)
+			assert.Equal(t, first.Process+".amqp", specs[1].Link, "its own confirms slowed")
+			assert.Equal(t, map[string]string{"renew": "300ms"}, it.Settings)
+		case first.Kind == KindUnbind:
+			unbinds++
+			require.Len(t, specs, 1)
+			if it.NoneFailed {
+				ridden++
+				assert.Equal(t, tg.RidesOut, time.Duration(first.Duration))
+			} else {
+				assert.Greater(t, time.Duration(first.Duration), tg.RidesOut)
+			}
+		case first.Kind == KindOnCommit:
+			blackBox++
+			if strings.HasPrefix(first.Process, "relay") || first.Process == "producer" {
+				require.Len(t, specs, 2, "held open from outside: %s", it.Describe())
+				assert.Equal(t, first.Process+".amqp", specs[1].Link)
+			}
+		case first.At != nil && first.At.Point == protocol.RelayBeforeRenew:
+			assert.Equal(t, map[string]string{"renew": "300ms"}, it.Settings, "a link fault at the window opens it the same way")
+		default:
+			assert.Empty(t, it.Settings, it.Describe())
+		}
+	}
+	// 2 relays × 2 hits × kill/pause
+	assert.Equal(t, 2*2*2, retries)
+	assert.Equal(t, 2*2*2, renewals)
+	assert.Equal(t, 2, unbinds)
+	assert.Equal(t, 1, ridden)
+	// 4 instances × 2 hits × kill, pause, cut
+	assert.Equal(t, 4*2*3, blackBox)
+	for _, w := range []string{"blackbox.producer.facts", "blackbox.relay.outbox.processing", "blackbox.consumer.effects", WindowUnroutable} {
+		assert.True(t, windows[w], w)
+	}
+	s, err := SurfaceOf(tg)
+	require.NoError(t, err)
+	var offered []string
+	for _, w := range OfferedOf(tg, s).Windows {
+		if len(w.By) > 0 {
+			offered = append(offered, w.Name)
+		}
+	}
+	assert.Equal(t, []string{protocol.RelayBeforeRenew, protocol.RelayBeforeRetry, protocol.ConsumerAfterCommit,
+		"blackbox.producer.facts", "blackbox.relay.outbox.processing", "blackbox.consumer.effects", WindowUnroutable}, offered)
+
+	// Without a topology, observe or rides_out, none of it.
+	plain, err := Enumerate(testTarget(), Options{Seed: 3, Hits: 2, Combos: -1})
+	require.NoError(t, err)
+	for _, it := range plain {
+		for _, f := range it.Faults {
+			switch f.(type) {
+			case fault.Unbind, fault.OnCommit:
+				t.Errorf("%s offered by a target without a topology or watched tables", it.Describe())
+			}
+		}
+	}
 }
 
 func describeItems(items []Item) []string {

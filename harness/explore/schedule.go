@@ -26,7 +26,10 @@ type Schedule struct {
 	Workload  workload.Spec
 	Settings  map[string]string
 	Instances map[string]int
-	Faults    []fault.Fault
+	// NoneFailed: the schedule's outage is one the target rides out, so no
+	// row may end Failed (the none-gave-up check).
+	NoneFailed bool
+	Faults     []fault.Fault
 	// Violation is the kind of violation the schedule fails with (a
 	// finding's); empty for a schedule not known to fail.
 	Violation string
@@ -37,16 +40,17 @@ type Schedule struct {
 
 // scheduleFile is a Schedule as written.
 type scheduleFile struct {
-	Schema    string            `json:"schema"`
-	Target    string            `json:"target"`
-	Variant   string            `json:"variant"`
-	Seed      int64             `json:"seed"`
-	Workload  workloadSpec      `json:"workload"`
-	Settings  map[string]string `json:"settings,omitempty"`
-	Instances map[string]int    `json:"instances,omitempty"`
-	Faults    []Spec            `json:"faults"`
-	Violation string            `json:"violation,omitempty"`
-	Origin    string            `json:"origin,omitempty"`
+	Schema     string            `json:"schema"`
+	Target     string            `json:"target"`
+	Variant    string            `json:"variant"`
+	Seed       int64             `json:"seed"`
+	Workload   workloadSpec      `json:"workload"`
+	Settings   map[string]string `json:"settings,omitempty"`
+	Instances  map[string]int    `json:"instances,omitempty"`
+	NoneFailed bool              `json:"none_failed,omitempty"`
+	Faults     []Spec            `json:"faults"`
+	Violation  string            `json:"violation,omitempty"`
+	Origin     string            `json:"origin,omitempty"`
 }
 
 // workloadSpec is a workload.Spec as data.
@@ -68,7 +72,7 @@ func (s Schedule) MarshalJSON() ([]byte, error) {
 		Schema: ScheduleSchema, Target: s.Target, Variant: variantName(s.Variant), Seed: s.Seed,
 		Workload: workloadSpec{Orders: s.Workload.Orders, Concurrency: s.Workload.Concurrency, EventsPerOrder: s.Workload.EventsPerOrder,
 			Pace: Duration(s.Workload.Pace), StepDelay: Duration(s.Workload.StepDelay)},
-		Settings: s.Settings, Instances: s.Instances, Faults: specs, Violation: s.Violation, Origin: s.Origin,
+		Settings: s.Settings, Instances: s.Instances, NoneFailed: s.NoneFailed, Faults: specs, Violation: s.Violation, Origin: s.Origin,
 	})
 }
 
@@ -97,7 +101,7 @@ func (s *Schedule) UnmarshalJSON(b []byte) error {
 	*s = Schedule{Target: f.Target, Variant: f.Variant, Seed: f.Seed,
 		Workload: workload.Spec{Orders: f.Workload.Orders, Concurrency: f.Workload.Concurrency, EventsPerOrder: f.Workload.EventsPerOrder,
 			Pace: time.Duration(f.Workload.Pace), StepDelay: time.Duration(f.Workload.StepDelay)},
-		Settings: f.Settings, Instances: f.Instances, Faults: faults, Violation: f.Violation, Origin: f.Origin}
+		Settings: f.Settings, Instances: f.Instances, NoneFailed: f.NoneFailed, Faults: faults, Violation: f.Violation, Origin: f.Origin}
 	return nil
 }
 
@@ -147,7 +151,7 @@ func (s Schedule) Scenario(name string) runner.Scenario {
 	}
 	return runner.Scenario{
 		Name: name, Window: window, Description: desc,
-		Workload: s.Workload, Settings: s.Settings, Instances: s.Instances, Exclusive: exclusive,
+		Workload: s.Workload, Settings: s.Settings, Instances: s.Instances, Exclusive: exclusive, NoneFailed: s.NoneFailed,
 		Faults: func(*rand.Rand) []fault.Fault { return slices.Clone(faults) },
 	}
 }
@@ -156,8 +160,10 @@ func (s Schedule) Scenario(name string) runner.Scenario {
 func (s Schedule) key() string {
 	data, err := json.Marshal(struct {
 		W workloadSpec
+		S map[string]string
+		N bool
 		F []Spec
-	}{workloadSpec{s.Workload.Orders, s.Workload.Concurrency, s.Workload.EventsPerOrder, Duration(s.Workload.Pace), Duration(s.Workload.StepDelay)}, mustSpecs(s.Faults)})
+	}{S: s.Settings, N: s.NoneFailed, W: workloadSpec{s.Workload.Orders, s.Workload.Concurrency, s.Workload.EventsPerOrder, Duration(s.Workload.Pace), Duration(s.Workload.StepDelay)}, F: mustSpecs(s.Faults)})
 	if err != nil {
 		return fmt.Sprint(s.Workload, s.Faults)
 	}

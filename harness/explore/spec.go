@@ -21,6 +21,7 @@ const (
 	KindPoison        = "poison"
 	KindBrokerRestart = "broker-restart"
 	KindReplay        = "replay"
+	KindOnCommit      = "on-commit"
 )
 
 // Duration is a time.Duration written as Go writes one ("5s", "300ms").
@@ -76,6 +77,17 @@ type Spec struct {
 	Down Duration `json:"down,omitempty"`
 	// replay
 	Consumer string `json:"consumer,omitempty"`
+
+	// on-commit (a black-box window): at the Hit-th commit by Process of a
+	// write to Table (to Status), Toxic on Link for Duration, the links in
+	// Cut down CutAfter later for CutFor, then Action (kill, pause or none)
+	// ActAfter later.
+	Table    string   `json:"table,omitempty"`
+	Status   string   `json:"status,omitempty"`
+	Cut      []string `json:"cut,omitempty"`
+	CutAfter Duration `json:"cut_after,omitempty"`
+	CutFor   Duration `json:"cut_for,omitempty"`
+	ActAfter Duration `json:"act_after,omitempty"`
 
 	// every kind but crash armed at start
 	Trigger *TriggerSpec `json:"trigger,omitempty"`
@@ -164,6 +176,18 @@ func SpecOf(f fault.Fault) (Spec, error) {
 		return Spec{Kind: KindBrokerRestart, Down: Duration(f.Down), Trigger: triggerSpec(f.Trigger)}, nil
 	case fault.RetentionReplay:
 		return Spec{Kind: KindReplay, Consumer: f.Consumer, Trigger: triggerSpec(f.Trigger)}, nil
+	case fault.OnCommit:
+		s := Spec{Kind: KindOnCommit, Process: f.Process, Table: f.Table, Status: f.Status, Hit: int64(f.Nth), Trigger: triggerSpec(f.Trigger),
+			Cut: f.Cut, CutAfter: Duration(f.CutAfter), CutFor: Duration(f.CutFor), Link: f.ToxicLink, Duration: Duration(f.ToxicFor),
+			ActAfter: Duration(f.ActAfter), Action: f.Action, Hold: Duration(f.Hold), RestartAfter: Duration(f.RestartAfter)}
+		if f.ToxicLink != "" {
+			ts, err := toxicSpec(f.Toxic)
+			if err != nil {
+				return Spec{}, fmt.Errorf("on-commit toxic on %s: %w", f.ToxicLink, err)
+			}
+			s.Toxic = &ts
+		}
+		return s, nil
 	default:
 		return Spec{}, fmt.Errorf("fault %T cannot be written as data", f)
 	}
@@ -233,19 +257,64 @@ func (s Spec) Fault() (fault.Fault, error) {
 			return nil, err
 		}
 		return fault.RetentionReplay{Consumer: s.Consumer, Trigger: s.Trigger.trigger()}, nil
+	case KindOnCommit:
+		return s.onCommit()
 	case "":
 		return nil, errors.New("fault without a kind")
 	default:
 		return nil, fmt.Errorf("unknown fault kind %q (want %s)", s.Kind,
-			strings.Join([]string{KindCrash, KindToxic, KindLinkDown, KindUnbind, KindPoison, KindBrokerRestart, KindReplay}, ", "))
+			strings.Join([]string{KindCrash, KindToxic, KindLinkDown, KindUnbind, KindPoison, KindBrokerRestart, KindReplay, KindOnCommit}, ", "))
 	}
+}
+
+// onCommit is an on-commit spec as the harness's fault.
+func (s Spec) onCommit() (fault.Fault, error) {
+	var errs []error
+	if s.Process == "" {
+		errs = append(errs, errors.New("on-commit fault: needs process"))
+	}
+	switch s.Table {
+	case fault.TableOutbox, fault.TableFacts, fault.TableEffects:
+	default:
+		errs = append(errs, fmt.Errorf("on-commit fault: table %q: want %s, %s or %s", s.Table, fault.TableOutbox, fault.TableFacts, fault.TableEffects))
+	}
+	switch s.Action {
+	case fault.ActKill, fault.ActPause, fault.ActNone:
+	default:
+		errs = append(errs, fmt.Errorf("on-commit fault: action %q: want %s, %s or %s", s.Action, fault.ActKill, fault.ActPause, fault.ActNone))
+	}
+	if s.Hit < 0 {
+		errs = append(errs, fmt.Errorf("on-commit fault: hit %d: want 1 or more", s.Hit))
+	}
+	if (s.Link == "") != (s.Toxic == nil) {
+		errs = append(errs, errors.New("on-commit fault: link and toxic go together"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	c := fault.OnCommit{Process: s.Process, Table: s.Table, Status: s.Status, Nth: int(s.Hit), Trigger: s.Trigger.trigger(),
+		Cut: s.Cut, CutAfter: time.Duration(s.CutAfter), CutFor: time.Duration(s.CutFor), ToxicLink: s.Link, ToxicFor: time.Duration(s.Duration),
+		ActAfter: time.Duration(s.ActAfter), Action: s.Action, Hold: time.Duration(s.Hold), RestartAfter: time.Duration(s.RestartAfter)}
+	if s.Toxic != nil {
+		t, err := s.Toxic.toxic()
+		if err != nil {
+			return nil, fmt.Errorf("on-commit fault on %s: %w", s.Link, err)
+		}
+		c.Toxic = t
+	}
+	return c, nil
 }
 
 // Window is the protocol window the fault opens, "" if none: a crash
 // point's, or the point a link fault waits at.
 func (s Spec) Window() string {
-	if s.Kind == KindCrash {
+	switch s.Kind {
+	case KindCrash:
 		return s.Point
+	case KindOnCommit:
+		return BlackBoxWindow(s.Process, s.Table, s.Status)
+	case KindUnbind:
+		return WindowUnroutable
 	}
 	if s.At != nil {
 		return s.At.Point
@@ -255,7 +324,7 @@ func (s Spec) Window() string {
 
 // Instance is the instance reference whose window the fault opens.
 func (s Spec) Instance() string {
-	if s.Kind == KindCrash {
+	if s.Kind == KindCrash || s.Kind == KindOnCommit {
 		return s.Process
 	}
 	if s.At != nil {

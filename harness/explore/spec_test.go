@@ -40,6 +40,11 @@ func everyFault() []fault.Fault {
 		fault.Poison{Count: 5, Trigger: trig},
 		fault.BrokerRestart{Trigger: trig, Down: 500 * time.Millisecond},
 		fault.RetentionReplay{Consumer: "consumer", Trigger: fault.Trigger{AfterOrders: 30}},
+		fault.OnCommit{Process: "relay-1", Table: fault.TableOutbox, Status: "Processing", Nth: 2, Trigger: trig,
+			ToxicLink: "relay-1.pg", Toxic: proxies.Latency{Latency: time.Second, Stream: proxies.Upstream}, ToxicFor: 600 * time.Millisecond,
+			Cut: []string{"relay-1.pg"}, CutAfter: 500 * time.Millisecond, CutFor: 3 * time.Second,
+			ActAfter: 200 * time.Millisecond, Action: fault.ActKill, RestartAfter: 300 * time.Millisecond},
+		fault.OnCommit{Process: "consumer", Table: fault.TableEffects, Nth: 1, Action: fault.ActPause, Hold: 5 * time.Second},
 	}
 }
 

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -105,7 +106,14 @@ type Options struct {
 	// Tick is told, about once a second during the long phases (workload,
 	// converging), how far the phase has come (0..1); may be nil.
 	Tick func(phase string, done float64)
+	// FaultDeadline bounds how long each fault waits for its window to
+	// open (0: DefaultFaultDeadline). An exploration that tries windows
+	// which may never open sets it near the workload's length.
+	FaultDeadline time.Duration
 }
+
+// DefaultFaultDeadline is how long a fault waits for its window to open.
+const DefaultFaultDeadline = 30 * time.Second
 
 // Phases of a run.
 const (
@@ -286,7 +294,7 @@ func (r *run) execute(ctx context.Context) error {
 	r.obsv = &observers{commits: fault.NewCommits()}
 	env := &fault.Env{
 		Roles: r.roles, Links: r.links, Infra: r.sh.Infra, VHost: r.id, DB: r.pools, Commits: r.obsv.commits,
-		Contract: r.sh.Target.Contract, Topology: r.sh.Target.Topology, Deadline: 30 * time.Second,
+		Contract: r.sh.Target.Contract, Topology: r.sh.Target.Topology, Deadline: cmp.Or(r.opts.FaultDeadline, DefaultFaultDeadline),
 		Logf: func(format string, args ...any) { r.sh.logf(r.sc.Name+": "+format, args...) },
 	}
 	if why := r.unsupported(env, faults); why != "" {

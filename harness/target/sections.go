@@ -73,8 +73,9 @@ func (d *decoder) decode(data []byte) *Target {
 	t.Processes = d.decodeProcesses(m)
 	t.Lease = defaultLease
 	if v, ok := m.get("timing"); ok {
-		if tm, ok := d.mapping(v, "lease"); ok {
+		if tm, ok := d.mapping(v, "lease", "rides_out"); ok {
 			t.Lease = d.optDuration(tm, "lease", defaultLease)
+			t.RidesOut = d.optDuration(tm, "rides_out", 0)
 		}
 	}
 	t.Workload = d.decodeWorkload(m)
@@ -785,9 +786,12 @@ func (d *decoder) decodeSettings(m *mapping, ps []Process) map[string]Setting {
 	for _, name := range sm.keys {
 		sv := sm.vals[name]
 		s := Setting{Name: name, Line: sv.line}
-		m, ok := d.mapping(sv, "role", "args", "env")
+		m, ok := d.mapping(sv, "role", "args", "env", "explore")
 		if !ok {
 			continue
+		}
+		if xv, ok := m.get("explore"); ok {
+			s.Explore = d.settingExplore(xv)
 		}
 		if rv, ok := d.require(m, "role", "the role of the processes it applies to"); ok {
 			if role, ok := d.oneOf(rv, "role", protocol.Roles()); ok {
@@ -811,6 +815,35 @@ func (d *decoder) decodeSettings(m *mapping, ps []Process) map[string]Setting {
 		settings[name] = s
 	}
 	return settings
+}
+
+func windowNames() []string {
+	var names []string
+	for _, w := range protocol.Windows() {
+		names = append(names, w.Name)
+	}
+	return names
+}
+
+// settingExplore reads a setting's explore: {value, opens}.
+func (d *decoder) settingExplore(v val) *SettingExplore {
+	m, ok := d.mapping(v, "value", "opens")
+	if !ok {
+		return nil
+	}
+	x := &SettingExplore{}
+	if vv, ok := d.require(m, "value", "the value explore turns the setting to"); ok {
+		x.Value, _ = d.nonEmpty(vv)
+	}
+	if ov, ok := m.get("opens"); ok {
+		items, _ := d.seq(ov)
+		for _, item := range items {
+			if w, ok := d.oneOf(item, "window", windowNames()); ok {
+				x.Opens = append(x.Opens, w)
+			}
+		}
+	}
+	return x
 }
 
 func (d *decoder) decodeVariants(m *mapping) []Variant {

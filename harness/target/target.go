@@ -37,12 +37,16 @@ type Target struct {
 	Schema    Schema
 	Processes []Process
 	Lease     time.Duration // the relays' claim lease (timing.lease)
-	Workload  Workload
-	Topology  Topology
-	Contract  Contract
-	Observe   Observe
-	Settings  map[string]Setting
-	Variants  []Variant
+	// RidesOut (timing.rides_out) is the longest outage of the queue's
+	// bindings the relays ride out: an unroutable spell no longer than this
+	// must leave no row Failed. 0: not said, and not checked.
+	RidesOut time.Duration
+	Workload Workload
+	Topology Topology
+	Contract Contract
+	Observe  Observe
+	Settings map[string]Setting
+	Variants []Variant
 }
 
 // Command is a program to run, in the target file's folder.
@@ -144,7 +148,33 @@ type Setting struct {
 	Name, Role string
 	Args       []Template // may use {{value}}
 	Env        []EnvVar
-	Line       int
+	// Explore, if set, is the value faultline explore turns the setting
+	// to, for the windows it opens (and every run, when Opens is empty).
+	Explore *SettingExplore
+	Line    int
+}
+
+// SettingExplore is how faultline explore uses a setting: a window that
+// only opens with the setting on (a lease renewal: relay.before-renew) is
+// explored with the setting at Value.
+type SettingExplore struct {
+	Value string
+	Opens []string // protocol windows
+}
+
+// ExploreSettings are the settings (name → value) under which explore
+// attacks a window: those whose explore.opens names it.
+func (t *Target) ExploreSettings(window string) map[string]string {
+	var out map[string]string
+	for name, s := range t.Settings {
+		if s.Explore != nil && slices.Contains(s.Explore.Opens, window) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[name] = s.Explore.Value
+		}
+	}
+	return out
 }
 
 // Variant is a broken build of the pipeline (a negative control): one
