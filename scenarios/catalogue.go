@@ -26,9 +26,7 @@ func between(rng *rand.Rand, lo, hi int) int { return lo + rng.IntN(hi-lo+1) }
 
 // steady is the default traffic: orders spread over a few seconds so faults
 // land mid-stream.
-func steady() workload.Spec {
-	return workload.Spec{Orders: 120, Concurrency: 4, Pace: 5 * time.Second}
-}
+func steady() workload.Spec { return workload.Steady() }
 
 // All returns every scenario, by name.
 func All() []runner.Scenario {

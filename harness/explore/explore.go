@@ -380,6 +380,10 @@ func (e *explorer) shrinkAll(ctx context.Context) {
 	e.mu.Lock()
 	kinds, byKind, pick := Failures(e.rep.Runs)
 	e.mu.Unlock()
+	if i := slices.Index(kinds, e.cfg.StopKind); i > 0 {
+		// the kind looked for first: it gets the largest share of the budget
+		kinds = append([]string{kinds[i]}, slices.Delete(kinds, i, i+1)...)
+	}
 	start := e.cfg.Now()
 	end := start.Add(e.cfg.ShrinkBudget)
 	for i, kind := range kinds {

@@ -17,7 +17,6 @@ package explore
 import (
 	"fmt"
 	"math/rand/v2"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,11 +51,9 @@ const (
 	DefaultCombos = 5000
 )
 
-// Steady is the workload of every explored run, the catalogue's steady():
-// 120 orders over 5 s, so faults land mid-stream.
-func Steady() workload.Spec {
-	return workload.Spec{Orders: 120, Concurrency: 4, Pace: 5 * time.Second}
-}
+// Steady is the workload of every explored run, the catalogue's:
+// workload.Steady.
+func Steady() workload.Spec { return workload.Steady() }
 
 // Timings of the faults, from the target's lease.
 const (
@@ -185,12 +182,6 @@ type LinkRef struct {
 	To       string // pg or amqp
 }
 
-// uses matches a template that asks for a PostgreSQL or an AMQP URL.
-var (
-	usesPostgres = regexp.MustCompile(`\{\{-?\s*postgres\b`)
-	usesAMQP     = regexp.MustCompile(`\{\{-?\s*amqp\b`)
-)
-
 // SurfaceOf resolves what a target offers: its instances through
 // fault.NewRoles, as the runner does, their crash points and their links
 // (a process has a link to PostgreSQL or RabbitMQ when its command or
@@ -242,12 +233,9 @@ func SurfaceOf(t *target.Target) (Surface, error) {
 			}
 			s.Instances = append(s.Instances, r)
 			p := procOf[in.Name]
-			for _, to := range []string{"pg", "amqp"} {
-				re := usesPostgres
-				if to == "amqp" {
-					re = usesAMQP
-				}
-				if !usesURL(p, re) {
+			for _, link := range []struct{ to, placeholder string }{{"pg", "postgres"}, {"amqp", "amqp"}} {
+				to := link.to
+				if !p.Uses(link.placeholder) {
 					continue
 				}
 				lr := LinkRef{Ref: ref + "." + to, Instance: r, To: to}
@@ -259,20 +247,6 @@ func SurfaceOf(t *target.Target) (Surface, error) {
 		}
 	}
 	return s, nil
-}
-
-func usesURL(p target.Process, re *regexp.Regexp) bool {
-	for _, a := range p.Command {
-		if re.MatchString(a.Raw) {
-			return true
-		}
-	}
-	for _, e := range p.Env {
-		if re.MatchString(e.Value.Raw) {
-			return true
-		}
-	}
-	return false
 }
 
 // singles are every single fault the surface offers, in a fixed order:

@@ -143,8 +143,11 @@ processes:
 
 # The relays' claim lease (--lease above; default 30s): a scenario that
 # holds a claim past it holds it at least this long.
+# rides_out (optional): the longest spell of the queue's bindings gone
+# that the relays ride out with no row ending Failed; explore checks it.
 timing:
   lease: 2s
+  # rides_out: 1500ms
 
 # What makes one business fact. create is one request; steps are the
 # follow-ups of the same aggregate. Each: method (default POST), path and
@@ -213,6 +216,9 @@ observe:
 # Knobs a scenario may turn, as this pipeline's own arguments or
 # environment for the processes of one role; templates may use {{value}}:
 #   retry-budget: {role: relay, args: ["--retry-budget={{value}}"]}
+# explore: {value, opens: [windows]} turns a setting on when explore
+# attacks a window that only opens with it:
+#   lease-renewal: {role: relay, args: ["--renew-every={{value}}"], explore: {value: 400ms, opens: [relay.before-renew]}}
 settings: {}
 
 # The broken variants (negative controls): each removes one guard (chosen

@@ -326,6 +326,11 @@ func (d *decoder) decodeProcess(v val) (Process, int) {
 	return p, nameLine
 }
 
+// Uses reports whether the process's command or environment calls the
+// placeholder name: "postgres" (it talks to PostgreSQL), "amqp" (to
+// RabbitMQ), "control_addr".
+func (p Process) Uses(name string) bool { return usesAny(p.Command, p.Env, name) }
+
 func usesAny(args []Template, env []EnvVar, name string) bool {
 	for _, a := range args {
 		if a.Uses(name) {

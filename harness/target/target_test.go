@@ -32,6 +32,9 @@ func TestLoadReference(t *testing.T) {
 	assert.Equal(t, []string{"orders", "inventory"}, tg.Databases)
 	assert.True(t, tg.Schema.CreatedByProcesses)
 	assert.Equal(t, 2*time.Second, tg.Lease)
+	assert.Equal(t, 1500*time.Millisecond, tg.RidesOut)
+	assert.Equal(t, map[string]string{"lease-renewal": "400ms"}, tg.ExploreSettings("relay.before-renew"))
+	assert.Nil(t, tg.ExploreSettings("relay.after-claim"), "a window that opens on its own needs no setting")
 
 	require.Len(t, tg.Processes, 3)
 	relays := tg.ByRole("relay")
@@ -298,6 +301,9 @@ func TestProblems(t *testing.T) {
 		{"contract defaults need their databases", "databases: [orders, inventory]", "databases: [orders, stock]", 3, "contract", "the contract defaults need database inventory (declared: orders, stock); declare it, or write contract.effects"},
 		{"contract query without sql", "topology:", "contract: {facts: {database: orders}}\ntopology:", 13, "contract.facts.sql", "required"},
 		{"setting role without process", "topology:", "settings: {budget: {role: relay, args: ['--budget={{value}}']}}\ntopology:", 13, "settings.budget.role", "no process has role relay"},
+		{"setting explore without value", "topology:", "settings: {budget: {role: producer, args: ['--b={{value}}'], explore: {opens: [producer.after-commit]}}}\ntopology:", 13, "settings.budget.explore.value", "required"},
+		{"setting explore opens no window", "topology:", "settings: {budget: {role: producer, args: ['--b={{value}}'], explore: {value: '3', opens: [relay.before-renw]}}}\ntopology:", 13, "settings.budget.explore.opens[0]", `"relay.before-renw"`},
+		{"bad rides_out", "topology:", "timing: {lease: 2s, rides_out: -1s}\ntopology:", 13, "timing.rides_out", "bad duration"},
 		{"setting without args or env", "topology:", "settings: {budget: {role: producer}}\ntopology:", 13, "settings.budget", "give args or env"},
 		{"variant named correct", "topology:", "variants: [{name: correct, guard: g, expect: lost, caught_by: [s]}]\ntopology:", 13, "variants[0].name", `"correct" names the pipeline without a variant`},
 		{"variant without caught_by", "topology:", "variants: [{name: v, guard: g, expect: lost}]\ntopology:", 13, "variants[0].caught_by", "required"},

@@ -35,6 +35,12 @@ type Spec struct {
 	StepDelay time.Duration
 }
 
+// Steady is the traffic most runs send: 120 orders over 5 s from four
+// clients, so that faults land mid-stream.
+func Steady() Spec {
+	return Spec{Orders: 120, Concurrency: 4, Pace: 5 * time.Second}
+}
+
 // Stats is what the workload saw from the client side.
 type Stats struct {
 	Acknowledged int64 // requests answered 201
