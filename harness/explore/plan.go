@@ -2,7 +2,11 @@
 // enumerates every fault a target offers (each crash point it honours ×
 // hit 1..k × kill or pause past the lease × each instance; each link ×
 // latency past the lease, timeout, down, alone or while its process waits
-// at one of its windows), runs them one at a time and then in random
+// at one of its windows; each black-box window at an instance's commits;
+// the queue's bindings taken away), each with what its window needs
+// around it to open at all (a retry window with the bindings gone, a
+// renewal window with slow confirms and the target's setting that turns
+// renewal on), runs them one at a time and then in random
 // combinations of two and three on the shared infrastructure until a
 // budget runs out, counts per window how many runs opened it, and shrinks
 // each failing schedule to a minimal one that still fails the same way,
