@@ -412,17 +412,29 @@ func (e *explorer) shrinkAll(ctx context.Context) {
 	}
 }
 
-// shrink shrinks a finding's original schedule until deadline.
+// Confirm is how many more runs a minimal schedule must fail, all of them,
+// before it is reported: the shrinker takes a candidate on Repeats runs,
+// and a schedule shrunk to the edge of its window (a hold just past the
+// lease) can pass the next time. One that does not hold up falls back a
+// step, at most maxFallback times, and then to the original.
+const (
+	Confirm     = 3
+	maxFallback = 4
+)
+
+// shrink shrinks a finding's original schedule until deadline, then
+// confirms the minimal schedule (falling back a step while it does not
+// hold up).
 func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) {
 	var mu sync.Mutex
 	var n, tried int
 	found := map[string]result.Violation{} // schedule key → a violation it failed with
-	fails := func(ctx context.Context, s Schedule) bool {
+	failsIn := func(ctx context.Context, s Schedule, repeats int, stage string) bool {
 		mu.Lock()
 		n++
-		name := fmt.Sprintf("shrink-%s-%03d", f.Kind, n)
+		name := fmt.Sprintf("%s-%s-%03d", stage, f.Kind, n)
 		mu.Unlock()
-		results := make([]result.Scenario, e.cfg.Repeats)
+		results := make([]result.Scenario, repeats)
 		var wg sync.WaitGroup
 		for i := range results {
 			run := fmt.Sprintf("%s.%d", name, i+1)
@@ -449,6 +461,7 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) {
 		}
 		return true
 	}
+	fails := func(ctx context.Context, s Schedule) bool { return failsIn(ctx, s, e.cfg.Repeats, "shrink") }
 	opts := ShrinkOptions{Batch: max(e.cfg.Parallel/e.cfg.Repeats, 1), Deadline: deadline, Now: e.cfg.Now,
 		Tried: func(c Candidate, failed bool) {
 			verdict := "passes or fails otherwise: kept the larger schedule"
@@ -461,16 +474,43 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) {
 			e.progress("shrink", "", tried, deadline, fmt.Sprintf("%s: %s — %s", f.Kind, c.Change, verdict))
 		}}
 	shrunk := Shrink(ctx, f.Original, fails, opts)
-	f.Minimal, f.Steps, f.Tried, f.Complete = shrunk.Minimal, shrunk.Steps, shrunk.Tried, shrunk.Complete
+	f.Tried, f.Complete = shrunk.Tried, shrunk.Complete
+	// Confirm, falling back a step while the schedule does not hold up.
+	kept := -1
+	for i := len(shrunk.Chain) - 1; i >= 0 && i >= len(shrunk.Chain)-maxFallback && ctx.Err() == nil; i-- {
+		ok := failsIn(ctx, shrunk.Chain[i], Confirm, "confirm")
+		e.mu.Lock()
+		verdict := "holds up"
+		if !ok {
+			verdict = "did not fail every time: one step back"
+		}
+		e.progress("shrink", "", tried, deadline, fmt.Sprintf("%s: confirming the schedule after %d steps (%d runs) — %s", f.Kind, i+1, Confirm, verdict))
+		e.mu.Unlock()
+		if ok {
+			kept = i
+			break
+		}
+	}
+	if kept < len(shrunk.Chain)-1 {
+		f.Complete = false // it fell back: a smaller schedule may yet fail every time
+	}
+	if kept < 0 {
+		f.Minimal, f.Steps = f.Original, []Step{}
+		f.Minimal.Violation = f.Kind
+		if len(shrunk.Chain) > 0 {
+			f.Confirmed = fmt.Sprintf("failed once with %s while exploring; no smaller schedule failed every time it was confirmed", f.Kind)
+		} else {
+			f.Confirmed = fmt.Sprintf("failed once with %s while exploring; no smaller schedule failed every time", f.Kind)
+		}
+		return
+	}
+	f.Minimal, f.Steps = shrunk.Chain[kept], shrunk.Steps[:kept+1]
 	f.Minimal.Violation = f.Kind
 	f.Minimal.Origin = fmt.Sprintf("%s, shrunk in %d steps (%d candidates tried)", f.Original.Origin, len(f.Steps), f.Tried)
-	if len(f.Steps) > 0 {
-		f.Confirmed = fmt.Sprintf("the minimal schedule failed with %s in %d of %d runs", f.Kind, e.cfg.Repeats, e.cfg.Repeats)
-		if ex, ok := found[shrunk.Minimal.key()]; ok {
-			f.Example = &ex
-		}
-	} else {
-		f.Confirmed = fmt.Sprintf("failed once with %s while exploring; no smaller schedule failed every time", f.Kind)
+	f.Confirmed = fmt.Sprintf("the minimal schedule failed with %s in %d of %d runs while shrinking and in %d of %d runs confirming it",
+		f.Kind, e.cfg.Repeats, e.cfg.Repeats, Confirm, Confirm)
+	if ex, ok := found[f.Minimal.key()]; ok {
+		f.Example = &ex
 	}
 }
 

@@ -116,7 +116,7 @@ func TestExplore(t *testing.T) {
 	assert.True(t, f.Complete)
 	assert.Equal(t, "stale-write", f.Minimal.Violation)
 	assert.Equal(t, "no-fencing", f.Minimal.Variant)
-	assert.Equal(t, 2*f.Tried, f.ShrinkRuns, "every candidate runs twice")
+	assert.Equal(t, 2*f.Tried+Confirm, f.ShrinkRuns, "every candidate runs twice, the minimal schedule Confirm times more")
 	require.NotNil(t, f.Example)
 	assert.Equal(t, []string{"E1"}, f.Example.EventIDs)
 	assert.Contains(t, f.Confirmed, "2 of 2")
@@ -136,6 +136,26 @@ func TestExplore(t *testing.T) {
 	assert.Equal(t, 2, explored.Opened)
 	assert.Positive(t, explored.Violations["stale-write"])
 	assert.Positive(t, explored.Left)
+}
+
+// A minimal schedule that does not fail every time it is confirmed falls
+// back a step.
+func TestExploreMinimalMustHoldUp(t *testing.T) {
+	pause := pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 10*time.Second)
+	items := []Item{{Index: 0, Faults: []fault.Fault{pause}, Size: 1}}
+	// A hold of 5 s fails both shrink runs, but not the third confirming run.
+	fr := &fakeRunner{failAbove: 4 * time.Second, flaky: func(name string, c fault.Crash) bool {
+		return c.Hold < 10*time.Second && strings.HasPrefix(name, "confirm-") && strings.HasSuffix(name, ".3")
+	}}
+	rep := Explore(context.Background(), fr, items, exploreConfig(t, items))
+	require.Len(t, rep.Findings, 1)
+	f := rep.Findings[0]
+	assert.Equal(t, 10*time.Second, f.Minimal.Faults[0].(fault.Crash).Hold, "one step back: the hold it had before")
+	assert.Equal(t, 22, f.Minimal.Workload.Orders, "the steps before it stand")
+	require.NotEmpty(t, f.Steps)
+	assert.NotContains(t, f.Steps[len(f.Steps)-1].Change, "hold")
+	assert.False(t, f.Complete, "after a fall back a smaller schedule may still fail every time")
+	assert.Contains(t, f.Confirmed, "3 of 3 runs confirming")
 }
 
 // A shrink candidate counts as failing only if it fails every time.

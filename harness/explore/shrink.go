@@ -244,6 +244,9 @@ type Step struct {
 type Shrunk struct {
 	Minimal Schedule
 	Steps   []Step
+	// Chain is the schedule after each step (Chain[len-1] is Minimal), so
+	// a minimal schedule that does not hold up can fall back a step.
+	Chain []Schedule
 	Tried   int // candidates tried
 	// Complete: no smaller candidate fails (rather than the budget or the
 	// context ending the shrink).
@@ -301,6 +304,7 @@ func Shrink(ctx context.Context, s Schedule, fails Fails, opts ShrinkOptions) Sh
 		}
 		c := cands[accepted]
 		out.Minimal = c.Schedule
+		out.Chain = append(out.Chain, c.Schedule)
 		out.Steps = append(out.Steps, Step{Change: c.Change, Faults: len(c.Schedule.Faults), Orders: c.Schedule.Workload.Orders})
 	}
 }
