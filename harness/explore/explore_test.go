@@ -294,3 +294,23 @@ func TestWriteAllAndPage(t *testing.T) {
 		assert.Contains(t, html, want)
 	}
 }
+
+// A failing run whose schedule never fails again is not the finding: the
+// next failing run of the kind is shrunk instead.
+func TestExploreTriesTheNextFailingRun(t *testing.T) {
+	items := []Item{
+		{Index: 0, Faults: []fault.Fault{pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 10*time.Second)}, Size: 1},
+		{Index: 1, Faults: []fault.Fault{pauseAt("relay-2", protocol.RelayAfterConfirm, 1, 10*time.Second)}, Size: 1},
+	}
+	// relay-1's pause failed once, while exploring, and never again.
+	fr := &fakeRunner{failAbove: 4 * time.Second, flaky: func(name string, c fault.Crash) bool {
+		return c.Process == "relay-1" && !strings.HasPrefix(name, "explore-")
+	}}
+	rep := Explore(context.Background(), fr, items, exploreConfig(t, items))
+	require.Len(t, rep.Findings, 1)
+	f := rep.Findings[0]
+	assert.Equal(t, []int{0, 1}, f.Runs)
+	assert.Equal(t, "explore run #1", f.Original.Origin)
+	assert.Equal(t, "relay-2", f.Minimal.Faults[0].(fault.Crash).Process)
+	assert.Contains(t, f.Confirmed, "3 of 3 runs confirming")
+}
