@@ -127,9 +127,8 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cfg := explore.Config{
 		Target: c.target.Name, Offered: explore.OfferedOf(c.target, surface), Variant: *variant, Seed: c.seed, Hits: *hits,
 		Shard: shard, PlanTotal: len(items), Workload: explore.Steady(), Parallel: c.parallel,
-		FaultDeadline: explore.FaultDeadline(explore.Steady(), c.target.Lease),
 		Budget: *budget, ShrinkBudget: *shrinkBudget, Repeats: *repeats, StopAtFirst: *first,
-		Phase: rep.Phase, Tick: rep.Tick,
+		Phase: rep.Phase, Tick: rep.Tick, FaultDeadline: explore.FaultDeadline(explore.Steady(), c.target.Lease),
 		Progress: func(p explore.Progress) {
 			line := progressLine(p)
 			if p.Run != "" {

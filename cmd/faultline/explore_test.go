@@ -14,6 +14,8 @@ import (
 
 	"faultline/harness/explore"
 	"faultline/harness/fault"
+	"faultline/harness/result"
+	"faultline/harness/runner"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 )
@@ -55,6 +57,7 @@ func TestExploreUsageErrors(t *testing.T) {
 		{[]string{"run", "--schedule", garbage}, `unknown fault kind "meteor"`},
 		{[]string{"run", "--schedule", other}, `is of target "someone-else", not of "reference"`},
 		{[]string{"run", "--schedule", writeSchedule(t, "reference"), "--variant", "nope"}, `has no variant "nope"`},
+		{[]string{"run", "--schedule", writeSchedule(t, "reference"), "--repeat", "0"}, "--repeat must be 1..100"},
 		{[]string{"merge"}, "name the report folders"},
 		{[]string{"merge", filepath.Join(t.TempDir(), "nowhere")}, "read exploration"},
 		{[]string{"merge", "--bogus", "x"}, "flag provided but not defined: -bogus"},
@@ -176,4 +179,19 @@ func TestExploreDryRun(t *testing.T) {
 	assert.Regexp(t, `unbind queue: binding every routing key removed, restored after 1\.5s, after 20 orders \[none may end Failed\]`, s)
 	assert.Contains(t, s, "black-box relay-2: at the commit of relay-2's write #1 (outbox write to Processing)")
 	assert.Empty(t, errOut.String(), "no infrastructure, no progress")
+}
+
+func TestRunRepeatCounts(t *testing.T) {
+	scs := repeated([]runner.Scenario{{Name: "schedule-lost"}}, 3)
+	require.Len(t, scs, 3)
+	assert.Equal(t, "schedule-lost.2", scs[1].Name)
+	lost := result.Invariant{Name: "no-loss", Violations: []result.Violation{{Kind: "lost"}, {Kind: "lost"}}}
+	results := []result.Scenario{
+		{Name: "schedule-lost.1", Verdict: result.Fail, Invariants: []result.Invariant{lost}},
+		{Name: "schedule-lost.2", Verdict: result.Pass},
+		{Name: "schedule-lost.3", Verdict: result.Fail, Invariants: []result.Invariant{lost}},
+	}
+	var out bytes.Buffer
+	printRepeats(&out, results, 3)
+	assert.Equal(t, "schedule-lost: failed 2 of 3 runs (lost in 2)\n", out.String())
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -181,6 +182,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	variant := fs.String("variant", "", "run on this broken variant instead of the correct pipeline")
 	all := fs.Bool("all", false, "run every scenario")
 	schedule := fs.String("schedule", "", "replay a schedule file that faultline explore wrote (its seed and variant unless given)")
+	repeat := fs.Int("repeat", 1, "run each scenario (or the schedule) this many times, side by side: a failure that hangs on timing shows how often it happens")
 	keep := fs.Bool("keep", false, "keep every run's folder (event logs, process output, merged timeline), not only a failing correct run's")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: faultline run [flags] SCENARIO... | --all")
@@ -214,6 +216,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(picked) == 0 {
 		return usagef("run: name at least one scenario, or --all (see faultline list)")
 	}
+	if *repeat < 1 || *repeat > 100 {
+		return usagef("--repeat must be 1..100, got %d", *repeat)
+	}
+	picked = repeated(picked, *repeat)
 	if *variant != "" && *variant != "correct" {
 		if _, ok := c.target.Variant(*variant); !ok {
 			return usagef("target %s has no variant %q (known: %s)", c.target.Name, *variant, strings.Join(variantNames(c.target), ", "))
@@ -249,6 +255,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if r.Verdict != result.Pass {
 			out.Pass = false
 		}
+	}
+	if *repeat > 1 {
+		printRepeats(stdout, results, *repeat)
 	}
 	printTiming(stdout, out.Timing, out.Scenarios, "run", waits(false, c.target.Lease))
 	if err := writeReport(ctx, dir, out, stdout, rep); err != nil {
@@ -329,4 +338,71 @@ func variantNames(t *target.Target) []string {
 		out = append(out, v.Name)
 	}
 	return out
+}
+
+// repeated is each scenario n times, named NAME.1 .. NAME.n.
+func repeated(scs []runner.Scenario, n int) []runner.Scenario {
+	if n <= 1 {
+		return scs
+	}
+	out := make([]runner.Scenario, 0, len(scs)*n)
+	for _, sc := range scs {
+		for i := 1; i <= n; i++ {
+			c := sc
+			c.Name = fmt.Sprintf("%s.%d", sc.Name, i)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// printRepeats says, per scenario run more than once, how many of its runs
+// failed and with what.
+func printRepeats(w io.Writer, results []result.Scenario, n int) {
+	type tally struct {
+		failed int
+		kinds  map[string]int
+	}
+	var order []string
+	by := map[string]*tally{}
+	for _, r := range results {
+		name := r.Name
+		if i := strings.LastIndexByte(name, '.'); i > 0 {
+			name = name[:i]
+		}
+		t, ok := by[name]
+		if !ok {
+			t = &tally{kinds: map[string]int{}}
+			by[name] = t
+			order = append(order, name)
+		}
+		if r.Verdict == result.Fail {
+			t.failed++
+		}
+		for _, inv := range r.Invariants {
+			if inv.OK || inv.Expected || inv.NotChecked {
+				continue
+			}
+			seen := map[string]bool{}
+			for _, v := range inv.Violations {
+				if !seen[v.Kind] {
+					seen[v.Kind] = true
+					t.kinds[v.Kind]++
+				}
+			}
+		}
+	}
+	for _, name := range order {
+		t := by[name]
+		var kinds []string
+		for k, c := range t.kinds {
+			kinds = append(kinds, fmt.Sprintf("%s in %d", k, c))
+		}
+		sort.Strings(kinds)
+		detail := ""
+		if len(kinds) > 0 {
+			detail = " (" + strings.Join(kinds, ", ") + ")"
+		}
+		fmt.Fprintf(w, "%s: failed %d of %d runs%s\n", name, t.failed, n, detail)
+	}
 }

@@ -456,13 +456,14 @@ func (e *explorer) finding(ctx context.Context, kind string, runs []int, rec Rec
 	return f, held
 }
 
-// Confirm is how many more runs a minimal schedule must fail, all of them,
+// Confirm is how many more runs a minimal schedule must fail, all of them
+// side by side,
 // before it is reported: the shrinker takes a candidate on Repeats runs,
 // and a schedule shrunk to the edge of its window (a hold just past the
 // lease) can pass the next time. One that does not hold up falls back a
 // step, at most maxFallback times, and then to the original.
 const (
-	Confirm     = 3
+	Confirm     = 5
 	maxFallback = 4
 )
 

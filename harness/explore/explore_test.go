@@ -143,9 +143,9 @@ func TestExplore(t *testing.T) {
 func TestExploreMinimalMustHoldUp(t *testing.T) {
 	pause := pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 10*time.Second)
 	items := []Item{{Index: 0, Faults: []fault.Fault{pause}, Size: 1}}
-	// A hold of 5 s fails both shrink runs, but not the third confirming run.
+	// A hold of 5 s fails both shrink runs, but not the last confirming run.
 	fr := &fakeRunner{failAbove: 4 * time.Second, flaky: func(name string, c fault.Crash) bool {
-		return c.Hold < 10*time.Second && strings.HasPrefix(name, "confirm-") && strings.HasSuffix(name, ".3")
+		return c.Hold < 10*time.Second && strings.HasPrefix(name, "confirm-") && strings.HasSuffix(name, ".5")
 	}}
 	rep := Explore(context.Background(), fr, items, exploreConfig(t, items))
 	require.Len(t, rep.Findings, 1)
@@ -155,7 +155,7 @@ func TestExploreMinimalMustHoldUp(t *testing.T) {
 	require.NotEmpty(t, f.Steps)
 	assert.NotContains(t, f.Steps[len(f.Steps)-1].Change, "hold")
 	assert.False(t, f.Complete, "after a fall back a smaller schedule may still fail every time")
-	assert.Contains(t, f.Confirmed, "3 of 3 runs confirming")
+	assert.Contains(t, f.Confirmed, "5 of 5 runs confirming")
 }
 
 // A shrink candidate counts as failing only if it fails every time.
@@ -312,5 +312,5 @@ func TestExploreTriesTheNextFailingRun(t *testing.T) {
 	assert.Equal(t, []int{0, 1}, f.Runs)
 	assert.Equal(t, "explore run #1", f.Original.Origin)
 	assert.Equal(t, "relay-2", f.Minimal.Faults[0].(fault.Crash).Process)
-	assert.Contains(t, f.Confirmed, "3 of 3 runs confirming")
+	assert.Contains(t, f.Confirmed, "5 of 5 runs confirming")
 }

@@ -247,7 +247,7 @@ type Shrunk struct {
 	// Chain is the schedule after each step (Chain[len-1] is Minimal), so
 	// a minimal schedule that does not hold up can fall back a step.
 	Chain []Schedule
-	Tried   int // candidates tried
+	Tried int // candidates tried
 	// Complete: no smaller candidate fails (rather than the budget or the
 	// context ending the shrink).
 	Complete bool
