@@ -215,11 +215,7 @@ func replayTarget(path string) string {
 // progressLine is one line of how the exploration is getting on: runs
 // done, windows covered, violations found, time left.
 func progressLine(p explore.Progress) string {
-	var kinds []string
-	for k, n := range p.Violations {
-		kinds = append(kinds, fmt.Sprintf("%s×%d", k, n))
-	}
-	sort.Strings(kinds)
+	kinds := tallies(p.Violations, "%s×%d")
 	found := "none"
 	if len(kinds) > 0 {
 		found = strings.Join(kinds, " ")

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"faultline/harness/explore"
 	"faultline/harness/gate"
 	"faultline/harness/infra"
 	"faultline/harness/result"
@@ -379,30 +380,27 @@ func printRepeats(w io.Writer, results []result.Scenario, n int) {
 		if r.Verdict == result.Fail {
 			t.failed++
 		}
-		for _, inv := range r.Invariants {
-			if inv.OK || inv.Expected || inv.NotChecked {
-				continue
-			}
-			seen := map[string]bool{}
-			for _, v := range inv.Violations {
-				if !seen[v.Kind] {
-					seen[v.Kind] = true
-					t.kinds[v.Kind]++
-				}
-			}
+		for _, k := range explore.ViolationKinds(r) {
+			t.kinds[k]++
 		}
 	}
 	for _, name := range order {
 		t := by[name]
-		var kinds []string
-		for k, c := range t.kinds {
-			kinds = append(kinds, fmt.Sprintf("%s in %d", k, c))
-		}
-		sort.Strings(kinds)
+		kinds := tallies(t.kinds, "%s in %d")
 		detail := ""
 		if len(kinds) > 0 {
 			detail = " (" + strings.Join(kinds, ", ") + ")"
 		}
 		fmt.Fprintf(w, "%s: failed %d of %d runs%s\n", name, t.failed, n, detail)
 	}
+}
+
+// tallies are the counts of m, each as format (name, count), sorted.
+func tallies(m map[string]int, format string) []string {
+	out := make([]string, 0, len(m))
+	for k, n := range m {
+		out = append(out, fmt.Sprintf(format, k, n))
+	}
+	sort.Strings(out)
+	return out
 }

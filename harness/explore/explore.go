@@ -237,11 +237,17 @@ func (e *explorer) explore(ctx context.Context, items []Item) {
 			}
 		})
 	}
+	// The first run always starts (a budget, however short, covers one);
+	// no run starts after the budget.
 feed:
-	for _, it := range items {
+	for i, it := range items {
+		var expired <-chan time.Time
+		if i > 0 {
+			expired = deadline.C
+		}
 		select {
 		case jobs <- it:
-		case <-deadline.C:
+		case <-expired:
 			break feed
 		case <-e.found:
 			break feed
