@@ -104,6 +104,26 @@ func (p *processes) stop(ctx context.Context) {
 // span reads the event logs of the named processes and returns the time
 // of the first line of event first and of the last line of event last, and
 // how many lines of event last there were.
+// spanOf is span once the logs hold at least want last events, or as they
+// are after a few seconds.
+func (p *processes) spanOf(ctx context.Context, first, last string, want int, names ...string) (from, to time.Time, n int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		from, to, n, err = p.span(first, last, names...)
+		if err != nil || n >= want {
+			return from, to, n, err
+		}
+		select {
+		case <-ctx.Done():
+			return from, to, n, nil
+		case <-t.C:
+		}
+	}
+}
+
 func (p *processes) span(first, last string, names ...string) (from, to time.Time, n int, err error) {
 	paths := p.sup.EventLogPaths()
 	for _, name := range names {
@@ -151,7 +171,9 @@ func measureRelay(ctx context.Context, st *stage, dir string, flags Flags, event
 		`SELECT NOT EXISTS (SELECT 1 FROM outbox_messages WHERE status IN ('Pending', 'Processing'))`); err != nil {
 		return Sample{}, err
 	}
-	_, end, marked, err := procs.span(eventlog.Claimed, eventlog.Marked, names...)
+	// A relay writes its marked line after the commit the query saw: wait
+	// for the logs to catch up.
+	_, end, marked, err := procs.spanOf(ctx, eventlog.Claimed, eventlog.Marked, len(events), names...)
 	if err != nil {
 		return Sample{}, err
 	}
