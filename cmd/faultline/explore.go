@@ -15,6 +15,7 @@ import (
 	"faultline/harness/gate"
 	"faultline/harness/runner"
 	"faultline/harness/target"
+	"faultline/harness/workload"
 )
 
 // settingsFlag is a repeatable --set NAME=VALUE.
@@ -126,9 +127,9 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		c.target.Name, variantOr(*variant), c.seed, shard, len(part), len(items), singles, *budget, dir)
 	cfg := explore.Config{
 		Target: c.target.Name, Offered: explore.OfferedOf(c.target, surface), Variant: *variant, Seed: c.seed, Hits: *hits,
-		Shard: shard, PlanTotal: len(items), Workload: explore.Steady(), Parallel: c.parallel,
+		Shard: shard, PlanTotal: len(items), Workload: workload.Steady(), Parallel: c.parallel,
 		Budget: *budget, ShrinkBudget: *shrinkBudget, Repeats: *repeats, StopAtFirst: *first,
-		Phase: rep.Phase, Tick: rep.Tick, FaultDeadline: explore.FaultDeadline(explore.Steady(), c.target.Lease),
+		Phase: rep.Phase, Tick: rep.Tick, FaultDeadline: explore.FaultDeadline(workload.Steady(), c.target.Lease),
 		Progress: func(p explore.Progress) {
 			line := progressLine(p)
 			if p.Run != "" {
@@ -215,10 +216,9 @@ func replayTarget(path string) string {
 // progressLine is one line of how the exploration is getting on: runs
 // done, windows covered, violations found, time left.
 func progressLine(p explore.Progress) string {
-	kinds := tallies(p.Violations, "%s×%d")
 	found := "none"
-	if len(kinds) > 0 {
-		found = strings.Join(kinds, " ")
+	if len(p.Violations) > 0 {
+		found = kindCounts(p.Violations)
 	}
 	left := p.Left.Round(time.Second).String() + " left"
 	if p.Stage == "shrink" {
@@ -341,16 +341,12 @@ func printExplore(w io.Writer, r *explore.Report, dir, targetFlag string) {
 	fmt.Fprintf(w, "\nreport: %s (%s, schedule files)\n", filepath.Join(dir, explore.PageFile), explore.ReportFile)
 }
 
+// kindCounts is kind×runs, sorted, or "-".
 func kindCounts(m map[string]int) string {
 	if len(m) == 0 {
 		return "-"
 	}
-	var out []string
-	for k, n := range m {
-		out = append(out, fmt.Sprintf("%s×%d", k, n))
-	}
-	sort.Strings(out)
-	return strings.Join(out, " ")
+	return strings.Join(tallies(m, "%s×%d"), " ")
 }
 
 // printPlan writes the plan's runs, one a line.

@@ -16,13 +16,14 @@ import (
 	"faultline/harness/fault"
 	"faultline/harness/result"
 	"faultline/harness/runner"
+	"faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 )
 
 func writeSchedule(t *testing.T, targetName string) string {
 	path := filepath.Join(t.TempDir(), "schedule.json")
-	require.NoError(t, explore.WriteSchedule(path, explore.Schedule{Target: targetName, Variant: "no-fencing", Seed: 3, Workload: explore.Steady(),
+	require.NoError(t, explore.WriteSchedule(path, explore.Schedule{Target: targetName, Variant: "no-fencing", Seed: 3, Workload: workload.Steady(),
 		Faults: []fault.Fault{fault.Crash{Process: "relay-1", Point: protocol.RelayAfterConfirm, Action: crashpoint.Pause, Hit: 1, Hold: 5 * time.Second}}}))
 	return path
 }

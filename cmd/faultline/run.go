@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"faultline/harness/explore"
 	"faultline/harness/gate"
 	"faultline/harness/infra"
 	"faultline/harness/result"
@@ -380,7 +379,7 @@ func printRepeats(w io.Writer, results []result.Scenario, n int) {
 		if r.Verdict == result.Fail {
 			t.failed++
 		}
-		for _, k := range explore.ViolationKinds(r) {
+		for _, k := range r.ViolationKinds() {
 			t.kinds[k]++
 		}
 	}

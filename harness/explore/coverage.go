@@ -97,7 +97,7 @@ func (r Record) Opened() bool {
 // RecordOf makes the record of a run of faults.
 func RecordOf(index int, specs []Spec, describe string, res result.Scenario) Record {
 	r := Record{Index: index, Faults: specs, Hit: make([]bool, len(specs)), Verdict: res.Verdict, Reason: res.Reason,
-		DurationMS: res.DurationMS, Dir: res.Dir, Describe: describe, Violations: ViolationKinds(res)}
+		DurationMS: res.DurationMS, Dir: res.Dir, Describe: describe, Violations: res.ViolationKinds()}
 	if len(res.Faults) == len(specs) {
 		for i, f := range res.Faults {
 			r.Hit[i] = f.Hit
@@ -110,22 +110,6 @@ func RecordOf(index int, specs []Spec, describe string, res result.Scenario) Rec
 		}
 	}
 	return r
-}
-
-// ViolationKinds are the kinds of the violations a run reported, sorted,
-// each once: of its broken invariants, not those it expected.
-func ViolationKinds(res result.Scenario) []string {
-	var kinds []string
-	for _, inv := range res.Invariants {
-		if inv.OK || inv.Expected || inv.NotChecked {
-			continue
-		}
-		for _, v := range inv.Violations {
-			kinds = append(kinds, v.Kind)
-		}
-	}
-	slices.Sort(kinds)
-	return slices.Compact(kinds)
 }
 
 // Coverage statuses. A window no run opened is unexplored, never safe.

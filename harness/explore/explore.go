@@ -1,6 +1,7 @@
 package explore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -142,7 +143,7 @@ func (cfg *Config) defaults() {
 		cfg.Now = time.Now
 	}
 	if cfg.Workload.Orders == 0 {
-		cfg.Workload = Steady()
+		cfg.Workload = workload.Steady()
 	}
 	if cfg.Hits == 0 {
 		cfg.Hits = DefaultHits
@@ -333,21 +334,17 @@ func violationCounts(runs []Record) map[string]int {
 // examples keeps one violation of each kind a run reported.
 func examples(res result.Scenario) map[string]result.Violation {
 	out := map[string]result.Violation{}
-	for _, inv := range res.Invariants {
-		if inv.OK || inv.Expected || inv.NotChecked {
+	for _, v := range res.UnexpectedViolations() {
+		if _, ok := out[v.Kind]; ok {
 			continue
 		}
-		for _, v := range inv.Violations {
-			if _, ok := out[v.Kind]; !ok {
-				if len(v.Timeline) > 40 {
-					v.Timeline = v.Timeline[:40]
-				}
-				if len(v.EventIDs) > 20 {
-					v.EventIDs = v.EventIDs[:20]
-				}
-				out[v.Kind] = v
-			}
+		if len(v.Timeline) > 40 {
+			v.Timeline = v.Timeline[:40]
 		}
+		if len(v.EventIDs) > 20 {
+			v.EventIDs = v.EventIDs[:20]
+		}
+		out[v.Kind] = v
 	}
 	return out
 }
@@ -359,32 +356,32 @@ func (e *explorer) finish() {
 	e.rep.DurationMS = e.cfg.Now().Sub(e.rep.Started).Milliseconds()
 }
 
-// Failures groups the failing runs by kind of violation: for each kind
-// (sorted), the runs that reported it, and the one to shrink — the fewest
-// faults, the earliest among equals.
-func Failures(runs []Record) (kinds []string, byKind map[string][]int, pick map[string]Record) {
-	byKind, pick = map[string][]int{}, map[string]Record{}
+// Failures groups the failing runs by kind of violation: the kinds,
+// sorted, and for each the runs that reported it in the order to shrink
+// them — the fewest faults first, the earliest among equals.
+func Failures(runs []Record) (kinds []string, byKind map[string][]Record) {
+	byKind = map[string][]Record{}
 	for _, r := range runs {
 		for _, k := range r.Violations {
-			byKind[k] = append(byKind[k], r.Index)
-			p, ok := pick[k]
-			if !ok || len(r.Faults) < len(p.Faults) || (len(r.Faults) == len(p.Faults) && r.Index < p.Index) {
-				pick[k] = r
-			}
+			byKind[k] = append(byKind[k], r)
 		}
 	}
-	for k := range byKind {
+	for k, rs := range byKind {
 		kinds = append(kinds, k)
+		slices.SortStableFunc(rs, func(a, b Record) int { return cmp.Or(len(a.Faults)-len(b.Faults), a.Index-b.Index) })
 	}
 	sort.Strings(kinds)
-	return kinds, byKind, pick
+	return kinds, byKind
 }
 
 // shrinkAll shrinks one failing schedule per kind, sharing the shrink
-// budget between the kinds still to do.
+// budget between the kinds still to do. The run shrunk first may have
+// failed by a hair (a window it only just opened): while its schedule does
+// not hold up, the next failing run of the kind is tried, up to
+// maxAttempts.
 func (e *explorer) shrinkAll(ctx context.Context) {
 	e.mu.Lock()
-	kinds, byKind, pick := Failures(e.rep.Runs)
+	kinds, byKind := Failures(e.rep.Runs)
 	e.mu.Unlock()
 	if i := slices.Index(kinds, e.cfg.StopKind); i > 0 {
 		// the kind looked for first: it gets the largest share of the budget
@@ -393,15 +390,15 @@ func (e *explorer) shrinkAll(ctx context.Context) {
 	end := e.cfg.Now().Add(e.cfg.ShrinkBudget)
 	for i, kind := range kinds {
 		until := e.cfg.Now().Add(end.Sub(e.cfg.Now()) / time.Duration(len(kinds)-i))
+		recs := byKind[kind]
+		indices := make([]int, len(recs))
+		for j, r := range recs {
+			indices[j] = r.Index
+		}
+		slices.Sort(indices)
 		var f Finding
-		// The run picked first may have failed by a hair (a window it only
-		// just opened): while its schedule does not hold up, the next
-		// failing run of the kind is tried.
-		for attempt, rec := range FailingRuns(e.rep.Runs, kind, pick[kind]) {
-			if attempt == maxAttempts {
-				break
-			}
-			g, held := e.finding(ctx, kind, byKind[kind], rec, until)
+		for attempt, rec := range recs[:min(len(recs), maxAttempts)] {
+			g, held := e.finding(ctx, kind, indices, rec, until)
 			if attempt == 0 || held {
 				f = g
 			}
@@ -421,25 +418,6 @@ func (e *explorer) shrinkAll(ctx context.Context) {
 // maxAttempts bounds the failing runs of one kind tried as a finding's
 // original.
 const maxAttempts = 3
-
-// FailingRuns are the runs that reported kind, first the one Failures
-// picked, then the rest by fewest faults and then plan order.
-func FailingRuns(runs []Record, kind string, first Record) []Record {
-	out := []Record{first}
-	var rest []Record
-	for _, r := range runs {
-		if r.Index != first.Index && slices.Contains(r.Violations, kind) {
-			rest = append(rest, r)
-		}
-	}
-	slices.SortStableFunc(rest, func(a, b Record) int {
-		if d := len(a.Faults) - len(b.Faults); d != 0 {
-			return d
-		}
-		return a.Index - b.Index
-	})
-	return append(out, rest...)
-}
 
 // finding shrinks the failing run rec of kind until the deadline; held
 // says whether what it reports failed every confirming run.
@@ -462,11 +440,10 @@ func (e *explorer) finding(ctx context.Context, kind string, runs []int, rec Rec
 	return f, held
 }
 
-// Confirm is how many more runs a minimal schedule must fail, all of them
-// side by side,
-// before it is reported: the shrinker takes a candidate on Repeats runs,
-// and a schedule shrunk to the edge of its window (a hold just past the
-// lease) can pass the next time. One that does not hold up falls back a
+// Confirm is how many more runs, side by side, a minimal schedule must
+// fail, all of them, before it is reported: the shrinker takes a candidate
+// on Repeats runs, and a schedule shrunk to the edge of its window (a hold
+// just past the lease) can pass the next time. One that does not hold up falls back a
 // step, at most maxFallback times, and then to the original.
 const (
 	Confirm     = 5
@@ -528,8 +505,8 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) b
 	f.Tried, f.Complete = shrunk.Tried, shrunk.Complete
 	// Confirm, falling back a step while the schedule does not hold up.
 	kept := -1
-	for i := len(shrunk.Chain) - 1; i >= 0 && i >= len(shrunk.Chain)-maxFallback && ctx.Err() == nil; i-- {
-		ok := failsIn(ctx, shrunk.Chain[i], Confirm, "confirm")
+	for i := len(shrunk.Steps) - 1; i >= 0 && i >= len(shrunk.Steps)-maxFallback && ctx.Err() == nil; i-- {
+		ok := failsIn(ctx, shrunk.Steps[i].Schedule, Confirm, "confirm")
 		e.mu.Lock()
 		verdict := "holds up"
 		if !ok {
@@ -542,7 +519,7 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) b
 			break
 		}
 	}
-	if kept < len(shrunk.Chain)-1 {
+	if kept < len(shrunk.Steps)-1 {
 		f.Complete = false // it fell back: a smaller schedule may yet fail every time
 	}
 	if kept < 0 {
@@ -559,7 +536,7 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) b
 		f.Confirmed = fmt.Sprintf("failed with %s while exploring, but not every time it was run again: no schedule of it holds up", f.Kind)
 		return false
 	}
-	f.Minimal, f.Steps = shrunk.Chain[kept], shrunk.Steps[:kept+1]
+	f.Minimal, f.Steps = shrunk.Steps[kept].Schedule, shrunk.Steps[:kept+1]
 	f.Minimal.Violation = f.Kind
 	f.Minimal.Origin = fmt.Sprintf("%s, shrunk in %d steps (%d candidates tried)", f.Original.Origin, len(f.Steps), f.Tried)
 	f.Confirmed = fmt.Sprintf("the minimal schedule failed with %s in %d of %d runs while shrinking and in %d of %d runs confirming it",

@@ -55,10 +55,6 @@ const (
 	DefaultCombos = 5000
 )
 
-// Steady is the workload of every explored run, the catalogue's:
-// workload.Steady.
-func Steady() workload.Spec { return workload.Steady() }
-
 // Timings of the faults, from the target's lease.
 const (
 	restartAfter = 200 * time.Millisecond // a killed process stays dead this long
@@ -86,8 +82,9 @@ type Item struct {
 	// says it rides out, so no row may end Failed.
 	Settings   map[string]string `json:"settings,omitempty"`
 	NoneFailed bool              `json:"none_failed,omitempty"`
-	// Size is the number of faults; Depth orders the single faults
-	// (higher: a later hit, a later instance, a link fault at a window).
+	// Size is the number of windows attacked (1: a single fault, with what
+	// its window needs to open); Depth orders the single faults (higher: a
+	// later hit, a later instance, a link fault at a window).
 	Size  int `json:"size"`
 	Depth int `json:"depth"`
 }
@@ -157,12 +154,7 @@ var blackBoxTable = map[string]struct{ table, status string }{
 // the instance (reference "relay-1" or a role) to a watched table:
 // blackbox.<role>.<table>[.<status>].
 func BlackBoxWindow(instance, table, status string) string {
-	role := instance
-	if i := strings.LastIndexByte(instance, '-'); i > 0 {
-		if _, err := strconv.Atoi(instance[i+1:]); err == nil {
-			role = instance[:i]
-		}
-	}
+	role, _ := fault.ParseRef(instance)
 	w := "blackbox." + role + "." + table
 	if status != "" {
 		w += "." + strings.ToLower(status)

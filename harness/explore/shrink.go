@@ -29,7 +29,8 @@ const (
 // its hit earlier (1, half, one less), its trigger earlier (half the
 // orders, no delay), and its holds and toxics shorter (half, three
 // quarters: pause hold, restart delay, toxic or outage duration, latency,
-// jitter, broker downtime, poison count).
+// jitter, broker downtime, poison count; a black-box window's commit
+// earlier, its hold, cut and toxic shorter).
 func Candidates(s Schedule) []Candidate {
 	var out []Candidate
 	add := func(change string, c Schedule) { out = append(out, Candidate{Change: change, Schedule: c}) }
@@ -92,6 +93,11 @@ func mutations(f fault.Fault) []mutation {
 			add(fmt.Sprintf("%s %s → %s", what, d, e), set(e))
 		}
 	}
+	none := func(what string, d time.Duration, set func() fault.Fault) {
+		if d > 0 {
+			add(fmt.Sprintf("%s %s → 0", what, d), set())
+		}
+	}
 	switch f := f.(type) {
 	case fault.Crash:
 		for _, h := range earlier(f.Hit) {
@@ -111,11 +117,7 @@ func mutations(f fault.Fault) []mutation {
 		}
 		durations("hold", f.Hold, func(d time.Duration) fault.Fault { g := f; g.Hold = d; return g })
 		durations("delay", f.Delay, func(d time.Duration) fault.Fault { g := f; g.Delay = d; return g })
-		if f.RestartAfter > 0 {
-			g := f
-			g.RestartAfter = 0
-			add(fmt.Sprintf("restart after %s → 0", f.RestartAfter), g)
-		}
+		none("restart after", f.RestartAfter, func() fault.Fault { g := f; g.RestartAfter = 0; return g })
 	case fault.Toxic:
 		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
 		durations("duration", f.Duration, func(d time.Duration) fault.Fault { g := f; g.Duration = d; return g })
@@ -151,6 +153,17 @@ func mutations(f fault.Fault) []mutation {
 		durations("down", f.Down, func(d time.Duration) fault.Fault { g := f; g.Down = d; return g })
 	case fault.RetentionReplay:
 		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
+	case fault.OnCommit:
+		for _, h := range earlier(int64(f.Nth)) {
+			g := f
+			g.Nth = int(h)
+			add(fmt.Sprintf("commit #%d → #%d", f.Nth, h), g)
+		}
+		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
+		durations("hold", f.Hold, func(d time.Duration) fault.Fault { g := f; g.Hold = d; return g })
+		durations("cut", f.CutFor, func(d time.Duration) fault.Fault { g := f; g.CutFor = d; return g })
+		durations("toxic", f.ToxicFor, func(d time.Duration) fault.Fault { g := f; g.ToxicFor = d; return g })
+		none("restart after", f.RestartAfter, func() fault.Fault { g := f; g.RestartAfter = 0; return g })
 	}
 	return out
 }
@@ -190,28 +203,14 @@ func shorter(d time.Duration) []time.Duration {
 	return out
 }
 
-// lastTrigger is the most orders any fault waits for.
+// lastTrigger is the most orders any fault waits for (read from its data,
+// which holds every kind's trigger).
 func lastTrigger(faults []fault.Fault) int64 {
 	var n int64
-	for _, f := range faults {
-		var t fault.Trigger
-		switch f := f.(type) {
-		case fault.Crash:
-			t = f.Trigger
-		case fault.Toxic:
-			t = f.Trigger
-		case fault.LinkDown:
-			t = f.Trigger
-		case fault.Unbind:
-			t = f.Trigger
-		case fault.Poison:
-			t = f.Trigger
-		case fault.BrokerRestart:
-			t = f.Trigger
-		case fault.RetentionReplay:
-			t = f.Trigger
+	for _, spec := range mustSpecs(faults) {
+		if spec.Trigger != nil {
+			n = max(n, spec.Trigger.AfterOrders)
 		}
-		n = max(n, t.AfterOrders)
 	}
 	return n
 }
@@ -238,16 +237,16 @@ type Step struct {
 	Change string `json:"change"`
 	Faults int    `json:"faults"` // after the change
 	Orders int    `json:"orders"`
+	// Schedule is the schedule after the change, so a minimal schedule
+	// that does not hold up can fall back a step.
+	Schedule Schedule `json:"-"`
 }
 
 // Shrunk is what a shrink ended with.
 type Shrunk struct {
 	Minimal Schedule
 	Steps   []Step
-	// Chain is the schedule after each step (Chain[len-1] is Minimal), so
-	// a minimal schedule that does not hold up can fall back a step.
-	Chain []Schedule
-	Tried int // candidates tried
+	Tried   int // candidates tried
 	// Complete: no smaller candidate fails (rather than the budget or the
 	// context ending the shrink).
 	Complete bool
@@ -304,7 +303,6 @@ func Shrink(ctx context.Context, s Schedule, fails Fails, opts ShrinkOptions) Sh
 		}
 		c := cands[accepted]
 		out.Minimal = c.Schedule
-		out.Chain = append(out.Chain, c.Schedule)
-		out.Steps = append(out.Steps, Step{Change: c.Change, Faults: len(c.Schedule.Faults), Orders: c.Schedule.Workload.Orders})
+		out.Steps = append(out.Steps, Step{Change: c.Change, Faults: len(c.Schedule.Faults), Orders: c.Schedule.Workload.Orders, Schedule: c.Schedule})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"faultline/harness/fault"
+	"faultline/harness/workload"
 	"faultline/proxies"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
@@ -30,7 +31,7 @@ func TestCandidates(t *testing.T) {
 	pause := pauseAt("relay-1", protocol.RelayAfterConfirm, 3, 5*time.Second)
 	latency := fault.Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{Latency: 3 * time.Second, Stream: proxies.Upstream},
 		Trigger: fault.Trigger{AfterOrders: 20}, Duration: 6 * time.Second}
-	s := Schedule{Target: "t", Workload: Steady(), Faults: []fault.Fault{pause, latency}}
+	s := Schedule{Target: "t", Workload: workload.Steady(), Faults: []fault.Fault{pause, latency}}
 	cs := Candidates(s)
 	assert.Equal(t, []string{
 		"drop fault 1 (" + Describe(pause) + ")",
@@ -67,12 +68,27 @@ func TestCandidates(t *testing.T) {
 		"fault 1: trigger delay 1s → 0",
 		"fault 1: duration 2s → 1s",
 		"fault 1: duration 2s → 1.5s",
-	}, changes(Candidates(Schedule{Workload: Steady(), Faults: []fault.Fault{late}})))
+	}, changes(Candidates(Schedule{Workload: workload.Steady(), Faults: []fault.Fault{late}})))
 	assert.Equal(t, []string{"orders 120 → 60", "orders 120 → 90", "fault 1: restart after 200ms → 0"},
-		changes(Candidates(Schedule{Workload: Steady(), Faults: []fault.Fault{kill}})))
+		changes(Candidates(Schedule{Workload: workload.Steady(), Faults: []fault.Fault{kill}})))
+
+	// A black-box window: its commit earlier, its trigger, hold and cut
+	// shorter; orders stop short of its trigger.
+	commit := fault.OnCommit{Process: "consumer", Table: fault.TableEffects, Nth: 3, Trigger: fault.Trigger{AfterOrders: 70},
+		Cut: []string{"consumer.pg"}, CutFor: 2 * time.Second, Action: fault.ActPause, Hold: 4 * time.Second}
+	assert.Equal(t, []string{
+		"orders 120 → 90",
+		"fault 1: commit #3 → #1",
+		"fault 1: commit #3 → #2",
+		"fault 1: trigger after 70 → 35 orders",
+		"fault 1: hold 4s → 2s",
+		"fault 1: hold 4s → 3s",
+		"fault 1: cut 2s → 1s",
+		"fault 1: cut 2s → 1.5s",
+	}, changes(Candidates(Schedule{Workload: workload.Steady(), Faults: []fault.Fault{commit}})))
 
 	// At the floor there is nothing left to try.
-	floor := Schedule{Workload: Steady(), Faults: []fault.Fault{pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 120*time.Millisecond)}}
+	floor := Schedule{Workload: workload.Steady(), Faults: []fault.Fault{pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 120*time.Millisecond)}}
 	floor.Workload.Orders = 10
 	assert.Empty(t, Candidates(floor))
 }
@@ -93,7 +109,7 @@ func fakeFails(_ context.Context, s Schedule) bool {
 }
 
 func TestShrink(t *testing.T) {
-	original := Schedule{Target: "t", Workload: Steady(), Faults: []fault.Fault{
+	original := Schedule{Target: "t", Workload: workload.Steady(), Faults: []fault.Fault{
 		fault.Crash{Process: "relay-2", Point: protocol.RelayAfterClaim, Action: crashpoint.Kill, Hit: 2, RestartAfter: 200 * time.Millisecond},
 		pauseAt("relay-1", protocol.RelayAfterConfirm, 3, 5*time.Second),
 		fault.Toxic{Link: "consumer.amqp", Toxic: proxies.Timeout{}, Trigger: fault.Trigger{AfterOrders: 20}, Duration: 5 * time.Second},
@@ -126,7 +142,7 @@ func TestShrink(t *testing.T) {
 }
 
 func TestShrinkStopsAtTheDeadline(t *testing.T) {
-	original := Schedule{Workload: Steady(), Faults: []fault.Fault{pauseAt("relay-1", protocol.RelayAfterConfirm, 3, 5*time.Second)}}
+	original := Schedule{Workload: workload.Steady(), Faults: []fault.Fault{pauseAt("relay-1", protocol.RelayAfterConfirm, 3, 5*time.Second)}}
 	now := time.Unix(1000, 0)
 	calls := 0
 	got := Shrink(context.Background(), original, func(context.Context, Schedule) bool { calls++; now = now.Add(time.Minute); return true },

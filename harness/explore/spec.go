@@ -305,8 +305,9 @@ func (s Spec) onCommit() (fault.Fault, error) {
 	return c, nil
 }
 
-// Window is the protocol window the fault opens, "" if none: a crash
-// point's, or the point a link fault waits at.
+// Window is the window the fault opens, "" if none: a crash point's, the
+// point a link fault waits at, a black-box window (BlackBoxWindow), or the
+// unroutable queue (WindowUnroutable).
 func (s Spec) Window() string {
 	switch s.Kind {
 	case KindCrash:

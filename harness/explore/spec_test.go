@@ -80,7 +80,7 @@ func TestScheduleRoundTrip(t *testing.T) {
 	items, err := Enumerate(testTarget(), Options{Seed: 3, Combos: 50})
 	require.NoError(t, err)
 	for _, it := range items {
-		s := Schedule{Target: "t", Variant: "correct", Seed: 3, Workload: Steady(), Faults: it.Faults}
+		s := Schedule{Target: "t", Variant: "correct", Seed: 3, Workload: workload.Steady(), Faults: it.Faults}
 		data, err := json.Marshal(s)
 		require.NoError(t, err)
 		var back Schedule
@@ -118,12 +118,12 @@ func TestScheduleDecodeErrors(t *testing.T) {
 
 func TestScheduleScenario(t *testing.T) {
 	faults := []fault.Fault{fault.Crash{Process: "relay-1", Point: protocol.RelayAfterConfirm, Action: crashpoint.Pause, Hit: 1, Hold: 5 * time.Second}}
-	s := Schedule{Target: "reference", Workload: Steady(), Faults: faults, Settings: map[string]string{"retry-budget": "3"}}
+	s := Schedule{Target: "reference", Workload: workload.Steady(), Faults: faults, Settings: map[string]string{"retry-budget": "3"}}
 	sc := s.Scenario("replay")
 	assert.Equal(t, "replay", sc.Name)
 	assert.Equal(t, faults, sc.Schedule(1))
 	assert.Equal(t, faults, sc.Schedule(99), "the same faults whatever the seed")
-	assert.Equal(t, Steady(), sc.Workload)
+	assert.Equal(t, workload.Steady(), sc.Workload)
 	assert.Equal(t, s.Settings, sc.Settings)
 	assert.False(t, sc.Exclusive)
 	s.Faults = append(s.Faults, fault.BrokerRestart{Down: time.Second})

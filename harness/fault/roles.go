@@ -35,14 +35,20 @@ func NewRoles(instances []Instance) *Roles {
 // Ref is the reference of a role's n-th instance (1-based).
 func Ref(role string, n int) string { return role + "-" + strconv.Itoa(n) }
 
-// Instance resolves ref ("relay-2", "consumer").
-func (r *Roles) Instance(ref string) (Instance, error) {
-	role, n := ref, 1
+// ParseRef splits an instance reference: "relay-2" is relay's 2nd
+// instance, "consumer" its role's 1st.
+func ParseRef(ref string) (role string, n int) {
 	if i := strings.LastIndexByte(ref, '-'); i > 0 {
 		if k, err := strconv.Atoi(ref[i+1:]); err == nil {
-			role, n = ref[:i], k
+			return ref[:i], k
 		}
 	}
+	return ref, 1
+}
+
+// Instance resolves ref ("relay-2", "consumer").
+func (r *Roles) Instance(ref string) (Instance, error) {
+	role, n := ParseRef(ref)
 	ins := r.byRole[role]
 	if len(ins) == 0 {
 		return Instance{}, fmt.Errorf("the target has no %s", role)

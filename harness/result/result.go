@@ -3,7 +3,10 @@
 // here runs anything.
 package result
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Schema is the version of the results.json contract.
 const Schema = "faultline/results/v1"
@@ -203,17 +206,30 @@ func (s Scenario) Caught(kind string) bool {
 // HasViolation reports whether the run reported a violation of kind that
 // was not expected by the scenario.
 func (s Scenario) HasViolation(kind string) bool {
+	return slices.ContainsFunc(s.UnexpectedViolations(), func(v Violation) bool { return v.Kind == kind })
+}
+
+// UnexpectedViolations are the violations of the run's broken invariants
+// that the scenario did not expect (and checked), in invariant order.
+func (s Scenario) UnexpectedViolations() []Violation {
+	var out []Violation
 	for _, inv := range s.Invariants {
-		if inv.OK || inv.Expected {
+		if inv.OK || inv.Expected || inv.NotChecked {
 			continue
 		}
-		for _, v := range inv.Violations {
-			if v.Kind == kind {
-				return true
-			}
-		}
+		out = append(out, inv.Violations...)
 	}
-	return false
+	return out
+}
+
+// ViolationKinds are the kinds of the run's UnexpectedViolations, sorted, each once.
+func (s Scenario) ViolationKinds() []string {
+	var kinds []string
+	for _, v := range s.UnexpectedViolations() {
+		kinds = append(kinds, v.Kind)
+	}
+	slices.Sort(kinds)
+	return slices.Compact(kinds)
 }
 
 // Timeline is what a scenario's timeline picture is drawn from. Times are

@@ -32,22 +32,25 @@ func FreeAddr() (string, error) {
 // it — a Node.js program takes a while to start — cannot be lost to either.
 // Safe for concurrent use.
 type Ports struct {
-	mu       sync.Mutex
-	next, hi int
+	mu           sync.Mutex
+	lo, next, hi int
 }
+
+// portsFrom is the lowest port Ports hands out.
+const portsFrom = 10000
 
 // NewPorts makes an allocator over the ports below the ephemeral range
 // (ip_local_port_range), from 10000, starting at a place drawn from seed
 // (say, the pid) so that two harnesses on one machine rarely meet.
 func NewPorts(seed int) *Ports {
-	lo, hi := 10000, 32768
+	lo, hi := portsFrom, 32768
 	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
 		var a, b int
 		if _, err := fmt.Sscan(string(data), &a, &b); err == nil && a > lo+1000 {
 			hi = a
 		}
 	}
-	return &Ports{next: lo + seed%(hi-lo), hi: hi}
+	return &Ports{lo: lo, next: lo + seed%(hi-lo), hi: hi}
 }
 
 // Addr returns a loopback host:port nothing listens on now and that this
@@ -55,11 +58,11 @@ func NewPorts(seed int) *Ports {
 func (p *Ports) Addr() (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for range p.hi - 10000 {
+	for range p.hi - p.lo {
 		port := p.next
 		p.next++
 		if p.next >= p.hi {
-			p.next = 10000
+			p.next = p.lo
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		ln, err := net.Listen("tcp", addr)

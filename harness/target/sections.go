@@ -441,9 +441,9 @@ func (d *decoder) decodeCrashPoints(v val, role string) map[string]string {
 	if !ok {
 		return nil
 	}
-	var all, mine []string
+	all := windowNames()
+	var mine []string
 	for _, w := range protocol.Windows() {
-		all = append(all, w.Name)
 		if w.Role == role {
 			mine = append(mine, w.Name)
 		}
@@ -840,8 +840,11 @@ func (d *decoder) settingExplore(v val) *SettingExplore {
 	if vv, ok := d.require(m, "value", "the value explore turns the setting to"); ok {
 		x.Value, _ = d.nonEmpty(vv)
 	}
-	if ov, ok := m.get("opens"); ok {
+	if ov, ok := d.require(m, "opens", "the windows the setting opens"); ok {
 		items, _ := d.seq(ov)
+		if ov.n != nil && ov.n.Kind == yaml.SequenceNode && len(items) == 0 {
+			d.problem(ov.line, ov.field, "name at least one window")
+		}
 		for _, item := range items {
 			if w, ok := d.oneOf(item, "window", windowNames()); ok {
 				x.Opens = append(x.Opens, w)

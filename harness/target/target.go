@@ -149,7 +149,7 @@ type Setting struct {
 	Args       []Template // may use {{value}}
 	Env        []EnvVar
 	// Explore, if set, is the value faultline explore turns the setting
-	// to, for the windows it opens (and every run, when Opens is empty).
+	// to when it attacks one of the windows the setting opens.
 	Explore *SettingExplore
 	Line    int
 }

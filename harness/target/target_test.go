@@ -303,6 +303,8 @@ func TestProblems(t *testing.T) {
 		{"setting role without process", "topology:", "settings: {budget: {role: relay, args: ['--budget={{value}}']}}\ntopology:", 13, "settings.budget.role", "no process has role relay"},
 		{"setting explore without value", "topology:", "settings: {budget: {role: producer, args: ['--b={{value}}'], explore: {opens: [producer.after-commit]}}}\ntopology:", 13, "settings.budget.explore.value", "required"},
 		{"setting explore opens no window", "topology:", "settings: {budget: {role: producer, args: ['--b={{value}}'], explore: {value: '3', opens: [relay.before-renw]}}}\ntopology:", 13, "settings.budget.explore.opens[0]", `"relay.before-renw"`},
+		{"setting explore without opens", "topology:", "settings: {budget: {role: producer, args: ['--b={{value}}'], explore: {value: '3'}}}\ntopology:", 13, "settings.budget.explore.opens", "required"},
+		{"setting explore opens nothing", "topology:", "settings: {budget: {role: producer, args: ['--b={{value}}'], explore: {value: '3', opens: []}}}\ntopology:", 13, "settings.budget.explore.opens", "name at least one window"},
 		{"bad rides_out", "topology:", "timing: {lease: 2s, rides_out: -1s}\ntopology:", 13, "timing.rides_out", "bad duration"},
 		{"setting without args or env", "topology:", "settings: {budget: {role: producer}}\ntopology:", 13, "settings.budget", "give args or env"},
 		{"variant named correct", "topology:", "variants: [{name: correct, guard: g, expect: lost, caught_by: [s]}]\ntopology:", 13, "variants[0].name", `"correct" names the pipeline without a variant`},

@@ -104,26 +104,6 @@ func (p *processes) stop(ctx context.Context) {
 // span reads the event logs of the named processes and returns the time
 // of the first line of event first and of the last line of event last, and
 // how many lines of event last there were.
-// spanOf is span once the logs hold at least want last events, or as they
-// are after a few seconds.
-func (p *processes) spanOf(ctx context.Context, first, last string, want int, names ...string) (from, to time.Time, n int, err error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		from, to, n, err = p.span(first, last, names...)
-		if err != nil || n >= want {
-			return from, to, n, err
-		}
-		select {
-		case <-ctx.Done():
-			return from, to, n, nil
-		case <-t.C:
-		}
-	}
-}
-
 func (p *processes) span(first, last string, names ...string) (from, to time.Time, n int, err error) {
 	paths := p.sup.EventLogPaths()
 	for _, name := range names {
@@ -144,6 +124,26 @@ func (p *processes) span(first, last string, names ...string) (from, to time.Tim
 		}
 	}
 	return from, to, n, nil
+}
+
+// spanOf is span once the logs hold at least want last events, or as they
+// are after a few seconds.
+func (p *processes) spanOf(ctx context.Context, first, last string, want int, names ...string) (from, to time.Time, n int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		from, to, n, err = p.span(first, last, names...)
+		if err != nil || n >= want {
+			return from, to, n, err
+		}
+		select {
+		case <-ctx.Done():
+			return from, to, n, nil
+		case <-t.C:
+		}
+	}
 }
 
 // measureRelay: instances relays, idle on an empty outbox, then the events
