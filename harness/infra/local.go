@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"faultline/harness/ports"
 )
 
 // LocalOptions configures StartLocal.
@@ -25,6 +27,8 @@ type LocalOptions struct {
 	// KeepDir keeps the temporary folder (logs, data) after Stop, for
 	// debugging. It is marked with a KEEP file so no later sweep removes it.
 	KeepDir bool
+	// Ports hands out the services' ports; nil: an allocator of its own.
+	Ports *ports.Allocator
 }
 
 // Timeouts of the local provider. Start-ups are bounded by them and by the
@@ -44,6 +48,7 @@ type Local struct {
 	dir     string // resolved path of the temporary folder
 	logw    io.Writer
 	keepDir bool
+	alloc   *ports.Allocator
 	cred    *syscall.Credential // nil: children run as this process's user
 	http    *http.Client
 
@@ -81,7 +86,11 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
 	if logw == nil {
 		logw = io.Discard
 	}
-	l := &Local{logw: logw, keepDir: opts.KeepDir, http: &http.Client{Timeout: 10 * time.Second}}
+	alloc := opts.Ports
+	if alloc == nil {
+		alloc = ports.New(os.Getpid())
+	}
+	l := &Local{logw: logw, keepDir: opts.KeepDir, alloc: alloc, http: &http.Client{Timeout: 10 * time.Second}}
 	sweepStale(os.TempDir(), l.logf)
 
 	if err := l.prepare(); err != nil {
@@ -159,11 +168,11 @@ func (l *Local) prepare() error {
 		}
 	}
 
-	ports, err := freePorts(5)
-	if err != nil {
-		return err
+	for _, p := range []*int{&l.pgPort, &l.amqpPort, &l.mgmtPort, &l.distPort, &l.epmdPort} {
+		if *p, err = l.alloc.Port(); err != nil {
+			return fmt.Errorf("service port: %w", err)
+		}
 	}
-	l.pgPort, l.amqpPort, l.mgmtPort, l.distPort, l.epmdPort = ports[0], ports[1], ports[2], ports[3], ports[4]
 
 	if err := l.prepareRabbit(); err != nil {
 		return err
@@ -216,37 +225,6 @@ func chownTree(dir string, uid, gid int) error {
 		return fmt.Errorf("chown folder to uid %d: %w", uid, err)
 	}
 	return nil
-}
-
-// reservedPorts are the dev PostgreSQL and RabbitMQ of this machine's
-// engineers; never hand them out even if they happen to be free.
-func reservedPort(p int) bool {
-	return p == 55432 || p >= 55672 && p <= 55675
-}
-
-// freePorts picks n distinct free loopback ports by listening on port 0.
-// They are free when it returns; someone else could take one before the
-// service binds it, which start-up then reports.
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	var ports []int
-	for len(ports) < n {
-		ln, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("pick a free port: %w", err)
-		}
-		lns = append(lns, ln)
-		p := ln.Addr().(*net.TCPAddr).Port
-		if !reservedPort(p) {
-			ports = append(ports, p)
-		}
-	}
-	return ports, nil
 }
 
 func (l *Local) logf(format string, args ...any) {

@@ -17,6 +17,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"faultline/harness/ports"
 )
 
 // testLog sends progress lines to the test log.
@@ -58,13 +60,20 @@ func TestLocal(t *testing.T) {
 			}
 		}
 	}
-	dir, ports := l.Dir(), l.ports()
+	dir, bound := l.Dir(), l.ports()
+	require.Len(t, bound, 5)
+	for _, p := range bound {
+		// Below the ephemeral range: no client's outgoing connection can
+		// take a service's port between its choice and its bind.
+		assert.GreaterOrEqual(t, p, ports.From, "service port %d", p)
+		assert.Less(t, p, 32768, "service port %d", p)
+	}
 	require.DirExists(t, dir)
 	require.NoError(t, l.Stop(ctx))
 	for _, pid := range pids {
 		assert.False(t, alive(pid, 0), "pid %d still alive after Stop", pid)
 	}
-	for _, p := range ports {
+	for _, p := range bound {
 		c, err := net.DialTimeout("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), time.Second)
 		if err == nil {
 			c.Close()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"faultline/harness/ports"
 	"faultline/proxies"
 )
 
@@ -109,6 +110,10 @@ type Options struct {
 	// Env is read for FAULTLINE_INFRA and the provider's settings (URLs,
 	// images); nil: os.Getenv.
 	Env func(string) string
+	// Ports hands out the ports of the services the local provider starts;
+	// nil: an allocator of its own. Share one with whatever else binds
+	// loopback ports in this process (the target's processes).
+	Ports *ports.Allocator
 }
 
 // Start starts the provider kind (local, docker or external) with its
@@ -120,7 +125,7 @@ func Start(ctx context.Context, kind string, opts Options) (Infra, error) {
 	}
 	switch kind {
 	case KindLocal:
-		l, err := StartLocal(ctx, LocalOptions{Log: opts.Log})
+		l, err := StartLocal(ctx, LocalOptions{Log: opts.Log, Ports: opts.Ports})
 		if err != nil {
 			return nil, err
 		}

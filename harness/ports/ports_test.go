@@ -1,4 +1,4 @@
-package supervisor
+package ports
 
 import (
 	"net"
@@ -12,7 +12,7 @@ import (
 // The allocator never hands out a port twice, nor one in the kernel's
 // ephemeral range (where port-0 listeners land), nor one that is taken.
 func TestPortsAreUniqueAndBelowTheEphemeralRange(t *testing.T) {
-	p := NewPorts(12345)
+	p := New(12345)
 	taken, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p.next))
 	require.NoError(t, err)
 	defer taken.Close()

@@ -14,6 +14,7 @@ import (
 
 	"faultline/harness/check"
 	"faultline/harness/fault"
+	"faultline/harness/ports"
 	"faultline/harness/supervisor"
 	"faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
@@ -56,12 +57,12 @@ func (r *run) plan() []instance {
 // addresses picks the loopback addresses the instance keeps across its
 // restarts, from the shared allocator (never a port another run's process
 // or link may be given).
-func (in *instance) addresses(ports *supervisor.Ports) error {
+func (in *instance) addresses(alloc *ports.Allocator) error {
 	var err error
-	if in.control, err = ports.Addr(); err != nil {
+	if in.control, err = alloc.Addr(); err != nil {
 		return err
 	}
-	in.http, err = ports.Addr()
+	in.http, err = alloc.Addr()
 	return err
 }
 

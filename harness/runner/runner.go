@@ -20,6 +20,7 @@ import (
 	"faultline/harness/check"
 	"faultline/harness/fault"
 	"faultline/harness/infra"
+	"faultline/harness/ports"
 	"faultline/harness/result"
 	"faultline/harness/supervisor"
 	"faultline/harness/target"
@@ -53,7 +54,7 @@ type Shared struct {
 	// by every other run — of every target on this infrastructure.
 	exclusive *sync.RWMutex
 	// ports hands the processes of every run their addresses.
-	ports *supervisor.Ports
+	ports *ports.Allocator
 	logMu sync.Mutex
 
 	activeMu sync.Mutex

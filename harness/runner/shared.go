@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"faultline/harness/infra"
+	"faultline/harness/ports"
 	"faultline/harness/result"
 	"faultline/harness/supervisor"
 	"faultline/harness/target"
@@ -41,6 +42,9 @@ type Built struct {
 	BuildDir  string                   // the target's {{build_dir}}
 	Toxiproxy string                   // the Toxiproxy server binary, when asked for
 	Parts     map[string]time.Duration // start-up: infra, build, and the provider's own parts
+	// Ports hands out the loopback ports of the infrastructure's services
+	// and of the target's processes alike, so none can take another's.
+	Ports *ports.Allocator
 }
 
 // OpenBuilt starts the infrastructure provider kind (empty: FAULTLINE_INFRA)
@@ -75,7 +79,8 @@ func OpenBuilt(ctx context.Context, kind string, t *target.Target, log io.Writer
 	}()
 	parts := map[string]time.Duration{}
 	infraStart := time.Now()
-	in, err := infra.Open(ctx, kind, infra.Options{Log: log})
+	alloc := ports.New(os.Getpid())
+	in, err := infra.Open(ctx, kind, infra.Options{Log: log, Ports: alloc})
 	parts["infra"] = time.Since(infraStart)
 	if in != nil {
 		cleanup.Add("stop infrastructure", in.Stop)
@@ -93,7 +98,7 @@ func OpenBuilt(ctx context.Context, kind string, t *target.Target, log io.Writer
 			parts[name] = took
 		}
 	}
-	return Built{Infra: in, BuildDir: binDir, Toxiproxy: b.toxi, Parts: parts}, nil
+	return Built{Infra: in, BuildDir: binDir, Toxiproxy: b.toxi, Parts: parts, Ports: alloc}, nil
 }
 
 // StartShared starts the infrastructure, builds the target and Toxiproxy
@@ -146,7 +151,7 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	took := time.Since(started)
 	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", took.Round(time.Millisecond), filepath.Clean(root))
 	sh := &Shared{Infra: in, Proxies: px, Target: opts.Target, BuildDir: b.BuildDir, Root: root, Log: log, StartedIn: took, StartParts: parts,
-		exclusive: &sync.RWMutex{}, ports: supervisor.NewPorts(os.Getpid())}
+		exclusive: &sync.RWMutex{}, ports: b.Ports}
 	cleanup.Add("stop and remove unfinished runs", func(ctx context.Context) error {
 		sh.RemoveUnfinished(ctx)
 		return nil
