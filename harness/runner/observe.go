@@ -193,6 +193,9 @@ func (r *run) listen(ctx context.Context, db string) error {
 			if json.Unmarshal([]byte(n.Payload), &c) != nil {
 				continue
 			}
+			if c.Table == fault.TableOutbox {
+				c.Status = r.sh.Target.Observe.Outbox.ArticleStatus(c.Status)
+			}
 			r.obsv.commits.Publish(fault.Commit{Table: c.Table, Op: c.Op, Writer: c.Writer, EventID: c.EventID, Status: c.Status, Claim: c.Claim, At: time.Now()})
 		}
 	}()
@@ -268,7 +271,8 @@ func (r *run) readTap(ctx context.Context) (map[string]int, error) {
 
 // readAudit reads the outbox's audit trail, in the order the writes were made.
 func (r *run) readAudit(ctx context.Context) ([]check.AuditRow, error) {
-	pool := r.pools[r.sh.Target.Observe.Outbox.Database]
+	outbox := r.sh.Target.Observe.Outbox
+	pool := r.pools[outbox.Database]
 	rows, err := pool.Query(ctx, `SELECT id, at, writer, op, coalesce(event_id, ''), coalesce(old_status, ''), coalesce(new_status, ''), coalesce(old_claim, ''), coalesce(new_claim, '') FROM faultline_audit ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("audit trail: %w", err)
@@ -280,6 +284,7 @@ func (r *run) readAudit(ctx context.Context) ([]check.AuditRow, error) {
 		if err := rows.Scan(&a.ID, &a.At, &a.Writer, &a.Op, &a.EventID, &a.OldStatus, &a.NewStatus, &a.OldClaim, &a.NewClaim); err != nil {
 			return nil, fmt.Errorf("audit trail: %w", err)
 		}
+		a.OldStatus, a.NewStatus = outbox.ArticleStatus(a.OldStatus), outbox.ArticleStatus(a.NewStatus)
 		out = append(out, a)
 	}
 	return out, rows.Err()

@@ -207,7 +207,9 @@ contract:
 # (they need no crash point and no event log): it installs triggers on them
 # in each run's own databases — an audit trail of every outbox write with
 # its writer, and a notification the moment a writing transaction commits.
-# These are the article's tables; name yours if they differ.
+# These are the article's tables; name yours if they differ. If your
+# outbox's status values are not the article's, map them:
+#   statuses: {NEW: Pending, SENDING: Processing, SENT: Published, DEAD: Failed}
 observe:
   outbox: {database: orders, table: outbox_messages, event_id: event_id, status: status, claim: locked_by}
   facts: {database: orders, table: orders}

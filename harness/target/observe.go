@@ -22,11 +22,29 @@ type Table struct {
 	// Columns: the event id (outbox, effects), the status and the claim
 	// (outbox).
 	EventID, Status, Claim string
-	Default                bool // the article's, not written in the file
+	// Statuses maps the target's values of the outbox's status column to
+	// the article's (Pending, Processing, Published, Failed), for what
+	// faultline reads through its own triggers (the audit trail, the
+	// commits a black-box window waits for); a value it does not list is
+	// read as it is. Empty: the target uses the article's names.
+	Statuses map[string]string
+	Default  bool // the article's, not written in the file
 	Line                   int
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+// ArticleStatuses are the outbox statuses of the article, by which
+// faultline reasons about a row.
+var ArticleStatuses = []string{"Pending", "Processing", "Published", "Failed"}
+
+// ArticleStatus is the article's name for the target's status value v.
+func (t Table) ArticleStatus(v string) string {
+	if a, ok := t.Statuses[v]; ok {
+		return a
+	}
+	return v
+}
 
 // Ident splits a possibly schema-qualified name for pgx.Identifier.
 func Ident(name string) []string { return strings.Split(name, ".") }
@@ -50,7 +68,11 @@ func (d *decoder) decodeObserve(m *mapping, c Contract) Observe {
 		if !ok {
 			return
 		}
-		tm, ok := d.mapping(tv, append([]string{"database", "table"}, columns...)...)
+		known := append([]string{"database", "table"}, columns...)
+		if key == "outbox" {
+			known = append(known, "statuses")
+		}
+		tm, ok := d.mapping(tv, known...)
 		if !ok {
 			return
 		}
@@ -81,10 +103,38 @@ func (d *decoder) decodeObserve(m *mapping, c Contract) Observe {
 				out.Claim = name
 			}
 		}
+		if sv, ok := tm.get("statuses"); ok {
+			out.Statuses = d.outboxStatuses(sv)
+		}
 		*t = out
 	}
 	read("outbox", &o.Outbox, "event_id", "status", "claim")
 	read("facts", &o.Facts)
 	read("effects", &o.Effects, "event_id")
 	return o
+}
+
+// outboxStatuses reads observe.outbox.statuses: each of the target's status
+// values to the article's name for it, no article status twice.
+func (d *decoder) outboxStatuses(v val) map[string]string {
+	m, ok := d.mapping(v)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]string, len(m.keys))
+	given := map[string]string{}
+	for _, value := range m.keys {
+		av := m.vals[value]
+		article, ok := d.oneOf(av, "article status", ArticleStatuses)
+		if !ok {
+			continue
+		}
+		if other, ok := given[article]; ok {
+			d.problem(av.line, av.field, "%s is given twice (also for %q)", article, other)
+			continue
+		}
+		given[article] = value
+		out[value] = article
+	}
+	return out
 }

@@ -311,6 +311,9 @@ func TestProblems(t *testing.T) {
 		{"variant without caught_by", "topology:", "variants: [{name: v, guard: g, expect: lost}]\ntopology:", 13, "variants[0].caught_by", "required"},
 		{"variant env placeholder", "topology:", "variants: [{name: v, guard: g, expect: lost, caught_by: [s], env: {X: '{{n}}'}}]\ntopology:", 13, "variants[0].env.X", `placeholder "n" is not available in a process`},
 		{"build placeholder", "topology:", "build: {command: [make, 'OUT={{instance}}']}\ntopology:", 13, "build.command[1]", `placeholder "instance" is not available in build (available: build_dir, target_dir)`},
+		{"observe status not the article's", "topology:", "observe: {outbox: {database: orders, table: outbox, statuses: {NEW: Pendng}}}\ntopology:", 13, "observe.outbox.statuses.NEW", `"Pendng" is not an article status (did you mean Pending?`},
+		{"observe status given twice", "topology:", "observe: {outbox: {database: orders, table: outbox, statuses: {NEW: Pending, OLD: Pending}}}\ntopology:", 13, "observe.outbox.statuses.OLD", `Pending is given twice (also for "NEW")`},
+		{"statuses only on the outbox", "topology:", "observe: {facts: {database: orders, table: orders, statuses: {NEW: Pending}}}\ntopology:", 13, "observe.facts.statuses", "unknown field"},
 		{"not a mapping", "topology:\n  exchange: orders.events\n  queue: inventory.order-events\n  routing_keys: [order.created]\n", "topology: [orders.events]\n", 13, "topology", "want a mapping (key: value), got a list"},
 	}
 	for _, tt := range tests {
@@ -512,4 +515,19 @@ workload:`, 1)
 	}
 	assert.Equal(t, syscall.SIGINT, tg.Processes[0].Stop.Signal)
 	assert.Equal(t, syscall.SIGQUIT, tg.Processes[1].Stop.Signal, "a key of its own wins over a merged one")
+}
+
+// The outbox's own status values are read by the article's names; a value
+// the target file does not map is read as it is.
+func TestObserveStatuses(t *testing.T) {
+	data := strings.Replace(minimal, "topology:", "observe:\n  outbox: {database: orders, table: outbox, statuses: {NEW: Pending, SENDING: Processing, SENT: Published, DEAD: Failed}}\ntopology:", 1)
+	tg, err := Parse("faultline.yaml", []byte(data))
+	require.NoError(t, err)
+	outbox := tg.Observe.Outbox
+	for value, want := range map[string]string{"NEW": "Pending", "SENDING": "Processing", "SENT": "Published", "DEAD": "Failed", "OTHER": "OTHER"} {
+		assert.Equal(t, want, outbox.ArticleStatus(value), value)
+	}
+	ref, err := Parse("faultline.yaml", []byte(minimal))
+	require.NoError(t, err)
+	assert.Equal(t, "Processing", ref.Observe.Outbox.ArticleStatus("Processing"), "no statuses: the article's names")
 }

@@ -275,7 +275,7 @@ func (r *Relay) settle(ctx context.Context, claimID string, rows []Row, res batc
 				switch {
 				case !ok:
 					lines = append(lines, eventlog.Entry{Event: eventlog.Fenced, EventID: rt.EventID, ClaimID: claimID, Detail: "schedule retry: 0 rows"})
-				case o.Status == "Failed":
+				case o.Failed:
 					alert := fmt.Sprintf("ALERT: outbox event %s Failed after %d attempts: %s", rt.EventID, o.Attempt, rt.Err)
 					fmt.Fprintln(os.Stderr, alert)
 					lines = append(lines, eventlog.Entry{Event: eventlog.FailedAlert, EventID: rt.EventID, ClaimID: claimID, Attempt: o.Attempt, Error: rt.Err, Detail: alert})

@@ -144,16 +144,16 @@ FROM unnest($1::text[], $4::text[], $5::bigint[]) AS u(event_id, err, delay_ms)
 WHERE outbox.event_id = u.event_id
   AND outbox.status = 'Processing'
   AND outbox.locked_by = $2
-RETURNING outbox.event_id, outbox.status, outbox.attempt_count`
+RETURNING outbox.event_id, outbox.status = 'Failed', outbox.attempt_count`
 
 // retryOutcome is what a retry write did to one row.
 type retryOutcome struct {
-	Status  string
+	Failed  bool // past the budget: the row is Failed, not due again
 	Attempt int
 }
 
 // scheduleRetries writes the failed attempts and returns, per changed row,
-// its new status; rows missing from the result were fenced.
+// whether it ended Failed; rows missing from the result were fenced.
 func (s store) scheduleRetries(ctx context.Context, claimID string, budget int, rs []retry) (map[string]retryOutcome, error) {
 	ids := make([]string, len(rs))
 	errs := make([]string, len(rs))
@@ -170,7 +170,7 @@ func (s store) scheduleRetries(ctx context.Context, claimID string, budget int, 
 	for rows.Next() {
 		var id string
 		var o retryOutcome
-		if err := rows.Scan(&id, &o.Status, &o.Attempt); err != nil {
+		if err := rows.Scan(&id, &o.Failed, &o.Attempt); err != nil {
 			return nil, fmt.Errorf("schedule retries: scan: %w", err)
 		}
 		out[id] = o

@@ -280,7 +280,7 @@ SET attempt_count = attempt_count + 1,
     locked_until = NULL
 WHERE event_id = $1
   AND status = 'Processing' AND locked_by = $2
-RETURNING status, attempt_count`
+RETURNING status = 'Failed', attempt_count`
 
 // BenchmarkScheduleRetries: one op records a failed attempt on each of a
 // claimed batch of 100 rows (back to Pending, due in an hour, so they are
@@ -317,7 +317,7 @@ func BenchmarkScheduleRetries(b *testing.B) {
 			untimed(b, func() { rs = retries(o.claim("relay-1:bench")) })
 			for _, r := range rs {
 				var out retryOutcome
-				if err := o.db.QueryRow(ctx, retryOneSQL, r.EventID, "relay-1:bench", r.Err, budget, r.Delay.Milliseconds()).Scan(&out.Status, &out.Attempt); err != nil {
+				if err := o.db.QueryRow(ctx, retryOneSQL, r.EventID, "relay-1:bench", r.Err, budget, r.Delay.Milliseconds()).Scan(&out.Failed, &out.Attempt); err != nil {
 					b.Fatalf("retry %s: %v", r.EventID, err)
 				}
 			}

@@ -66,6 +66,17 @@ var renames = map[string]string{
 	"ix_reservations_event": "ix_stock_holds_message",
 }
 
+// statuses maps each outbox status of the article, as a quoted SQL string
+// ('Pending'), to this fixture's own value: faultline reads them through
+// the contract (mapped back with CASE) and its triggers (observe.outbox.
+// statuses), never by the article's names.
+var statuses = map[string]string{
+	"Pending":    "queued",
+	"Processing": "in_flight",
+	"Published":  "sent",
+	"Failed":     "dead",
+}
+
 // programs are the packages built, relative to the module root.
 var programs = []string{"./system/cmd/order", "./system/cmd/relay", "./system/cmd/inventory"}
 
@@ -258,7 +269,8 @@ func renameGo(rel string, src []byte, log io.Writer) ([]byte, error) {
 }
 
 // renameSQL renames the identifiers of renames in SQL text, comments
-// included, but not inside single-quoted strings.
+// included, but not inside single-quoted strings; a single-quoted string
+// that is an outbox status becomes this fixture's value (statuses).
 func renameSQL(sql string) string {
 	var b strings.Builder
 	for i := 0; i < len(sql); {
@@ -273,7 +285,11 @@ func renameSQL(sql string) string {
 				j++
 			}
 			j = min(j+1, len(sql))
-			b.WriteString(sql[i:j])
+			if to, ok := statuses[strings.Trim(sql[i:j], "'")]; ok {
+				b.WriteString("'" + to + "'")
+			} else {
+				b.WriteString(sql[i:j])
+			}
 			i = j
 		case strings.HasPrefix(sql[i:], "--"):
 			j := strings.IndexByte(sql[i:], '\n')
