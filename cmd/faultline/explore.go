@@ -49,7 +49,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	shrinkBudget := fs.Duration("shrink-budget", 5*time.Minute, "how long to shrink the failures found, after the exploration (0: no shrinking)")
 	shardFlag := fs.String("shard", "", "i/n: explore only the i-th of n disjoint slices of the enumeration (needs --seed, the same for every shard)")
 	hits := fs.Int("hits", explore.DefaultHits, "arm each crash point at hits 1..k")
-	first := fs.Bool("first", false, "stop exploring at the first violation (with --variant: of the kind the variant expects) and shrink what was found; runs under way finish")
+	first := fs.Bool("first", false, "stop exploring at the first violation (with --variant: of the kind the variant expects) that fails again in --repeats more runs, and shrink what was found; runs under way finish")
 	dryRun := fs.Bool("dry-run", false, "print the plan (every run, in order, with its faults and settings) and run nothing")
 	repeats := fs.Int("repeats", 2, "a shrink candidate counts as failing only if it fails this many runs out of this many")
 	settings := settingsFlag{}

@@ -42,8 +42,10 @@ type Config struct {
 	// bounds the shrinking that follows (0: no shrinking).
 	Budget, ShrinkBudget time.Duration
 	// StopAtFirst ends the exploration at the first run that reports a
-	// violation — of kind StopKind, if set — (runs under way finish), and
-	// goes on to shrink what was found.
+	// violation — of kind StopKind, if set — and fails the same way again
+	// in Repeats runs of its schedule side by side (runs under way
+	// finish), and goes on to shrink what was found. A violation that does
+	// not fail again (a window only just opened) does not stop it.
 	StopAtFirst bool
 	StopKind    string
 	// Repeats: a shrink candidate counts as failing only if it fails this
@@ -103,12 +105,15 @@ type Report struct {
 	Started        time.Time         `json:"started"`
 	DurationMS     int64             `json:"duration_ms"`
 	// Exhausted: every run of the slice ran before the budget ran out.
-	Exhausted bool      `json:"exhausted"`
-	Offered   Offered   `json:"offered"`
-	Coverage  Coverage  `json:"coverage"`
-	Runs      []Record  `json:"runs"`
-	Findings  []Finding `json:"findings"`
-	Notes     []string  `json:"notes,omitempty"`
+	Exhausted bool `json:"exhausted"`
+	// Rechecks are the runs made, with StopAtFirst, to see whether a
+	// violation fails again before it ends the exploration.
+	Rechecks int       `json:"rechecks,omitempty"`
+	Offered  Offered   `json:"offered"`
+	Coverage Coverage  `json:"coverage"`
+	Runs     []Record  `json:"runs"`
+	Findings []Finding `json:"findings"`
+	Notes    []string  `json:"notes,omitempty"`
 }
 
 // Finding is one kind of violation the exploration found, with the
@@ -192,9 +197,12 @@ type explorer struct {
 	running int
 	// examples keep, per run index, one violation of each kind it reported.
 	examples map[int]map[string]result.Violation
-	// found is closed at the first violation when cfg.StopAtFirst.
+	// found is closed at the first violation that held up when
+	// cfg.StopAtFirst.
 	found     chan struct{}
 	foundOnce sync.Once
+	// heldUp are the runs whose violation of cfg.StopKind failed again.
+	heldUp map[int]bool
 }
 
 // Explore runs the plan's items, cfg.Parallel at a time on the shared
@@ -203,7 +211,7 @@ type explorer struct {
 // fewest faults, the earliest among equals).
 func Explore(ctx context.Context, r Runner, items []Item, cfg Config) *Report {
 	cfg.defaults()
-	e := &explorer{cfg: cfg, r: r, examples: map[int]map[string]result.Violation{}, found: make(chan struct{})}
+	e := &explorer{cfg: cfg, r: r, examples: map[int]map[string]result.Violation{}, found: make(chan struct{}), heldUp: map[int]bool{}}
 	e.rep = &Report{Schema: Schema, Target: cfg.Target, Variant: variantName(cfg.Variant), Seed: cfg.Seed, Hits: cfg.Hits, Shard: cfg.Shard,
 		PlanTotal: cfg.PlanTotal, Planned: len(items), Settings: cfg.Settings,
 		Workload: workloadSpec{cfg.Workload.Orders, cfg.Workload.Concurrency, cfg.Workload.EventsPerOrder, Duration(cfg.Workload.Pace), Duration(cfg.Workload.StepDelay)},
@@ -281,13 +289,9 @@ func (e *explorer) runItem(ctx context.Context, it Item) {
 	rec.Settings, rec.NoneFailed = it.Settings, it.NoneFailed
 
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.rep.Runs = append(e.rep.Runs, rec)
 	if len(rec.Violations) > 0 {
 		e.examples[it.Index] = examples(res)
-		if e.cfg.StopAtFirst && (e.cfg.StopKind == "" || slices.Contains(rec.Violations, e.cfg.StopKind)) {
-			e.foundOnce.Do(func() { close(e.found) })
-		}
 	}
 	e.rep.Coverage = ComputeCoverage(e.rep.Offered, e.rep.Runs)
 	line := fmt.Sprintf("#%d %s: %s", it.Index, rec.Describe, outcome(rec))
@@ -295,6 +299,57 @@ func (e *explorer) runItem(ctx context.Context, it Item) {
 	if e.cfg.Checkpoint != nil {
 		e.cfg.Checkpoint(e.rep)
 	}
+	e.mu.Unlock()
+
+	if kind, ok := e.stopsAt(rec); ok {
+		e.recheck(ctx, it, kind)
+	}
+}
+
+// stopsAt reports whether the run's violations would end the exploration
+// (cfg.StopAtFirst), and the kind to recheck.
+func (e *explorer) stopsAt(rec Record) (string, bool) {
+	if !e.cfg.StopAtFirst || len(rec.Violations) == 0 {
+		return "", false
+	}
+	select {
+	case <-e.found:
+		return "", false // already stopping
+	default:
+	}
+	if e.cfg.StopKind == "" {
+		return rec.Violations[0], true
+	}
+	return e.cfg.StopKind, slices.Contains(rec.Violations, e.cfg.StopKind)
+}
+
+// recheck runs the item's schedule cfg.Repeats more times side by side and
+// ends the exploration if every one fails with kind; otherwise it goes on.
+func (e *explorer) recheck(ctx context.Context, it Item, kind string) {
+	s := e.cfg.schedule(it.Faults, it.Settings, it.NoneFailed, fmt.Sprintf("explore run #%d", it.Index))
+	results := make([]result.Scenario, e.cfg.Repeats)
+	var wg sync.WaitGroup
+	for i := range results {
+		run := fmt.Sprintf("recheck-%d.%d", it.Index, i+1)
+		wg.Go(func() { results[i] = e.r.Run(ctx, s.Scenario(run), e.cfg.options(run)) })
+	}
+	wg.Wait()
+	failed := 0
+	for _, res := range results {
+		if FailsSame(res, len(it.Faults), kind) {
+			failed++
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.rep.Rechecks += len(results)
+	verdict := fmt.Sprintf("failed again in %d of %d runs: exploring on", failed, len(results))
+	if failed == len(results) {
+		e.heldUp[it.Index] = true
+		verdict = fmt.Sprintf("failed again in %d of %d runs: stopping", failed, len(results))
+		e.foundOnce.Do(func() { close(e.found) })
+	}
+	e.progress("explore", "", len(e.rep.Runs), e.rep.Started.Add(e.cfg.Budget), fmt.Sprintf("#%d %s: rechecked, %s", it.Index, kind, verdict))
 }
 
 // outcome is a run's result in a few words.
@@ -382,6 +437,12 @@ func Failures(runs []Record) (kinds []string, byKind map[string][]Record) {
 func (e *explorer) shrinkAll(ctx context.Context) {
 	e.mu.Lock()
 	kinds, byKind := Failures(e.rep.Runs)
+	for _, recs := range byKind {
+		// the runs that failed again when rechecked first
+		slices.SortStableFunc(recs, func(a, b Record) int {
+			return cmpBool(e.heldUp[b.Index], e.heldUp[a.Index])
+		})
+	}
 	e.mu.Unlock()
 	if i := slices.Index(kinds, e.cfg.StopKind); i > 0 {
 		// the kind looked for first: it gets the largest share of the budget
@@ -413,6 +474,17 @@ func (e *explorer) shrinkAll(ctx context.Context) {
 		}
 		e.mu.Unlock()
 	}
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // maxAttempts bounds the failing runs of one kind tried as a finding's

@@ -314,3 +314,28 @@ func TestExploreTriesTheNextFailingRun(t *testing.T) {
 	assert.Equal(t, "relay-2", f.Minimal.Faults[0].(fault.Crash).Process)
 	assert.Contains(t, f.Confirmed, "5 of 5 runs confirming")
 }
+
+// --first stops only at a violation that fails again: one that passes
+// when its schedule is run again (a window only just opened) lets the
+// exploration go on to the next.
+func TestExploreFirstGoesOnPastAViolationThatDoesNotHoldUp(t *testing.T) {
+	items := []Item{
+		{Index: 0, Faults: []fault.Fault{pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 10*time.Second)}, Size: 1},
+		{Index: 1, Faults: []fault.Fault{pauseAt("relay-2", protocol.RelayAfterConfirm, 1, 10*time.Second)}, Size: 1},
+		{Index: 2, Faults: []fault.Fault{pauseAt("relay-2", protocol.RelayAfterConfirm, 2, 10*time.Second)}, Size: 1},
+		{Index: 3, Faults: []fault.Fault{pauseAt("relay-2", protocol.RelayAfterConfirm, 3, 10*time.Second)}, Size: 1},
+	}
+	// relay-1's pause fails while exploring and never again.
+	fr := &fakeRunner{failAbove: 4 * time.Second, flaky: func(name string, c fault.Crash) bool {
+		return c.Process == "relay-1" && !strings.HasPrefix(name, "explore-")
+	}}
+	cfg := exploreConfig(t, items)
+	cfg.Parallel, cfg.StopAtFirst, cfg.StopKind, cfg.ShrinkBudget = 1, true, "stale-write", 0
+	rep := Explore(context.Background(), fr, items, cfg)
+	require.GreaterOrEqual(t, len(rep.Runs), 2, "went on past run #0")
+	assert.LessOrEqual(t, len(rep.Runs), 3, "stopped at run #1, whose violation held up")
+	assert.Equal(t, []string{"stale-write"}, rep.Runs[0].Violations, "run #0 is still recorded")
+	assert.Equal(t, 2*cfg.Repeats, rep.Rechecks, "runs #0 and #1 were rechecked")
+	require.Len(t, rep.Findings, 1)
+	assert.Equal(t, "explore run #1", rep.Findings[0].Original.Origin, "the run that held up is shrunk first")
+}
