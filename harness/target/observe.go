@@ -29,7 +29,7 @@ type Table struct {
 	// read as it is. Empty: the target uses the article's names.
 	Statuses map[string]string
 	Default  bool // the article's, not written in the file
-	Line                   int
+	Line     int
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
