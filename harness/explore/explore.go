@@ -444,10 +444,7 @@ func (e *explorer) shrinkAll(ctx context.Context) {
 		})
 	}
 	e.mu.Unlock()
-	if i := slices.Index(kinds, e.cfg.StopKind); i > 0 {
-		// the kind looked for first: it gets the largest share of the budget
-		kinds = append([]string{kinds[i]}, slices.Delete(kinds, i, i+1)...)
-	}
+	kinds = lookedForFirst(kinds, e.cfg.StopKind)
 	end := e.cfg.Now().Add(e.cfg.ShrinkBudget)
 	for i, kind := range kinds {
 		until := e.cfg.Now().Add(end.Sub(e.cfg.Now()) / time.Duration(len(kinds)-i))
@@ -474,6 +471,19 @@ func (e *explorer) shrinkAll(ctx context.Context) {
 		}
 		e.mu.Unlock()
 	}
+}
+
+// lookedForFirst puts the kind looked for (--first with --variant) first
+// among the kinds to shrink: it gets the largest share of the budget.
+func lookedForFirst(kinds []string, kind string) []string {
+	i := slices.Index(kinds, kind)
+	if i <= 0 {
+		return kinds
+	}
+	out := make([]string, 0, len(kinds))
+	out = append(out, kind)
+	out = append(out, kinds[:i]...)
+	return append(out, kinds[i+1:]...)
 }
 
 // cmpBool orders false before true.

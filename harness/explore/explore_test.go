@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -338,4 +339,27 @@ func TestExploreFirstGoesOnPastAViolationThatDoesNotHoldUp(t *testing.T) {
 	assert.Equal(t, 2*cfg.Repeats, rep.Rechecks, "runs #0 and #1 were rechecked")
 	require.Len(t, rep.Findings, 1)
 	assert.Equal(t, "explore run #1", rep.Findings[0].Original.Origin, "the run that held up is shrunk first")
+}
+
+// The kind looked for is shrunk first; the others keep their order, and
+// no kind is lost or made up (an empty kind once came out of reordering
+// in place: a finding with no run).
+func TestLookedForFirst(t *testing.T) {
+	tests := []struct {
+		kinds []string
+		kind  string
+		want  []string
+	}{
+		{[]string{"lost", "phantom"}, "phantom", []string{"phantom", "lost"}},
+		{[]string{"a", "b", "c", "d"}, "c", []string{"c", "a", "b", "d"}},
+		{[]string{"lost", "phantom"}, "lost", []string{"lost", "phantom"}},
+		{[]string{"lost"}, "stale-write", []string{"lost"}},
+		{[]string{"lost", "phantom"}, "", []string{"lost", "phantom"}},
+		{nil, "lost", nil},
+	}
+	for _, tt := range tests {
+		kinds := slices.Clone(tt.kinds)
+		assert.Equal(t, tt.want, lookedForFirst(kinds, tt.kind), "%v first %q", tt.kinds, tt.kind)
+		assert.Equal(t, tt.kinds, kinds, "the kinds given are left as they are")
+	}
 }
