@@ -343,12 +343,22 @@ func (e *explorer) recheck(ctx context.Context, it Item, kind string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.rep.Rechecks += len(results)
-	verdict := fmt.Sprintf("failed again in %d of %d runs: exploring on", failed, len(results))
+	stopping := false
+	select {
+	case <-e.found:
+		stopping = true // another run held up meanwhile
+	default:
+	}
+	next := "exploring on"
 	if failed == len(results) {
 		e.heldUp[it.Index] = true
-		verdict = fmt.Sprintf("failed again in %d of %d runs: stopping", failed, len(results))
 		e.foundOnce.Do(func() { close(e.found) })
+		next = "stopping"
 	}
+	if stopping {
+		next = "already stopping"
+	}
+	verdict := fmt.Sprintf("failed again in %d of %d runs: %s", failed, len(results), next)
 	e.progress("explore", "", len(e.rep.Runs), e.rep.Started.Add(e.cfg.Budget), fmt.Sprintf("#%d %s: rechecked, %s", it.Index, kind, verdict))
 }
 
