@@ -327,13 +327,7 @@ func (e *explorer) stopsAt(rec Record) (string, bool) {
 // ends the exploration if every one fails with kind; otherwise it goes on.
 func (e *explorer) recheck(ctx context.Context, it Item, kind string) {
 	s := e.cfg.schedule(it.Faults, it.Settings, it.NoneFailed, fmt.Sprintf("explore run #%d", it.Index))
-	results := make([]result.Scenario, e.cfg.Repeats)
-	var wg sync.WaitGroup
-	for i := range results {
-		run := fmt.Sprintf("recheck-%d.%d", it.Index, i+1)
-		wg.Go(func() { results[i] = e.r.Run(ctx, s.Scenario(run), e.cfg.options(run)) })
-	}
-	wg.Wait()
+	results := e.sideBySide(ctx, s, fmt.Sprintf("recheck-%d", it.Index), e.cfg.Repeats, nil)
 	failed := 0
 	for _, res := range results {
 		if FailsSame(res, len(it.Faults), kind) {
@@ -483,6 +477,24 @@ func (e *explorer) shrinkAll(ctx context.Context) {
 	}
 }
 
+// sideBySide runs the schedule n times at once, as name.1 .. name.n, and
+// tells done (if not nil) of each run as it ends.
+func (e *explorer) sideBySide(ctx context.Context, s Schedule, name string, n int, done func(run string, res result.Scenario)) []result.Scenario {
+	results := make([]result.Scenario, n)
+	var wg sync.WaitGroup
+	for i := range results {
+		run := fmt.Sprintf("%s.%d", name, i+1)
+		wg.Go(func() {
+			results[i] = e.r.Run(ctx, s.Scenario(run), e.cfg.options(run))
+			if done != nil {
+				done(run, results[i])
+			}
+		})
+	}
+	wg.Wait()
+	return results
+}
+
 // lookedForFirst puts the kind looked for (--first with --variant) first
 // among the kinds to shrink: it gets the largest share of the budget.
 func lookedForFirst(kinds []string, kind string) []string {
@@ -554,18 +566,11 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) b
 		n++
 		name := fmt.Sprintf("%s-%s-%03d", stage, f.Kind, n)
 		mu.Unlock()
-		results := make([]result.Scenario, repeats)
-		var wg sync.WaitGroup
-		for i := range results {
-			run := fmt.Sprintf("%s.%d", name, i+1)
-			wg.Go(func() {
-				results[i] = e.r.Run(ctx, s.Scenario(run), e.cfg.options(run))
-				e.mu.Lock()
-				defer e.mu.Unlock()
-				e.progress("shrink", run, tried, deadline, fmt.Sprintf("%s: %s", run, outcome(RecordOf(0, make([]Spec, len(s.Faults)), "", results[i]))))
-			})
-		}
-		wg.Wait()
+		results := e.sideBySide(ctx, s, name, repeats, func(run string, res result.Scenario) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.progress("shrink", run, tried, deadline, fmt.Sprintf("%s: %s", run, outcome(RecordOf(0, make([]Spec, len(s.Faults)), "", res))))
+		})
 		mu.Lock()
 		f.ShrinkRuns += len(results)
 		mu.Unlock()
