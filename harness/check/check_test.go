@@ -173,6 +173,17 @@ func TestStaleRetryWrites(t *testing.T) {
 			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 8),
 			attempt(ev(4, "relay-1", eventlog.FailedAlert, "E1", "c1"), 8),
 		}, true},
+		{"a claim logged late by a frozen relay, made before the writer's claim", []eventlog.Entry{
+			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 7),
+			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 3),
+			attempt(ev(4, "relay-1", eventlog.Retry, "E1", "c1"), 7),
+			ev(5, "relay-2", eventlog.Fenced, "E1", "c2"),
+		}, false},
+		{"a mark after a claim logged late, made before the writer's claim", []eventlog.Entry{
+			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 4),
+			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 2),
+			ev(4, "relay-1", eventlog.Marked, "E1", "c1"),
+		}, false},
 		{"a mark after another claim is stale whatever the attempts", []eventlog.Entry{
 			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
 			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 2),

@@ -351,7 +351,10 @@ func confirmedBeforeMark(entries []eventlog.Entry) bool {
 // the row after its backoff. A retry or failure write counts its attempt,
 // and each claim logs the attempt it starts, so a later claim that already
 // saw the write (its attempt is past the write's) came after it; only a
-// claim that did not see it shows a stale write. A Published row is never
+// claim that did not see it shows a stale write. Likewise a claim whose
+// line comes late (its relay frozen between the claim's commit and its log
+// line) but whose attempt is below that of the claim that wrote was made
+// before that claim, so it took nothing from it. A Published row is never
 // claimed again, so a mark has no such ambiguity.
 func StaleWrites(o *Observation) []string {
 	var ids []string
@@ -374,6 +377,9 @@ func StaleWrites(o *Observation) []string {
 					}
 					if (e.Event == eventlog.Retry || e.Event == eventlog.FailedAlert) && e.Attempt > 0 && other.Attempt > e.Attempt {
 						continue // that claim saw this write: it came after it
+					}
+					if mine := entries[start].Attempt; other.Attempt > 0 && other.Attempt < mine {
+						continue // that claim was made before this one: its line came late
 					}
 					ids = append(ids, id)
 					break
