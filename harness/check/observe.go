@@ -9,6 +9,7 @@ package check
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -344,10 +345,8 @@ func readOutbox(ctx context.Context, src Sources, q target.Query) ([]OutboxRow, 
 		} else {
 			r.Published = r.Status == "Published"
 		}
-		switch r.Status {
-		case "Pending", "Processing", "Published", "Failed":
-		default:
-			return fmt.Errorf("row %s: status %q: want Pending, Processing, Published or Failed (map yours with CASE in the query)", r.EventID, r.Status)
+		if statuses := target.ArticleStatuses(); !slices.Contains(statuses, r.Status) {
+			return fmt.Errorf("row %s: status %q: want one of %s (map yours with CASE in the query)", r.EventID, r.Status, strings.Join(statuses, ", "))
 		}
 		out = append(out, r)
 		return nil

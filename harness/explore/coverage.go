@@ -79,6 +79,9 @@ type Record struct {
 	Dir        string   `json:"dir,omitempty"`
 	// Describe is the faults in one line.
 	Describe string `json:"describe"`
+	// HeldUp: with StopAtFirst, the run's violation failed again in every
+	// run of its recheck.
+	HeldUp bool `json:"held_up,omitempty"`
 }
 
 // Opened reports whether the run opened every one of its faults.

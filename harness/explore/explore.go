@@ -201,8 +201,6 @@ type explorer struct {
 	// cfg.StopAtFirst.
 	found     chan struct{}
 	foundOnce sync.Once
-	// heldUp are the runs whose violation of cfg.StopKind failed again.
-	heldUp map[int]bool
 }
 
 // Explore runs the plan's items, cfg.Parallel at a time on the shared
@@ -211,7 +209,7 @@ type explorer struct {
 // fewest faults, the earliest among equals).
 func Explore(ctx context.Context, r Runner, items []Item, cfg Config) *Report {
 	cfg.defaults()
-	e := &explorer{cfg: cfg, r: r, examples: map[int]map[string]result.Violation{}, found: make(chan struct{}), heldUp: map[int]bool{}}
+	e := &explorer{cfg: cfg, r: r, examples: map[int]map[string]result.Violation{}, found: make(chan struct{})}
 	e.rep = &Report{Schema: Schema, Target: cfg.Target, Variant: variantName(cfg.Variant), Seed: cfg.Seed, Hits: cfg.Hits, Shard: cfg.Shard,
 		PlanTotal: cfg.PlanTotal, Planned: len(items), Settings: cfg.Settings,
 		Workload: workloadSpec{cfg.Workload.Orders, cfg.Workload.Concurrency, cfg.Workload.EventsPerOrder, Duration(cfg.Workload.Pace), Duration(cfg.Workload.StepDelay)},
@@ -337,20 +335,23 @@ func (e *explorer) recheck(ctx context.Context, it Item, kind string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.rep.Rechecks += len(results)
-	stopping := false
-	select {
-	case <-e.found:
-		stopping = true // another run held up meanwhile
-	default:
+	held := failed == len(results)
+	if held {
+		for i := range e.rep.Runs {
+			if e.rep.Runs[i].Index == it.Index {
+				e.rep.Runs[i].HeldUp = true
+			}
+		}
 	}
 	next := "exploring on"
-	if failed == len(results) {
-		e.heldUp[it.Index] = true
-		e.foundOnce.Do(func() { close(e.found) })
-		next = "stopping"
-	}
-	if stopping {
-		next = "already stopping"
+	select {
+	case <-e.found:
+		next = "already stopping" // another run held up meanwhile
+	default:
+		if held {
+			e.foundOnce.Do(func() { close(e.found) })
+			next = "stopping"
+		}
 	}
 	verdict := fmt.Sprintf("failed again in %d of %d runs: %s", failed, len(results), next)
 	e.progress("explore", "", len(e.rep.Runs), e.rep.Started.Add(e.cfg.Budget), fmt.Sprintf("#%d %s: rechecked, %s", it.Index, kind, verdict))
@@ -417,7 +418,8 @@ func (e *explorer) finish() {
 
 // Failures groups the failing runs by kind of violation: the kinds,
 // sorted, and for each the runs that reported it in the order to shrink
-// them — the fewest faults first, the earliest among equals.
+// them — those that held up when rechecked first, then the fewest faults,
+// the earliest among equals.
 func Failures(runs []Record) (kinds []string, byKind map[string][]Record) {
 	byKind = map[string][]Record{}
 	for _, r := range runs {
@@ -427,7 +429,9 @@ func Failures(runs []Record) (kinds []string, byKind map[string][]Record) {
 	}
 	for k, rs := range byKind {
 		kinds = append(kinds, k)
-		slices.SortStableFunc(rs, func(a, b Record) int { return cmp.Or(len(a.Faults)-len(b.Faults), a.Index-b.Index) })
+		slices.SortStableFunc(rs, func(a, b Record) int {
+			return cmp.Or(heldUpFirst(a)-heldUpFirst(b), len(a.Faults)-len(b.Faults), a.Index-b.Index)
+		})
 	}
 	sort.Strings(kinds)
 	return kinds, byKind
@@ -441,12 +445,6 @@ func Failures(runs []Record) (kinds []string, byKind map[string][]Record) {
 func (e *explorer) shrinkAll(ctx context.Context) {
 	e.mu.Lock()
 	kinds, byKind := Failures(e.rep.Runs)
-	for _, recs := range byKind {
-		// the runs that failed again when rechecked first
-		slices.SortStableFunc(recs, func(a, b Record) int {
-			return cmpBool(e.heldUp[b.Index], e.heldUp[a.Index])
-		})
-	}
 	e.mu.Unlock()
 	kinds = lookedForFirst(kinds, e.cfg.StopKind)
 	end := e.cfg.Now().Add(e.cfg.ShrinkBudget)
@@ -508,15 +506,13 @@ func lookedForFirst(kinds []string, kind string) []string {
 	return append(out, kinds[i+1:]...)
 }
 
-// cmpBool orders false before true.
-func cmpBool(a, b bool) int {
-	switch {
-	case a == b:
+// heldUpFirst ranks a run that held up when rechecked before one that did
+// not.
+func heldUpFirst(r Record) int {
+	if r.HeldUp {
 		return 0
-	case a:
-		return 1
 	}
-	return -1
+	return 1
 }
 
 // maxAttempts bounds the failing runs of one kind tried as a finding's
@@ -547,8 +543,8 @@ func (e *explorer) finding(ctx context.Context, kind string, runs []int, rec Rec
 // Confirm is how many more runs, side by side, a minimal schedule must
 // fail, all of them, before it is reported: the shrinker takes a candidate
 // on Repeats runs, and a schedule shrunk to the edge of its window (a hold
-// just past the lease) can pass the next time. One that does not hold up falls back a
-// step, at most maxFallback times, and then to the original.
+// just past the lease) can pass the next time. One that does not hold up
+// falls back a step, at most maxFallback times, and then to the original.
 const (
 	Confirm     = 5
 	maxFallback = 4

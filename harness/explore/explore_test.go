@@ -336,6 +336,8 @@ func TestExploreFirstGoesOnPastAViolationThatDoesNotHoldUp(t *testing.T) {
 	require.GreaterOrEqual(t, len(rep.Runs), 2, "went on past run #0")
 	assert.LessOrEqual(t, len(rep.Runs), 3, "stopped at run #1, whose violation held up")
 	assert.Equal(t, []string{"stale-write"}, rep.Runs[0].Violations, "run #0 is still recorded")
+	assert.False(t, rep.Runs[0].HeldUp)
+	assert.True(t, rep.Runs[1].HeldUp)
 	assert.Equal(t, 2*cfg.Repeats, rep.Rechecks, "runs #0 and #1 were rechecked")
 	require.Len(t, rep.Findings, 1)
 	assert.Equal(t, "explore run #1", rep.Findings[0].Original.Origin, "the run that held up is shrunk first")
@@ -362,4 +364,26 @@ func TestLookedForFirst(t *testing.T) {
 		assert.Equal(t, tt.want, lookedForFirst(kinds, tt.kind), "%v first %q", tt.kinds, tt.kind)
 		assert.Equal(t, tt.kinds, kinds, "the kinds given are left as they are")
 	}
+}
+
+// The runs of a kind are shrunk in order: one that held up when rechecked
+// first, then the fewest faults, then the earliest.
+func TestFailuresOrder(t *testing.T) {
+	one, two := make([]Spec, 1), make([]Spec, 2)
+	runs := []Record{
+		{Index: 0, Faults: two, Violations: []string{"lost"}},
+		{Index: 1, Faults: one, Violations: []string{"lost", "phantom"}},
+		{Index: 2, Faults: two, Violations: []string{"lost"}, HeldUp: true},
+		{Index: 3, Faults: one, Violations: []string{"lost"}},
+		{Index: 4, Faults: one},
+	}
+	kinds, byKind := Failures(runs)
+	assert.Equal(t, []string{"lost", "phantom"}, kinds)
+	var order []int
+	for _, r := range byKind["lost"] {
+		order = append(order, r.Index)
+	}
+	assert.Equal(t, []int{2, 1, 3, 0}, order)
+	require.Len(t, byKind["phantom"], 1)
+	assert.Equal(t, 1, byKind["phantom"][0].Index)
 }

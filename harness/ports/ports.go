@@ -40,9 +40,9 @@ func New(seed int) *Allocator {
 	return &Allocator{lo: lo, next: lo + seed%(hi-lo), hi: hi}
 }
 
-// Addr returns a loopback host:port nothing listens on now and that this
+// Port returns a loopback port nothing listens on now and that this
 // allocator has not handed out before (it wraps around after the range).
-func (p *Allocator) Addr() (string, error) {
+func (p *Allocator) Port() (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for range p.hi - p.lo {
@@ -51,28 +51,25 @@ func (p *Allocator) Addr() (string, error) {
 		if p.next >= p.hi {
 			p.next = p.lo
 		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		ln, err := net.Listen("tcp", addr)
+		ln, err := net.Listen("tcp", loopback(port))
 		if err != nil {
 			continue // taken
 		}
 		if err := ln.Close(); err != nil {
-			return "", fmt.Errorf("free loopback port: %w", err)
+			return 0, fmt.Errorf("free loopback port: %w", err)
 		}
-		return addr, nil
+		return port, nil
 	}
-	return "", fmt.Errorf("free loopback port: none free below %d", p.hi)
+	return 0, fmt.Errorf("free loopback port: none free below %d", p.hi)
 }
 
-// Port is Addr's port as a number, for a service configured by port.
-func (p *Allocator) Port() (int, error) {
-	addr, err := p.Addr()
+// Addr is Port as a loopback host:port, for a process given an address.
+func (p *Allocator) Addr() (string, error) {
+	port, err := p.Port()
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return 0, fmt.Errorf("free loopback port: %w", err)
-	}
-	return strconv.Atoi(port)
+	return loopback(port), nil
 }
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

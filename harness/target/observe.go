@@ -36,7 +36,7 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0
 
 // ArticleStatuses are the outbox statuses of the article, by which
 // faultline reasons about a row.
-var ArticleStatuses = []string{"Pending", "Processing", "Published", "Failed"}
+func ArticleStatuses() []string { return []string{"Pending", "Processing", "Published", "Failed"} }
 
 // ArticleStatus is the article's name for the target's status value v.
 func (t Table) ArticleStatus(v string) string {
@@ -125,7 +125,7 @@ func (d *decoder) outboxStatuses(v val) map[string]string {
 	given := map[string]string{}
 	for _, value := range m.keys {
 		av := m.vals[value]
-		article, ok := d.oneOf(av, "article status", ArticleStatuses)
+		article, ok := d.oneOf(av, "article status", ArticleStatuses())
 		if !ok {
 			continue
 		}
