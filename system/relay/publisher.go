@@ -17,9 +17,20 @@ type publisher struct {
 	ch      *amqp.Channel
 	returns chan amqp.Return
 	closed  chan *amqp.Error
-	// returned holds returns drained for publishes not yet finished.
-	returned map[string]amqp.Return
+	// returned holds returns drained for publishes not yet finished, by
+	// the publish they came back from.
+	returned map[publishKey]amqp.Return
 }
+
+// claimHeader carries the claim id on every message. A basic.return brings
+// the message's headers back, so a return is matched to the publish it
+// came from: one eventId can be in flight twice on one channel (its lease
+// ran out and this relay claimed it again before the first publish was
+// confirmed), and by MessageId alone both publishes would share one return.
+const claimHeader = "claim-id"
+
+// publishKey names one publish: a claim publishes an eventId once.
+type publishKey struct{ claimID, eventID string }
 
 // dialPublisher connects, puts the channel in confirm mode and declares the
 // exchange. The return buffer holds every message that can be in flight
@@ -51,7 +62,7 @@ func dialPublisher(ctx context.Context, url string, inFlight int) (*publisher, e
 		conn:     conn,
 		ch:       ch,
 		returns:  ch.NotifyReturn(make(chan amqp.Return, 2*inFlight+16)),
-		returned: map[string]amqp.Return{},
+		returned: map[publishKey]amqp.Return{},
 		closed:   ch.NotifyClose(make(chan *amqp.Error, 1)),
 	}
 	return p, ctx.Err()
@@ -62,9 +73,11 @@ func (p *publisher) isClosed() bool {
 	return p.ch.IsClosed() || p.conn.IsClosed()
 }
 
-// publish sends one persistent message and returns its deferred confirm.
-func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory bool, r Row) (*amqp.DeferredConfirmation, error) {
+// publish sends one persistent message of claimID and returns its
+// deferred confirm.
+func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory bool, claimID string, r Row) (*amqp.DeferredConfirmation, error) {
 	return p.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false, amqp.Publishing{
+		Headers:      amqp.Table{claimHeader: claimID},
 		MessageId:    r.EventID,
 		Type:         r.EventType,
 		ContentType:  "application/json",
@@ -74,12 +87,12 @@ func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory
 	})
 }
 
-// takeReturns returns the basic.returns of the given publishes, by
-// MessageId. RabbitMQ sends a mandatory message's return before its
-// confirm and the client hands frames over in order, so once a publish's
-// confirm has been seen, its return (if any) is already in the buffer;
-// returns of a later batch found there are kept for it.
-func (p *publisher) takeReturns(flights []inFlight) map[string]amqp.Return {
+// takeReturns returns the basic.returns of claimID's publishes, by
+// eventId. RabbitMQ sends a mandatory message's return before its confirm
+// and the client hands frames over in order, so once a publish's confirm
+// has been seen, its return (if any) is already in the buffer; returns of
+// a later batch found there (the same eventId's too) are kept for it.
+func (p *publisher) takeReturns(claimID string, flights []inFlight) map[string]amqp.Return {
 	for drained := false; !drained; {
 		select {
 		case r, ok := <-p.returns:
@@ -87,16 +100,18 @@ func (p *publisher) takeReturns(flights []inFlight) map[string]amqp.Return {
 				drained = true
 				break
 			}
-			p.returned[r.MessageId] = r
+			claim, _ := r.Headers[claimHeader].(string)
+			p.returned[publishKey{claim, r.MessageId}] = r
 		default:
 			drained = true
 		}
 	}
 	out := map[string]amqp.Return{}
 	for _, f := range flights {
-		if r, ok := p.returned[f.row.EventID]; ok {
+		k := publishKey{claimID, f.row.EventID}
+		if r, ok := p.returned[k]; ok {
 			out[f.row.EventID] = r
-			delete(p.returned, f.row.EventID)
+			delete(p.returned, k)
 		}
 	}
 	return out

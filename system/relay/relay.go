@@ -101,7 +101,7 @@ func (r *Relay) publishBatch(ctx context.Context, claimID string, rows []Row) *b
 	}
 	published := make([]eventlog.Entry, 0, len(rows))
 	for i, row := range rows {
-		dc, err := b.pub.publish(ctx, r.cfg.Exchange, row.EventType, r.guards.Mandatory, row)
+		dc, err := b.pub.publish(ctx, r.cfg.Exchange, row.EventType, r.guards.Mandatory, claimID, row)
 		if err != nil && ctx.Err() != nil {
 			// Stopping (SIGTERM) is not a failed attempt: these rows wait
 			// for their lease and go out with their budget intact.
@@ -148,7 +148,7 @@ func (r *Relay) finishBatch(ctx context.Context, b *batch) {
 	}
 	cancel()
 	channelLost := b.pub.isClosed()
-	returned := b.pub.takeReturns(flights)
+	returned := b.pub.takeReturns(claimID, flights)
 
 	lines := make([]eventlog.Entry, 0, len(flights))
 	for _, f := range flights {
