@@ -58,7 +58,13 @@ func unfence(q string) string {
 	return strings.ReplaceAll(q, "AND outbox.status = 'Processing'\n  AND outbox.locked_by = $2", unfencedCondition)
 }
 
-// claimSQL is the article's claim: a short transaction, SKIP LOCKED, lease.
+// claimSQL is the article's claim: SKIP LOCKED, a lease, a claim id. It is
+// one statement, so PostgreSQL runs it as its own short transaction: the
+// rows are locked, leased and committed together, with no round trip
+// between the claim and its commit for the lease to run out in. The lease
+// starts at clock_timestamp(), when the rows are taken, not at the
+// statement's start: a claim that waited (for a lock, for a slow link)
+// still gets its whole lease.
 const claimSQL = `
 WITH candidates AS (
   SELECT event_id
@@ -72,36 +78,28 @@ WITH candidates AS (
 UPDATE outbox_messages AS outbox
 SET status = 'Processing',
     locked_by = $1,
-    locked_until = CURRENT_TIMESTAMP + $3 * INTERVAL '1 millisecond'
+    locked_until = clock_timestamp() + $3 * INTERVAL '1 millisecond'
 FROM candidates
 WHERE outbox.event_id = candidates.event_id
 RETURNING outbox.event_id, outbox.aggregate_id, outbox.sequence, outbox.event_type, outbox.payload, outbox.attempt_count`
 
 // claim takes up to limit due rows for claimID.
 func (s store) claim(ctx context.Context, claimID string, limit int, lease time.Duration) ([]Row, error) {
-	tx, err := s.db.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("claim batch: begin: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
-	rows, err := tx.Query(ctx, s.sql(claimSQL), claimID, limit, lease.Milliseconds())
+	rows, err := s.db.Query(ctx, s.sql(claimSQL), claimID, limit, lease.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("claim batch: %w", err)
 	}
+	defer rows.Close()
 	var out []Row
 	for rows.Next() {
 		var r Row
 		if err := rows.Scan(&r.EventID, &r.AggregateID, &r.Sequence, &r.EventType, &r.Payload, &r.AttemptCount); err != nil {
-			rows.Close()
 			return nil, fmt.Errorf("claim batch: scan: %w", err)
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim batch: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("claim batch: commit: %w", err)
 	}
 	return out, nil
 }
@@ -181,10 +179,11 @@ func (s store) scheduleRetries(ctx context.Context, claimID string, budget int, 
 	return out, nil
 }
 
-// renewSQL extends the lease of rows the claim still holds.
+// renewSQL extends the lease of rows the claim still holds, from when the
+// rows are updated (as the claim's).
 const renewSQL = `
 UPDATE outbox_messages
-SET locked_until = CURRENT_TIMESTAMP + $3 * INTERVAL '1 millisecond'
+SET locked_until = clock_timestamp() + $3 * INTERVAL '1 millisecond'
 WHERE event_id = ANY($1)
   AND status = 'Processing' AND locked_by = $2
 RETURNING event_id`

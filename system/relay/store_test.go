@@ -1,0 +1,77 @@
+package relay
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A claim that had to wait still gets its whole lease: the lease runs from
+// when the rows are taken, not from when the statement (or a transaction
+// around it) began. Counted from the start, a claim that waited longer
+// than its lease handed back rows already due again, and the relay that
+// made it claimed them a second time while its first publishes were out.
+func TestLeaseRunsFromTheClaimNotFromItsStart(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// One connection, its claim statement already prepared: the wait then
+	// falls inside the claim's execution (as on a slow link), not in its
+	// first preparation.
+	cfg, err := pgxpool.ParseConfig(e.dbURL)
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	db, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer db.Close()
+	s := newStore(db, AllGuards())
+	const lease, wait = time.Second, 1500 * time.Millisecond
+	warm, err := s.claim(ctx, "relay-1:warm", 10, lease)
+	require.NoError(t, err)
+	require.Empty(t, warm)
+	ids := e.insert(3)
+
+	// Another session holds a lock the claim's UPDATE must wait for.
+	blocker, err := e.db.Begin(ctx)
+	require.NoError(t, err)
+	defer blocker.Rollback(context.Background()) //nolint:errcheck
+	_, err = blocker.Exec(ctx, `LOCK TABLE outbox_messages IN SHARE MODE`)
+	require.NoError(t, err)
+
+	type claimed struct {
+		rows []Row
+		err  error
+	}
+	done := make(chan claimed, 1)
+	go func() {
+		rows, err := s.claim(ctx, "relay-1:waited", 10, lease)
+		done <- claimed{rows, err}
+	}()
+	e.waitFor("the claim waiting for the lock", func() bool {
+		var n int
+		require.NoError(t, e.db.QueryRow(ctx,
+			`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE SKIP LOCKED%'`).Scan(&n))
+		return n > 0
+	})
+	time.Sleep(wait) // the wait is the fault under test: longer than the lease
+	require.NoError(t, blocker.Commit(ctx))
+	got := <-done
+	require.NoError(t, got.err)
+	require.Len(t, got.rows, len(ids))
+
+	var left time.Duration
+	require.NoError(t, e.db.QueryRow(ctx,
+		`SELECT min(locked_until - clock_timestamp()) FROM outbox_messages WHERE locked_by = 'relay-1:waited'`).Scan(&left))
+	assert.Greater(t, left, time.Duration(0), "the lease had run out by the time the claim returned")
+	again, err := s.claim(ctx, "relay-1:again", 10, lease)
+	require.NoError(t, err)
+	var dueAgain []string
+	for _, r := range again {
+		dueAgain = append(dueAgain, r.EventID)
+	}
+	assert.Empty(t, dueAgain, "rows just claimed were due again")
+}
