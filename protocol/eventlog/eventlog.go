@@ -160,8 +160,12 @@ func (l *Log) Close() error {
 	return l.closer.Close()
 }
 
-// Read parses a log written by Log. A torn last line (a process killed in
-// the middle of a write) is skipped; any other malformed line is an error.
+// Read parses a log written by Log. A process killed by SIGKILL in the
+// middle of a write leaves a line without its end (Linux stops a write to a
+// file at a page boundary when a fatal signal is pending): as the last line,
+// it is skipped; followed by the lines of the instance started after the
+// kill, the first of which is glued to it, the torn part is skipped and the
+// line behind it kept. Any other malformed line is an error.
 func Read(r io.Reader) ([]Entry, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -187,11 +191,34 @@ func Read(r io.Reader) ([]Entry, error) {
 		}
 		var e Entry
 		if err := json.Unmarshal(line, &e); err != nil {
-			return out, fmt.Errorf("event log line %d: %w", lineNo, err)
+			behind, ok := afterTornWrite(line)
+			if !ok {
+				return out, fmt.Errorf("event log line %d: %w", lineNo, err)
+			}
+			e = behind
 		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// afterTornWrite finds the entry written right behind a torn one on the
+// same line: the line starts an object it does not finish, and from a later
+// '{' to its end is one whole entry with an event name.
+func afterTornWrite(line []byte) (Entry, bool) {
+	if len(line) == 0 || line[0] != '{' {
+		return Entry{}, false
+	}
+	for i := 1; i < len(line); i++ {
+		if line[i] != '{' {
+			continue
+		}
+		var e Entry
+		if json.Unmarshal(line[i:], &e) == nil && e.Event != "" {
+			return e, true
+		}
+	}
+	return Entry{}, false
 }
 
 // ReadFile reads the log at path.

@@ -270,6 +270,11 @@ func TestRead(t *testing.T) {
 		{name: "blank lines skipped", in: good1 + "\n\n" + good2 + "\n", wantIDs: []string{"claimed", "published"}},
 		{name: "torn last line skipped", in: good1 + "\n" + good2[:len(good2)/2], wantIDs: []string{"claimed"}},
 		{name: "torn only line skipped", in: `{"time":"2026`, wantIDs: nil},
+		// A kill stopped the write at a page boundary; the restarted
+		// instance's first line went on right behind the torn one.
+		{name: "torn line with the next instance's line behind it", in: good1 + "\n" + good2[:40] + good1 + "\n" + good2 + "\n", wantIDs: []string{"claimed", "claimed", "published"}},
+		{name: "torn line with garbage behind it", in: good1[:40] + `{"not":"an entry"}` + "\n", wantErr: "event log line 1"},
+		{name: "an entry behind text that is not an object", in: `garbage` + good1 + "\n", wantErr: "event log line 1"},
 		{name: "malformed middle line", in: good1 + "\n" + `{"event":` + "\n" + good2 + "\n", wantErr: "event log line 2"},
 		{name: "malformed line after a blank one", in: good1 + "\n\nnot json\n" + good2 + "\n", wantErr: "event log line 3"},
 		{name: "malformed last complete line", in: good1 + "\n" + "garbage\n", wantErr: "event log line 2"},
