@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
@@ -307,7 +309,8 @@ func (s *Server) Stop() error {
 // call runs fn, a blocking toxiproxy client call that takes no context. It
 // returns ctx's error without calling fn if ctx has ended, and returns early
 // if ctx ends while fn runs; fn then finishes in the background and whether
-// it took effect on the server is unknown.
+// it took effect on the server is unknown. A call whose connection the
+// server had just closed is made once more (see closedUnderIt).
 func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
@@ -320,6 +323,9 @@ func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	done := make(chan result, 1)
 	go func() {
 		v, err := fn()
+		if closedUnderIt(err) && ctx.Err() == nil {
+			v, err = fn()
+		}
 		done <- result{v, err}
 	}()
 	select {
@@ -328,6 +334,21 @@ func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	}
+}
+
+// closedUnderIt reports an error of a request sent on a kept-alive
+// connection just as the server closed it: Toxiproxy's API closes a
+// connection idle for its read timeout (10 s), the client (http.Post on the
+// default client) reuses idle connections, and Go does not send a POST
+// again by itself. The request failed in the transport (a *url.Error) with
+// no answer, so the server did not act on it and it can be sent again; an
+// EOF while decoding an answer is not this.
+func closedUnderIt(err error) bool {
+	var transport *url.Error
+	if !errors.As(err, &transport) {
+		return false
+	}
+	return errors.Is(transport.Err, io.EOF) || errors.Is(transport.Err, syscall.ECONNRESET)
 }
 
 // tailSize bounds what tail keeps.

@@ -8,11 +8,15 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -154,4 +158,53 @@ func processAlive(t *testing.T, pid int) bool {
 	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
 	require.NotEmpty(t, fields)
 	return fields[0] != "Z" && fields[0] != "X"
+}
+
+// A request the server closed its connection under (Toxiproxy's API closes
+// a kept-alive connection idle for 10 s; a POST sent on it then fails with
+// EOF) is sent once more; other errors are returned as they are.
+func TestCallSendsAgainARequestItsConnectionWasClosedUnder(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close() // no answer: the client reads EOF
+			}
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(srv.Close)
+	post := func() (int, error) {
+		resp, err := http.Post(srv.URL, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+
+	code, err := call(t.Context(), post)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, code)
+	assert.Equal(t, int32(2), requests.Load(), "sent twice: once closed under it, once answered")
+
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"an EOF decoding an answer", io.EOF},
+		{"an error of the API", errors.New("CreateProxy: HTTP 409: proxy already exists")},
+		{"a refused connection", &url.Error{Op: "Post", URL: srv.URL, Err: syscall.ECONNREFUSED}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			_, err := call(t.Context(), func() (struct{}, error) { calls++; return struct{}{}, tc.err })
+			assert.ErrorIs(t, err, tc.err)
+			assert.Equal(t, 1, calls, "not sent again")
+		})
+	}
 }
