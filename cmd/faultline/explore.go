@@ -168,6 +168,9 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(out.Findings) > 0 {
 		return errViolation
 	}
+	if n := len(explore.Unjudged(out.Runs)); n > 0 {
+		return fmt.Errorf("explore: %d run(s) ended without a verdict on the pipeline (listed above): the exploration is not a pass", n)
+	}
 	return nil
 }
 
@@ -252,6 +255,9 @@ func scheduleScenario(path string, fs *flag.FlagSet, c *common, variant *string)
 	return s.Scenario(name), nil
 }
 
+// maxListed is how many runs without a verdict the summary names.
+const maxListed = 12
+
 // printExplore prints the coverage, the findings (original beside minimal)
 // and where the files are.
 func printExplore(w io.Writer, r *explore.Report, dir, targetFlag string) {
@@ -299,6 +305,19 @@ func printExplore(w io.Writer, r *explore.Report, dir, targetFlag string) {
 
 	if len(r.Findings) == 0 {
 		fmt.Fprintln(w, "\nno violation found")
+	}
+	if unjudged := explore.Unjudged(r.Runs); len(unjudged) > 0 {
+		fmt.Fprintf(w, "\n%d run(s) ended without a verdict on the pipeline (every fault happened, but faultline could not judge the run): neither a violation nor a pass\n", len(unjudged))
+		for i, u := range unjudged {
+			if i == maxListed {
+				fmt.Fprintf(w, "  ... and %d more (explore.json)\n", len(unjudged)-maxListed)
+				break
+			}
+			fmt.Fprintf(w, "  #%d: %s: %s\n", u.Index, u.Verdict, u.Reason)
+			if u.Dir != "" {
+				fmt.Fprintf(w, "      %s\n", u.Dir)
+			}
+		}
 	}
 	for _, f := range r.Findings {
 		runs := make([]string, len(f.Runs))

@@ -196,3 +196,18 @@ func TestRunRepeatCounts(t *testing.T) {
 	printRepeats(&out, results, 3)
 	assert.Equal(t, "schedule-lost: failed 2 of 3 runs (lost in 2)\n", out.String())
 }
+
+// The summary names the runs that ended without a verdict, never counted as
+// passed, and says so even when no violation was found.
+func TestPrintExploreNamesRunsWithoutAVerdict(t *testing.T) {
+	rep := &explore.Report{Target: "reference", Variant: "correct", Runs: []explore.Record{
+		{Index: 0, Verdict: result.Pass},
+		{Index: 190, Verdict: result.Fail, Reason: "observe: event log line 20: invalid character", Dir: "/tmp/x/runs/explore-0190"},
+	}}
+	var out bytes.Buffer
+	printExplore(&out, rep, "/tmp/x", "")
+	s := out.String()
+	assert.Contains(t, s, "no violation found")
+	assert.Contains(t, s, "1 run(s) ended without a verdict on the pipeline")
+	assert.Contains(t, s, "  #190: fail: observe: event log line 20: invalid character\n      /tmp/x/runs/explore-0190\n")
+}

@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
-		err = usagef("unknown command %q (want list, run, gate, init, check-target or bench)", args[0])
+		err = usagef("unknown command %q (want list, run, gate, init, check-target, bench, explore or merge)", args[0])
 	}
 	var ue usageError
 	switch {

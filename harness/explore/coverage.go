@@ -97,6 +97,30 @@ func (r Record) Opened() bool {
 	return true
 }
 
+// Unjudged reports a run that ended without a verdict on the pipeline: it
+// failed with no violation although every fault happened (faultline could
+// not read a log, query the contract, reach the infrastructure), or it was
+// not run at all. Such a run is neither a violation nor a pass; one whose
+// fault did not happen is a window not opened, not this.
+func (r Record) Unjudged() bool {
+	if len(r.Violations) > 0 || r.Verdict == result.Pass {
+		return false
+	}
+	return r.Verdict == result.NotRun || r.Opened()
+}
+
+// Unjudged returns the runs that ended without a verdict, in run order.
+func Unjudged(runs []Record) []Record {
+	var out []Record
+	for _, r := range runs {
+		if r.Unjudged() {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int { return a.Index - b.Index })
+	return out
+}
+
 // RecordOf makes the record of a run of faults.
 func RecordOf(index int, specs []Spec, describe string, res result.Scenario) Record {
 	r := Record{Index: index, Faults: specs, Hit: make([]bool, len(specs)), Verdict: res.Verdict, Reason: res.Reason,

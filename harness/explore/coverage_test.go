@@ -93,3 +93,40 @@ func TestRecordOf(t *testing.T) {
 	r = RecordOf(4, specs, "d", result.Scenario{Verdict: result.Fail, Reason: "workload: boom"})
 	assert.Equal(t, []bool{false, false}, r.Hit)
 }
+
+// A run that failed with every fault happened and no violation ended
+// without a verdict (faultline could not judge it): neither a violation
+// nor a pass, nor a window not opened.
+func TestUnjudged(t *testing.T) {
+	specs := []Spec{crashSpec("relay-1", protocol.RelayAfterConfirm)}
+	tests := []struct {
+		name string
+		rec  Record
+		want bool
+	}{
+		{"pass", Record{Faults: specs, Hit: []bool{true}, Verdict: result.Pass}, false},
+		{"violation", Record{Faults: specs, Hit: []bool{true}, Verdict: result.Fail, Violations: []string{"lost"}}, false},
+		{"window not opened", Record{Faults: specs, Hit: []bool{false}, Verdict: result.Fail, Reason: "fault never happened"}, false},
+		{"failed with every fault happened", Record{Faults: specs, Hit: []bool{true}, Verdict: result.Fail, Reason: "observe: event log line 20"}, true},
+		{"not run", Record{Faults: specs, Hit: []bool{false}, Verdict: result.NotRun, Reason: "bad spec"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.rec.Unjudged())
+		})
+	}
+	var runs []Record
+	for i, idx := range []int{7, 2, 5} {
+		r := tests[3].rec
+		r.Index = idx
+		if i == 2 {
+			r = tests[0].rec
+		}
+		runs = append(runs, r)
+	}
+	var got []int
+	for _, r := range Unjudged(runs) {
+		got = append(got, r.Index)
+	}
+	assert.Equal(t, []int{2, 7}, got, "in run order, passes left out")
+}

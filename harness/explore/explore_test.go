@@ -296,6 +296,22 @@ func TestWriteAllAndPage(t *testing.T) {
 	}
 }
 
+// A run faultline could not judge is named on the page, escaped.
+func TestPageNamesRunsWithoutAVerdict(t *testing.T) {
+	rep := &Report{Target: "t", Variant: "correct", Runs: []Record{
+		{Index: 0, Verdict: result.Pass},
+		{Index: 1, Verdict: result.Fail, Reason: `observe: event log line 20: invalid character '<t>'`},
+	}}
+	dir := t.TempDir()
+	require.NoError(t, WriteAll(dir, rep))
+	page, err := os.ReadFile(filepath.Join(dir, PageFile))
+	require.NoError(t, err)
+	html := string(page)
+	assert.Contains(t, html, "1 run(s) ended without a verdict")
+	assert.Contains(t, html, "#1: fail: observe: event log line 20: invalid character &#39;&lt;t&gt;&#39;")
+	assert.NotContains(t, html, "<t>")
+}
+
 // A failing run whose schedule never fails again is not the finding: the
 // next failing run of the kind is shrunk instead.
 func TestExploreTriesTheNextFailingRun(t *testing.T) {

@@ -49,6 +49,7 @@ type pageData struct {
 	Workload, Settings                    string
 	Opened, Offered                       int
 	Findings                              []findingView
+	Unjudged                              []Record // runs that ended without a verdict
 }
 
 type findingView struct {
@@ -102,7 +103,7 @@ func RenderHTML(r *Report) ([]byte, error) {
 		Title: "faultline explore: " + r.Target + " [" + r.Variant + "]", R: r,
 		ShardText: shardText(r), Budget: ms(r.BudgetMS), ShrinkBudget: ms(r.ShrinkBudgetMS), Took: ms(r.DurationMS),
 		Workload: WorkloadText(workload.Spec{Orders: r.Workload.Orders, Pace: time.Duration(r.Workload.Pace)}),
-		Settings: settingsText(r.Settings), Opened: opened, Offered: offered,
+		Settings: settingsText(r.Settings), Opened: opened, Offered: offered, Unjudged: Unjudged(r.Runs),
 	}
 	for _, f := range r.Findings {
 		v := findingView{Finding: f, Replay: ReplayCommand(f),
