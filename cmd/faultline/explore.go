@@ -165,10 +165,17 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	printExplore(stdout, out, dir, replayTarget(c.targetPath))
-	if len(out.Findings) > 0 {
+	return exploreVerdict(out)
+}
+
+// exploreVerdict is an exploration's exit: a violation, else runs that
+// ended without a verdict (an error: the exploration is not a pass), else
+// none.
+func exploreVerdict(r *explore.Report) error {
+	if len(r.Findings) > 0 {
 		return errViolation
 	}
-	if n := len(explore.Unjudged(out.Runs)); n > 0 {
+	if n := len(explore.Unjudged(r.Runs)); n > 0 {
 		return fmt.Errorf("explore: %d run(s) ended without a verdict on the pipeline (listed above): the exploration is not a pass", n)
 	}
 	return nil

@@ -50,8 +50,5 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	printExplore(stdout, merged, dir, "")
-	if len(merged.Findings) > 0 {
-		return errViolation
-	}
-	return nil
+	return exploreVerdict(merged)
 }
