@@ -60,6 +60,35 @@ func AuditStaleWrites(o *Observation) []string {
 	return ids
 }
 
+// claimCommits is where each claim of a row stands in the audit trail:
+// (eventId, claim id) → position. Empty without an audit trail.
+type claimCommits map[[2]string]int
+
+// claimCommits indexes the audit trail's claims. The writes of one row are
+// in commit order (each waits for the row lock of the one before).
+func (o *Observation) claimCommits() claimCommits {
+	out := claimCommits{}
+	if !o.HasAudit {
+		return out
+	}
+	for i, a := range o.Audit {
+		if a.claims() {
+			if _, ok := out[[2]string{a.EventID, a.NewClaim}]; !ok {
+				out[[2]string{a.EventID, a.NewClaim}] = i
+			}
+		}
+	}
+	return out
+}
+
+// before reports whether the audit trail shows claim a of the row committed
+// before claim b; false when it shows either not at all.
+func (c claimCommits) before(eventID, a, b string) bool {
+	ia, okA := c[[2]string{eventID, a}]
+	ib, okB := c[[2]string{eventID, b}]
+	return okA && okB && ia < ib
+}
+
 // AuditTimeline renders the audit rows of the given events.
 func (o *Observation) AuditTimeline(ids ...string) []string {
 	want := map[string]bool{}

@@ -153,45 +153,69 @@ func TestCountsAndEvidence(t *testing.T) {
 // write, however late the write was logged.
 func TestStaleRetryWrites(t *testing.T) {
 	attempt := func(e eventlog.Entry, n int) eventlog.Entry { e.Attempt = n; return e }
+	claim := func(i int64, writer, oldClaim, newClaim string) AuditRow {
+		return AuditRow{ID: i, Writer: writer, Op: "UPDATE", EventID: "E1", OldStatus: "Processing", NewStatus: "Processing", OldClaim: oldClaim, NewClaim: newClaim}
+	}
 	for _, tc := range []struct {
 		name  string
 		log   []eventlog.Entry
 		stale bool
+		audit []AuditRow // the outbox's audit trail, when there is one
 	}{
+		// relay-1 frozen by a black-box fault right at its claim's commit:
+		// its claimed line comes after relay-2's later claim (same attempt:
+		// a lease running out does not count one), relay-2 marks.
+		{"a claim logged late, committed first by the audit trail", []eventlog.Entry{
+			attempt(ev(1, "relay-2", eventlog.Claimed, "E1", "c2"), 1),
+			attempt(ev(2, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
+			ev(3, "relay-2", eventlog.Marked, "E1", "c2"),
+			ev(4, "relay-1", eventlog.Fenced, "E1", "c1"),
+		}, false, []AuditRow{claim(1, "relay-1", "", "c1"), claim(2, "relay-2", "c1", "c2")}},
+		{"the same lines, committed in their order by the audit trail", []eventlog.Entry{
+			attempt(ev(1, "relay-2", eventlog.Claimed, "E1", "c2"), 1),
+			attempt(ev(2, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
+			ev(3, "relay-2", eventlog.Marked, "E1", "c2"),
+		}, true, []AuditRow{claim(1, "relay-2", "", "c2"), claim(2, "relay-1", "c2", "c1")}},
+		{"the same lines, no audit trail", []eventlog.Entry{
+			attempt(ev(1, "relay-2", eventlog.Claimed, "E1", "c2"), 1),
+			attempt(ev(2, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
+			ev(3, "relay-2", eventlog.Marked, "E1", "c2"),
+		}, true, nil},
 		{"retry logged late, the next claim saw it", []eventlog.Entry{
 			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
 			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 2),
 			attempt(ev(4, "relay-1", eventlog.Retry, "E1", "c1"), 1),
-		}, false},
+		}, false, nil},
 		{"retry accepted after a claim that did not see it", []eventlog.Entry{
 			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
 			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 1),
 			attempt(ev(4, "relay-1", eventlog.Retry, "E1", "c1"), 1),
-		}, true},
+		}, true, nil},
 		{"failure accepted after a claim that did not see it", []eventlog.Entry{
 			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 8),
 			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 8),
 			attempt(ev(4, "relay-1", eventlog.FailedAlert, "E1", "c1"), 8),
-		}, true},
+		}, true, nil},
 		{"a claim logged late by a frozen relay, made before the writer's claim", []eventlog.Entry{
 			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 7),
 			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 3),
 			attempt(ev(4, "relay-1", eventlog.Retry, "E1", "c1"), 7),
 			ev(5, "relay-2", eventlog.Fenced, "E1", "c2"),
-		}, false},
+		}, false, nil},
 		{"a mark after a claim logged late, made before the writer's claim", []eventlog.Entry{
 			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 4),
 			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 2),
 			ev(4, "relay-1", eventlog.Marked, "E1", "c1"),
-		}, false},
+		}, false, nil},
 		{"a mark after another claim is stale whatever the attempts", []eventlog.Entry{
 			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
 			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 2),
 			ev(4, "relay-1", eventlog.Marked, "E1", "c1"),
-		}, true},
+		}, true, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := obs(map[string]int64{"A": 1}, nil, nil, tc.log...)
+			o.Audit, o.HasAudit = tc.audit, tc.audit != nil
 			if tc.stale {
 				assert.Equal(t, []string{"E1"}, StaleWrites(o))
 			} else {

@@ -354,9 +354,13 @@ func confirmedBeforeMark(entries []eventlog.Entry) bool {
 // claim that did not see it shows a stale write. Likewise a claim whose
 // line comes late (its relay frozen between the claim's commit and its log
 // line) but whose attempt is below that of the claim that wrote was made
-// before that claim, so it took nothing from it. A Published row is never
-// claimed again, so a mark has no such ambiguity.
+// before that claim, so it took nothing from it. Where the outbox was
+// audited, the database's own order of the claims' commits settles it: a
+// claim committed before the writer's took nothing from it, however late
+// its line came. A Published row is never claimed again, so a mark has no
+// such ambiguity.
 func StaleWrites(o *Observation) []string {
+	committed := o.claimCommits()
 	var ids []string
 	for id, entries := range o.ByEvent {
 		claimedAt := map[string]int{} // claim id → index of its claimed line
@@ -380,6 +384,9 @@ func StaleWrites(o *Observation) []string {
 					}
 					if mine := entries[start].Attempt; other.Attempt > 0 && other.Attempt < mine {
 						continue // that claim was made before this one: its line came late
+					}
+					if committed.before(id, other.ClaimID, e.ClaimID) {
+						continue // the database committed that claim first: its line came late
 					}
 					ids = append(ids, id)
 					break
