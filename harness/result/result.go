@@ -196,11 +196,17 @@ type Run struct {
 
 // Caught reports whether a run on a broken variant caught it: the run
 // failed and reported the violation kind the missing guard causes (any
-// failure, when kind is empty). A run that failed otherwise — a timeout, an
-// unrelated error — did not catch it. The gate, the CLI and the reports all
-// decide with this one rule.
+// violation, when kind is empty). A run that failed otherwise — a timeout,
+// an unrelated error, a window that never opened — did not catch it. The
+// gate, the CLI and the reports all decide with this one rule.
 func (s Scenario) Caught(kind string) bool {
-	return s.Verdict == Fail && (kind == "" || s.HasViolation(kind))
+	if s.Verdict != Fail {
+		return false
+	}
+	if kind == "" {
+		return len(s.UnexpectedViolations()) > 0
+	}
+	return s.HasViolation(kind)
 }
 
 // HasViolation reports whether the run reported a violation of kind that
