@@ -262,7 +262,8 @@ func scheduleScenario(path string, fs *flag.FlagSet, c *common, variant *string)
 	return s.Scenario(name), nil
 }
 
-// maxListed is how many runs without a verdict the summary names.
+// maxListed is how many runs the summary names in one list (a finding's
+// runs, the runs without a verdict).
 const maxListed = 12
 
 // printExplore prints the coverage, the findings (original beside minimal)
@@ -331,8 +332,8 @@ func printExplore(w io.Writer, r *explore.Report, dir, targetFlag string) {
 		for i, n := range f.Runs {
 			runs[i] = fmt.Sprintf("#%d", n)
 		}
-		if len(runs) > 12 {
-			runs = append(runs[:12], "...")
+		if len(runs) > maxListed {
+			runs = append(runs[:maxListed], "...")
 		}
 		fmt.Fprintf(w, "\nviolation %s in %d run(s): %s\n", f.Kind, len(f.Runs), strings.Join(runs, " "))
 		fmt.Fprintf(w, "  original (%s): %d fault(s), %s\n", f.Original.Origin, len(f.Original.Faults), explore.WorkloadText(f.Original.Workload))

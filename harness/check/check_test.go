@@ -153,6 +153,11 @@ func TestCountsAndEvidence(t *testing.T) {
 // write, however late the write was logged.
 func TestStaleRetryWrites(t *testing.T) {
 	attempt := func(e eventlog.Entry, n int) eventlog.Entry { e.Attempt = n; return e }
+	lateClaimThenMark := []eventlog.Entry{
+		attempt(ev(1, "relay-2", eventlog.Claimed, "E1", "c2"), 1),
+		attempt(ev(2, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
+		ev(3, "relay-2", eventlog.Marked, "E1", "c2"),
+	}
 	claim := func(i int64, writer, oldClaim, newClaim string) AuditRow {
 		return AuditRow{ID: i, Writer: writer, Op: "UPDATE", EventID: "E1", OldStatus: "Processing", NewStatus: "Processing", OldClaim: oldClaim, NewClaim: newClaim}
 	}
@@ -165,22 +170,12 @@ func TestStaleRetryWrites(t *testing.T) {
 		// relay-1 frozen by a black-box fault right at its claim's commit:
 		// its claimed line comes after relay-2's later claim (same attempt:
 		// a lease running out does not count one), relay-2 marks.
-		{"a claim logged late, committed first by the audit trail", []eventlog.Entry{
-			attempt(ev(1, "relay-2", eventlog.Claimed, "E1", "c2"), 1),
-			attempt(ev(2, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
-			ev(3, "relay-2", eventlog.Marked, "E1", "c2"),
+		{"a claim logged late, committed first by the audit trail", append(lateClaimThenMark,
 			ev(4, "relay-1", eventlog.Fenced, "E1", "c1"),
-		}, false, []AuditRow{claim(1, "relay-1", "", "c1"), claim(2, "relay-2", "c1", "c2")}},
-		{"the same lines, committed in their order by the audit trail", []eventlog.Entry{
-			attempt(ev(1, "relay-2", eventlog.Claimed, "E1", "c2"), 1),
-			attempt(ev(2, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
-			ev(3, "relay-2", eventlog.Marked, "E1", "c2"),
-		}, true, []AuditRow{claim(1, "relay-2", "", "c2"), claim(2, "relay-1", "c2", "c1")}},
-		{"the same lines, no audit trail", []eventlog.Entry{
-			attempt(ev(1, "relay-2", eventlog.Claimed, "E1", "c2"), 1),
-			attempt(ev(2, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
-			ev(3, "relay-2", eventlog.Marked, "E1", "c2"),
-		}, true, nil},
+		), false, []AuditRow{claim(1, "relay-1", "", "c1"), claim(2, "relay-2", "c1", "c2")}},
+		{"the same lines, committed in their order by the audit trail", lateClaimThenMark,
+			true, []AuditRow{claim(1, "relay-2", "", "c2"), claim(2, "relay-1", "c2", "c1")}},
+		{"the same lines, no audit trail", lateClaimThenMark, true, nil},
 		{"retry logged late, the next claim saw it", []eventlog.Entry{
 			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
 			attempt(ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), 2),

@@ -329,6 +329,7 @@ func readOutbox(ctx context.Context, src Sources, q target.Query) ([]OutboxRow, 
 		return nil, err
 	}
 	out := []OutboxRow{}
+	statuses := target.ArticleStatuses()
 	err = scanAll(ctx, pool, q, "outbox", []string{"event_id", "aggregate_id", "status"}, []string{"sequence", "published", "attempts", "last_error"}, func(get func(string) any) error {
 		seq, err := asInt(get("sequence"), 1)
 		if err != nil {
@@ -345,7 +346,7 @@ func readOutbox(ctx context.Context, src Sources, q target.Query) ([]OutboxRow, 
 		} else {
 			r.Published = r.Status == "Published"
 		}
-		if statuses := target.ArticleStatuses(); !slices.Contains(statuses, r.Status) {
+		if !slices.Contains(statuses, r.Status) {
 			return fmt.Errorf("row %s: status %q: want one of %s (map yours with CASE in the query)", r.EventID, r.Status, strings.Join(statuses, ", "))
 		}
 		out = append(out, r)

@@ -29,7 +29,7 @@ func TestLeaseRunsFromTheClaimNotFromItsStart(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	s := newStore(db, AllGuards())
-	const lease, wait = time.Second, 1500 * time.Millisecond
+	const lease = time.Second
 	warm, err := s.claim(ctx, "relay-1:warm", 10, lease)
 	require.NoError(t, err)
 	require.Empty(t, warm)
@@ -51,13 +51,16 @@ func TestLeaseRunsFromTheClaimNotFromItsStart(t *testing.T) {
 		rows, err := s.claim(ctx, "relay-1:waited", 10, lease)
 		done <- claimed{rows, err}
 	}()
-	e.waitFor("the claim waiting for the lock", func() bool {
+	// The claim waits until a lease counted from its transaction's start
+	// would have run out half a lease ago.
+	e.waitFor("the claim waiting for the lock past its lease", func() bool {
 		var n int
 		require.NoError(t, e.db.QueryRow(ctx,
-			`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE SKIP LOCKED%'`).Scan(&n))
+			`SELECT count(*) FROM pg_stat_activity
+			 WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE SKIP LOCKED%'
+			   AND xact_start + $1 * INTERVAL '1 millisecond' < clock_timestamp()`, (lease+lease/2).Milliseconds()).Scan(&n))
 		return n > 0
 	})
-	time.Sleep(wait) // the wait is the fault under test: longer than the lease
 	require.NoError(t, blocker.Commit(ctx))
 	got := <-done
 	require.NoError(t, got.err)
