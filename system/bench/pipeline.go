@@ -212,7 +212,8 @@ func (p *processes) waitReserved(ctx context.Context, st *stage, n int) (first, 
 		`SELECT count(*) >= $1 FROM inventory_reservations`, n); err != nil {
 		return first, last, err
 	}
-	first, last, acked, err := p.span(eventlog.Delivered, eventlog.Acked, "inventory")
+	// The consumer acks (and logs it) after the commit the count above saw.
+	first, last, acked, err := p.spanOf(ctx, eventlog.Delivered, eventlog.Acked, n, "inventory")
 	if err != nil {
 		return first, last, err
 	}
