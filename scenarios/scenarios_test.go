@@ -63,7 +63,15 @@ func TestMain(m *testing.M) {
 	cleanup := supervisor.NewCleanup()
 	stop := cleanup.OnSignal()
 	ctx := context.Background()
-	shared, err = runner.StartShared(ctx, runner.SharedOptions{Log: os.Stderr, Target: tgt}, cleanup)
+	// A failing run keeps its logs for evidence: under reports/, where a
+	// run's output belongs, not in a temporary folder nobody removes. The
+	// folder is removed at the end when no run kept anything in it.
+	runs, err := filepath.Abs(filepath.Join("..", "reports", fmt.Sprintf("test-runs-%s-%d", time.Now().Format("20060102-150405"), os.Getpid())))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faultline scenarios: runs folder:", err)
+		os.Exit(2)
+	}
+	shared, err = runner.StartShared(ctx, runner.SharedOptions{Root: runs, Log: os.Stderr, Target: tgt}, cleanup)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faultline scenarios:", err)
 		_ = cleanup.Run(ctx)
