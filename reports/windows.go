@@ -69,12 +69,12 @@ func DefaultWindows() []Window {
 		},
 		{
 			Boundary: publisher, Window: "unroutable message gets a positive confirm", CrashPoint: "none: the queue is unbound",
-			Guard: "mandatory + basic.return correlated by MessageId", Scenario: "unroutable-then-routable",
+			Guard: "mandatory + basic.return matched to its own publish (MessageId + claim id)", Scenario: "unroutable-then-routable",
 			Variant: "no-mandatory", Expect: "lost", Without: "event lost",
 		},
 		{
 			Boundary: publisher, Window: "unroutable message gets a positive confirm", CrashPoint: "none: the queue is unbound",
-			Guard: "mandatory + basic.return correlated by MessageId", Scenario: "unroutable-then-routable",
+			Guard: "mandatory + basic.return matched to its own publish (MessageId + claim id)", Scenario: "unroutable-then-routable",
 			Variant: "ignore-return", Expect: "lost", Without: "event lost",
 		},
 		{

@@ -70,7 +70,7 @@ func Catalogue() []Variant {
 			"mandatory publish: an unroutable message comes back as basic.return",
 			"publishes without mandatory: the broker drops an unroutable message, confirms it, and the row is marked Published: lost"},
 		{IgnoreReturn, Relay,
-			"a basic.return (correlated by MessageId) keeps the row from Published",
+			"a basic.return (matched to its publish by MessageId and claim id) keeps the row from Published",
 			"publishes with mandatory but ignores the returns: an unroutable message is confirmed and marked Published: lost"},
 		{PublishedBeforeConfirm, Relay,
 			"Published only after a positive publisher confirm",
