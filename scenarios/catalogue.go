@@ -288,14 +288,19 @@ func All() []runner.Scenario {
 			Settings:    map[string]string{"lease-renewal": "400ms"},
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{
-					fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 1500 * time.Millisecond}, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 20))}, Duration: 8 * time.Second},
-					// Hit 1: a batch held by the slowed confirms stays out for
-					// at most the confirm timeout (1.5 s), and after the
-					// timeout relay-1 reconnects through the slow link for
-					// most of the toxic's 8 s, so it may get one batch out
-					// under the toxic. Its first tick (0.4 s) opens the
-					// window; waiting for a second one failed in CI on a
-					// loaded machine.
+					// The toxic lands while relay-1 holds a published batch
+					// (0.5 s at relay.after-publish, longer than the 0.4 s
+					// renewal period), so relay-1 is surely connected and
+					// working: on a loaded CI machine a toxic timed by the
+					// order count alone once slowed relay-1's first
+					// connection handshake, and relay-1 connected only after
+					// the last order, with nothing left to renew.
+					fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 1500 * time.Millisecond}, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 20))}, Duration: 8 * time.Second,
+						At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterPublish, Delay: 500 * time.Millisecond}},
+					// Hit 1: the first renewal tick of a batch held out, by the
+					// sync above or by the slowed confirms (at most the 1.5 s
+					// confirm timeout; after it relay-1 reconnects through
+					// the slow link for most of the toxic's 8 s).
 					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRenew, Action: crashpoint.Pause, Hit: 1, Hold: 5 * time.Second},
 				}
 			},
