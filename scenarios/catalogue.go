@@ -236,7 +236,11 @@ func All() []runner.Scenario {
 			Settings:    map[string]string{"lease-renewal": "400ms"},
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{
-					fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 1500 * time.Millisecond}, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 20))}, Duration: 6 * time.Second},
+					// Landed while relay-1 holds a published batch for 0.9 s,
+					// past two 0.4 s renewal ticks: one renewal done, the
+					// kill at the second (see relay-renewal-pause-past-lease).
+					fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 1500 * time.Millisecond}, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 20))}, Duration: 6 * time.Second,
+						At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterPublish, Delay: 900 * time.Millisecond}},
 					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRenew, Action: crashpoint.Kill, Hit: 2, RestartAfter: 300 * time.Millisecond},
 				}
 			},

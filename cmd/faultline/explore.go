@@ -241,13 +241,13 @@ func progressLine(p explore.Progress) string {
 // scheduleScenario is the scenario of a schedule file for `run
 // --schedule`: the file must be one of this target's. Unless --seed was
 // given the schedule's seed is used, and unless --variant was, its variant.
-func scheduleScenario(path string, fs *flag.FlagSet, c *common, variant *string) (runner.Scenario, error) {
+func scheduleScenario(path string, fs *flag.FlagSet, c *common, variant *string) (runner.Scenario, string, error) {
 	s, err := explore.LoadSchedule(path)
 	if err != nil {
-		return runner.Scenario{}, usageError{err.Error()}
+		return runner.Scenario{}, "", usageError{err.Error()}
 	}
 	if s.Target != c.target.Name {
-		return runner.Scenario{}, usagef("schedule %s is of target %q, not of %q (%s): give its target with --target", path, s.Target, c.target.Name, c.target.Path)
+		return runner.Scenario{}, "", usagef("schedule %s is of target %q, not of %q (%s): give its target with --target", path, s.Target, c.target.Name, c.target.Path)
 	}
 	if !flagSet(fs, "seed") {
 		c.seed = s.Seed
@@ -259,7 +259,7 @@ func scheduleScenario(path string, fs *flag.FlagSet, c *common, variant *string)
 	if s.Violation != "" {
 		name += "-" + s.Violation
 	}
-	return s.Scenario(name), nil
+	return s.Scenario(name), s.Violation, nil
 }
 
 // maxListed is how many runs the summary names in one list (a finding's

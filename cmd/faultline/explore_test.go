@@ -14,6 +14,7 @@ import (
 
 	"faultline/harness/explore"
 	"faultline/harness/fault"
+	"faultline/harness/gate"
 	"faultline/harness/result"
 	"faultline/harness/runner"
 	"faultline/harness/workload"
@@ -157,9 +158,10 @@ func TestScheduleScenarioDefaults(t *testing.T) {
 		variant := fs.String("variant", "", "")
 		require.NoError(t, fs.Parse(tc.args))
 		c.target, c.seed = tg, tc.seed
-		sc, err := scheduleScenario(path, fs, &c, variant)
+		sc, kind, err := scheduleScenario(path, fs, &c, variant)
 		require.NoError(t, err)
 		assert.Equal(t, "schedule-stale-write", sc.Name)
+		assert.Equal(t, "stale-write", kind)
 		assert.Equal(t, s.Faults, sc.Schedule(c.seed))
 		assert.Equal(t, tc.wantSeed, c.seed, "%v", tc.args)
 		assert.Equal(t, tc.wantVariant, *variant, "%v", tc.args)
@@ -210,4 +212,43 @@ func TestPrintExploreNamesRunsWithoutAVerdict(t *testing.T) {
 	assert.Contains(t, s, "no violation found")
 	assert.Contains(t, s, "1 run(s) ended without a verdict on the pipeline")
 	assert.Contains(t, s, "  #190: fail: observe: event log line 20: invalid character\n      /tmp/x/runs/explore-0190\n")
+}
+
+// A run on a broken variant is judged by what the variant should show: a
+// replayed schedule by the violation it was shrunk for, a catching scenario
+// by the variant's kind (every copy under --repeat); a scenario the target
+// does not expect to catch it, and the correct pipeline, by nothing.
+func TestVariantCatches(t *testing.T) {
+	tg, err := loadTarget("")
+	require.NoError(t, err)
+	catching := runner.Scenario{Name: "relay-pause-past-lease"}
+	other := runner.Scenario{Name: "poison-message"}
+	sched := runner.Scenario{Name: "schedule-lost"}
+	for _, tc := range []struct {
+		name      string
+		variant   string
+		picked    []runner.Scenario
+		scheduled map[string]string
+		repeat    int
+		want      []gate.Catch
+	}{
+		{"correct pipeline", "correct", []runner.Scenario{catching}, nil, 1, nil},
+		{"no variant", "", []runner.Scenario{catching}, nil, 1, nil},
+		{"unknown variant", "no-such", []runner.Scenario{catching}, nil, 1, nil},
+		{"catching and other scenario", "no-fencing", []runner.Scenario{catching, other}, nil, 1,
+			[]gate.Catch{{Variant: "no-fencing", Scenario: "relay-pause-past-lease", Expect: "stale-write", Guard: "claim id in every status write"}}},
+		{"schedule keeps its own kind", "no-fencing", []runner.Scenario{sched}, map[string]string{"schedule-lost": "lost"}, 1,
+			[]gate.Catch{{Variant: "no-fencing", Scenario: "schedule-lost", Expect: "lost", Guard: "claim id in every status write"}}},
+		{"schedule without a kind takes the variant's", "no-lease", []runner.Scenario{{Name: "schedule"}}, map[string]string{"schedule": ""}, 1,
+			[]gate.Catch{{Variant: "no-lease", Scenario: "schedule", Expect: "stuck-row", Guard: "lease expiry"}}},
+		{"every copy of a repeat", "no-fencing", []runner.Scenario{catching}, nil, 2,
+			[]gate.Catch{
+				{Variant: "no-fencing", Scenario: "relay-pause-past-lease.1", Expect: "stale-write", Guard: "claim id in every status write"},
+				{Variant: "no-fencing", Scenario: "relay-pause-past-lease.2", Expect: "stale-write", Guard: "claim id in every status write"},
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, variantCatches(tg, tc.variant, tc.picked, tc.scheduled, tc.repeat))
+		})
+	}
 }

@@ -199,12 +199,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *all {
 		picked = scenarios.All()
 	}
+	scheduled := map[string]string{} // a schedule's scenario → the violation it reproduces
 	if *schedule != "" {
-		sc, err := scheduleScenario(*schedule, fs, &c, variant)
+		sc, kind, err := scheduleScenario(*schedule, fs, &c, variant)
 		if err != nil {
 			return err
 		}
 		picked = append(picked, sc)
+		scheduled[sc.Name] = kind
 	}
 	for _, name := range names {
 		sc, err := scenarios.Lookup(name)
@@ -219,6 +221,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *repeat < 1 || *repeat > 100 {
 		return usagef("--repeat must be 1..100, got %d", *repeat)
 	}
+	catches := variantCatches(c.target, *variant, picked, scheduled, *repeat)
 	picked = repeated(picked, *repeat)
 	if *variant != "" && *variant != "correct" {
 		if _, ok := c.target.Variant(*variant); !ok {
@@ -248,7 +251,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	timing.TotalMS = time.Since(started).Milliseconds()
 	rep.Stop()
-	out := result.Run{Schema: result.Schema, Target: c.target.Name, Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS, Scenarios: results, Variants: []result.Variant{}, Timing: timing}
+	out := result.Run{Schema: result.Schema, Target: c.target.Name, Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS, Scenarios: results, Variants: gate.Verdicts(catches, results), Timing: timing}
 	out.Pass = true
 	for _, r := range results {
 		fmt.Fprintf(stdout, "%-32s %-24s %s  %s\n", r.Name, r.Variant, r.Verdict, oneLine(r))
@@ -332,6 +335,41 @@ func writeReport(ctx context.Context, dir string, run result.Run, stdout, stderr
 	return nil
 }
 
+// variantCatches are the catches a run on a broken variant is judged by,
+// so its report says what the variant was expected to show and whether it
+// did: a replayed schedule must show the violation it was shrunk for (else
+// the variant's expected kind), a scenario the variant's caught_by names
+// must show the variant's kind. Scenarios the target does not expect to
+// catch the variant are left out; a run on the correct pipeline has none.
+// With --repeat every copy (NAME.1 .. NAME.n) counts.
+func variantCatches(t *target.Target, variant string, picked []runner.Scenario, scheduled map[string]string, repeat int) []gate.Catch {
+	v, ok := t.Variant(variant)
+	if variant == "" || variant == "correct" || !ok {
+		return nil
+	}
+	var out []gate.Catch
+	for _, sc := range picked {
+		kind, isSchedule := scheduled[sc.Name]
+		if !isSchedule && !slices.Contains(v.CaughtBy, sc.Name) {
+			continue
+		}
+		if kind == "" {
+			kind = v.Expect
+		}
+		names := []string{sc.Name}
+		if repeat > 1 {
+			names = names[:0]
+			for i := 1; i <= repeat; i++ {
+				names = append(names, repeatName(sc.Name, i))
+			}
+		}
+		for _, name := range names {
+			out = append(out, gate.Catch{Variant: v.Name, Scenario: name, Expect: kind, Guard: v.Guard})
+		}
+	}
+	return out
+}
+
 func variantNames(t *target.Target) []string {
 	var out []string
 	for _, v := range t.Variants {
@@ -339,6 +377,9 @@ func variantNames(t *target.Target) []string {
 	}
 	return out
 }
+
+// repeatName is the name of a scenario's i-th copy under --repeat.
+func repeatName(name string, i int) string { return fmt.Sprintf("%s.%d", name, i) }
 
 // repeated is each scenario n times, named NAME.1 .. NAME.n.
 func repeated(scs []runner.Scenario, n int) []runner.Scenario {
@@ -349,7 +390,7 @@ func repeated(scs []runner.Scenario, n int) []runner.Scenario {
 	for _, sc := range scs {
 		for i := 1; i <= n; i++ {
 			c := sc
-			c.Name = fmt.Sprintf("%s.%d", sc.Name, i)
+			c.Name = repeatName(sc.Name, i)
 			out = append(out, c)
 		}
 	}
