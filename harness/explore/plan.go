@@ -412,12 +412,25 @@ func (s Surface) opener(in Ref, w, busy string) (o opening, ok bool) {
 			return o, false
 		}
 		o.trigger = fault.Trigger{AfterOrders: syncAfter}
-		o.faults = []fault.Fault{fault.Toxic{Link: link, Toxic: proxies.Latency{Latency: (s.Lease * 3 / 4).Round(time.Millisecond), Stream: proxies.Downstream},
-			Trigger: o.trigger, Duration: s.Lease * 4}}
+		slow := fault.Toxic{Link: link, Toxic: proxies.Latency{Latency: (s.Lease * 3 / 4).Round(time.Millisecond), Stream: proxies.Downstream},
+			Trigger: o.trigger, Duration: s.Lease * 4}
 		o.keys = []string{"link:" + link}
+		if slices.Contains(in.Points, protocol.RelayAfterPublish) {
+			// The slowing lands while the relay holds a published batch, so
+			// it is connected and working: timed by the order count alone,
+			// it once slowed a relay's first connection handshake on a
+			// loaded machine, and the relay connected after the last order.
+			slow.At = &fault.Sync{Process: in.Ref, Point: protocol.RelayAfterPublish, Delay: renewSyncDelay}
+			o.keys = append(o.keys, "point:"+in.Ref+"@"+protocol.RelayAfterPublish)
+		}
+		o.faults = []fault.Fault{slow}
 	}
 	return o, true
 }
+
+// renewSyncDelay is how long a relay waits at relay.after-publish while the
+// renewal window's slowing lands on its broker link.
+const renewSyncDelay = 100 * time.Millisecond
 
 // linkFaults are the link's three faults: latency past the lease, a
 // timeout (nothing passes, for lease × 2.5), down (for a lease).
