@@ -87,6 +87,14 @@ func TestCandidates(t *testing.T) {
 		"fault 1: cut 2s → 1.5s",
 	}, changes(Candidates(Schedule{Workload: workload.Steady(), Faults: []fault.Fault{commit}})))
 
+	// At least minOrders orders follow the last trigger: 20 orders with a
+	// trigger at 12 would leave 8.
+	near := fault.LinkDown{Link: "consumer.pg", Trigger: fault.Trigger{AfterOrders: 12}, Duration: 2 * time.Second}
+	short := Schedule{Workload: workload.Steady(), Faults: []fault.Fault{near}}
+	short.Workload.Orders = 40
+	assert.Equal(t, []string{"orders 40 → 30", "fault 1: trigger after 12 → 6 orders", "fault 1: duration 2s → 1s", "fault 1: duration 2s → 1.5s"},
+		changes(Candidates(short)), "40 → 20 would leave 8 orders after the trigger")
+
 	// At the floor there is nothing left to try.
 	floor := Schedule{Workload: workload.Steady(), Faults: []fault.Fault{pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 120*time.Millisecond)}}
 	floor.Workload.Orders = 10
