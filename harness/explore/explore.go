@@ -584,10 +584,15 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) b
 	}
 	fails := func(ctx context.Context, s Schedule) bool { return failsIn(ctx, s, e.cfg.Repeats, "shrink") }
 	opts := ShrinkOptions{Batch: max(e.cfg.Parallel/e.cfg.Repeats, 1), Deadline: deadline, Now: e.cfg.Now,
-		Tried: func(c Candidate, failed bool) {
+		Tried: func(c Candidate, failed, taken bool) {
 			verdict := "passes or fails otherwise: kept the larger schedule"
-			if failed {
+			switch {
+			case taken:
 				verdict = fmt.Sprintf("still fails with %s (%d of %d runs): taken", f.Kind, e.cfg.Repeats, e.cfg.Repeats)
+			case failed:
+				// Side by side with a candidate before it that was taken;
+				// tried again from there if it is still smaller.
+				verdict = fmt.Sprintf("still fails with %s (%d of %d runs), but an earlier candidate of its batch was taken", f.Kind, e.cfg.Repeats, e.cfg.Repeats)
 			}
 			e.mu.Lock()
 			defer e.mu.Unlock()

@@ -233,8 +233,9 @@ type ShrinkOptions struct {
 	// Deadline: no batch starts after it (zero: none).
 	Deadline time.Time
 	Now      func() time.Time
-	// Tried is told each candidate tried, and whether it failed; may be nil.
-	Tried func(c Candidate, failed bool)
+	// Tried is told each candidate tried, whether it failed, and whether it
+	// was taken (the first failing one of its batch); may be nil.
+	Tried func(c Candidate, failed, taken bool)
 }
 
 // Step is one reduction the shrinker kept.
@@ -294,11 +295,12 @@ func Shrink(ctx context.Context, s Schedule, fails Fails, opts ShrinkOptions) Sh
 			for i, c := range batch {
 				tried[c.Schedule.key()] = true
 				out.Tried++
-				if opts.Tried != nil {
-					opts.Tried(c, failed[i])
-				}
-				if failed[i] && accepted < 0 {
+				taken := failed[i] && accepted < 0
+				if taken {
 					accepted = start + i
+				}
+				if opts.Tried != nil {
+					opts.Tried(c, failed[i], taken)
 				}
 			}
 		}

@@ -124,8 +124,14 @@ func TestShrink(t *testing.T) {
 	}}
 	var want Shrunk
 	for _, batch := range []int{1, 2, 4} {
-		var tried int
-		got := Shrink(context.Background(), original, fakeFails, ShrinkOptions{Batch: batch, Tried: func(Candidate, bool) { tried++ }})
+		var tried, taken int
+		got := Shrink(context.Background(), original, fakeFails, ShrinkOptions{Batch: batch, Tried: func(_ Candidate, failed, took bool) {
+			tried++
+			if took {
+				require.True(t, failed, "only a failing candidate is taken")
+				taken++
+			}
+		}})
 		require.True(t, got.Complete)
 		require.Len(t, got.Minimal.Faults, 1, "only the fault that matters is left")
 		assert.Equal(t, pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 3750*time.Millisecond), got.Minimal.Faults[0],
@@ -133,6 +139,7 @@ func TestShrink(t *testing.T) {
 		assert.Equal(t, 22, got.Minimal.Workload.Orders, "as few orders as still fail")
 		assert.True(t, fakeFails(context.Background(), got.Minimal))
 		assert.Equal(t, got.Tried, tried)
+		assert.Equal(t, len(got.Steps), taken, "one candidate taken per step")
 		assert.NotEmpty(t, got.Steps)
 		last := got.Steps[len(got.Steps)-1]
 		assert.Equal(t, 1, last.Faults)
