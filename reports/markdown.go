@@ -65,7 +65,11 @@ func renderMarkdown(run result.Run, windows []Window) []byte {
 	if st.CorrectNotRun > 0 {
 		p(", %d not run", st.CorrectNotRun)
 	}
-	p("\n- variants: %d/%d caught\n\n", st.VariantsCaught, st.Variants)
+	notRun := ""
+	if st.VariantsNotRun > 0 {
+		notRun = fmt.Sprintf(" (%d not run)", st.VariantsNotRun)
+	}
+	p("\n- variants: %d/%d caught%s\n\n", st.VariantsCaught, st.Variants, notRun)
 
 	p("## Failure windows\n\n")
 	p("| boundary | window | crash point | guard | without the guard | pipeline | scenario | measured outcome |")

@@ -521,6 +521,9 @@ func (ix *index) matrix(windows []Window) matrix {
 type stats struct {
 	CorrectPassed, CorrectRun, CorrectNotRun int
 	VariantsCaught, Variants                 int
+	// VariantsNotRun of Variants had no run at all (a `run` of some
+	// scenarios, a provider that cannot do what their scenarios need).
+	VariantsNotRun int
 }
 
 func (ix *index) stats(m matrix) stats {
@@ -541,8 +544,11 @@ func (ix *index) stats(m matrix) stats {
 	}
 	for _, r := range m.Rows {
 		st.Variants++
-		if r.Verdict.Class == clsGood {
+		switch {
+		case r.Verdict.Class == clsGood:
 			st.VariantsCaught++
+		case r.Verdict.Class == clsNone:
+			st.VariantsNotRun++
 		}
 	}
 	return st

@@ -218,6 +218,7 @@ func TestSummaryMarkdown(t *testing.T) {
 	assert.Regexp(t, `\| correct \| `+"`consumer-crash-before-commit`"+` \| ⏭️ not run \|`, md)
 	assert.Contains(t, md, "❌ MISSED: the run passed, no duplicate-effect reported")
 	assert.Contains(t, md, "⚠️ pass: documented limit, duplicate-effect of 01JREPLAYED000000000000000 reported")
+	assert.Regexp(t, `- variants: \d+/\d+ caught \(\d+ not run\)`, md)
 	assert.Contains(t, md, "## Catch matrix")
 	assert.Contains(t, md, "| `no-inbox` | duplicate-effect |")
 	assert.Contains(t, md, "## Failures")
@@ -324,6 +325,14 @@ func TestMatrix(t *testing.T) {
 	assert.Equal(t, "", cell("no-lease", "broker-nack"), "not a catching pair")
 	st := ix.stats(m)
 	assert.Equal(t, 2, st.VariantsCaught)
+	notRun := 0
+	for _, r := range m.Rows {
+		if r.Verdict.Text == "not run" {
+			notRun++
+		}
+	}
+	require.Positive(t, notRun, "the fixture has variants that never ran")
+	assert.Equal(t, notRun, st.VariantsNotRun, "a variant with no run is counted as not run, not as missed")
 	assert.Equal(t, 4, st.CorrectPassed)
 	assert.Equal(t, 5, st.CorrectRun)
 	assert.Equal(t, 1, st.CorrectNotRun)
