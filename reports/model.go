@@ -544,10 +544,10 @@ func (ix *index) stats(m matrix) stats {
 	}
 	for _, r := range m.Rows {
 		st.Variants++
-		switch {
-		case r.Verdict.Class == clsGood:
+		switch r.Verdict.Class {
+		case clsGood:
 			st.VariantsCaught++
-		case r.Verdict.Class == clsNone:
+		case clsNone:
 			st.VariantsNotRun++
 		}
 	}

@@ -343,9 +343,12 @@ func writeReport(ctx context.Context, dir string, run result.Run, stdout, stderr
 // catch the variant are left out; a run on the correct pipeline has none.
 // With --repeat every copy (NAME.1 .. NAME.n) counts.
 func variantCatches(t *target.Target, variant string, picked []runner.Scenario, scheduled map[string]string, repeat int) []gate.Catch {
-	v, ok := t.Variant(variant)
-	if variant == "" || variant == "correct" || !ok {
+	if variant == "" || variant == "correct" {
 		return nil
+	}
+	v, ok := t.Variant(variant)
+	if !ok {
+		return nil // refused with the known names before anything runs
 	}
 	var out []gate.Catch
 	for _, sc := range picked {
@@ -356,15 +359,8 @@ func variantCatches(t *target.Target, variant string, picked []runner.Scenario, 
 		if kind == "" {
 			kind = v.Expect
 		}
-		names := []string{sc.Name}
-		if repeat > 1 {
-			names = names[:0]
-			for i := 1; i <= repeat; i++ {
-				names = append(names, repeatName(sc.Name, i))
-			}
-		}
-		for _, name := range names {
-			out = append(out, gate.Catch{Variant: v.Name, Scenario: name, Expect: kind, Guard: v.Guard})
+		for _, run := range repeated([]runner.Scenario{sc}, repeat) {
+			out = append(out, gate.Catch{Variant: v.Name, Scenario: run.Name, Expect: kind, Guard: v.Guard})
 		}
 	}
 	return out
@@ -378,9 +374,6 @@ func variantNames(t *target.Target) []string {
 	return out
 }
 
-// repeatName is the name of a scenario's i-th copy under --repeat.
-func repeatName(name string, i int) string { return fmt.Sprintf("%s.%d", name, i) }
-
 // repeated is each scenario n times, named NAME.1 .. NAME.n.
 func repeated(scs []runner.Scenario, n int) []runner.Scenario {
 	if n <= 1 {
@@ -390,7 +383,7 @@ func repeated(scs []runner.Scenario, n int) []runner.Scenario {
 	for _, sc := range scs {
 		for i := 1; i <= n; i++ {
 			c := sc
-			c.Name = repeatName(sc.Name, i)
+			c.Name = fmt.Sprintf("%s.%d", sc.Name, i)
 			out = append(out, c)
 		}
 	}

@@ -258,7 +258,7 @@ func (s Surface) singles(hits int) []candidate {
 				continue
 			}
 			for hit := 1; hit <= hits; hit++ {
-				key := "point:" + in.Ref + "@" + w
+				key := pointKey(in.Ref, w)
 				depth := (hit - 1) + (in.N - 1)
 				kill := fault.Crash{Process: in.Ref, Point: w, Action: crashpoint.Kill, Hit: int64(hit), RestartAfter: restartAfter, Trigger: open.trigger}
 				pause := fault.Crash{Process: in.Ref, Point: w, Action: crashpoint.Pause, Hit: int64(hit), Hold: hold, Trigger: open.trigger}
@@ -280,7 +280,7 @@ func (s Surface) singles(hits int) []candidate {
 					continue
 				}
 				depth++
-				open.keys = append(open.keys, "point:"+sync.Process+"@"+sync.Point)
+				open.keys = append(open.keys, pointKey(sync.Process, sync.Point))
 				trigger = fault.Trigger{AfterOrders: syncAfter}
 			}
 			for _, f := range s.linkFaults(l, trigger, sync) {
@@ -421,12 +421,16 @@ func (s Surface) opener(in Ref, w, busy string) (o opening, ok bool) {
 			// it once slowed a relay's first connection handshake on a
 			// loaded machine, and the relay connected after the last order.
 			slow.At = &fault.Sync{Process: in.Ref, Point: protocol.RelayAfterPublish, Delay: renewSyncDelay}
-			o.keys = append(o.keys, "point:"+in.Ref+"@"+protocol.RelayAfterPublish)
+			o.keys = append(o.keys, pointKey(in.Ref, protocol.RelayAfterPublish))
 		}
 		o.faults = []fault.Fault{slow}
 	}
 	return o, true
 }
+
+// pointKey is what a fault at window w of instance ref takes: one run arms
+// a crash point of an instance once.
+func pointKey(ref, w string) string { return "point:" + ref + "@" + w }
 
 // renewSyncDelay is how long a relay waits at relay.after-publish while the
 // renewal window's slowing lands on its broker link.

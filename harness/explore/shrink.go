@@ -43,8 +43,9 @@ func Candidates(s Schedule) []Candidate {
 			add(fmt.Sprintf("drop fault %d (%s)", i+1, Describe(f)), c)
 		}
 	}
+	last := lastTrigger(s.Faults)
 	for _, orders := range smaller(s.Workload.Orders, minOrders) {
-		if int64(orders) < lastTrigger(s.Faults)+minOrders {
+		if int64(orders) < last+minOrders {
 			// A fault would wait for orders that never come, or land on
 			// the workload's last few: a schedule shrunk to 11 orders with
 			// a trigger at 10 left a relay nothing to hold when its window

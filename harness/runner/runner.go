@@ -116,11 +116,11 @@ type Options struct {
 // DefaultFaultDeadline is how long a fault waits for its window to open.
 const DefaultFaultDeadline = 30 * time.Second
 
-// ConsumerStartTimeout bounds the wait for the consumer to consume from its
+// consumerStartTimeout bounds the wait for the consumer to consume from its
 // queue after it started. The wait ends as soon as it does (a few hundred
 // milliseconds on a quiet machine); 20 s once ran out in the gate, eight
 // runs at once on two cores, so the bound allows for a loaded machine.
-const ConsumerStartTimeout = 60 * time.Second
+const consumerStartTimeout = 60 * time.Second
 
 // Phases of a run.
 const (
@@ -653,9 +653,9 @@ func (r *run) startInstances(ctx context.Context, faults []fault.Fault, failed f
 // (the consumer binds the queue before it consumes). It asks the queue with
 // a passive declare every ConsumerPoll: the management API's view of a queue
 // declared a moment ago lags by seconds, and waiting on it cost each run
-// about 5 s. It gives up after ConsumerStartTimeout.
+// about 5 s. It gives up after consumerStartTimeout.
 func (r *run) waitConsuming(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, ConsumerStartTimeout)
+	ctx, cancel := context.WithTimeout(ctx, consumerStartTimeout)
 	defer cancel()
 	if err := r.probe().waitConsumer(ctx, r.sh.Target.Topology.Queue, ConsumerPoll); err != nil {
 		return fmt.Errorf("the consumer did not start consuming: %w", err)
