@@ -235,13 +235,14 @@ func All() []runner.Scenario {
 			Workload:    steady(),
 			Settings:    map[string]string{"lease-renewal": "400ms"},
 			Faults: func(rng *rand.Rand) []fault.Fault {
+				at := fault.Trigger{AfterOrders: int64(between(rng, 5, 20))}
 				return []fault.Fault{
 					// Landed while relay-1 holds a published batch for 0.9 s,
 					// past two 0.4 s renewal ticks: one renewal done, the
 					// kill at the second (see relay-renewal-pause-past-lease).
-					fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 1500 * time.Millisecond}, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 20))}, Duration: 6 * time.Second,
+					fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 1500 * time.Millisecond}, Trigger: at, Duration: 6 * time.Second,
 						At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterPublish, Delay: 900 * time.Millisecond}},
-					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRenew, Action: crashpoint.Kill, Hit: 2, RestartAfter: 300 * time.Millisecond},
+					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRenew, Action: crashpoint.Kill, Hit: 2, RestartAfter: 300 * time.Millisecond, Trigger: at},
 				}
 			},
 			Evidence: []check.Evidence{check.AtLeast(1, eventlog.Renewed), check.CrashPointHit(protocol.RelayBeforeRenew), check.ReclaimedAfterLease()},
@@ -291,6 +292,7 @@ func All() []runner.Scenario {
 			Workload:    steady(),
 			Settings:    map[string]string{"lease-renewal": "400ms"},
 			Faults: func(rng *rand.Rand) []fault.Fault {
+				at := fault.Trigger{AfterOrders: int64(between(rng, 5, 20))}
 				return []fault.Fault{
 					// The toxic lands while relay-1 holds a published batch
 					// (0.5 s at relay.after-publish, longer than the 0.4 s
@@ -299,13 +301,14 @@ func All() []runner.Scenario {
 					// order count alone once slowed relay-1's first
 					// connection handshake, and relay-1 connected only after
 					// the last order, with nothing left to renew.
-					fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 1500 * time.Millisecond}, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 20))}, Duration: 8 * time.Second,
+					fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 1500 * time.Millisecond}, Trigger: at, Duration: 8 * time.Second,
 						At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterPublish, Delay: 500 * time.Millisecond}},
-					// Hit 1: the first renewal tick of a batch held out, by the
-					// sync above or by the slowed confirms (at most the 1.5 s
-					// confirm timeout; after it relay-1 reconnects through
-					// the slow link for most of the toxic's 8 s).
-					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRenew, Action: crashpoint.Pause, Hit: 1, Hold: 5 * time.Second},
+					// Hit 1 counted from the same trigger: the first renewal
+					// tick of a batch held out, by the sync above or by the
+					// slowed confirms. Armed at start, a batch slow to confirm
+					// before the trigger could take the hit, and relay-1,
+					// frozen past the last order, never reach the sync.
+					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRenew, Action: crashpoint.Pause, Hit: 1, Hold: 5 * time.Second, Trigger: at},
 				}
 			},
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.RelayBeforeRenew), check.AtLeast(1, eventlog.ClaimLost), check.ReclaimedAfterLease()},
