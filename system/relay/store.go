@@ -64,7 +64,11 @@ func unfence(q string) string {
 // between the claim and its commit for the lease to run out in. The lease
 // starts at clock_timestamp(), when the rows are taken, not at the
 // statement's start: a claim that waited (for a lock, for a slow link)
-// still gets its whole lease.
+// still gets its whole lease. It is read once per statement (an
+// uncorrelated sub-select, which PostgreSQL evaluates once), so every row
+// of a claim has the same lease: clock_timestamp() per row gave the rows
+// of one claim leases microseconds apart, and a takeover at the boundary
+// took only some of them.
 const claimSQL = `
 WITH candidates AS (
   SELECT event_id
@@ -78,7 +82,7 @@ WITH candidates AS (
 UPDATE outbox_messages AS outbox
 SET status = 'Processing',
     locked_by = $1,
-    locked_until = clock_timestamp() + $3 * INTERVAL '1 millisecond'
+    locked_until = (SELECT clock_timestamp()) + $3 * INTERVAL '1 millisecond'
 FROM candidates
 WHERE outbox.event_id = candidates.event_id
 RETURNING outbox.event_id, outbox.aggregate_id, outbox.sequence, outbox.event_type, outbox.payload, outbox.attempt_count`
@@ -180,10 +184,10 @@ func (s store) scheduleRetries(ctx context.Context, claimID string, budget int, 
 }
 
 // renewSQL extends the lease of rows the claim still holds, from when the
-// rows are updated (as the claim's).
+// rows are updated, the same for every row (as the claim's).
 const renewSQL = `
 UPDATE outbox_messages
-SET locked_until = clock_timestamp() + $3 * INTERVAL '1 millisecond'
+SET locked_until = (SELECT clock_timestamp()) + $3 * INTERVAL '1 millisecond'
 WHERE event_id = ANY($1)
   AND status = 'Processing' AND locked_by = $2
 RETURNING event_id`

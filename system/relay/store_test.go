@@ -78,3 +78,28 @@ func TestLeaseRunsFromTheClaimNotFromItsStart(t *testing.T) {
 	}
 	assert.Empty(t, dueAgain, "rows just claimed were due again")
 }
+
+// Every row of one claim, and of one renewal, gets the same lease: a
+// takeover after it ran out takes all of the claim's rows at once, never a
+// part of them (with clock_timestamp() read per row the leases of one
+// claim's rows were microseconds apart).
+func TestOneLeasePerClaimAndRenewal(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := newStore(e.db, AllGuards())
+	ids := e.insert(200)
+	distinct := func() int {
+		t.Helper()
+		var n int
+		require.NoError(t, e.db.QueryRow(ctx, `SELECT count(DISTINCT locked_until) FROM outbox_messages WHERE event_id = ANY($1)`, ids).Scan(&n))
+		return n
+	}
+	claimed, err := s.claim(ctx, "relay-1:c", len(ids), time.Minute)
+	require.NoError(t, err)
+	require.Len(t, claimed, len(ids))
+	assert.Equal(t, 1, distinct(), "one lease for the claim's rows")
+	still, err := s.renew(ctx, "relay-1:c", ids, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, still, len(ids))
+	assert.Equal(t, 1, distinct(), "one lease for the renewal's rows")
+}

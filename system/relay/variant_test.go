@@ -397,7 +397,11 @@ func TestUnfencedRenewalKeepsALostClaim(t *testing.T) {
 			require.NoError(t, err)
 			s := newStore(e.db, guards)
 			cfg := e.config("relay-1")
-			cfg.Lease, cfg.RenewInterval = 150*time.Millisecond, 30*time.Millisecond
+			// A renewal gives up after one lease: 150 ms was too short for
+			// its commit on a loaded disk (no renewed line before the third
+			// heartbeat). The hold at the third is 5 leases, for the lease
+			// to run out and relay-2 to take the rows meanwhile.
+			cfg.Lease, cfg.RenewInterval = 600*time.Millisecond, 100*time.Millisecond
 			first, err := s.claim(ctx, "relay-1:first", 10, cfg.Lease)
 			require.NoError(t, err)
 			require.Len(t, first, 2)
@@ -405,7 +409,7 @@ func TestUnfencedRenewalKeepsALostClaim(t *testing.T) {
 			log, err := eventlog.Open(filepath.Join(e.dir, "relay-1.jsonl"), "relay-1")
 			require.NoError(t, err)
 			r := &Relay{cfg: cfg, store: s, log: log, points: crashpoint.NewSet("relay", log), guards: guards}
-			require.NoError(t, r.points.ArmList(crashpoint.RelayBeforeRenew+"=delay:1500ms@3"))
+			require.NoError(t, r.points.ArmList(crashpoint.RelayBeforeRenew+"=delay:3s@3"))
 			rn := r.startRenewal(ctx, "relay-1:first", first)
 			e.waitFor("the third heartbeat held at relay.before-renew", func() bool { return count(e.log("relay-1"), eventlog.CrashPoint) == 1 })
 			renewed := func() []eventlog.Entry {
