@@ -7,21 +7,30 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// closedAddr returns an address on 127.0.0.1 nothing listens on.
+// closedAddr returns an address on 127.0.0.1 nothing listens on for the
+// rest of the test: a socket bound to the port and never listening holds
+// it, so a connection there is refused at once. A port listened on and
+// closed again can be taken by another process of a busy `make test`
+// meanwhile; a dial then connects and waits for data that never comes (seen:
+// an i/o timeout after 10 s).
 func closedAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
 
 // dialUnreachable dials a link whose upstream is down and reads until the
