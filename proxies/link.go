@@ -26,8 +26,8 @@ type Link struct {
 }
 
 // AddLink creates a proxy named name (ASCII letters, digits, '.', '_', '-',
-// e.g. "s01.relay-1.amqp") that listens on a free port of 127.0.0.1 and
-// forwards to upstream (host:port).
+// e.g. "s01.relay-1.amqp") that listens on a port of 127.0.0.1 reserved for
+// it until RemoveLink, and forwards to upstream (host:port).
 func (s *Server) AddLink(ctx context.Context, name, upstream string) (*Link, error) {
 	if err := validateName(name); err != nil {
 		return nil, fmt.Errorf("add link %q: %w", name, err)
@@ -35,12 +35,21 @@ func (s *Server) AddLink(ctx context.Context, name, upstream string) (*Link, err
 	if _, port, err := net.SplitHostPort(upstream); err != nil || port == "" {
 		return nil, fmt.Errorf("add link %s: upstream must be host:port, got %q", name, upstream)
 	}
-	p, err := call(ctx, func() (*toxiproxy.Proxy, error) {
-		return s.client.CreateProxy(name, "127.0.0.1:0", upstream)
-	})
+	listen, err := s.ports.Addr()
 	if err != nil {
 		return nil, fmt.Errorf("add link %s: %w", name, err)
 	}
+	p, err := call(ctx, func() (*toxiproxy.Proxy, error) {
+		return s.client.CreateProxy(name, listen, upstream)
+	})
+	if err != nil {
+		// Whether an abandoned call took effect is unknown: the port stays
+		// reserved until the server stops.
+		return nil, fmt.Errorf("add link %s: %w", name, err)
+	}
+	s.linksMu.Lock()
+	s.links[name] = listen
+	s.linksMu.Unlock()
 	return &Link{name: name, addr: p.Listen, upstream: upstream, client: s.client, proxy: p}, nil
 }
 
@@ -54,6 +63,13 @@ func (s *Server) RemoveLink(ctx context.Context, name string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("remove link %s: %w", name, err)
+	}
+	s.linksMu.Lock()
+	listen, ok := s.links[name]
+	delete(s.links, name)
+	s.linksMu.Unlock()
+	if ok {
+		s.ports.FreeAddr(listen)
 	}
 	return nil
 }

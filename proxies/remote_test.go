@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"faultline/harness/ports"
 )
 
 // publishedPorts stands in for a container's published ports: for each of
@@ -19,12 +21,12 @@ import (
 // the mappings P → 127.0.0.1:Q.
 func publishedPorts(t *testing.T, n int) []PortMapping {
 	t.Helper()
+	alloc := ports.New() // the server binds the inner ports: reserved, not picked free and closed
+	t.Cleanup(alloc.Close)
 	var out []PortMapping
 	for range n {
-		inner, err := net.Listen("tcp", "127.0.0.1:0")
+		port, err := alloc.Port()
 		require.NoError(t, err)
-		port := inner.Addr().(*net.TCPAddr).Port
-		require.NoError(t, inner.Close())
 		outer := forwarder(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		out = append(out, PortMapping{Port: port, Addr: outer})
 	}
@@ -170,10 +172,10 @@ func TestNewRemoteServerRejectsBadInput(t *testing.T) {
 
 func TestNewRemoteServerGivesUpWhenNoAPIAnswers(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	alloc := ports.New() // reserved: nothing of faultline's listens there
+	defer alloc.Close()
+	addr, err := alloc.Addr()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	_, err = NewRemoteServer(ctx, addr, "0.0.0.0", []PortMapping{{Port: 8666, Addr: "127.0.0.1:1"}})

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+
+	"faultline/harness/ports"
 )
 
 const (
@@ -27,9 +29,10 @@ const (
 
 	// startTimeout bounds StartServer when ctx has no earlier deadline.
 	startTimeout = 30 * time.Second
-	// startAttempts: the API port is picked free and then handed to the
-	// server, so another process can take it in between; the server then
-	// exits and is started again on a new port.
+	// startAttempts: the API port is reserved (harness/ports) and closed
+	// for the server to bind, so only a program binding that very number
+	// can take it in between; the server then exits and is started again
+	// on a new port.
 	startAttempts = 3
 	pollInterval  = 20 * time.Millisecond
 )
@@ -70,6 +73,14 @@ type Server struct {
 	cmd     *exec.Cmd
 	apiAddr string
 	client  *toxiproxy.Client
+	// ports reserves the API's port and every link's listening port: a
+	// link's port stays reserved while it is down (Toxiproxy closes its
+	// listener and binds the same port again on Up), and is freed when the
+	// link is removed or the server stops.
+	ports *ports.Allocator
+
+	linksMu sync.Mutex
+	links   map[string]string // link name → its listening address
 
 	exited  chan struct{} // closed once the process has exited and been reaped
 	waitErr error         // cmd.Wait's result; read only after exited is closed
@@ -172,10 +183,18 @@ func (e *earlyExitError) Error() string {
 func (e *earlyExitError) Unwrap() error { return e.err }
 
 func startOnce(ctx context.Context, binPath string, cfg serverConfig) (*Server, error) {
-	port, err := freePort(ctx)
+	alloc := ports.New()
+	apiPort, err := alloc.Port()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("api port: %w", err)
 	}
+	port := strconv.Itoa(apiPort)
+	started := false
+	defer func() {
+		if !started {
+			alloc.Close()
+		}
+	}()
 	last := new(tail)
 	var out io.Writer = last
 	var logFile *os.File
@@ -206,7 +225,10 @@ func startOnce(ctx context.Context, binPath string, cfg serverConfig) (*Server, 
 		apiAddr: apiAddr,
 		client:  toxiproxy.NewClient(apiAddr),
 		exited:  make(chan struct{}),
+		ports:   alloc,
+		links:   map[string]string{},
 	}
+	started = true // Stop frees the ports from here on
 	go func() {
 		// Wait returns once the process has exited and its output has
 		// been copied: the log file is complete when exited closes.
@@ -265,20 +287,6 @@ func (s *Server) exitStatus() error {
 	return s.waitErr
 }
 
-// freePort returns a port that was free on 127.0.0.1 a moment ago.
-func freePort(ctx context.Context) (string, error) {
-	var lc net.ListenConfig
-	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	return strconv.Itoa(port), nil
-}
-
 // Client returns a client for the server's API.
 func (s *Server) Client() *toxiproxy.Client { return s.client }
 
@@ -302,6 +310,7 @@ func (s *Server) Stop() error {
 			s.stopErr = fmt.Errorf("stop toxiproxy server %s: %w", s.apiAddr, err)
 		}
 		<-s.exited
+		s.ports.Close()
 	})
 	return s.stopErr
 }

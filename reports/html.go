@@ -24,20 +24,25 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 }).Parse(pageSource))
 
 type pageData struct {
-	Title     string
-	Pass      bool
-	Seeds     string
-	Started   string
-	Duration  string
-	Infra     string
-	Schema    string
-	Generated string
-	Stats     stats
-	Columns   []countColumn
-	Windows   []windowRow
-	Matrix    matrix
-	Timing    []timingRow
-	Results   []scenarioView
+	Title string
+	Pass  bool
+	// Verdict is the headline: PASS, FAIL, INDETERMINATE or INTERRUPTED;
+	// VerdictClass its CSS class.
+	Verdict, VerdictClass string
+	Interrupted           bool
+	Retried               []result.Scenario
+	Seeds                 string
+	Started               string
+	Duration              string
+	Infra                 string
+	Schema                string
+	Generated             string
+	Stats                 stats
+	Columns               []countColumn
+	Windows               []windowRow
+	Matrix                matrix
+	Timing                []timingRow
+	Results               []scenarioView
 }
 
 type scenarioView struct {
@@ -135,19 +140,22 @@ func renderHTML(run result.Run, windows []Window) ([]byte, error) {
 	ix := newIndex(run, windows)
 	m := ix.matrix(windows)
 	d := pageData{
-		Title:     "faultline report",
-		Pass:      run.Pass,
-		Infra:     run.Infra,
-		Schema:    run.Schema,
-		Generated: time.Now().UTC().Format("2006-01-02 15:04:05Z"),
-		Stats:     ix.stats(m),
-		Columns:   countColumns,
-		Windows:   ix.windowRows(windows),
-		Matrix:    m,
-		Timing:    timingRows(run),
-		Duration:  fmtMS(run.DurationMS),
-		Seeds:     seedsText(run),
+		Title:       "faultline report",
+		Pass:        run.Pass,
+		Interrupted: run.Interrupted,
+		Retried:     run.Retried,
+		Infra:       run.Infra,
+		Schema:      run.Schema,
+		Generated:   time.Now().UTC().Format("2006-01-02 15:04:05Z"),
+		Stats:       ix.stats(m),
+		Columns:     countColumns,
+		Windows:     ix.windowRows(windows),
+		Matrix:      m,
+		Timing:      timingRows(run),
+		Duration:    fmtMS(run.DurationMS),
+		Seeds:       seedsText(run),
 	}
+	d.Verdict, d.VerdictClass = headline(run)
 	if !run.Started.IsZero() {
 		d.Started = run.Started.UTC().Format("2006-01-02 15:04:05Z")
 		d.Title += " " + run.Started.UTC().Format("2006-01-02 15:04")

@@ -14,13 +14,15 @@ import (
 // when the scenario passed. On a variant it passes when the variant WAS
 // CAUGHT — the scenario reported the violation the missing guard causes —
 // and fails when it was not, since a harness that cannot catch a broken
-// guard proves nothing. A run that did not happen is skipped.
+// guard proves nothing. A run that ended indeterminate (it showed nothing,
+// through its retries) is an error; a run that did not happen is skipped.
 
 type junitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
 	Name     string       `xml:"name,attr"`
 	Tests    int          `xml:"tests,attr"`
 	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
 	Skipped  int          `xml:"skipped,attr"`
 	Time     string       `xml:"time,attr"`
 	Suites   []junitSuite `xml:"testsuite"`
@@ -48,6 +50,7 @@ type junitCase struct {
 	Name      string        `xml:"name,attr"`
 	Time      string        `xml:"time,attr"`
 	Failure   *junitFailure `xml:"failure,omitempty"`
+	Error     *junitFailure `xml:"error,omitempty"` // indeterminate: no verdict either way
 	Skipped   *junitSkipped `xml:"skipped,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
 }
@@ -62,6 +65,12 @@ type junitSkipped struct {
 	Message string `xml:"message,attr"`
 }
 
+// oneLineReason is a run's reason up to its first line break.
+func oneLineReason(s result.Scenario) string {
+	line, _, _ := strings.Cut(s.Reason, "\n")
+	return s.Verdict + ": " + line
+}
+
 func seconds(ms int64) string { return fmt.Sprintf("%.3f", float64(ms)/1000) }
 
 func renderJUnit(run result.Run, windows []Window) ([]byte, error) {
@@ -71,6 +80,15 @@ func renderJUnit(run result.Run, windows []Window) ([]byte, error) {
 		suite.Timestamp = run.Started.UTC().Format("2006-01-02T15:04:05")
 	}
 	suite.Properties = []junitProperty{{"schema", run.Schema}, {"seed", seedsText(run)}, {"pass", fmt.Sprint(run.Pass)}}
+	if run.Verdict != "" {
+		suite.Properties = append(suite.Properties, junitProperty{"verdict", run.Verdict})
+	}
+	if run.Interrupted {
+		suite.Properties = append(suite.Properties, junitProperty{"interrupted", "true"})
+	}
+	if len(run.Retried) > 0 {
+		suite.Properties = append(suite.Properties, junitProperty{"retried", fmt.Sprint(len(run.Retried))})
+	}
 	if run.Infra != "" {
 		suite.Properties = append(suite.Properties, junitProperty{"infra", run.Infra})
 	}
@@ -84,6 +102,9 @@ func renderJUnit(run result.Run, windows []Window) ([]byte, error) {
 			c.Name = fmt.Sprintf("%s (seed %d)", s.Name, s.Seed)
 		}
 		switch {
+		case s.Verdict == result.Indeterminate:
+			c.Error = &junitFailure{Type: "indeterminate", Message: oneLineReason(s), Text: s.Reason}
+			suite.Errors++
 		case s.Verdict != result.Pass && s.Verdict != result.Fail:
 			msg := notRunText(s)
 			c.Skipped = &junitSkipped{Message: msg}
@@ -110,7 +131,7 @@ func renderJUnit(run result.Run, windows []Window) ([]byte, error) {
 		suite.Cases = append(suite.Cases, c)
 		suite.Tests++
 	}
-	out := junitSuites{Name: "faultline", Tests: suite.Tests, Failures: suite.Failures, Skipped: suite.Skipped, Time: suite.Time, Suites: []junitSuite{suite}}
+	out := junitSuites{Name: "faultline", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Skipped: suite.Skipped, Time: suite.Time, Suites: []junitSuite{suite}}
 	var b bytes.Buffer
 	b.WriteString(xml.Header)
 	enc := xml.NewEncoder(&b)

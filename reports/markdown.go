@@ -39,7 +39,7 @@ func mdFence(lines []string) string {
 	return fence
 }
 
-var mdIcon = map[string]string{clsGood: "✅", clsBad: "❌", clsLimit: "⚠️", clsNone: "⏭️"}
+var mdIcon = map[string]string{clsGood: "✅", clsBad: "❌", clsLimit: "⚠️", clsNone: "⏭️", clsUnknown: "❔"}
 
 func renderMarkdown(run result.Run, windows []Window) []byte {
 	ix := newIndex(run, windows)
@@ -48,10 +48,7 @@ func renderMarkdown(run result.Run, windows []Window) []byte {
 	var b bytes.Buffer
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
-	verdict := "FAIL"
-	if run.Pass {
-		verdict = "PASS"
-	}
+	verdict, _ := headline(run)
 	p("# faultline report: %s\n\n", verdict)
 	p("- seed %s", mdCell(seedsText(run)))
 	if !run.Started.IsZero() {
@@ -62,6 +59,9 @@ func renderMarkdown(run result.Run, windows []Window) []byte {
 		p(", infrastructure %s", mdCell(run.Infra))
 	}
 	p("\n- correct pipeline: %d/%d passed", st.CorrectPassed, st.CorrectRun)
+	if st.CorrectIndeterminate > 0 {
+		p(", %d indeterminate", st.CorrectIndeterminate)
+	}
 	if st.CorrectNotRun > 0 {
 		p(", %d not run", st.CorrectNotRun)
 	}
@@ -69,7 +69,21 @@ func renderMarkdown(run result.Run, windows []Window) []byte {
 	if st.VariantsNotRun > 0 {
 		notRun = fmt.Sprintf(" (%d not run)", st.VariantsNotRun)
 	}
-	p("\n- variants: %d/%d caught%s\n\n", st.VariantsCaught, st.Variants, notRun)
+	if st.VariantsIndeterminate > 0 {
+		notRun += fmt.Sprintf(" (%d indeterminate)", st.VariantsIndeterminate)
+	}
+	p("\n- variants: %d/%d caught%s\n", st.VariantsCaught, st.Variants, notRun)
+	if run.Interrupted {
+		p("- **interrupted**: the runs under way ended without a verdict, and nothing new started\n")
+	}
+	if len(run.Retried) > 0 {
+		p("- %d indeterminate attempt(s) run again with the next seed:\n", len(run.Retried))
+		for _, r := range run.Retried {
+			line, _, _ := strings.Cut(r.Reason, "\n")
+			p("  - %s [%s] seed %d, attempt %d: %s\n", mdCell(r.Name), mdCell(r.Variant), r.Seed, r.Attempt, mdCell(line))
+		}
+	}
+	p("\n")
 
 	p("## Failure windows\n\n")
 	p("| boundary | window | crash point | guard | without the guard | pipeline | scenario | measured outcome |")

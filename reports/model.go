@@ -20,6 +20,9 @@ const (
 	clsBad   = "bad"   // a broken guarantee, or a variant not caught
 	clsLimit = "limit" // a documented limit, reported as expected
 	clsNone  = "none"  // not run, nothing to compare
+	// clsUnknown: indeterminate, the run showed nothing (a fault that
+	// never happened, an infrastructure error, an interrupt).
+	clsUnknown = "unknown"
 )
 
 // outcome is one measured outcome.
@@ -171,9 +174,33 @@ func correctOutcome(runs []result.Scenario) outcome {
 		return outcome{Text: "pass" + note, Class: clsGood}
 	case result.Fail:
 		return outcome{Text: "FAIL: " + why(r) + note, Class: clsBad, Detail: strings.Join(r.Failed(), "\n")}
+	case result.Indeterminate:
+		return indeterminate(r)
 	default:
 		return outcome{Text: notRunText(r), Class: clsNone}
 	}
+}
+
+// headline is the whole run's verdict as the report's headline says it,
+// and its class. A run written before the verdict was recorded has only
+// Pass.
+func headline(run result.Run) (text, class string) {
+	switch {
+	case run.Interrupted:
+		return "INTERRUPTED", "unknown"
+	case run.Verdict == result.Indeterminate:
+		return "INDETERMINATE", "unknown"
+	case run.Verdict == result.Fail, run.Verdict == "" && !run.Pass:
+		return "FAIL", "fail"
+	default:
+		return "PASS", "pass"
+	}
+}
+
+// indeterminate is the outcome of a run that showed nothing.
+func indeterminate(r result.Scenario) outcome {
+	line, _, _ := strings.Cut(r.Reason, "\n")
+	return outcome{Text: "INDETERMINATE: " + line, Class: clsUnknown, Detail: r.Reason}
 }
 
 func notRunText(r result.Scenario) string {
@@ -207,6 +234,8 @@ func missed(r result.Scenario, kind string) outcome {
 		return outcome{Text: "MISSED: the run passed, no " + kind + " reported", Class: clsBad}
 	case result.Fail:
 		return outcome{Text: "MISSED: failed with " + why(r) + ", not " + kind, Class: clsBad, Detail: strings.Join(r.Failed(), "\n")}
+	case result.Indeterminate:
+		return indeterminate(r)
 	default:
 		return outcome{Text: notRunText(r), Class: clsNone}
 	}
@@ -399,9 +428,10 @@ func (ix *index) windowRows(windows []Window) []windowRow {
 
 // Cells of the catch matrix.
 const (
-	cellCaught = "caught"
-	cellMissed = "missed"
-	cellNotRun = "not run"
+	cellCaught  = "caught"
+	cellMissed  = "missed"
+	cellNotRun  = "not run"
+	cellUnknown = "indeterminate"
 )
 
 type matrixCell struct {
@@ -467,7 +497,7 @@ func (ix *index) matrix(windows []Window) matrix {
 	m := matrix{Scenarios: scens}
 	for _, v := range variants {
 		row := matrixRow{Variant: v, Guard: ix.guard[v], Expect: ix.expect[v]}
-		anyCaught, anyRun := false, false
+		anyCaught, anyRun, anyUnknown := false, false, false
 		var caughtBy []string
 		for _, s := range scens {
 			if !pairs[key(s, v)] {
@@ -478,6 +508,13 @@ func (ix *index) matrix(windows []Window) matrix {
 			cell := matrixCell{Text: cellNotRun, Class: clsNone, Title: s + " was not run on " + v}
 			for _, r := range runs {
 				if r.Verdict == result.NotRun {
+					continue
+				}
+				if r.Verdict == result.Indeterminate {
+					anyUnknown = true
+					if cell.Text == cellNotRun {
+						cell = matrixCell{Text: cellUnknown, Class: clsUnknown, Anchor: anchor(r), Title: indeterminate(r).Text}
+					}
 					continue
 				}
 				anyRun = true
@@ -498,6 +535,8 @@ func (ix *index) matrix(windows []Window) matrix {
 			row.Verdict = outcome{Text: "caught by " + strings.Join(caughtBy, ", "), Class: clsGood}
 		case anyRun:
 			row.Verdict = outcome{Text: "MISSED", Class: clsBad}
+		case anyUnknown:
+			row.Verdict = outcome{Text: "indeterminate", Class: clsUnknown}
 		default:
 			row.Verdict = outcome{Text: "not run", Class: clsNone}
 		}
@@ -520,7 +559,11 @@ func (ix *index) matrix(windows []Window) matrix {
 // stats are the run's headline figures.
 type stats struct {
 	CorrectPassed, CorrectRun, CorrectNotRun int
-	VariantsCaught, Variants                 int
+	// CorrectIndeterminate of CorrectRun showed nothing, retries and all.
+	CorrectIndeterminate     int
+	VariantsCaught, Variants int
+	// VariantsIndeterminate had only indeterminate catching runs.
+	VariantsIndeterminate int
 	// VariantsNotRun of Variants had no run at all (a `run` of some
 	// scenarios, a provider that cannot do what their scenarios need).
 	VariantsNotRun int
@@ -538,6 +581,9 @@ func (ix *index) stats(m matrix) stats {
 			st.CorrectRun++
 		case result.Fail:
 			st.CorrectRun++
+		case result.Indeterminate:
+			st.CorrectRun++
+			st.CorrectIndeterminate++
 		default:
 			st.CorrectNotRun++
 		}
@@ -549,6 +595,8 @@ func (ix *index) stats(m matrix) stats {
 			st.VariantsCaught++
 		case clsNone:
 			st.VariantsNotRun++
+		case clsUnknown:
+			st.VariantsIndeterminate++
 		}
 	}
 	return st

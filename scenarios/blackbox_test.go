@@ -45,7 +45,7 @@ func TestBlackBoxWithoutEventLog(t *testing.T) {
 			catches = append(catches, c)
 		}
 	}
-	run, err := gate.Run(context.Background(), sh, gate.Plan{Scenarios: bb, Catches: catches, Seeds: []int64{seed}, Parallel: 6,
+	run, err := gate.Run(context.Background(), sh, gate.Plan{Scenarios: bb, Catches: catches, Seeds: []int64{seed}, Parallel: 6, Retries: retries,
 		Progress: func(done, total int, res result.Scenario) {
 			t.Logf("no event log [%d/%d] %s on %s: %s (%s)", done, total, res.Name, res.Variant, res.Verdict, res.Reason)
 		}})

@@ -23,6 +23,11 @@ func randomChaos() runner.Scenario {
 		Workload:    workload.Spec{Orders: 500, Concurrency: 8, Pace: 10 * time.Second},
 		Exclusive:   true,
 		Converge:    60 * time.Second,
+		// A crash point drawn at random may find its process with nothing
+		// left to do there (a relay with no batch to confirm once the
+		// workload is over): that window stays unopened, and the verdict
+		// rests on the invariants over the faults that did happen.
+		FaultsOptional: true,
 		Faults: func(rng *rand.Rand) []fault.Fault {
 			// Faults land in the first 200 of the 500 orders, so a crash point
 			// armed at its trigger still has batches left to fire on, also

@@ -61,7 +61,7 @@ func TestMain(m *testing.M) {
 	}
 	fmt.Fprintf(os.Stderr, "faultline scenarios: target %s (%s), seed %d (reproduce with FAULTLINE_SEED=%d)\n", tgt.Name, tgt.Path, seed, seed)
 	cleanup := supervisor.NewCleanup()
-	stop := cleanup.OnSignal()
+	stop := cleanup.OnSignal(nil)
 	ctx := context.Background()
 	// A failing run keeps its logs for evidence: under reports/, where a
 	// run's output belongs, not in a temporary folder nobody removes. The
@@ -111,8 +111,7 @@ func TestScenarios(t *testing.T) {
 	for _, sc := range All() {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
-			res := shared.Run(context.Background(), sc, runner.Options{Seed: seed})
-			report(t, res)
+			res := runRetrying(t, sc, seed)
 			if res.Verdict == result.NotRun {
 				// The infrastructure provider cannot do what the scenario
 				// needs (e.g. restart a broker it does not own): not run,
@@ -122,6 +121,29 @@ func TestScenarios(t *testing.T) {
 			assert.Equal(t, result.Pass, res.Verdict, "scenario %s failed: %s", sc.Name, res.Reason)
 		})
 	}
+}
+
+// retries is how many times a test runs a scenario again after an
+// indeterminate run, as the gate does by default.
+const retries = 2
+
+// runRetrying runs sc on the correct pipeline and, while it ends
+// indeterminate (its window never opened, the infrastructure erred), again
+// with the next seed, up to retries times: an indeterminate run shows
+// nothing, so it is never a pass, and it is reported each time.
+func runRetrying(t *testing.T, sc runner.Scenario, seed int64) result.Scenario {
+	t.Helper()
+	res := shared.Run(context.Background(), sc, runner.Options{Seed: seed})
+	report(t, res)
+	for n := 1; res.Verdict == result.Indeterminate && n <= retries; n++ {
+		t.Logf("%s seed %d: indeterminate (%s): running it again with seed %d", sc.Name, res.Seed, res.Reason, seed+int64(n))
+		if res.Dir != "" {
+			t.Cleanup(func() { _ = os.RemoveAll(res.Dir) }) // superseded: the last attempt's logs are what counts
+		}
+		res = shared.Run(context.Background(), sc, runner.Options{Seed: seed + int64(n)})
+		report(t, res)
+	}
+	return res
 }
 
 // report logs what the run measured, and for a failure where its logs are.
@@ -211,7 +233,7 @@ func TestGateCatchesEveryVariant(t *testing.T) {
 	catches, err := gate.CatchesOf(tgt, All())
 	require.NoError(t, err)
 	run, err := gate.Run(context.Background(), shared, gate.Plan{
-		Scenarios: All(), Catches: catches, Seeds: []int64{seed}, Parallel: 6, VariantsOnly: true,
+		Scenarios: All(), Catches: catches, Seeds: []int64{seed}, Parallel: 6, VariantsOnly: true, Retries: retries,
 		Progress: func(done, total int, res result.Scenario) {
 			t.Logf("[%d/%d] %s on %s: %s (%s)", done, total, res.Name, res.Variant, res.Verdict, res.Reason)
 		},
@@ -254,11 +276,10 @@ func TestEndToEnd(t *testing.T) {
 		t.Skip("needs the real infrastructure; not in -short")
 	}
 	t.Parallel()
-	res := shared.Run(context.Background(), runner.Scenario{
+	res := runRetrying(t, runner.Scenario{
 		Name: "end-to-end", Window: "none",
 		Workload: workload.Spec{Orders: 200, Concurrency: 8},
-	}, runner.Options{Seed: seed})
-	report(t, res)
+	}, seed)
 	require.Equal(t, result.Pass, res.Verdict, res.Reason)
 	c := res.Counts
 	assert.Equal(t, 200, c.Orders)
@@ -271,10 +292,12 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-// TestHarnessPanicFailsOneRun: a bug of the harness inside one run (here an
-// evidence check that panics) fails that run, with the panic as its
-// reason, and the gate finishes the others.
-func TestHarnessPanicFailsOneRun(t *testing.T) {
+// TestHarnessPanicMakesOneRunIndeterminate: a bug of the harness inside one
+// run (here an evidence check that panics) makes that run indeterminate —
+// it shows nothing about the pipeline — with the panic as its reason and
+// its stack in the run's folder; the gate runs it again, lists both
+// attempts, and finishes the others.
+func TestHarnessPanicMakesOneRunIndeterminate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real infrastructure; not in -short")
 	}
@@ -287,20 +310,38 @@ func TestHarnessPanicFailsOneRun(t *testing.T) {
 			}},
 			{Name: "fine", Window: "none", Workload: small},
 		},
-		Seeds: []int64{seed}, Parallel: 2,
+		Seeds: []int64{seed}, Parallel: 2, Retries: 1,
 	}
 	run, err := gate.Run(context.Background(), shared, plan)
 	require.NoError(t, err)
 	require.Len(t, run.Scenarios, 2)
 	byName := map[string]result.Scenario{}
+	for _, r := range append(run.Retried, run.Scenarios...) {
+		if r.Dir != "" {
+			t.Cleanup(func() { _ = os.RemoveAll(r.Dir) }) // the panic is this test's, not the pipeline's
+		}
+	}
 	for _, r := range run.Scenarios {
 		byName[r.Name] = r
 	}
-	if dir := byName["panics"].Dir; dir != "" {
-		t.Cleanup(func() { _ = os.RemoveAll(dir) }) // the failure is this test's, not the pipeline's
+	panics := byName["panics"]
+	assert.Equal(t, result.Indeterminate, panics.Verdict)
+	assert.Contains(t, panics.Reason, "harness panic in run: a bug in a check")
+	assert.Equal(t, 2, panics.Attempt)
+	assert.Equal(t, seed+1, panics.Seed, "run again with the next seed")
+	if assert.NotEmpty(t, panics.Dir, "an indeterminate run keeps its folder") {
+		stack, err := os.ReadFile(filepath.Join(panics.Dir, "panic-run.txt"))
+		if assert.NoError(t, err) {
+			assert.Contains(t, string(stack), "a bug in a check")
+			assert.Contains(t, string(stack), "goroutine", "the stack is kept")
+		}
 	}
-	assert.Equal(t, result.Fail, byName["panics"].Verdict)
-	assert.Contains(t, byName["panics"].Reason, "harness panic: a bug in a check")
+	if assert.Len(t, run.Retried, 1) {
+		assert.Equal(t, 1, run.Retried[0].Attempt)
+		assert.Equal(t, seed, run.Retried[0].Seed)
+		assert.Equal(t, result.Indeterminate, run.Retried[0].Verdict)
+	}
 	assert.Equal(t, result.Pass, byName["fine"].Verdict, byName["fine"].Reason)
+	assert.Equal(t, result.Indeterminate, run.Verdict)
 	assert.False(t, run.Pass)
 }

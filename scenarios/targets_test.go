@@ -45,7 +45,7 @@ func gateOf(t *testing.T, other *target.Target) {
 	require.NoError(t, err)
 	catches, err := gate.CatchesOf(other, All())
 	require.NoError(t, err)
-	run, err := gate.Run(context.Background(), sh, gate.Plan{Scenarios: All(), Catches: catches, Seeds: []int64{seed}, Parallel: 8,
+	run, err := gate.Run(context.Background(), sh, gate.Plan{Scenarios: All(), Catches: catches, Seeds: []int64{seed}, Parallel: 8, Retries: retries,
 		Progress: func(done, total int, res result.Scenario) {
 			if res.Verdict != result.Pass || res.Variant != "correct" {
 				t.Logf("%s [%d/%d] %s on %s: %s (%s)", other.Name, done, total, res.Name, res.Variant, res.Verdict, res.Reason)

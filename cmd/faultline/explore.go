@@ -153,7 +153,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		cfg.StopKind = v.Expect
 	}
 	var out *explore.Report
-	err = withShared(ctx, c, dir, rep, func(sh *runner.Shared) error {
+	interrupted, err := withShared(ctx, c, dir, rep, func(ctx context.Context, sh *runner.Shared) error {
 		out = explore.Explore(ctx, sh, part, cfg)
 		return nil
 	})
@@ -165,6 +165,10 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	printExplore(stdout, out, dir, replayTarget(c.targetPath))
+	if interrupted {
+		fmt.Fprintln(stdout, "explore: interrupted: the runs under way ended without a verdict")
+		return errInterrupted
+	}
 	return exploreVerdict(out)
 }
 
@@ -176,7 +180,7 @@ func exploreVerdict(r *explore.Report) error {
 		return errViolation
 	}
 	if n := len(explore.Unjudged(r.Runs)); n > 0 {
-		return fmt.Errorf("explore: %d run(s) ended without a verdict on the pipeline (listed above): the exploration is not a pass", n)
+		return fmt.Errorf("explore: %d run(s) ended without a verdict on the pipeline (listed above): the exploration is not a pass: %w", n, errIndeterminate)
 	}
 	return nil
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"faultline/harness/gate"
@@ -23,6 +25,7 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// gate's --target repeats: several pipelines on one infrastructure
 	fs.Var(targetsFlag{&c}, "target", "a pipeline's target file; give it again to gate several pipelines in one run (default: $FAULTLINE_TARGET, else the reference pipeline, system/faultline.yaml)")
 	seeds := fs.Int("seeds", 1, "run the correct pipeline's scenarios with this many seeds (seed, seed+1, ...)")
+	retries := fs.Int("retries", 2, "run a run that ended indeterminate (a fault that never happened, an infrastructure error) again this many times, with the next seed each time; every attempt is listed")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: faultline gate [flags]")
 		fs.PrintDefaults()
@@ -33,8 +36,11 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return usagef("gate takes no arguments, got %q", fs.Arg(0))
 	}
-	if *seeds < 1 {
-		return usagef("--seeds must be at least 1, got %d", *seeds)
+	if *seeds < 1 || *seeds > maxSeeds {
+		return usagef("--seeds must be between 1 and %d, got %d", maxSeeds, *seeds)
+	}
+	if *retries < 0 || *retries > maxRetries {
+		return usagef("--retries must be between 0 and %d, got %d", maxRetries, *retries)
 	}
 	if err := c.resolve(); err != nil {
 		return err
@@ -51,7 +57,7 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return usageError{err.Error()}
 		}
-		plans[i] = gate.Plan{Scenarios: scenarios.All(), Catches: catches, Parallel: c.parallel}
+		plans[i] = gate.Plan{Scenarios: scenarios.All(), Catches: catches, Parallel: c.parallel, Retries: *retries}
 		for s := 0; s < *seeds; s++ {
 			plans[i].Seeds = append(plans[i].Seeds, c.seed+int64(s))
 		}
@@ -73,7 +79,14 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			prefix = targets[i].Name + ": "
 		}
 		plans[i].Progress = func(done, total int, res result.Scenario) {
-			rep.Done(prefix+gate.RunName(res.Name, res.Variant, res.Seed), fmt.Sprintf("%s[%d/%d] %s [%s] seed %d: %s (%.1fs)", prefix, done, total, res.Name, res.Variant, res.Seed, res.Verdict, float64(res.DurationMS)/1000))
+			line := fmt.Sprintf("%s[%d/%d] %s [%s] seed %d: %s (%.1fs)", prefix, done, total, res.Name, res.Variant, res.Seed, res.Verdict, float64(res.DurationMS)/1000)
+			if res.Verdict == result.Indeterminate {
+				line += ": " + firstLine(res.Reason)
+				if res.Attempt > 0 && res.Attempt <= *retries {
+					line += fmt.Sprintf(" (attempt %d: running it again with the next seed)", res.Attempt)
+				}
+			}
+			rep.Done(prefix+gate.RunName(res.Name, res.Variant, res.Seed), line)
 		}
 		plans[i].Phase = func(run, phase string) { rep.Phase(prefix+run, phase) }
 		plans[i].Tick = func(run, phase string, done float64) { rep.Tick(prefix+run, phase, done) }
@@ -81,7 +94,7 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	started := time.Now()
 	outs := make([]result.Run, len(targets))
-	err = withSharedCleanup(ctx, c, dir, rep, func(sh *runner.Shared, cleanup *supervisor.Cleanup) error {
+	interrupted, err := withSharedCleanup(ctx, c, dir, rep, func(ctx context.Context, sh *runner.Shared, cleanup *supervisor.Cleanup) error {
 		for i, t := range targets {
 			// The first target's time to a verdict counts the shared
 			// start-up; the others', their own build and runs.
@@ -112,8 +125,11 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// The verdicts are in once the runs are over and the infrastructure is
 	// down; the reports are written after.
 	rep.Stop()
-	pass := true
+	whole := result.Run{Verdict: result.Pass, Pass: true, Interrupted: interrupted}
 	for i, t := range targets {
+		if interrupted && outs[i].Schema == "" {
+			continue // never started
+		}
 		out := outs[i]
 		reportDir := dir
 		if len(targets) > 1 {
@@ -128,18 +144,39 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := writeReport(ctx, reportDir, out, stdout, rep); err != nil {
 			return err
 		}
-		pass = pass && out.Pass
+		whole.Verdict = worse(whole.Verdict, out.Verdict)
 	}
+	whole.Pass = whole.Verdict == result.Pass
 	if len(targets) > 1 {
 		for i, t := range targets {
-			fmt.Fprintf(stdout, "target %-16s %s\n", t.Name, map[bool]string{true: "PASS", false: "FAIL"}[outs[i].Pass])
+			fmt.Fprintf(stdout, "target %-16s %s\n", t.Name, strings.ToUpper(cmp.Or(outs[i].Verdict, "not run")))
 		}
 		fmt.Fprintf(stdout, "whole gate: %s\n", time.Since(started).Round(time.Second))
 	}
-	if !pass {
-		return errViolation
+	return verdictErr(whole)
+}
+
+// Bounds of the gate's counts: each seed and each retry is a whole pass
+// over the catalogue or a run again.
+const (
+	maxSeeds   = 100
+	maxRetries = 10
+)
+
+// worse is the worse of two whole-run verdicts: fail, then indeterminate,
+// then pass.
+func worse(a, b string) string {
+	rank := map[string]int{result.Pass: 0, result.Indeterminate: 1, result.Fail: 2}
+	if rank[b] > rank[a] {
+		return b
 	}
-	return nil
+	return a
+}
+
+// firstLine is s up to its first line break.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func countCorrect(run result.Run) int {

@@ -11,13 +11,18 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"faultline/harness/supervisor"
 )
 
 // exit codes
 const (
 	exitOK        = 0
 	exitViolation = 1
-	exitUsage     = 2
+	// exitUsage: bad usage, or no verdict (indeterminate runs, an
+	// infrastructure error): either way nothing was shown.
+	exitUsage       = 2
+	exitInterrupted = supervisor.ExitInterrupted
 )
 
 // usageError is a bad command line: exit 2.
@@ -29,6 +34,13 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 
 // errViolation: the run found a violation (or the gate a missed variant).
 var errViolation = errors.New("violation")
+
+// errIndeterminate: runs ended without a verdict on the pipeline, through
+// their retries (exit 2).
+var errIndeterminate = errors.New("indeterminate")
+
+// errInterrupted: SIGINT or SIGTERM cut the work short (exit 130).
+var errInterrupted = errors.New("interrupted")
 
 const usage = `faultline: attack the reliability boundaries of an outbox → RabbitMQ → inbox pipeline
 
@@ -46,7 +58,8 @@ usage:
 reference pipeline (system/faultline.yaml).
 
 run 'faultline COMMAND --help' for a command's flags.
-exit status: 0 all held, 1 a violation (or a variant not caught), 2 bad usage or infrastructure error.
+exit status: 0 all held, 1 a violation (or a variant not caught), 2 no verdict (a run stayed
+indeterminate through its retries, an infrastructure error) or bad usage, 130 interrupted (SIGINT, SIGTERM).
 `
 
 func main() {
@@ -86,8 +99,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.Is(err, errInterrupted):
+		fmt.Fprintln(stderr, "faultline: interrupted")
+		return exitInterrupted
 	case errors.Is(err, errViolation):
 		return exitViolation
+	case errors.Is(err, errIndeterminate):
+		if err != errIndeterminate {
+			fmt.Fprintf(stderr, "faultline: %v\n", err)
+		}
+		return exitUsage
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "faultline: %s\n", ue.msg)
 		return exitUsage

@@ -36,7 +36,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"run", "broker-nack", "--seed", "x"}, `invalid value "x" for flag -seed`},
 		{[]string{"run", "broker-nack", "nope", "--seed", "3"}, `unknown scenario "nope"`},
-		{[]string{"gate", "--seeds", "0"}, "--seeds must be at least 1"},
+		{[]string{"gate", "--seeds", "0"}, "--seeds must be between 1 and 100"},
 		{[]string{"gate", "--infra", "cloud"}, `--infra "cloud": want one of`},
 		{[]string{"gate", "extra"}, `gate takes no arguments`},
 		{[]string{"list", "extra"}, "list takes no arguments"},

@@ -21,7 +21,7 @@ const termWidth = 100
 // termWidth.
 func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 	fmt.Fprintln(w, "correct pipeline:")
-	failed, notRun := 0, 0
+	failed, notRun, unknown := 0, 0, 0
 	nameW := 0
 	for _, r := range run.Scenarios {
 		if r.Variant == "correct" {
@@ -37,6 +37,8 @@ func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 		case result.Pass:
 		case result.NotRun:
 			notRun++
+		case result.Indeterminate:
+			unknown++
 		default:
 			failed++
 		}
@@ -85,7 +87,7 @@ func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 		// A scenario and its violation kind stay on one line.
 		var words []string
 		for _, g := range []struct{ cell, label string }{
-			{gate.Caught, "by"}, {gate.Missed, "missed by"}, {gate.NotRun, "not run:"},
+			{gate.Caught, "by"}, {gate.Missed, "missed by"}, {gate.Indeterminate, "indeterminate:"}, {gate.NotRun, "not run:"},
 		} {
 			items := groups[g.cell]
 			if len(items) == 0 {
@@ -114,12 +116,40 @@ func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 			caught++
 		}
 	}
+	printRetried(w, run.Retried)
 	ran := countCorrect(run) - notRun
-	fmt.Fprintf(w, "\n%d/%d correct-pipeline runs passed", ran-failed, ran)
+	fmt.Fprintf(w, "\n%d/%d correct-pipeline runs passed", ran-failed-unknown, ran)
+	if failed > 0 {
+		fmt.Fprintf(w, ", %d failed", failed)
+	}
+	if unknown > 0 {
+		fmt.Fprintf(w, ", %d indeterminate (no verdict through their retries)", unknown)
+	}
 	if notRun > 0 {
 		fmt.Fprintf(w, " (%d more not run: the target does not offer what they need)", notRun)
 	}
-	fmt.Fprintf(w, "; %d/%d variants caught\n", caught, len(run.Variants))
+	fmt.Fprintf(w, "; %d/%d variants caught", caught, len(run.Variants))
+	if len(run.Retried) > 0 {
+		fmt.Fprintf(w, "; %d indeterminate attempt(s) run again", len(run.Retried))
+	}
+	fmt.Fprintln(w)
+	if run.Interrupted {
+		fmt.Fprintln(w, "INTERRUPTED: the runs under way ended without a verdict, and nothing new started")
+	}
+}
+
+// printRetried lists the attempts that ended indeterminate and were run
+// again with the next seed, one a line: what happened to them is part of
+// the verdict's evidence.
+func printRetried(w io.Writer, retried []result.Scenario) {
+	if len(retried) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nindeterminate attempts, each run again with the next seed:")
+	for _, r := range retried {
+		head := fmt.Sprintf("  %s [%s] seed %d, attempt %d: ", r.Name, r.Variant, r.Seed, r.Attempt)
+		printWrapped(w, head, "      ", firstLine(r.Reason))
+	}
 }
 
 // printWrapped prints text wrapped after head (see wrap).

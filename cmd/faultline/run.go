@@ -133,37 +133,63 @@ func outDir(flagValue string) (string, error) {
 		}
 		return flagValue, nil
 	}
-	dir := filepath.Join("reports", time.Now().Format("20060102-150405"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll("reports", 0o755); err != nil {
 		return "", fmt.Errorf("report folder: %w", err)
 	}
+	// The time, and a random suffix MkdirTemp makes sure no other run
+	// (another gate started in the same second) has.
+	dir, err := os.MkdirTemp("reports", time.Now().Format("20060102-150405")+"-*")
+	if err != nil {
+		return "", fmt.Errorf("report folder: %w", err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", fmt.Errorf("report folder: %w", err)
+	}
+	// reports/latest is replaced in one rename, so two runs finishing
+	// together leave it pointing at one of them, never missing.
 	latest := filepath.Join("reports", "latest")
-	_ = os.Remove(latest)
-	_ = os.Symlink(filepath.Base(dir), latest)
+	tmp := latest + "." + filepath.Base(dir)
+	if err := os.Symlink(filepath.Base(dir), tmp); err == nil {
+		if err := os.Rename(tmp, latest); err != nil {
+			_ = os.Remove(tmp)
+		}
+	}
 	return dir, nil
 }
 
 // withShared starts the shared infrastructure, runs fn, and tears it all
 // down — also on Ctrl-C. Runs keep their folders under dir/runs, and
 // Toxiproxy's own log goes to dir/toxiproxy.log.
-func withShared(ctx context.Context, c common, dir string, stderr io.Writer, fn func(*runner.Shared) error) error {
-	return withSharedCleanup(ctx, c, dir, stderr, func(sh *runner.Shared, _ *supervisor.Cleanup) error { return fn(sh) })
+func withShared(ctx context.Context, c common, dir string, stderr io.Writer, fn func(context.Context, *runner.Shared) error) (interrupted bool, err error) {
+	return withSharedCleanup(ctx, c, dir, stderr, func(ctx context.Context, sh *runner.Shared, _ *supervisor.Cleanup) error { return fn(ctx, sh) })
 }
 
 // withSharedCleanup is withShared, with the cleanup that what fn starts
 // registers on.
-func withSharedCleanup(ctx context.Context, c common, dir string, stderr io.Writer, fn func(*runner.Shared, *supervisor.Cleanup) error) error {
+//
+// SIGINT or SIGTERM cancels the context fn is given: the runs under way
+// end interrupted, nothing new starts, fn returns, everything is torn
+// down, and interrupted says so (the caller reports, then exits 130). A
+// second signal exits at once.
+func withSharedCleanup(ctx context.Context, c common, dir string, stderr io.Writer, fn func(context.Context, *runner.Shared, *supervisor.Cleanup) error) (interrupted bool, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	cleanup := supervisor.NewCleanup()
-	stop := cleanup.OnSignal()
+	stop := cleanup.OnSignal(cancel)
 	defer stop()
-	defer func() { _ = cleanup.Run(context.WithoutCancel(ctx)) }()
+	defer func() {
+		if cerr := cleanup.Run(context.WithoutCancel(ctx)); cerr != nil {
+			fmt.Fprintf(stderr, "faultline: cleanup: %v\n", cerr)
+		}
+	}()
+	defer func() { interrupted = errors.Is(context.Cause(ctx), supervisor.ErrInterrupted) }()
 	progress(stderr, "infra: starting PostgreSQL, RabbitMQ and Toxiproxy, building target %s (%s)", c.target.Name, c.target.Path)
 	sh, err := runner.StartShared(ctx, runner.SharedOptions{Root: filepath.Join(dir, "runs"), Log: stderr, Infra: c.infra, Target: c.target,
 		ToxiproxyLog: filepath.Join(dir, "toxiproxy.log")}, cleanup)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return fn(sh, cleanup)
+	return false, fn(ctx, sh, cleanup)
 }
 
 var progressMu sync.Mutex
@@ -238,7 +264,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	started := time.Now()
 	var results []result.Scenario
 	var timing *result.Timing
-	err = withShared(ctx, c, dir, rep, func(sh *runner.Shared) error {
+	interrupted, err := withShared(ctx, c, dir, rep, func(ctx context.Context, sh *runner.Shared) error {
 		runsStarted := time.Now()
 		results = runAll(ctx, sh, picked, *variant, *keep, c, rep)
 		timing = sh.Timing(results)
@@ -251,13 +277,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	timing.TotalMS = time.Since(started).Milliseconds()
 	rep.Stop()
-	out := result.Run{Schema: result.Schema, Target: c.target.Name, Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS, Scenarios: results, Variants: gate.Verdicts(catches, results), Timing: timing}
-	out.Pass = true
+	out := result.Run{Schema: result.Schema, Target: c.target.Name, Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS,
+		Scenarios: results, Variants: gate.Verdicts(catches, results), Timing: timing, Interrupted: interrupted}
+	out.Verdict = runVerdict(results, interrupted)
+	out.Pass = out.Verdict == result.Pass
 	for _, r := range results {
 		fmt.Fprintf(stdout, "%-32s %-24s %s  %s\n", r.Name, r.Variant, r.Verdict, oneLine(r))
-		if r.Verdict != result.Pass {
-			out.Pass = false
-		}
 	}
 	if *repeat > 1 {
 		printRepeats(stdout, results, *repeat)
@@ -266,7 +291,40 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := writeReport(ctx, dir, out, stdout, rep); err != nil {
 		return err
 	}
-	if !out.Pass {
+	return verdictErr(out)
+}
+
+// runVerdict is the verdict of a `run`: every scenario it was asked for
+// must pass, so any fail fails it, and any other run (indeterminate, not
+// run, interrupted) leaves it indeterminate.
+func runVerdict(results []result.Scenario, interrupted bool) string {
+	v := result.Pass
+	if interrupted {
+		v = result.Indeterminate
+	}
+	for _, r := range results {
+		switch r.Verdict {
+		case result.Pass:
+		case result.Fail:
+			return result.Fail
+		default:
+			v = result.Indeterminate
+		}
+	}
+	return v
+}
+
+// verdictErr is a run's exit: interrupted (130) first, then a fail (1),
+// then indeterminate (2), else none.
+func verdictErr(run result.Run) error {
+	switch {
+	case run.Interrupted:
+		return errInterrupted
+	case run.Verdict == result.Fail:
+		return errViolation
+	case run.Verdict == result.Indeterminate:
+		return errIndeterminate
+	case !run.Pass:
 		return errViolation
 	}
 	return nil
@@ -297,7 +355,7 @@ func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, va
 			if variant != "" && variant != "correct" {
 				opts.Converge = gate.VariantConverge // as in the gate: a broken pipeline may never settle
 			}
-			res := sh.Run(ctx, sc, opts)
+			res := sh.Run(ctx, sc, opts) // a panic of the harness is the run's indeterminate verdict
 			results[i] = res
 			mu.Lock()
 			done++
@@ -328,7 +386,9 @@ func writeReport(ctx context.Context, dir string, run result.Run, stdout, stderr
 	if err := reports.Write(dir, run, reports.DefaultWindows()); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
-	if err := reports.WriteScreenshot(ctx, dir); err != nil {
+	if run.Interrupted {
+		progress(stderr, "report: interrupted: no screenshot")
+	} else if err := reports.WriteScreenshot(ctx, dir); err != nil {
 		progress(stderr, "report: no screenshot: %v", err)
 	}
 	fmt.Fprintf(stdout, "report: %s (results.json, summary.md, junit.xml)\n", filepath.Join(dir, reports.IndexFile))

@@ -95,7 +95,7 @@ func cmdCheckTarget(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	fmt.Fprintf(stdout, "%s: the file is well formed; starting target %s once on fresh infrastructure\n", t.Path, t.Name)
 	cleanup := supervisor.NewCleanup()
-	stop := cleanup.OnSignal()
+	stop := cleanup.OnSignal(nil)
 	defer stop()
 	defer func() { _ = cleanup.Run(context.WithoutCancel(ctx)) }()
 	sh, err := runner.StartShared(ctx, runner.SharedOptions{Log: io.Discard, Infra: *infraKind, Target: t}, cleanup)

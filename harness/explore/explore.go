@@ -13,6 +13,7 @@ import (
 	"faultline/harness/fault"
 	"faultline/harness/result"
 	"faultline/harness/runner"
+	"faultline/harness/safe"
 	"faultline/harness/workload"
 )
 
@@ -240,7 +241,13 @@ func (e *explorer) explore(ctx context.Context, items []Item) {
 	for range min(e.cfg.Parallel, max(len(items), 1)) {
 		wg.Go(func() {
 			for it := range jobs {
-				e.runItem(ctx, it)
+				// A panic of explore's own bookkeeping loses this run's
+				// record, said so, and the worker goes on.
+				if err := safe.Do(fmt.Sprintf("explore run #%d", it.Index), func() error { e.runItem(ctx, it); return nil }); err != nil {
+					e.mu.Lock()
+					e.progress("explore", it.Name(), len(e.rep.Runs), e.rep.Started.Add(e.cfg.Budget), fmt.Sprintf("#%d: %v", it.Index, err))
+					e.mu.Unlock()
+				}
 			}
 		})
 	}

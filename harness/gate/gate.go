@@ -15,6 +15,7 @@ import (
 
 	"faultline/harness/result"
 	"faultline/harness/runner"
+	"faultline/harness/safe"
 	"faultline/harness/target"
 )
 
@@ -57,6 +58,9 @@ type Plan struct {
 	Catches   []Catch
 	Seeds     []int64 // the correct pipeline runs once per seed; variants with the first
 	Parallel  int     // runs at once (exclusive scenarios still run alone)
+	// Retries is how many times a run that ended indeterminate is run
+	// again, each time with the next seed; every attempt is kept.
+	Retries int
 	// VariantsOnly skips the correct pipeline (a caller that runs it itself).
 	VariantsOnly bool
 	// Progress is told each finished run; may be nil.
@@ -143,26 +147,45 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 
 	started := time.Now()
 	results := make([]result.Scenario, len(jobs))
+	retried := make([][]result.Scenario, len(jobs))
 	var mu sync.Mutex
 	done := 0
-	runJob := func(i int) {
-		j := jobs[i]
-		if err := ctx.Err(); err != nil {
-			results[i] = result.Scenario{Name: j.sc.Name, Variant: variantName(j.variant), Seed: j.seed, Verdict: result.NotRun, Reason: err.Error()}
-			return
-		}
-		opts := runner.Options{Seed: j.seed, Variant: j.variant}
+	attempt := func(j job, seed int64) result.Scenario {
+		opts := runner.Options{Seed: seed, Variant: j.variant}
 		if j.variant != "" {
 			opts.Converge = VariantConverge
 		}
-		name := RunName(j.sc.Name, variantName(j.variant), j.seed)
+		name := RunName(j.sc.Name, variantName(j.variant), seed)
 		if plan.Phase != nil {
 			opts.Phase = func(p string) { plan.Phase(name, p) }
 		}
 		if plan.Tick != nil {
 			opts.Tick = func(p string, d float64) { plan.Tick(name, p, d) }
 		}
-		res := sh.Run(ctx, j.sc, opts)
+		return sh.Run(ctx, j.sc, opts)
+	}
+	runJob := func(i int) {
+		j := jobs[i]
+		if err := ctx.Err(); err != nil {
+			// Interrupted before it started: it starts nothing.
+			results[i] = result.Scenario{Name: j.sc.Name, Variant: variantName(j.variant), Seed: j.seed, Verdict: result.Indeterminate,
+				Reason: fmt.Sprintf("%s: %v before it started", result.Interrupted, context.Cause(ctx))}
+			return
+		}
+		res := attempt(j, j.seed)
+		// An indeterminate run showed nothing: run it again with the
+		// next seed, as long as retries are left and no interrupt came.
+		for n := 1; res.Verdict == result.Indeterminate && n <= plan.Retries && ctx.Err() == nil; n++ {
+			res.Attempt = n
+			retried[i] = append(retried[i], res)
+			if plan.Progress != nil {
+				mu.Lock()
+				plan.Progress(done, len(jobs), res)
+				mu.Unlock()
+			}
+			res = attempt(j, j.seed+int64(n))
+			res.Attempt = n + 1
+		}
 		results[i] = res
 		mu.Lock()
 		done++
@@ -171,8 +194,19 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 		}
 		mu.Unlock()
 	}
+	// runJobSafely is runJob with a panic outside the run (the progress
+	// callback, the retry bookkeeping) made that job's indeterminate
+	// result, so that the worker goes on with the others.
+	runJobSafely := func(i int) {
+		err := safe.Do("gate worker", func() error { runJob(i); return nil })
+		if perr, ok := safe.As(err); ok {
+			j := jobs[i]
+			results[i] = result.Scenario{Name: j.sc.Name, Variant: variantName(j.variant), Seed: j.seed, Verdict: result.Indeterminate,
+				Reason: fmt.Sprintf("%v\n%s", perr, perr.Stack)}
+		}
+	}
 	for _, i := range exclusive {
-		runJob(i)
+		runJobSafely(i)
 	}
 	exclusiveTook := time.Since(started)
 	queue := make(chan int)
@@ -182,7 +216,7 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 		go func() {
 			defer wg.Done()
 			for i := range queue {
-				runJob(i)
+				runJobSafely(i)
 			}
 		}()
 	}
@@ -193,32 +227,13 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 	wg.Wait()
 
 	out := result.Run{Schema: result.Schema, Seed: plan.Seeds[0], Seeds: plan.Seeds, Started: started, Scenarios: results}
+	for _, r := range retried {
+		out.Retried = append(out.Retried, r...)
+	}
 	out.Variants = Verdicts(plan.Catches, results)
-	out.Pass = true
-	ran := 0
-	for _, r := range results {
-		if r.Variant != variantName("") {
-			continue
-		}
-		switch r.Verdict {
-		case result.Pass:
-			ran++
-		case result.NotRun:
-			// A scenario that needs what the target does not offer is
-			// reported not run, with its reason: neither passed nor failed.
-		default:
-			ran++
-			out.Pass = false
-		}
-	}
-	if ran == 0 && !plan.VariantsOnly {
-		out.Pass = false // nothing could be run: nothing was shown
-	}
-	for _, v := range out.Variants {
-		if !v.Caught {
-			out.Pass = false
-		}
-	}
+	out.Interrupted = ctx.Err() != nil
+	out.Verdict = Decide(out, plan.VariantsOnly)
+	out.Pass = out.Verdict == result.Pass
 	out.DurationMS = time.Since(started).Milliseconds()
 	out.Timing = sh.Timing(results)
 	out.Timing.RunsMS = out.DurationMS
@@ -228,6 +243,54 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 	out.Timing.GoalTotalMS = GoalTotal.Milliseconds()
 	out.Timing.GoalScenarioMedianMS = GoalScenarioMedian.Milliseconds()
 	return out, nil
+}
+
+// Decide is the whole run's verdict from its runs' last attempts and its
+// variants: fail if the correct pipeline failed a run or a variant was
+// missed; else indeterminate if the run was interrupted, a run stayed
+// indeterminate, a variant's catching runs were all indeterminate, or
+// nothing of the correct pipeline could run; else pass.
+func Decide(run result.Run, variantsOnly bool) string {
+	failed, unknown := false, run.Interrupted
+	ran := 0
+	for _, r := range run.Scenarios {
+		if r.Variant != variantName("") {
+			continue
+		}
+		switch r.Verdict {
+		case result.Pass:
+			ran++
+		case result.NotRun:
+			// A scenario that needs what the target does not offer is
+			// reported not run, with its reason: neither passed nor failed.
+		case result.Fail:
+			ran++
+			failed = true
+		default:
+			ran++
+			unknown = true
+		}
+	}
+	if ran == 0 && !variantsOnly {
+		unknown = true // nothing could be run: nothing was shown
+	}
+	for _, v := range run.Variants {
+		switch {
+		case v.Caught:
+		case len(v.Missed) > 0 || len(v.Indeterminate) == 0:
+			failed = true // missed, or no catching scenario could run on it
+		default:
+			unknown = true
+		}
+	}
+	switch {
+	case failed:
+		return result.Fail
+	case unknown:
+		return result.Indeterminate
+	default:
+		return result.Pass
+	}
 }
 
 // schedule orders the jobs: the exclusive ones, in plan order, to run one
@@ -271,9 +334,13 @@ func Verdicts(catches []Catch, results []result.Scenario) []result.Variant {
 			byVariant[c.Variant] = v
 			order = append(order, c.Variant)
 		}
-		ran := false
+		ran, unknown := false, false
 		for _, r := range results {
 			if r.Variant != c.Variant || r.Name != c.Scenario || r.Verdict == result.NotRun {
+				continue
+			}
+			if r.Verdict == result.Indeterminate {
+				unknown = true
 				continue
 			}
 			ran = true
@@ -284,7 +351,10 @@ func Verdicts(catches []Catch, results []result.Scenario) []result.Variant {
 				v.Missed = append(v.Missed, c.Scenario)
 			}
 		}
-		if !ran {
+		switch {
+		case unknown && !ran:
+			v.Indeterminate = append(v.Indeterminate, c.Scenario)
+		case !ran:
 			v.NotRun = append(v.NotRun, c.Scenario)
 		}
 	}
@@ -297,9 +367,10 @@ func Verdicts(catches []Catch, results []result.Scenario) []result.Variant {
 
 // Cell of the catch matrix.
 const (
-	Caught = "caught"
-	Missed = "missed"
-	NotRun = "not run"
+	Caught        = "caught"
+	Missed        = "missed"
+	NotRun        = "not run"
+	Indeterminate = "indeterminate"
 )
 
 // Matrix is variant × scenario → caught / missed / not run.
@@ -324,9 +395,14 @@ func Matrix(run result.Run, catches []Catch) (variants, scenarios []string, cell
 	for _, c := range catches {
 		for _, r := range run.Scenarios {
 			if r.Variant == c.Variant && r.Name == c.Scenario {
-				if r.Caught(c.Expect) {
+				switch {
+				case r.Caught(c.Expect):
 					cells[c.Variant][c.Scenario] = Caught
-				} else if r.Verdict != result.NotRun {
+				case r.Verdict == result.Indeterminate:
+					if cells[c.Variant][c.Scenario] == NotRun {
+						cells[c.Variant][c.Scenario] = Indeterminate
+					}
+				case r.Verdict != result.NotRun && cells[c.Variant][c.Scenario] != Caught:
 					cells[c.Variant][c.Scenario] = Missed
 				}
 			}

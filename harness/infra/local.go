@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"faultline/harness/ports"
+	"faultline/harness/safe"
 )
 
 // LocalOptions configures StartLocal.
@@ -88,7 +89,7 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
 	}
 	alloc := opts.Ports
 	if alloc == nil {
-		alloc = ports.New(os.Getpid())
+		alloc = ports.New()
 	}
 	l := &Local{logw: logw, keepDir: opts.KeepDir, alloc: alloc, http: &http.Client{Timeout: 10 * time.Second}}
 	sweepStale(os.TempDir(), l.logf)
@@ -109,13 +110,13 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
 	go func() {
 		defer wg.Done()
 		t := time.Now()
-		pgErr = l.startPostgres(ctx)
+		pgErr = safe.Do("start postgres", func() error { return l.startPostgres(ctx) })
 		pgTook = time.Since(t)
 	}()
 	go func() {
 		defer wg.Done()
 		t := time.Now()
-		rmqErr = l.startRabbit(ctx)
+		rmqErr = safe.Do("start rabbitmq", func() error { return l.startRabbit(ctx) })
 		rabbitTook = time.Since(t)
 	}()
 	wg.Wait()
@@ -314,6 +315,8 @@ func (l *Local) Stop(ctx context.Context) error {
 	}
 	if err := checkPortsClosed(l.ports(), l.dir); err != nil {
 		errs = append(errs, err)
+	} else {
+		l.alloc.Free(l.ports()...) // every service is gone: the ports are anyone's again
 	}
 	if l.dir != "" {
 		if l.keepDir {

@@ -4,19 +4,33 @@
 package result
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
 // Schema is the version of the results.json contract.
 const Schema = "faultline/results/v1"
 
-// Verdicts.
+// Verdicts of a run, as Jepsen's checkers give them (valid true / false /
+// unknown).
 const (
-	Pass   = "pass"
-	Fail   = "fail"
+	// Pass: every fault happened and every invariant held.
+	Pass = "pass"
+	// Fail: an invariant was violated, or evidence is missing although
+	// every fault happened.
+	Fail = "fail"
+	// Indeterminate: the run shows nothing about the pipeline — a fault
+	// never happened, the infrastructure died, faultline itself erred, or
+	// the run was interrupted. Never a pass; the gate runs it again.
+	Indeterminate = "indeterminate"
+	// NotRun: the target does not offer what the scenario needs.
 	NotRun = "not-run"
 )
+
+// Interrupted is the reason of a run cut short by an interrupt.
+const Interrupted = "interrupted"
 
 // Scenario is the outcome of one scenario on one variant with one seed.
 type Scenario struct {
@@ -34,8 +48,12 @@ type Scenario struct {
 	DurationMS int64       `json:"duration_ms"`
 	Started    time.Time   `json:"started"`
 	Dir        string      `json:"dir,omitempty"` // where its logs were kept
-	Phases     []Phase     `json:"phases,omitempty"`
-	Timeline   *Timeline   `json:"timeline,omitempty"`
+	// Attempt numbers the runs of one scenario on one variant when the
+	// gate ran it again after an indeterminate run (1: the first; 0: never
+	// retried).
+	Attempt  int       `json:"attempt,omitempty"`
+	Phases   []Phase   `json:"phases,omitempty"`
+	Timeline *Timeline `json:"timeline,omitempty"`
 }
 
 // Counts are what the checker measured.
@@ -68,13 +86,17 @@ type Counts struct {
 
 // Fault is one injected fault and whether it happened.
 type Fault struct {
-	Kind   string    `json:"kind"`   // crash, pause, toxic, link-down, broker-restart, unbind, replay, poison
-	Target string    `json:"target"` // process or link
-	Detail string    `json:"detail"` // e.g. "relay.after-confirm kill@3"
-	Hit    bool      `json:"hit"`
-	Start  time.Time `json:"start,omitempty"`
-	End    time.Time `json:"end,omitempty"`
-	Error  string    `json:"error,omitempty"`
+	Kind   string `json:"kind"`   // crash, pause, toxic, link-down, broker-restart, unbind, replay, poison
+	Target string `json:"target"` // process or link
+	Detail string `json:"detail"` // e.g. "relay.after-confirm kill@3"
+	Hit    bool   `json:"hit"`
+	// Optional: the fault is drawn at random (random-chaos) and may find
+	// nothing to hit; not happening leaves its window unopened and is not
+	// what the run's verdict rests on.
+	Optional bool      `json:"optional,omitempty"`
+	Start    time.Time `json:"start,omitempty"`
+	End      time.Time `json:"end,omitempty"`
+	Error    string    `json:"error,omitempty"`
 	// EventIDs are events the fault itself chose (e.g. the one it replayed).
 	EventIDs []string `json:"event_ids,omitempty"`
 }
@@ -130,25 +152,73 @@ func (s Scenario) Violations() []Violation {
 	return out
 }
 
-// Failed lists the invariants and evidence that failed, in one line each.
+// Failed lists the faults that never happened, and the invariants and
+// evidence that failed, in one line each.
 func (s Scenario) Failed() []string {
-	var out []string
-	for _, f := range s.Faults {
-		if !f.Hit {
-			out = append(out, "fault never happened: "+f.Kind+" "+f.Target+" "+f.Detail+errSuffix(f.Error))
-		}
-	}
+	out := s.Unopened()
 	for _, e := range s.Evidence {
 		if !e.Seen && !e.NotChecked {
 			out = append(out, "evidence not seen: "+e.Name+detailSuffix(e.Detail))
 		}
 	}
+	out = append(out, s.Broken()...)
+	return out
+}
+
+// Unopened lists, one line each, the faults the run needed that never
+// happened: its window never opened.
+// Optional faults may each not happen, but not all of them.
+func (s Scenario) Unopened() []string {
+	var out []string
+	hit, optional := 0, 0
+	for _, f := range s.Faults {
+		switch {
+		case f.Hit:
+			hit++
+		case f.Optional:
+			optional++
+		default:
+			out = append(out, "fault never happened: "+f.Kind+" "+f.Target+" "+f.Detail+errSuffix(f.Error))
+		}
+	}
+	if hit == 0 && optional > 0 && len(out) == 0 {
+		out = append(out, fmt.Sprintf("none of the %d faults drawn happened", optional))
+	}
+	return out
+}
+
+// Broken lists, one line each, the invariants the run broke that the
+// scenario did not expect.
+func (s Scenario) Broken() []string {
+	var out []string
 	for _, inv := range s.Invariants {
 		if !inv.OK && !inv.Expected && !inv.NotChecked {
 			out = append(out, "invariant broken: "+inv.Name+detailSuffix(inv.Detail))
 		}
 	}
 	return out
+}
+
+// Judge is the verdict of a run that ended (err: why it could not be
+// judged, nil if it could), with its reason in one line. A broken
+// invariant is a fail whatever else happened: a violation seen is a
+// violation. Otherwise an error, or a fault that never happened, leaves the
+// run indeterminate; otherwise missing evidence is a fail (every fault
+// happened and the window did not show); all else is a pass.
+func (s Scenario) Judge(err error) (verdict, reason string) {
+	if len(s.Broken()) > 0 {
+		return Fail, strings.Join(s.Failed(), "; ")
+	}
+	if err != nil {
+		return Indeterminate, err.Error()
+	}
+	if unopened := s.Unopened(); len(unopened) > 0 {
+		return Indeterminate, strings.Join(unopened, "; ")
+	}
+	if failed := s.Failed(); len(failed) > 0 {
+		return Fail, strings.Join(failed, "; ")
+	}
+	return Pass, ""
 }
 
 func errSuffix(s string) string {
@@ -174,21 +244,34 @@ type Variant struct {
 	CaughtBy []string `json:"caught_by"`
 	Missed   []string `json:"missed,omitempty"`  // catching scenarios that ran and did not report it
 	NotRun   []string `json:"not_run,omitempty"` // catching scenarios that could not run (or were never run)
+	// Indeterminate: catching scenarios whose runs showed nothing through
+	// their retries (a fault that never happened, an infrastructure error).
+	Indeterminate []string `json:"indeterminate,omitempty"`
 }
 
 // Run is a whole run of faultline: results.json.
 type Run struct {
 	Schema string `json:"schema"`
 	// Target is the name of the pipeline attacked (its target file's name).
-	Target     string     `json:"target,omitempty"`
-	Seed       int64      `json:"seed"`
-	Seeds      []int64    `json:"seeds,omitempty"`
-	Started    time.Time  `json:"started"`
-	DurationMS int64      `json:"duration_ms"`
-	Pass       bool       `json:"pass"`
-	Infra      string     `json:"infra,omitempty"`
-	Scenarios  []Scenario `json:"scenarios"`
-	Variants   []Variant  `json:"variants"`
+	Target     string    `json:"target,omitempty"`
+	Seed       int64     `json:"seed"`
+	Seeds      []int64   `json:"seeds,omitempty"`
+	Started    time.Time `json:"started"`
+	DurationMS int64     `json:"duration_ms"`
+	Pass       bool      `json:"pass"`
+	// Verdict is the whole run's: pass; fail (a violation, a variant
+	// missed); or indeterminate (a run that stayed indeterminate through
+	// its retries, an interrupt). Absent in results written before it.
+	Verdict string `json:"verdict,omitempty"`
+	// Interrupted: a signal cut the run short; the runs in flight ended
+	// indeterminate and nothing new started.
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Infra       string `json:"infra,omitempty"`
+	// Scenarios holds each run's last attempt; Retried the attempts before
+	// it, each indeterminate and run again with the next seed.
+	Scenarios []Scenario `json:"scenarios"`
+	Retried   []Scenario `json:"retried,omitempty"`
+	Variants  []Variant  `json:"variants"`
 	// Timing is how long the verdict took; absent in results written
 	// before it was recorded.
 	Timing *Timing `json:"timing,omitempty"`

@@ -1,6 +1,7 @@
 package result
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,6 +30,44 @@ func TestCaught(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, tc.run.Caught(tc.kind))
+		})
+	}
+}
+
+// TestJudge: a violation fails a run whatever else happened; an error or a
+// fault that never happened leaves it indeterminate; missing evidence with
+// every fault done fails it; random faults may each miss, not all.
+func TestJudge(t *testing.T) {
+	hit := Fault{Kind: "crash", Target: "relay-1", Hit: true}
+	missed := Fault{Kind: "crash", Target: "relay-2", Detail: "relay.after-confirm kill@1"}
+	optional := missed
+	optional.Optional = true
+	lost := Invariant{Name: "no lost event", Violations: []Violation{{Kind: "lost"}}}
+	held := Invariant{Name: "no lost event", OK: true}
+	unseen := Evidence{Name: "relay-1 was killed"}
+	cases := []struct {
+		name   string
+		s      Scenario
+		err    error
+		want   string
+		reason string
+	}{
+		{"all held", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{held}}, nil, Pass, ""},
+		{"violation", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{lost}}, nil, Fail, "invariant broken: no lost event"},
+		{"violation beats a fault not hit", Scenario{Faults: []Fault{missed}, Invariants: []Invariant{lost}}, nil, Fail, "invariant broken"},
+		{"violation beats an error", Scenario{Invariants: []Invariant{lost}}, errors.New("observe: boom"), Fail, "invariant broken"},
+		{"error", Scenario{Faults: []Fault{hit}}, errors.New("workload: connection refused"), Indeterminate, "connection refused"},
+		{"fault never happened", Scenario{Faults: []Fault{missed}, Invariants: []Invariant{held}, Evidence: []Evidence{unseen}}, nil, Indeterminate, "fault never happened: crash relay-2"},
+		{"evidence missing, every fault done", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{held}, Evidence: []Evidence{unseen}}, nil, Fail, "evidence not seen: relay-1 was killed"},
+		{"an optional fault may miss", Scenario{Faults: []Fault{hit, optional}, Invariants: []Invariant{held}}, nil, Pass, ""},
+		{"not every optional fault", Scenario{Faults: []Fault{optional, optional}, Invariants: []Invariant{held}}, nil, Indeterminate, "none of the 2 faults drawn happened"},
+		{"an expected break is no violation", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{{Name: "retention", Expected: true}}}, nil, Pass, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, reason := c.s.Judge(c.err)
+			assert.Equal(t, c.want, got)
+			assert.Contains(t, reason, c.reason)
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"faultline/harness/check"
 	"faultline/harness/fault"
+	"faultline/harness/safe"
 	"faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
 )
@@ -179,7 +180,7 @@ func (r *run) listen(ctx context.Context, db string) error {
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
-	go func() {
+	safe.Go("commit stream (LISTEN)", func() {
 		defer close(done)
 		for {
 			n, err := conn.WaitForNotification(lctx)
@@ -198,7 +199,7 @@ func (r *run) listen(ctx context.Context, db string) error {
 			}
 			r.obsv.commits.Publish(fault.Commit{Table: c.Table, Op: c.Op, Writer: c.Writer, EventID: c.EventID, Status: c.Status, Claim: c.Claim, At: time.Now()})
 		}
-	}()
+	}, r.onPanic)
 	r.cleanup = append(r.cleanup, func(context.Context) {
 		cancel()
 		<-done

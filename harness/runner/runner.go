@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"faultline/harness/infra"
 	"faultline/harness/ports"
 	"faultline/harness/result"
+	"faultline/harness/safe"
 	"faultline/harness/supervisor"
 	"faultline/harness/target"
 	"faultline/harness/workload"
@@ -182,11 +184,27 @@ type run struct {
 	phase     *result.Phase
 	obs       *check.Observation // the end state, once observed
 	qprobe    *queueProbe        // see probe; nil until first asked for
+
+	panicMu  sync.Mutex
+	panicErr error // the first panic of a goroutine of the run
 }
 
 // Run runs the scenario and returns its result. It never panics on a
-// failure of the system under test: every failure is in the result.
-func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) result.Scenario {
+// failure of the system under test: every failure is in the result. A
+// panic of the harness anywhere in the run, its teardown included, makes
+// the run indeterminate.
+func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) (res result.Scenario) {
+	defer func() {
+		if p := recover(); p != nil {
+			variant := cmp.Or(opts.Variant, "correct")
+			res = result.Scenario{Name: sc.Name, Variant: variant, Seed: opts.Seed, Window: sc.Window, Verdict: result.Indeterminate,
+				Reason: fmt.Sprintf("harness panic: %v\n%s", p, debug.Stack())}
+		}
+	}()
+	return sh.run(ctx, sc, opts)
+}
+
+func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Scenario {
 	if sc.Exclusive {
 		sh.exclusive.Lock()
 		defer sh.exclusive.Unlock()
@@ -208,21 +226,30 @@ func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	teardownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	r.teardown(teardownCtx)
-	sh.untrack(r.dir) // finished: its folder is kept or removed below, not by RemoveUnfinished
-	if err != nil {
-		if r.res.Verdict != result.NotRun {
-			r.res.Verdict = result.Fail
-		}
-		r.res.Reason = err.Error()
-	} else if failed := r.res.Failed(); len(failed) > 0 {
-		r.res.Verdict = result.Fail
-		r.res.Reason = strings.Join(failed, "; ")
-	} else {
-		r.res.Verdict = result.Pass
+	if perr := r.goroutinePanic(); perr != nil && err == nil {
+		err = perr // a goroutine of the run panicked: what it saw is no evidence
 	}
-	// A failure of the correct pipeline keeps its logs; a broken variant is
-	// expected to fail, and its violations (with timelines) are in the result.
-	keep := opts.KeepDir || (r.res.Verdict == result.Fail && variant == "correct")
+	sh.untrack(r.dir) // finished: its folder is kept or removed below, not by RemoveUnfinished
+	interrupted := ctx.Err() != nil
+	switch {
+	case r.res.Verdict == result.NotRun:
+		r.res.Reason = err.Error()
+	case isPanic(err):
+		// The harness's own state is in doubt: nothing it saw is evidence,
+		// not even a violation.
+		r.res.Verdict, r.res.Reason = result.Indeterminate, err.Error()
+	case interrupted:
+		// Its processes were stopped under it: what it saw is no evidence.
+		r.res.Verdict, r.res.Reason = result.Indeterminate, fmt.Sprintf("%s: %v", result.Interrupted, context.Cause(ctx))
+	default:
+		r.res.Verdict, r.res.Reason = r.res.Judge(err)
+	}
+	// A failure of the correct pipeline keeps its logs, and so does a run
+	// that could not be judged (a panic's stack is there); a broken variant
+	// is expected to fail, and its violations (with timelines) are in the
+	// result. An interrupted run keeps nothing.
+	keep := opts.KeepDir || (!interrupted && variant == "correct" &&
+		(r.res.Verdict == result.Fail || r.res.Verdict == result.Indeterminate))
 	if !keep {
 		_ = os.RemoveAll(r.dir)
 	} else {
@@ -256,7 +283,7 @@ func (r *run) tick(phase string, done func() float64) (stop func()) {
 	}
 	quit := make(chan struct{})
 	finished := make(chan struct{})
-	go func() {
+	safe.Go("progress ticker", func() {
 		defer close(finished)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -268,19 +295,52 @@ func (r *run) tick(phase string, done func() float64) (stop func()) {
 				r.opts.Tick(phase, min(done(), 1))
 			}
 		}
-	}()
+	}, r.onPanic)
 	return func() { close(quit); <-finished }
 }
 
-// safeExecute turns a panic of the harness into a failed run, so one bug
-// cannot take the shared infrastructure (and every other run) down with it.
-func (r *run) safeExecute(ctx context.Context) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("harness panic: %v", p)
-		}
-	}()
-	return r.execute(ctx)
+// safeExecute turns a panic of the harness into an indeterminate run, its
+// stack in the run's folder, so one bug cannot take the shared
+// infrastructure (and every other run) down with it.
+func (r *run) safeExecute(ctx context.Context) error {
+	err := safe.Do("run", func() error { return r.execute(ctx) })
+	if perr, ok := safe.As(err); ok {
+		return r.panicked(perr)
+	}
+	return err
+}
+
+// panicked records a recovered panic of the run or one of its goroutines:
+// its stack goes to panic-WHERE.txt in the run's folder, and the error
+// says where to find it.
+func (r *run) panicked(p *safe.PanicError) error {
+	path := filepath.Join(r.dir, "panic-"+ident(p.Where)+".txt")
+	if werr := os.WriteFile(path, fmt.Appendf(nil, "%v\n\n%s", p, p.Stack), 0o644); werr != nil {
+		return fmt.Errorf("%w (stack not kept: %v)", p, werr)
+	}
+	return fmt.Errorf("%w (stack in %s)", p, filepath.Base(path))
+}
+
+func isPanic(err error) bool {
+	_, ok := safe.As(err)
+	return ok
+}
+
+// onPanic is told a panic of a goroutine of the run (its LISTEN loop, its
+// progress ticker): the first one makes the run indeterminate.
+func (r *run) onPanic(p *safe.PanicError) {
+	err := r.panicked(p)
+	r.panicMu.Lock()
+	defer r.panicMu.Unlock()
+	if r.panicErr == nil {
+		r.panicErr = err
+	}
+}
+
+func (r *run) goroutinePanic() error {
+	r.panicMu.Lock()
+	defer r.panicMu.Unlock()
+	return r.panicErr
 }
 
 // execute is the run proper; an error is a failure to run, not a verdict.
@@ -342,7 +402,7 @@ func (r *run) execute(ctx context.Context) error {
 			defer func() {
 				if p := recover(); p != nil {
 					faultResults[i] = f.Describe()
-					faultResults[i].Error = fmt.Sprintf("harness panic: %v", p)
+					faultResults[i].Error = r.panicked(&safe.PanicError{Where: fmt.Sprintf("fault %d", i+1), Value: p, Stack: debug.Stack()}).Error()
 				}
 			}()
 			faultResults[i] = f.Inject(runCtx, env)
@@ -355,6 +415,9 @@ func (r *run) execute(ctx context.Context) error {
 	stopTick()
 	r.startPhase(PhaseFaults)
 	faultsDone.Wait()
+	for i := range faultResults {
+		faultResults[i].Optional = r.sc.FaultsOptional
+	}
 	r.res.Faults = faultResults
 	if wlErr != nil {
 		return fmt.Errorf("workload: %w (%d orders acknowledged)", wlErr, wl.Acknowledged())
@@ -604,7 +667,15 @@ func (r *run) newSupervisor() error {
 	r.cleanup = append(r.cleanup, func(context.Context) { outLog.Close() })
 	r.sup = supervisor.New(r.dir, outLog)
 	r.sh.track(r.dir, r.sup)
-	r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = r.sup.StopAll(ctx) })
+	r.cleanup = append(r.cleanup, func(ctx context.Context) {
+		if r.sup.StopAll(ctx) != nil {
+			return // a process may still hold its port: keep it reserved
+		}
+		for _, in := range r.instances {
+			r.sh.ports.FreeAddr(in.control)
+			r.sh.ports.FreeAddr(in.http)
+		}
+	})
 	return nil
 }
 
@@ -663,9 +734,14 @@ func (r *run) waitConsuming(ctx context.Context) error {
 	return nil
 }
 
+// teardown runs the cleanup steps, last first; a step that panics is
+// recorded (the run becomes indeterminate) and the others still run.
 func (r *run) teardown(ctx context.Context) {
 	for i := len(r.cleanup) - 1; i >= 0; i-- {
-		r.cleanup[i](ctx)
+		err := safe.Do(fmt.Sprintf("teardown step %d", i+1), func() error { r.cleanup[i](ctx); return nil })
+		if perr, ok := safe.As(err); ok {
+			r.onPanic(perr)
+		}
 	}
 }
 
@@ -699,7 +775,7 @@ func sideBySide(n int, fn func(i int) error) error {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { errs[i] = fn(i) })
+		wg.Go(func() { errs[i] = safe.Do(fmt.Sprintf("side by side %d", i+1), func() error { return fn(i) }) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)

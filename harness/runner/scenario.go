@@ -48,6 +48,11 @@ type Scenario struct {
 	// Exclusive scenarios touch shared infrastructure (the broker) and run
 	// alone.
 	Exclusive bool
+	// FaultsOptional: the faults are drawn at random and one may find
+	// nothing to hit (a crash point of a process with no batch left); a
+	// fault that did not happen is a window not opened, not what the
+	// verdict rests on. A run where none happened is indeterminate.
+	FaultsOptional bool
 	// Converge bounds the wait for convergence (default 45s).
 	Converge time.Duration
 }

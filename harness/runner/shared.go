@@ -15,6 +15,7 @@ import (
 	"faultline/harness/infra"
 	"faultline/harness/ports"
 	"faultline/harness/result"
+	"faultline/harness/safe"
 	"faultline/harness/supervisor"
 	"faultline/harness/target"
 	"faultline/proxies"
@@ -71,15 +72,21 @@ func OpenBuilt(ctx context.Context, kind string, t *target.Target, log io.Writer
 	go func() {
 		var b built
 		started := time.Now()
-		if b.err = Build(ctx, t, binDir); b.err == nil && withToxiproxy {
-			b.toxi, b.err = proxies.BuildServer(ctx, binDir)
-		}
+		b.err = safe.Do("build", func() error {
+			if err := Build(ctx, t, binDir); err != nil || !withToxiproxy {
+				return err
+			}
+			var err error
+			b.toxi, err = proxies.BuildServer(ctx, binDir)
+			return err
+		})
 		b.took = time.Since(started)
 		buildDone <- b
 	}()
 	parts := map[string]time.Duration{}
 	infraStart := time.Now()
-	alloc := ports.New(os.Getpid())
+	alloc := ports.New()
+	cleanup.Add("free ports", func(context.Context) error { alloc.Close(); return nil })
 	in, err := infra.Open(ctx, kind, infra.Options{Log: log, Ports: alloc})
 	parts["infra"] = time.Since(infraStart)
 	if in != nil {

@@ -23,9 +23,14 @@ type Cleanup struct {
 
 	// for OnSignal; tests replace them
 	timeout time.Duration
+	grace   time.Duration
 	exit    func(code int)
 	stderr  io.Writer
 }
+
+// ErrInterrupted is the cause (context.Cause) of a context that OnSignal
+// cancelled.
+var ErrInterrupted = errors.New("interrupted")
 
 type cleanupStep struct {
 	name string
@@ -37,6 +42,7 @@ func NewCleanup() *Cleanup {
 	return &Cleanup{
 		sem:     make(chan struct{}, 1),
 		timeout: 20 * time.Second,
+		grace:   8 * time.Second,
 		exit:    os.Exit,
 		stderr:  os.Stderr,
 	}
@@ -88,10 +94,22 @@ func runStep(ctx context.Context, step cleanupStep) (err error) {
 	return nil
 }
 
-// OnSignal installs a SIGINT/SIGTERM handler: on the first signal it runs
-// Run bounded by 20 s and exits the process with status 130; a second
-// signal during that exits at once. stop uninstalls the handler.
-func (c *Cleanup) OnSignal() (stop func()) {
+// ExitInterrupted is the exit status of a process ended by SIGINT or
+// SIGTERM (128 + SIGINT).
+const ExitInterrupted = 130
+
+// OnSignal installs a SIGINT/SIGTERM handler. A second signal exits the
+// process at once with status 130 (its children die with it: each has
+// Pdeathsig). On the first:
+//   - with cancel nil, it runs Run bounded by 20 s and exits with 130;
+//   - with cancel, it cancels the work first (cancel's cause names the
+//     signal), so that runs in flight end interrupted, nothing new starts,
+//     and the caller reports and cleans up on its normal path and exits
+//     130 itself. Should that path not end within grace, the handler runs
+//     Run and exits 130 all the same.
+//
+// stop uninstalls the handler.
+func (c *Cleanup) OnSignal(cancel context.CancelCauseFunc) (stop func()) {
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	quit := make(chan struct{})
@@ -102,20 +120,31 @@ func (c *Cleanup) OnSignal() (stop func()) {
 		case <-quit:
 			return
 		}
-		fmt.Fprintf(c.stderr, "faultline: %v: cleaning up (signal again to exit at once)\n", sig)
 		go func() {
 			select {
 			case <-ch:
-				c.exit(130)
+				c.exit(ExitInterrupted)
 			case <-quit:
 			}
 		}()
+		if cancel != nil {
+			fmt.Fprintf(c.stderr, "faultline: %v: stopping: runs under way end interrupted, nothing new starts (signal again to exit at once)\n", sig)
+			cancel(fmt.Errorf("%w by %v", ErrInterrupted, sig))
+			select {
+			case <-quit:
+				return // the caller's own path is done
+			case <-time.After(c.grace):
+			}
+			fmt.Fprintf(c.stderr, "faultline: still stopping after %s: cleaning up and exiting\n", c.grace)
+		} else {
+			fmt.Fprintf(c.stderr, "faultline: %v: cleaning up (signal again to exit at once)\n", sig)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 		defer cancel()
 		if err := c.Run(ctx); err != nil {
 			fmt.Fprintf(c.stderr, "faultline: cleanup: %v\n", err)
 		}
-		c.exit(130)
+		c.exit(ExitInterrupted)
 	}()
 	var once sync.Once
 	return func() {

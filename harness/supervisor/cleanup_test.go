@@ -76,7 +76,7 @@ func TestCleanupOnSignal(t *testing.T) {
 	c.Add("first", func(context.Context) error { order = append(order, "first"); return nil })
 	c.Add("second", func(context.Context) error { order = append(order, "second"); return nil })
 
-	stop := c.OnSignal()
+	stop := c.OnSignal(nil)
 	defer stop()
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
 	select {
@@ -88,4 +88,62 @@ func TestCleanupOnSignal(t *testing.T) {
 	assert.Equal(t, []string{"second", "first"}, order)
 	stop()
 	stop() // idempotent
+}
+
+// With a cancel, the first signal cancels the work, naming the signal, and
+// leaves the rest to the caller's own path; a second exits at once.
+func TestCleanupOnSignalCancelsFirst(t *testing.T) {
+	c := NewCleanup()
+	exited := make(chan int, 2)
+	c.exit = func(code int) { exited <- code }
+	c.stderr = io.Discard
+	ran := make(chan struct{}, 1)
+	c.Add("step", func(context.Context) error { ran <- struct{}{}; return nil })
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+
+	stop := c.OnSignal(cancel)
+	defer stop()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no cancel after SIGINT")
+	}
+	assert.ErrorIs(t, context.Cause(ctx), ErrInterrupted)
+	assert.ErrorContains(t, context.Cause(ctx), "interrupt")
+	assert.Empty(t, ran, "the caller cleans up on its own path")
+	assert.Empty(t, exited)
+
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	select {
+	case code := <-exited:
+		assert.Equal(t, ExitInterrupted, code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after a second SIGINT")
+	}
+}
+
+// A caller that does not end within the grace after the first signal is
+// cleaned up and exited all the same.
+func TestCleanupOnSignalGivesUpWaiting(t *testing.T) {
+	c := NewCleanup()
+	c.grace = 50 * time.Millisecond
+	exited := make(chan int, 2)
+	c.exit = func(code int) { exited <- code }
+	c.stderr = io.Discard
+	ran := false
+	c.Add("step", func(context.Context) error { ran = true; return nil })
+	_, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stop := c.OnSignal(cancel)
+	defer stop()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case code := <-exited:
+		assert.Equal(t, ExitInterrupted, code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after the grace")
+	}
+	assert.True(t, ran)
 }

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
+
+	"faultline/harness/safe"
 )
 
 // Process is one supervised program across its incarnations (a restart is
@@ -380,10 +382,15 @@ func (p *Process) spawnLocked(env []string) (*incarnation, error) {
 	p.inc = inc
 	p.paused = false
 	go func() {
+		defer close(inc.done) // whatever happens here, the waiters go on
 		err := cmd.Wait()
-		inc.reason = describeExit(cmd.ProcessState, err)
-		s.logf(name, "exited pid %d: %s", inc.pid, inc.reason)
-		close(inc.done)
+		if perr := safe.Do("wait for "+name, func() error {
+			inc.reason = describeExit(cmd.ProcessState, err)
+			s.logf(name, "exited pid %d: %s", inc.pid, inc.reason)
+			return nil
+		}); perr != nil {
+			inc.reason = perr.Error()
+		}
 	}()
 	s.logf(name, "spawned pid %d (incarnation %d): %s", inc.pid, inc.n, strings.Join(args, " "))
 	return inc, nil

@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
+
+	"faultline/harness/safe"
 )
 
 // ErrNotRunning is returned by operations that need a live process when the
@@ -254,7 +256,7 @@ func (s *Supervisor) StopAll(ctx context.Context) error {
 	errs := make([]error, len(procs))
 	var wg sync.WaitGroup
 	for i, p := range procs {
-		wg.Go(func() { errs[i] = p.Stop(ctx) })
+		wg.Go(func() { errs[i] = safe.Do("stop "+p.Name(), func() error { return p.Stop(ctx) }) })
 	}
 	wg.Wait()
 	s.client.CloseIdleConnections()

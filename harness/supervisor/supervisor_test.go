@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"faultline/harness/ports"
 	"fmt"
 	"io"
 	"net"
@@ -112,9 +113,13 @@ func testSpec(t *testing.T, s *Supervisor, name string, args ...string) Spec {
 	}
 }
 
+// freeAddr reserves a loopback address for the test's process, freed
+// when the test ends (its processes are stopped by then).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	addr, err := FreeAddr()
+	alloc := ports.New()
+	t.Cleanup(alloc.Close)
+	addr, err := alloc.Addr()
 	require.NoError(t, err)
 	return addr
 }
@@ -260,21 +265,6 @@ func TestEventLogPath(t *testing.T) {
 	rel := New("run", nil)
 	assert.True(t, filepath.IsAbs(rel.Dir()), rel.Dir())
 	assert.True(t, filepath.IsAbs(rel.EventLogPath("x")), rel.EventLogPath("x"))
-}
-
-func TestFreeAddr(t *testing.T) {
-	t.Parallel()
-	addr, err := FreeAddr()
-	require.NoError(t, err)
-	host, port, err := net.SplitHostPort(addr)
-	require.NoError(t, err)
-	assert.Equal(t, "127.0.0.1", host)
-	n, err := strconv.Atoi(port)
-	require.NoError(t, err)
-	assert.Positive(t, n)
-	ln, err := net.Listen("tcp", addr)
-	require.NoError(t, err, "the address can be bound")
-	require.NoError(t, ln.Close())
 }
 
 func TestModuleRoot(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"faultline/harness/safe"
 	"faultline/harness/target"
 )
 
@@ -114,11 +115,18 @@ func (r *Runner) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range jobs {
-				if err := r.oneOrder(ctx, i); err != nil {
-					errs <- err
-					return
+			// A panic of a worker is its error: the run ends indeterminate
+			// and the other workers drain the jobs.
+			err := safe.Do("workload worker", func() error {
+				for i := range jobs {
+					if err := r.oneOrder(ctx, i); err != nil {
+						return err
+					}
 				}
+				return nil
+			})
+			if err != nil {
+				errs <- err
 			}
 		}()
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 
+	"faultline/harness/ports"
 	"faultline/harness/supervisor"
 	"faultline/harness/workload"
 )
@@ -56,15 +57,16 @@ type Flags struct {
 
 // processes starts the pipeline's programs of one repetition in dir.
 type processes struct {
-	sup  *supervisor.Supervisor
-	prog Programs
+	sup   *supervisor.Supervisor
+	prog  Programs
+	ports *ports.Allocator // the processes' addresses, freed with them
 }
 
 func newProcesses(dir string, prog Programs) (*processes, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("process folder: %w", err)
 	}
-	return &processes{sup: supervisor.New(dir, nil), prog: prog}, nil
+	return &processes{sup: supervisor.New(dir, nil), prog: prog, ports: ports.New()}, nil
 }
 
 // start runs program (order, relay or inventory) as name with args, its
@@ -72,7 +74,7 @@ func newProcesses(dir string, prog Programs) (*processes, error) {
 // service's one server: API, health and control) on a fixed free loopback
 // address, and waits until its /healthz answers 200.
 func (p *processes) start(ctx context.Context, name, program string, args []string) (*supervisor.Process, error) {
-	addr, err := supervisor.FreeAddr()
+	addr, err := p.ports.Addr()
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -99,6 +101,7 @@ func (p *processes) stop(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 	defer cancel()
 	_ = p.sup.StopAll(ctx)
+	p.ports.Close()
 }
 
 // span reads the event logs of the named processes and returns the time
