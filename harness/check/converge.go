@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Progress is what convergence is judged by.
@@ -32,8 +34,14 @@ func ReadProgress(ctx context.Context, src Sources) (Progress, error) {
 		if err != nil {
 			return p, err
 		}
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM (`+q.SQL+`) AS outbox WHERE status IN ('Pending', 'Processing')`).Scan(&p.Unsettled); err != nil {
-			return p, queryError("outbox", *q, err)
+		err = ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM (`+q.SQL+`) AS outbox WHERE status IN ('Pending', 'Processing')`).Scan(&p.Unsettled); err != nil {
+				return queryError("outbox", *q, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return p, err
 		}
 	}
 	q := src.Contract.Effects
@@ -41,8 +49,14 @@ func ReadProgress(ctx context.Context, src Sources) (Progress, error) {
 	if err != nil {
 		return p, err
 	}
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM (`+q.SQL+`) AS effects`).Scan(&p.Effects); err != nil {
-		return p, queryError("effects", q, err)
+	err = ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM (`+q.SQL+`) AS effects`).Scan(&p.Effects); err != nil {
+			return queryError("effects", q, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return p, err
 	}
 	if src.Queue != nil {
 		info, err := src.Queue(ctx, src.Topology.Queue)

@@ -147,8 +147,14 @@ func Observe(ctx context.Context, src Sources) (*Observation, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := pool.QueryRow(ctx, q.SQL).Scan(&o.HeldBack); err != nil {
-			return nil, queryError("held_back", *q, err)
+		err = ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, q.SQL).Scan(&o.HeldBack); err != nil {
+				return queryError("held_back", *q, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		o.HasHeldBack = true
 	}
@@ -221,15 +227,28 @@ func columns(rows pgx.Rows, what string, required, optional []string) (map[strin
 	return idx, nil
 }
 
-// scan reads every row as text-ish values by column.
+// scanAll reads every row of q, in a read-only transaction, as text-ish
+// values by column.
 func scanAll(ctx context.Context, pool *pgxpool.Pool, q target.Query, what string, required, optional []string, each func(get func(col string) any) error, args ...any) error {
-	rows, err := pool.Query(ctx, q.SQL, args...)
+	return ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		return scanRows(ctx, tx, q, what, required, optional, each, args...)
+	})
+}
+
+func scanRows(ctx context.Context, tx pgx.Tx, q target.Query, what string, required, optional []string, each func(get func(col string) any) error, args ...any) error {
+	rows, err := tx.Query(ctx, q.SQL, args...)
 	if err != nil {
 		return queryError(what, q, err)
 	}
 	defer rows.Close()
 	idx, err := columns(rows, what, required, optional)
 	if err != nil {
+		// A query PostgreSQL refused (a write in a read-only transaction)
+		// has no columns either: its own error says more.
+		rows.Close()
+		if qerr := rows.Err(); qerr != nil {
+			return queryError(what, q, qerr)
+		}
 		return err
 	}
 	for rows.Next() {

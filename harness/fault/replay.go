@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"faultline/harness/check"
 	"faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -70,7 +72,11 @@ func (r RetentionReplay) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	var routingKey string
 	var payload []byte
-	if err := pool.QueryRow(ctx, q.SQL, id).Scan(&routingKey, &payload); err != nil {
+	// The payload query comes from the target file: read-only.
+	err = check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, q.SQL, id).Scan(&routingKey, &payload)
+	})
+	if err != nil {
 		return fail(false, fmt.Errorf("contract payload of %s: %w", id, err), id)
 	}
 	start = time.Now()
@@ -81,6 +87,8 @@ func (r RetentionReplay) Inject(ctx context.Context, env *Env) result.Fault {
 		return fail(true, fmt.Errorf("replay inside the retention was not absorbed: %w", err), id)
 	}
 	env.Logf("replay of %s absorbed by the inbox", id)
+	// inbox_expire deletes by design: the one contract statement that
+	// keeps write rights.
 	q, pool, err = env.Query(env.Contract.InboxExpire, "inbox_expire")
 	if err != nil {
 		return fail(true, err, id)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -237,8 +238,9 @@ func (r *run) checkCrashPoints(ctx context.Context, add func(string, int, string
 }
 
 // checkQueries runs every contract query on the run's databases and reads
-// its columns; the statements that change data run in a transaction that is
-// rolled back.
+// its columns. The queries that read run in a read-only transaction (a write
+// in one is refused); inbox_expire, which deletes by design, runs in a
+// transaction that is rolled back.
 func (r *run) checkQueries(ctx context.Context, eventID string, add func(string, int, string, ...any), held *[]string) {
 	c := r.sh.Target.Contract
 	src := r.sources()
@@ -280,21 +282,27 @@ func (r *run) checkQueries(ctx context.Context, eventID string, add func(string,
 	one("outbox", c.Outbox, only("outbox", c.Outbox))
 	one("held_back", c.HeldBack, only("held_back", c.HeldBack))
 	one("inbox", c.Inbox, func() error {
-		rows, err := r.pools[c.Inbox.Database].Query(ctx, c.Inbox.SQL)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		found := false
-		for _, f := range rows.FieldDescriptions() {
-			found = found || f.Name == "event_id"
-		}
-		if !found {
-			return fmt.Errorf("the query returns no column \"event_id\"")
-		}
-		for rows.Next() {
-		}
-		return rows.Err()
+		return check.ReadOnly(ctx, r.pools[c.Inbox.Database], func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, c.Inbox.SQL)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			found := false
+			for _, f := range rows.FieldDescriptions() {
+				found = found || f.Name == "event_id"
+			}
+			if !found {
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					return err // refused: no columns, and the reason
+				}
+				return fmt.Errorf("the query returns no column \"event_id\"")
+			}
+			for rows.Next() {
+			}
+			return rows.Err()
+		})
 	})
 	one("payload", c.Payload, func() error {
 		if eventID == "" {
@@ -302,10 +310,12 @@ func (r *run) checkQueries(ctx context.Context, eventID string, add func(string,
 		}
 		var key string
 		var body []byte
-		if err := r.pools[c.Payload.Database].QueryRow(ctx, c.Payload.SQL, eventID).Scan(&key, &body); err != nil {
-			return fmt.Errorf("for eventId %s: %v (want one row: routing key, body)", eventID, err)
-		}
-		return nil
+		return check.ReadOnly(ctx, r.pools[c.Payload.Database], func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, c.Payload.SQL, eventID).Scan(&key, &body); err != nil {
+				return fmt.Errorf("for eventId %s: %w (want one row: routing key, body)", eventID, err)
+			}
+			return nil
+		})
 	})
 	one("inbox_expire", c.InboxExpire, func() error {
 		tx, err := r.pools[c.InboxExpire.Database].Begin(ctx)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -346,18 +345,12 @@ func applySchema(ctx context.Context, t *target.Target, pools map[string]*pgxpoo
 	return nil
 }
 
-// runCommand runs args in dir and fails with its output.
+// runCommand runs args in dir and fails with its output. The timeout
+// holds whatever the command leaves behind (supervisor.RunCommand: its
+// process group is killed, its output pipe not waited on, its descendants
+// found by their run mark).
 func runCommand(ctx context.Context, dir string, args, env []string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s (in %s): %w\n%s", strings.Join(args, " "), dir, err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	return supervisor.RunCommand(ctx, supervisor.Command{Args: args, Env: env, Dir: dir, Timeout: timeout})
 }
 
 // Build runs the target's build step into buildDir (its {{build_dir}}).

@@ -364,7 +364,7 @@ func (p *Process) spawnLocked(env []string) (*incarnation, error) {
 	if p.spec.Dir != "" {
 		cmd.Dir = p.spec.Dir
 	}
-	cmd.Env = environ(env)
+	cmd.Env = s.environ(env)
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

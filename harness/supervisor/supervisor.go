@@ -79,6 +79,10 @@ type Stop struct {
 type Supervisor struct {
 	dir    string
 	client *http.Client
+	// mark is set as EnvRunMark in every process started here, so that
+	// StopAll finds their descendants too, those that left the process
+	// group (setsid) included.
+	mark string
 
 	logMu sync.Mutex
 	log   io.Writer
@@ -106,8 +110,9 @@ func New(dir string, log io.Writer) *Supervisor {
 		dir = abs // children run in dir: their paths must not be relative to ours
 	}
 	return &Supervisor{
-		dir: dir,
-		log: log,
+		dir:  dir,
+		log:  log,
+		mark: newMark(),
 		client: &http.Client{
 			Transport: &http.Transport{
 				Proxy:             nil, // loopback only, never through a proxy
@@ -242,7 +247,9 @@ func (s *Supervisor) EventLogPaths() map[string]string {
 }
 
 // StopAll stops every process at once (SIGCONT, SIGTERM, up to 3 s, then
-// SIGKILL to its process group) and waits until all are reaped. Afterwards
+// SIGKILL to its process group) and waits until all are reaped, then kills
+// every process still carrying the supervisor's run mark (descendants that
+// left the group with setsid, see EnvRunMark). Afterwards
 // Start and Restart fail with ErrStopped. Calling it again is harmless.
 func (s *Supervisor) StopAll(ctx context.Context) error {
 	s.mu.Lock()
@@ -260,6 +267,17 @@ func (s *Supervisor) StopAll(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.client.CloseIdleConnections()
+	// What the processes started and left behind, in their groups or
+	// out of them (setsid), carries the mark: none outlives the run.
+	sweep, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	killed, err := KillMarked(sweep, s.mark)
+	if len(killed) > 0 {
+		s.logf("supervisor", "killed %d leftover descendants (SIGKILL): pids %v", len(killed), killed)
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("stop all: leftover descendants: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -271,11 +289,21 @@ func (s *Supervisor) logf(name, format string, args ...any) {
 	_, _ = io.WriteString(s.log, line)
 }
 
-// environ is the child's environment: ours without crash point arming, then extra.
+// environ is the child's environment: ours without crash point arming,
+// then extra, then the supervisor's run mark.
+func (s *Supervisor) environ(extra []string) []string {
+	return withMark(environ(extra), s.mark)
+}
+
+// environ is ours without crash point arming, then extra.
 func environ(extra []string) []string {
 	env := slices.DeleteFunc(os.Environ(), isCrashpointEnv)
 	return append(env, extra...)
 }
+
+// Mark is the supervisor's run mark, the value of EnvRunMark in every
+// process it starts.
+func (s *Supervisor) Mark() string { return s.mark }
 
 func isCrashpointEnv(kv string) bool {
 	return strings.HasPrefix(kv, crashpoint.EnvVar+"=")

@@ -95,6 +95,10 @@ func (d *decoder) mapping(v val, known ...string) (*mapping, bool) {
 		d.problem(v.line, v.field, "want a mapping (key: value), got %s", describe(n))
 		return nil, false
 	}
+	if pairs := len(n.Content) / 2; pairs > maxItems {
+		d.problem(v.line, v.field, "%d keys: at most %d", pairs, maxItems)
+		return nil, false
+	}
 	m := &mapping{v: v, vals: map[string]val{}, suggested: map[string]bool{}}
 	d.addPairs(m, n, known, false)
 	return m, true
@@ -175,6 +179,10 @@ func (d *decoder) seq(v val) ([]val, bool) {
 	n := resolve(v.n)
 	if n.Kind != yaml.SequenceNode {
 		d.problem(v.line, v.field, "want a list, got %s", describe(n))
+		return nil, false
+	}
+	if len(n.Content) > maxItems {
+		d.problem(v.line, v.field, "%d items: at most %d", len(n.Content), maxItems)
 		return nil, false
 	}
 	items := make([]val, len(n.Content))
@@ -284,6 +292,10 @@ func (d *decoder) duration(v val) (time.Duration, bool) {
 	}
 	if dur <= 0 {
 		d.problem(v.line, v.field, "bad duration %q: must be above zero", s)
+		return 0, false
+	}
+	if dur > maxDuration {
+		d.problem(v.line, v.field, "bad duration %q: at most %s", s, maxDuration)
 		return 0, false
 	}
 	return dur, true

@@ -9,9 +9,10 @@ import (
 // article (what `faultline init` writes): every section present, each with
 // a comment saying what it is and what faultline hands in. It parses
 // without error; its commands point at ./bin/..., which the build makes.
+// The name is made a slug first (see Slug), as the loader wants one.
 func Init(name string) []byte {
 	return []byte(strings.NewReplacer(
-		"@NAME@", strconv.Quote(name),
+		"@NAME@", strconv.Quote(Slug(name)),
 		"@FACTS@", indent(defaultFactsSQL, 6),
 		"@EFFECTS@", indent(defaultEffectsSQL, 6),
 		"@OUTBOX@", indent(defaultOutboxSQL, 6),
@@ -19,6 +20,29 @@ func Init(name string) []byte {
 		"@PAYLOAD@", defaultPayloadSQL,
 		"@INBOX_EXPIRE@", defaultInboxExpireSQL,
 	).Replace(initTemplate))
+}
+
+// Slug makes name a pipeline name the loader takes (a folder's name, say):
+// lowercase, every run of other characters one "-", no "..", from a letter
+// or digit, at most 63 characters; "pipeline" when nothing is left.
+func Slug(name string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '_', r == '-':
+			b.WriteRune(r)
+		case r == '.' && !strings.HasSuffix(b.String(), "."):
+			b.WriteRune(r)
+		case !strings.HasSuffix(b.String(), "-"):
+			b.WriteRune('-')
+		}
+	}
+	s := strings.TrimLeft(b.String(), "._-")
+	s = strings.TrimRight(s[:min(len(s), 63)], "-")
+	if s == "" {
+		return "pipeline"
+	}
+	return s
 }
 
 // indent indents every line of s by n spaces, for a YAML block scalar.

@@ -20,6 +20,9 @@ import (
 
 var (
 	databaseName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	// pipelineName is a slug that is one file name: no separator, and no
+	// ".." (checked apart, as RE2 has no lookahead).
+	pipelineName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 	processName  = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 	yamlError    = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 	// yamlParserError matches the errors of the YAML parser (not of its
@@ -48,6 +51,9 @@ func (d *decoder) decode(data []byte) *Target {
 		d.problem(1, "", "empty file: want a target file (faultline: %d, name, databases, ...)", Version)
 		return nil
 	}
+	if !d.checkTree(&doc) {
+		return nil
+	}
 	root := doc.Content[0]
 	m, ok := d.mapping(val{n: root, line: root.Line}, "faultline", "name", "build", "databases", "schema",
 		"processes", "timing", "workload", "topology", "contract", "observe", "settings", "variants")
@@ -63,7 +69,16 @@ func (d *decoder) decode(data []byte) *Target {
 
 	t := &Target{}
 	if v, ok := d.require(m, "name", "the pipeline's name"); ok {
-		t.Name, _ = d.nonEmpty(v)
+		// The name names the report's folder under --out: a slug, never
+		// a path.
+		const what = "a pipeline name (lowercase letters, digits, ., _ and -, from a letter or digit, at most 63; no ..)"
+		if name, ok := d.matching(v, pipelineName, what); ok {
+			if strings.Contains(name, "..") {
+				d.problem(v.line, v.field, "%q is not %s", name, what)
+			} else {
+				t.Name = name
+			}
+		}
 	}
 	if v, ok := m.get("build"); ok {
 		t.Build = d.command(v)
@@ -115,6 +130,10 @@ func (d *decoder) decodeDatabases(m *mapping) []string {
 	}
 	if len(items) == 0 {
 		d.problem(v.line, v.field, "must name at least one database")
+		return nil
+	}
+	if len(items) > maxDatabases {
+		d.problem(v.line, v.field, "%d databases: at most %d", len(items), maxDatabases)
 		return nil
 	}
 	before := len(d.problems)
@@ -211,12 +230,35 @@ func (d *decoder) decodeSchema(m *mapping) Schema {
 				case info.IsDir():
 					d.problem(fv.line, fv.field, "%s is a folder, want a .sql file", rel)
 				default:
+					if err := d.inside(path); err != nil {
+						d.problem(fv.line, fv.field, "%s: %v", rel, err)
+						continue
+					}
 					s.SQL[db] = path
 				}
 			}
 		}
 	}
 	return s
+}
+
+// inside checks that path, its symlinks resolved, lies inside the target
+// file's folder (its symlinks resolved too): a target file names its own
+// files, not the machine's.
+func (d *decoder) inside(path string) error {
+	dir, err := filepath.EvalSymlinks(d.dir)
+	if err != nil {
+		return fmt.Errorf("the target's folder: %w", statError(err))
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return statError(err)
+	}
+	rel, err := filepath.Rel(dir, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return fmt.Errorf("outside the target file's folder %s (it is %s): keep schema files beside the target file", d.dir, real)
+	}
+	return nil
 }
 
 // statError is err without the path, which the problem already names.
@@ -241,6 +283,10 @@ func (d *decoder) decodeProcesses(m *mapping) []Process {
 		d.problem(v.line, v.field, "must list at least one process")
 		return nil
 	}
+	if len(items) > maxProcesses {
+		d.problem(v.line, v.field, "%d processes: at most %d", len(items), maxProcesses)
+		return nil
+	}
 	first := map[string]int{}
 	rolesKnown := true
 	var ps []Process
@@ -258,10 +304,22 @@ func (d *decoder) decodeProcesses(m *mapping) []Process {
 		}
 		ps = append(ps, p)
 	}
+	if all := allInstances(ps); all > maxAllInstances {
+		d.problem(v.line, v.field, "%d instances in all: at most %d (each is a process of every run)", all, maxAllInstances)
+	}
 	if rolesKnown && !slices.ContainsFunc(ps, func(p Process) bool { return p.Role == protocol.Producer }) {
 		d.problem(v.line, v.field, "no process has role %s: the workload needs one to send its requests to", protocol.Producer)
 	}
 	return ps
+}
+
+// allInstances is how many instances the processes have together.
+func allInstances(ps []Process) int {
+	n := 0
+	for _, p := range ps {
+		n += p.Instances
+	}
+	return n
 }
 
 // decodeProcess reads one process, and the line of its name.
@@ -287,9 +345,12 @@ func (d *decoder) decodeProcess(v val) (Process, int) {
 	}
 	if iv, ok := m.get("instances"); ok {
 		if n, ok := d.integer(iv); ok {
-			if n < 1 {
+			switch {
+			case n < 1:
 				d.problem(iv.line, iv.field, "must be at least 1, got %d", n)
-			} else {
+			case n > maxInstances:
+				d.problem(iv.line, iv.field, "%d instances: at most %d", n, maxInstances)
+			default:
 				p.Instances = n
 			}
 		}
@@ -503,7 +564,12 @@ func (d *decoder) decodeWorkload(m *mapping) Workload {
 		w.Create, createOK = d.decodeRequest(cv, scopeCreate)
 	}
 	if sv, ok := wm.get("steps"); ok {
-		if items, ok := d.seq(sv); ok {
+		items, ok := d.seq(sv)
+		if ok && len(items) > maxSteps {
+			d.problem(sv.line, sv.field, "%d steps: at most %d (they are sent for every fact)", len(items), maxSteps)
+			ok = false
+		}
+		if ok {
 			for _, item := range items {
 				if r, ok := d.decodeRequest(item, scopeStep); ok {
 					w.Steps = append(w.Steps, r)

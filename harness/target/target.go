@@ -17,6 +17,7 @@ package target
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -189,7 +190,14 @@ type Variant struct {
 // Load reads, parses and checks the target file at path, and applies its
 // defaults. A file with mistakes gives *Errors, one Problem per mistake.
 func Load(path string) (*Target, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("load target: %w", err)
+	}
+	defer f.Close()
+	// One byte past the bound is enough to refuse the file: a target
+	// path that names /dev/zero or a huge file is not read whole.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("load target: %w", err)
 	}
@@ -204,7 +212,12 @@ func Parse(path string, data []byte) (*Target, error) {
 		return nil, fmt.Errorf("load target %s: %w", path, err)
 	}
 	d := &decoder{file: path, dir: filepath.Dir(abs)}
-	t := d.decode(data)
+	var t *Target
+	if len(data) > MaxFileSize {
+		d.problem(0, "", "the file is over %d bytes (1 MiB): a target file is a page or two", MaxFileSize)
+	} else {
+		t = d.decode(data)
+	}
 	if len(d.problems) > 0 {
 		errs := d.problems
 		slices.SortStableFunc(errs, func(a, b Problem) int { return cmp.Compare(a.Line, b.Line) })

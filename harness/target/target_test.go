@@ -161,11 +161,12 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 }
 
 func TestInitParses(t *testing.T) {
-	for _, name := range []string{"my-pipeline", `odd "name": with # marks`} {
+	// A name that is no slug (a folder's name, say) is made one.
+	for name, want := range map[string]string{"my-pipeline": "my-pipeline", `odd "name": with # marks`: "odd-name-with-marks", "../../x": "x", "..": "pipeline"} {
 		t.Run(name, func(t *testing.T) {
 			tg, err := Parse("faultline.yaml", Init(name))
 			require.NoError(t, err)
-			assert.Equal(t, name, tg.Name)
+			assert.Equal(t, want, tg.Name)
 			assert.Len(t, tg.Processes, 3)
 			assert.Equal(t, defaultFactsSQL, tg.Contract.Facts.SQL)
 			assert.Equal(t, defaultEffectsSQL, tg.Contract.Effects.SQL)
