@@ -11,6 +11,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"faultline/harness/infra"
+	"faultline/harness/redact"
 )
 
 // exit codes
@@ -82,6 +85,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		err = usagef("unknown command %q (want list, run, gate, init, check-target, bench, explore or merge)", args[0])
 	}
+	// An error can quote a URL, the external provider's real ones among
+	// them (FAULTLINE_PG_URL ...): its passwords never reach the terminal.
+	red := redact.New(infra.EnvSecrets(nil)...)
 	var ue usageError
 	switch {
 	case err == nil:
@@ -89,12 +95,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errViolation):
 		return exitViolation
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "faultline: %s\n", ue.msg)
+		fmt.Fprintf(stderr, "faultline: %s\n", red.String(ue.msg))
 		return exitUsage
 	case errors.Is(err, errHelp):
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "faultline: %v\n", err)
+		fmt.Fprintf(stderr, "faultline: %s\n", red.String(err.Error()))
 		return exitUsage
 	}
 }
