@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 
+	"faultline/harness/infra"
+	"faultline/harness/redact"
 	"faultline/harness/supervisor"
 )
 
@@ -95,6 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		err = usagef("unknown command %q (want list, run, gate, init, check-target, bench, explore or merge)", args[0])
 	}
+	// An error can quote a URL, the external provider's real ones among
+	// them (FAULTLINE_PG_URL ...): its passwords never reach the terminal.
+	red := redact.New(infra.EnvSecrets(nil)...)
 	var ue usageError
 	switch {
 	case err == nil:
@@ -106,16 +111,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitViolation
 	case errors.Is(err, errIndeterminate):
 		if err != errIndeterminate {
-			fmt.Fprintf(stderr, "faultline: %v\n", err)
+			fmt.Fprintf(stderr, "faultline: %s\n", red.String(err.Error()))
 		}
 		return exitUsage
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "faultline: %s\n", ue.msg)
+		fmt.Fprintf(stderr, "faultline: %s\n", red.String(ue.msg))
 		return exitUsage
 	case errors.Is(err, errHelp):
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "faultline: %v\n", err)
+		fmt.Fprintf(stderr, "faultline: %s\n", red.String(err.Error()))
 		return exitUsage
 	}
 }

@@ -54,6 +54,28 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// An error that quotes the external provider's URLs, or just one of their
+// passwords, reaches the terminal masked.
+func TestErrorsHideThePasswordsOfTheEnvironment(t *testing.T) {
+	t.Setenv("FAULTLINE_PG_URL", "postgres://postgres:pg-s3cret@db:5432/postgres")
+	t.Setenv("FAULTLINE_AMQP_URL", "amqp://fl:mq-s3cret@mq:5672/")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mq-s3cret"}, `unknown command "xxxxx"`},
+		{[]string{"run", "--target", "postgres://postgres:other@db/x", "broker-nack"}, "postgres://postgres:xxxxx@db/x"},
+		{[]string{"run", "pg-s3cret"}, `unknown scenario "xxxxx"`},
+	} {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, exitUsage, run(context.Background(), tc.args, &out, &errOut), "%v", tc.args)
+		assert.Contains(t, errOut.String(), tc.want, "%v", tc.args)
+		for _, secret := range []string{"pg-s3cret", "mq-s3cret", "other"} {
+			assert.NotContains(t, errOut.String(), secret, "%v", tc.args)
+		}
+	}
+}
+
 func TestList(t *testing.T) {
 	var out, errOut bytes.Buffer
 	assert.Equal(t, exitOK, run(context.Background(), []string{"list"}, &out, &errOut))

@@ -21,6 +21,7 @@ import (
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"faultline/harness/redact"
 	"faultline/proxies"
 )
 
@@ -53,10 +54,6 @@ const (
 	dockerToxiAlias   = "toxiproxy"
 	dockerToxiAPI     = "8474/tcp"
 	dockerToxiFirst   = 8666
-	// The broker's administrator; not guest, which RabbitMQ may confine to
-	// loopback connections.
-	dockerRabbitUser = "faultline"
-	dockerRabbitPass = "faultline"
 	// Like the local broker: queue counters every 500 ms (quorum queues'
 	// through quorumTickConfig).
 	dockerRabbitConf = `collect_statistics_interval = 500
@@ -166,6 +163,12 @@ type Docker struct {
 	pg      pgServer
 	toxi    *proxies.RemoteServer
 
+	// Credentials of this run, random (see credentials), fixed at start:
+	// the postgres user's password and the broker's administrator (not
+	// guest, which RabbitMQ may confine to loopback connections and which
+	// anyone could guess).
+	pgPass, rmqUser, rmqPass string
+
 	addrMu sync.Mutex // guards amqp and mgmt, whose host ports a broker start may change
 	amqp   amqpServer
 	mgmt   mgmtAPI
@@ -183,8 +186,8 @@ var (
 // StartDocker creates a network and starts the three containers on it, in
 // parallel, and waits until each answers: PostgreSQL with the postgres
 // module's basic wait strategies (fsync stays on, max_connections=500),
-// RabbitMQ with the rabbitmq module (management image, administrator
-// faultline), Toxiproxy 2.5.0 with its API and opts.ToxiproxyPorts link
+// RabbitMQ with the rabbitmq module (management image, a random
+// administrator), both with random passwords made for the run, Toxiproxy 2.5.0 with its API and opts.ToxiproxyPorts link
 // ports published. On error everything started is removed again. ctx
 // bounds the start-up (image pulls included).
 func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
@@ -197,7 +200,13 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 	if err := DockerAnswers(ctx); err != nil {
 		return nil, fmt.Errorf("docker infra: no Docker daemon answers (install Docker and start its daemon, or choose another %s): %w", EnvInfra, err)
 	}
-	d := &Docker{logw: logw}
+	pgPass, rmqUser, rmqPass, err := credentials()
+	if err != nil {
+		return nil, fmt.Errorf("docker infra: %w", err)
+	}
+	// testcontainers logs what it does; never the run's passwords.
+	logw = redact.New(pgPass, rmqPass).Writer(logw)
+	d := &Docker{logw: logw, pgPass: pgPass, rmqUser: rmqUser, rmqPass: rmqPass}
 	fail := func(err error) (*Docker, error) {
 		if stopErr := d.Stop(context.WithoutCancel(ctx)); stopErr != nil {
 			err = errors.Join(err, fmt.Errorf("clean up: %w", stopErr))
@@ -220,6 +229,7 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 		defer wg.Done()
 		c, err := tcpostgres.Run(ctx, opts.PostgresImage, tcLog,
 			tcnetwork.WithNetwork([]string{dockerPGAlias}, nw),
+			tcpostgres.WithPassword(pgPass),
 			tcpostgres.BasicWaitStrategies(),
 			// The module's command is postgres -c fsync=off: a crash
 			// must be real, so fsync stays on.
@@ -236,8 +246,8 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 		defer wg.Done()
 		c, err := tcrabbitmq.Run(ctx, opts.RabbitMQImage, tcLog,
 			tcnetwork.WithNetwork([]string{dockerRabbitAlias}, nw),
-			tcrabbitmq.WithAdminUsername(dockerRabbitUser),
-			tcrabbitmq.WithAdminPassword(dockerRabbitPass),
+			tcrabbitmq.WithAdminUsername(rmqUser),
+			tcrabbitmq.WithAdminPassword(rmqPass),
 			testcontainers.WithFiles(testcontainers.ContainerFile{
 				Reader:            strings.NewReader(dockerRabbitConf),
 				ContainerFilePath: "/etc/rabbitmq/conf.d/90-faultline.conf",
@@ -286,7 +296,7 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 		return fail(fmt.Errorf("postgres port: %w", err))
 	}
 	d.pg = pgServer{base: &url.URL{
-		Scheme: "postgres", User: url.UserPassword("postgres", "postgres"),
+		Scheme: "postgres", User: url.UserPassword("postgres", pgPass),
 		Host: pgAddr, Path: "/postgres", RawQuery: "sslmode=disable",
 	}}
 	if err := d.refreshBrokerAddrs(ctx); err != nil {
@@ -311,11 +321,11 @@ func (d *Docker) refreshBrokerAddrs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rabbitmq management port: %w", err)
 	}
-	user := url.UserPassword(dockerRabbitUser, dockerRabbitPass)
+	user := url.UserPassword(d.rmqUser, d.rmqPass)
 	d.addrMu.Lock()
 	defer d.addrMu.Unlock()
 	d.amqp = amqpServer{base: &url.URL{Scheme: "amqp", User: user, Host: amqpAddr, Path: "/"}}
-	d.mgmt = newMgmtAPI(&url.URL{Scheme: "http", User: user, Host: mgmtAddr}, dockerRabbitUser, dockerRabbitPass)
+	d.mgmt = newMgmtAPI(&url.URL{Scheme: "http", User: user, Host: mgmtAddr}, d.rmqUser, d.rmqPass)
 	return nil
 }
 
@@ -378,10 +388,13 @@ func (d *Docker) LinkUpstreams() (postgres, amqp string) {
 	return net.JoinHostPort(dockerPGAlias, "5432"), net.JoinHostPort(dockerRabbitAlias, "5672")
 }
 
+// Secrets implements Infra: the run's PostgreSQL and RabbitMQ passwords.
+func (d *Docker) Secrets() []string { return []string{d.pgPass, d.rmqPass} }
+
 // PostgresAddr implements Infra: the published PostgreSQL port.
 func (d *Docker) PostgresAddr() string { return d.pg.base.Host }
 
-// PostgresURL implements Infra (user postgres, password postgres).
+// PostgresURL implements Infra (user postgres, the run's password).
 func (d *Docker) PostgresURL(database string) string { return d.pg.url(database) }
 
 // CreateDatabase implements Infra.
@@ -407,14 +420,14 @@ func (d *Docker) AMQPAddr() string {
 	return a.base.Host
 }
 
-// AMQPURL implements Infra (user faultline, password faultline).
+// AMQPURL implements Infra (the run's administrator and password).
 func (d *Docker) AMQPURL(vhost string) string {
 	a, _ := d.broker()
 	return a.url(vhost)
 }
 
 // ManagementURL is the management API's base URL, without credentials
-// (user faultline, password faultline).
+// (AMQPURL's user and password).
 func (d *Docker) ManagementURL() string {
 	_, m := d.broker()
 	return m.base
@@ -423,7 +436,7 @@ func (d *Docker) ManagementURL() string {
 // CreateVHost implements Infra.
 func (d *Docker) CreateVHost(ctx context.Context, name string) error {
 	_, m := d.broker()
-	if err := m.createVHost(ctx, name, dockerRabbitUser); err != nil {
+	if err := m.createVHost(ctx, name, d.rmqUser); err != nil {
 		return fmt.Errorf("docker infra: %w", err)
 	}
 	return nil

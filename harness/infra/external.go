@@ -151,6 +151,26 @@ func StartExternal(ctx context.Context, opts ExternalOptions) (*External, error)
 // Name implements Infra.
 func (e *External) Name() string { return "external" }
 
+// Secrets implements Infra: the passwords of FAULTLINE_PG_URL,
+// FAULTLINE_AMQP_URL and the management API, a team's real credentials.
+func (e *External) Secrets() []string {
+	return []string{password(e.pg.base), password(e.amqp.base), e.mgmt.pass}
+}
+
+// EnvSecrets are the passwords in the external provider's environment
+// variables (env: os.Getenv if nil), known before any provider starts, so
+// that even an error about a URL that does not parse is written masked.
+func EnvSecrets(env func(string) string) []string {
+	opts := ExternalOptionsFromEnv(env)
+	var out []string
+	for _, raw := range []string{opts.PGURL, opts.AMQPURL, opts.ManagementURL} {
+		if u, err := url.Parse(raw); err == nil {
+			out = append(out, password(u))
+		}
+	}
+	return out
+}
+
 // PostgresAddr implements Infra: the host:port of FAULTLINE_PG_URL.
 func (e *External) PostgresAddr() string { return e.pg.base.Host }
 

@@ -67,7 +67,7 @@ func TestExternalOptionsFromEnv(t *testing.T) {
 // externalOn returns the options that make the external provider use l.
 func externalOn(l *Local) ExternalOptions {
 	mgmt, _ := url.Parse(l.ManagementURL())
-	mgmt.User = url.UserPassword("guest", "guest")
+	mgmt.User = url.UserPassword(l.rmqUser, l.rmqPass)
 	return ExternalOptions{
 		PGURL:         l.PostgresURL("postgres"),
 		AMQPURL:       l.AMQPURL("/"),
@@ -159,7 +159,7 @@ func TestExternal(t *testing.T) {
 	t.Run("users without the rights are refused", func(t *testing.T) {
 		conn, err := pgx.Connect(ctx, l.PostgresURL("postgres"))
 		require.NoError(t, err)
-		_, err = conn.Exec(ctx, `CREATE ROLE weak LOGIN`)
+		_, err = conn.Exec(ctx, `CREATE ROLE weak LOGIN PASSWORD 'weak'`)
 		require.NoError(t, err)
 		_ = conn.Close(ctx)
 		for user, tags := range map[string]string{"weak": "", "watcher": "management"} {
@@ -169,15 +169,15 @@ func TestExternal(t *testing.T) {
 		}
 
 		o := opts
-		o.PGURL = "postgres://weak@" + l.PostgresAddr() + "/postgres?sslmode=disable"
-		o.ManagementURL = strings.Replace(opts.ManagementURL, "guest:guest", "weak:weak", 1)
+		o.PGURL = "postgres://weak:weak@" + l.PostgresAddr() + "/postgres?sslmode=disable"
+		o.ManagementURL = strings.Replace(opts.ManagementURL, l.rmqUser+":"+l.rmqPass, "weak:weak", 1)
 		_, err = StartExternal(ctx, o)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "user weak may not CREATE DATABASE")
 		assert.Contains(t, err.Error(), "user weak is refused (401)")
 
 		o = opts
-		o.ManagementURL = strings.Replace(opts.ManagementURL, "guest:guest", "watcher:watcher", 1)
+		o.ManagementURL = strings.Replace(opts.ManagementURL, l.rmqUser+":"+l.rmqPass, "watcher:watcher", 1)
 		_, err = StartExternal(ctx, o)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "user watcher is not an administrator")

@@ -11,7 +11,9 @@
 // The local provider (StartLocal) runs a private PostgreSQL 15 and a private
 // RabbitMQ 3.10 node from the installed Debian binaries, on free loopback
 // ports, inside one temporary folder, and removes every process, port and
-// file again at Stop. A run that dies without Stop is cleaned up by the next
+// file again at Stop. Both are locked with random credentials made for the
+// run: PostgreSQL asks every connection (TCP and socket) for the password
+// (scram-sha-256), and RabbitMQ has one random administrator and no guest. A run that dies without Stop is cleaned up by the next
 // StartLocal (see sweepStale).
 package infra
 
@@ -31,8 +33,9 @@ type Infra interface {
 	// PostgresAddr is the server's host:port as this host reaches it
 	// ("127.0.0.1:port" for local).
 	PostgresAddr() string
-	// PostgresURL is a superuser URL for database, e.g.
-	// postgres://postgres@127.0.0.1:port/db?sslmode=disable.
+	// PostgresURL is a superuser URL for database with its password, e.g.
+	// postgres://postgres:<password>@127.0.0.1:port/db?sslmode=disable.
+	// Never log it as it is: see Secrets.
 	PostgresURL(database string) string
 	// CreateDatabase creates database name; it fails if it exists. The name
 	// must be an identifier of [a-z0-9_]+ (at most 63 bytes).
@@ -45,10 +48,12 @@ type Infra interface {
 	// ("127.0.0.1:port" for local). On docker it can change when the
 	// broker restarts: ask again rather than keep it.
 	AMQPAddr() string
-	// AMQPURL is amqp://guest:guest@127.0.0.1:port/<url-escaped vhost>.
+	// AMQPURL is amqp://<user>:<password>@host:port/<url-escaped vhost>.
+	// Never log it as it is: see Secrets.
 	AMQPURL(vhost string) string
 	// CreateVHost creates vhost name through the management HTTP API and
-	// grants guest all permissions on it; it fails if the vhost exists.
+	// grants AMQPURL's user all permissions on it; it fails if the vhost
+	// exists.
 	CreateVHost(ctx context.Context, name string) error
 	// DeleteVHost deletes vhost name with everything in it; a vhost that
 	// does not exist is not an error.
@@ -82,6 +87,13 @@ type Infra interface {
 	StartBroker(ctx context.Context) error
 	// RestartBroker is StopBroker then StartBroker.
 	RestartBroker(ctx context.Context) error
+
+	// Secrets are the passwords inside the URLs this provider hands out
+	// and the credentials its clients use: the random ones of a local or
+	// docker run, the external provider's real ones. Whatever faultline
+	// writes (logs, reports, the terminal) goes through a redactor of
+	// them (package redact).
+	Secrets() []string
 
 	// Stop removes everything the provider started. It is idempotent.
 	Stop(ctx context.Context) error

@@ -2,6 +2,8 @@ package infra
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -54,6 +56,11 @@ type Local struct {
 	http    *http.Client
 
 	pgPort, amqpPort, mgmtPort, distPort, epmdPort int
+
+	// Credentials of this run, random, set by prepare and fixed after: no
+	// service trusts a connection without them (see credentials).
+	pgPass           string // of the superuser postgres (scram-sha-256, TCP and socket)
+	rmqUser, rmqPass string // the broker's only user, an administrator; there is no guest
 
 	rabbitArgv, rabbitEnv []string
 
@@ -169,6 +176,15 @@ func (l *Local) prepare() error {
 		}
 	}
 
+	if l.pgPass, l.rmqUser, l.rmqPass, err = credentials(); err != nil {
+		return err
+	}
+	// The server's unix socket: only the user it runs as may reach it (the
+	// folder above is 0700 too; this one says so where the socket is).
+	if err := os.Mkdir(l.socketDir(), 0o700); err != nil {
+		return fmt.Errorf("postgres socket folder: %w", err)
+	}
+
 	for _, p := range []*int{&l.pgPort, &l.amqpPort, &l.mgmtPort, &l.distPort, &l.epmdPort} {
 		if *p, err = l.alloc.Port(); err != nil {
 			return fmt.Errorf("service port: %w", err)
@@ -185,6 +201,21 @@ func (l *Local) prepare() error {
 	}
 	return nil
 }
+
+// credentials makes a run's random PostgreSQL password and RabbitMQ user
+// and password: 24 random bytes (48 hex digits) for each password, from
+// crypto/rand, so another local user can neither guess nor reuse them.
+// Hex needs no escaping in a URL, a pwfile or rabbitmq.conf.
+func credentials() (pgPass, rmqUser, rmqPass string, err error) {
+	var b [24 + 6 + 24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", "", fmt.Errorf("random credentials: %w", err)
+	}
+	return hex.EncodeToString(b[:24]), "faultline-" + hex.EncodeToString(b[24:30]), hex.EncodeToString(b[30:]), nil
+}
+
+// Secrets implements Infra: the run's PostgreSQL and RabbitMQ passwords.
+func (l *Local) Secrets() []string { return []string{l.pgPass, l.rmqPass} }
 
 // runAs returns the user children run as: when root, FAULTLINE_RUN_AS or
 // nobody (PostgreSQL refuses to run as root); otherwise the current user

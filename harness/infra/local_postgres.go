@@ -17,8 +17,18 @@ const pgBin = "/usr/lib/postgresql/15/bin"
 
 // startPostgres runs initdb and starts the postmaster as a foreground child,
 // then waits until it accepts a connection.
+//
+// Every connection, TCP and unix socket alike, must give the superuser's
+// password (scram-sha-256 on every pg_hba line): with trust, any local user
+// would be superuser and could run programs with COPY ... FROM PROGRAM. The
+// password reaches initdb in a 0600 file removed as soon as initdb is done.
 func (l *Local) startPostgres(ctx context.Context) error {
 	data := filepath.Join(l.dir, "pg")
+	pwfile, err := l.writePwfile()
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer os.Remove(pwfile) // also when initdb fails or ctx ends
 	env := []string{
 		"PATH=" + pathEnv(),
 		"HOME=" + l.dir,
@@ -28,7 +38,7 @@ func (l *Local) startPostgres(ctx context.Context) error {
 	}
 	initdb, err := spawn(l.dir, "initdb", []string{
 		filepath.Join(pgBin, "initdb"),
-		"-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C",
+		"-D", data, "-U", "postgres", "--auth=scram-sha-256", "--pwfile=" + pwfile, "-E", "UTF8", "--locale=C",
 		"--no-sync", // initdb only; the server keeps fsync on
 	}, env, l.cred)
 	if err != nil {
@@ -45,12 +55,15 @@ func (l *Local) startPostgres(ctx context.Context) error {
 		return fmt.Errorf("postgres: initdb: %w", initdb.exitError())
 	}
 	_ = os.Remove(filepath.Join(l.dir, "initdb.pid"))
+	if err := os.Remove(pwfile); err != nil {
+		return fmt.Errorf("postgres: remove the password file: %w", err)
+	}
 
 	pg, err := spawn(l.dir, "postgres", []string{
 		filepath.Join(pgBin, "postgres"),
 		"-D", data,
 		"-p", strconv.Itoa(l.pgPort),
-		"-k", l.dir,
+		"-k", l.socketDir(),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "max_connections=500",
 		"-c", "shared_buffers=128MB",
@@ -75,16 +88,42 @@ func (l *Local) startPostgres(ctx context.Context) error {
 	return nil
 }
 
+// writePwfile writes the superuser's password for initdb --pwfile, mode
+// 0600, owned by the user initdb runs as, and returns its path.
+func (l *Local) writePwfile() (string, error) {
+	path := filepath.Join(l.dir, "pg.pwfile")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("password file: %w", err)
+	}
+	_, err = f.WriteString(l.pgPass + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && l.cred != nil {
+		err = os.Chown(path, int(l.cred.Uid), int(l.cred.Gid))
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return "", fmt.Errorf("password file: %w", err)
+	}
+	return path, nil
+}
+
+// socketDir is the folder of the server's unix socket, mode 0700.
+func (l *Local) socketDir() string { return filepath.Join(l.dir, "pgsock") }
+
 // PostgresAddr implements Infra.
 func (l *Local) PostgresAddr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.pgPort))
 }
 
-// PostgresURL implements Infra.
+// PostgresURL implements Infra: the superuser postgres with the run's
+// password.
 func (l *Local) PostgresURL(database string) string {
 	u := url.URL{
 		Scheme:   "postgres",
-		User:     url.User("postgres"),
+		User:     url.UserPassword("postgres", l.pgPass),
 		Host:     l.PostgresAddr(),
 		Path:     "/" + database,
 		RawQuery: "sslmode=disable",

@@ -39,17 +39,25 @@ func (l *Local) prepareRabbit() error {
 			return fmt.Errorf("rabbitmq: %w", err)
 		}
 	}
+	// default_user replaces guest: on its first boot (an empty mnesia) the
+	// node creates this user, an administrator with all permissions on /,
+	// and no guest. The password is this run's, so the file is 0600.
 	conf := fmt.Sprintf(`listeners.tcp.default = 127.0.0.1:%d
 management.tcp.port = %d
 management.tcp.ip = 127.0.0.1
-loopback_users = none
+default_user = %s
+default_pass = %s
+default_user_tags.administrator = true
+default_permissions.configure = .*
+default_permissions.read = .*
+default_permissions.write = .*
 collect_statistics_interval = 500
 management.sample_retention_policies.global.minute = 1
 management.sample_retention_policies.global.hour = 60
 management.sample_retention_policies.basic.minute = 1
 management.sample_retention_policies.basic.hour = 60
 management.sample_retention_policies.detailed.10 = 1
-`, l.amqpPort, l.mgmtPort)
+`, l.amqpPort, l.mgmtPort, l.rmqUser, l.rmqPass)
 	files := map[string]string{
 		"rabbitmq.conf":     conf,
 		"advanced.config":   quorumTickConfig,
@@ -57,7 +65,7 @@ management.sample_retention_policies.detailed.10 = 1
 		"rabbitmq-env.conf": "# empty: keeps /etc/rabbitmq/rabbitmq-env.conf out\n",
 	}
 	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(rmq, name), []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(rmq, name), []byte(content), 0o600); err != nil {
 			return fmt.Errorf("rabbitmq: %w", err)
 		}
 	}
@@ -255,25 +263,28 @@ func (l *Local) AMQPAddr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.amqpPort))
 }
 
-// AMQPURL implements Infra.
+// AMQPURL implements Infra: the run's user and password.
 func (l *Local) AMQPURL(vhost string) string {
-	return "amqp://guest:guest@" + l.AMQPAddr() + "/" + url.PathEscape(vhost)
+	u := url.URL{Scheme: "amqp", User: url.UserPassword(l.rmqUser, l.rmqPass), Host: l.AMQPAddr(),
+		Path: "/" + vhost, RawPath: "/" + url.PathEscape(vhost)}
+	return u.String()
 }
 
-// ManagementURL is the base URL of the management HTTP API (user guest,
-// password guest).
+// ManagementURL is the base URL of the management HTTP API, without
+// credentials: the API wants the run's user and password (AMQPURL's) as
+// basic authentication.
 func (l *Local) ManagementURL() string {
 	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(l.mgmtPort))
 }
 
-// api is the management API client of this node, as guest.
+// api is the management API client of this node, as the run's user.
 func (l *Local) api() mgmtAPI {
-	return mgmtAPI{base: l.ManagementURL(), user: "guest", pass: "guest", http: l.http}
+	return mgmtAPI{base: l.ManagementURL(), user: l.rmqUser, pass: l.rmqPass, http: l.http}
 }
 
-// CreateVHost implements Infra.
+// CreateVHost implements Infra; the run's user gets all permissions.
 func (l *Local) CreateVHost(ctx context.Context, name string) error {
-	return l.api().createVHost(ctx, name, "guest")
+	return l.api().createVHost(ctx, name, l.rmqUser)
 }
 
 // DeleteVHost implements Infra.
@@ -288,7 +299,7 @@ func (l *Local) Queue(ctx context.Context, vhost, queue string) (QueueInfo, erro
 	return l.api().queue(ctx, vhost, queue)
 }
 
-// mgmt calls the management API as guest (see mgmtAPI.do).
+// mgmt calls the management API as the run's user (see mgmtAPI.do).
 func (l *Local) mgmt(ctx context.Context, method, path string, in, out any, want ...int) (int, error) {
 	return l.api().do(ctx, method, path, in, out, want...)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,10 +44,12 @@ func TestLocal(t *testing.T) {
 	assert.Equal(t, "local", l.Name())
 	assert.True(t, l.CanRestartBroker())
 	assert.Equal(t, "127.0.0.1:"+strconv.Itoa(l.pgPort), l.PostgresAddr())
-	assert.Equal(t, "postgres://postgres@"+l.PostgresAddr()+"/orders?sslmode=disable", l.PostgresURL("orders"))
-	assert.Equal(t, "amqp://guest:guest@"+l.AMQPAddr()+"/%2F", l.AMQPURL("/"))
-	assert.Equal(t, "amqp://guest:guest@"+l.AMQPAddr()+"/s-1", l.AMQPURL("s-1"))
+	assert.Equal(t, "postgres://postgres:"+l.pgPass+"@"+l.PostgresAddr()+"/orders?sslmode=disable", l.PostgresURL("orders"))
+	assert.Equal(t, "amqp://"+l.rmqUser+":"+l.rmqPass+"@"+l.AMQPAddr()+"/%2F", l.AMQPURL("/"))
+	assert.Equal(t, "amqp://"+l.rmqUser+":"+l.rmqPass+"@"+l.AMQPAddr()+"/s-1", l.AMQPURL("s-1"))
+	assert.ElementsMatch(t, []string{l.pgPass, l.rmqPass}, l.Secrets())
 
+	t.Run("services are locked", func(t *testing.T) { testLocked(ctx, t, l) })
 	testContract(ctx, t, l, "loc")
 	t.Run("restart keeps quorum message", func(t *testing.T) { testRestart(ctx, t, l) })
 
@@ -83,6 +87,137 @@ func TestLocal(t *testing.T) {
 	assert.NoDirExists(t, dir)
 	assert.NoError(t, l.Stop(ctx), "Stop is idempotent")
 	assert.Error(t, l.StartBroker(ctx), "no broker after Stop")
+}
+
+// testLocked checks that only the run's credentials open the services:
+// PostgreSQL asks every connection for the password, over TCP and over its
+// unix socket, whose folder only its user may enter; RabbitMQ has no guest
+// on AMQP or on the management API; and the password file is gone.
+func testLocked(ctx context.Context, t *testing.T, l *Local) {
+	for _, pw := range []string{l.pgPass, l.rmqUser, l.rmqPass} {
+		require.Regexp(t, `^(faultline-)?[0-9a-f]{12,}$`, pw)
+	}
+	assert.GreaterOrEqual(t, len(l.pgPass), 48, "24 random bytes, hex")
+	assert.GreaterOrEqual(t, len(l.rmqPass), 48, "24 random bytes, hex")
+	assert.NotEqual(t, l.pgPass, l.rmqPass)
+
+	tcp := func(userinfo string) string {
+		return "postgres://" + userinfo + "@" + l.PostgresAddr() + "/postgres?sslmode=disable"
+	}
+	socket := func(password string) string {
+		dsn := fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", l.socketDir(), l.pgPort)
+		if password != "" {
+			dsn += " password=" + password
+		}
+		return dsn
+	}
+	pgCases := []struct {
+		name, conn string
+		ok         bool
+	}{
+		{"TCP without a password", tcp("postgres"), false},
+		{"TCP with a wrong password", tcp("postgres:postgres"), false},
+		{"TCP with the run's password", tcp("postgres:" + l.pgPass), true},
+		{"socket without a password", socket(""), false},
+		{"socket with a wrong password", socket("postgres"), false},
+		{"socket with the run's password", socket(l.pgPass), true},
+	}
+	for _, tc := range pgCases {
+		t.Run("postgres "+tc.name, func(t *testing.T) {
+			cfg, err := pgx.ParseConfig(tc.conn)
+			require.NoError(t, err)
+			cfg.Fallbacks = nil // no second try over another socket or without TLS
+			conn, err := pgx.ConnectConfig(ctx, cfg)
+			if !tc.ok {
+				require.Error(t, err)
+				assert.ErrorContains(t, err, "password")
+				return
+			}
+			require.NoError(t, err)
+			defer conn.Close(ctx)
+			var methods []string
+			require.NoError(t, conn.QueryRow(ctx, `SELECT array_agg(DISTINCT auth_method) FROM pg_hba_file_rules`).Scan(&methods))
+			assert.Equal(t, []string{"scram-sha-256"}, methods, "every pg_hba line asks for the password")
+		})
+	}
+
+	for _, tc := range []struct {
+		path string
+		mode os.FileMode
+	}{
+		{l.socketDir(), 0o700},
+		{filepath.Join(l.dir, "pg"), 0o700},
+		{l.dir, 0o700},
+		{filepath.Join(l.dir, "rmq", "rabbitmq.conf"), 0o600},
+	} {
+		st, err := os.Stat(tc.path)
+		if assert.NoError(t, err) {
+			assert.Equal(t, tc.mode, st.Mode().Perm(), "mode of %s", tc.path)
+		}
+	}
+	_, err := os.Stat(filepath.Join(l.dir, "pg.pwfile"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "the password file is removed after initdb")
+	// No file but the broker's configuration holds a password in clear.
+	err = filepath.WalkDir(l.dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Type()&os.ModeSocket != 0 || !d.Type().IsRegular() {
+			return nil // a socket, or a file gone meanwhile
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		assert.NotContains(t, string(b), l.pgPass, "%s holds the PostgreSQL password", path)
+		if path != filepath.Join(l.dir, "rmq", "rabbitmq.conf") {
+			assert.NotContains(t, string(b), l.rmqPass, "%s holds the RabbitMQ password", path)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+
+	amqpURL := func(user, pass string) string {
+		return "amqp://" + user + ":" + pass + "@" + l.AMQPAddr() + "/"
+	}
+	rmqCases := []struct {
+		name, user, pass string
+		ok               bool
+	}{
+		{"guest", "guest", "guest", false},
+		{"the run's user, wrong password", l.rmqUser, "guest", false},
+		{"the run's user", l.rmqUser, l.rmqPass, true},
+	}
+	for _, tc := range rmqCases {
+		t.Run("rabbitmq "+tc.name, func(t *testing.T) {
+			conn, err := amqp.DialConfig(amqpURL(tc.user, tc.pass), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+			if tc.ok {
+				require.NoError(t, err, "AMQP")
+				_ = conn.Close()
+			} else {
+				require.Error(t, err, "AMQP")
+				assert.ErrorIs(t, err, amqp.ErrCredentials)
+			}
+
+			api := mgmtAPI{base: l.ManagementURL(), user: tc.user, pass: tc.pass, http: l.http}
+			var who struct {
+				Name string `json:"name"`
+			}
+			code, err := api.do(ctx, http.MethodGet, "/api/whoami", nil, &who, http.StatusOK, http.StatusUnauthorized)
+			require.NoError(t, err, "management API")
+			if !tc.ok {
+				assert.Equal(t, http.StatusUnauthorized, code, "management API")
+				return
+			}
+			assert.Equal(t, http.StatusOK, code, "management API")
+			assert.Equal(t, l.rmqUser, who.Name)
+			assert.NoError(t, api.check(ctx), "the run's user is an administrator")
+			var users []struct {
+				Name string `json:"name"`
+			}
+			_, err = api.do(ctx, http.MethodGet, "/api/users", nil, &users, http.StatusOK)
+			require.NoError(t, err)
+			require.Len(t, users, 1, "one user: no guest")
+			assert.Equal(t, l.rmqUser, users[0].Name)
+		})
+	}
 }
 
 func publish(ctx context.Context, t *testing.T, ch *amqp.Channel, queue, body string) {

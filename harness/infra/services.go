@@ -18,9 +18,9 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// This file holds what the docker and external providers share: they reach
-// PostgreSQL and RabbitMQ by URL with credentials, where the local provider
-// owns trust-authenticated loopback services.
+// This file holds what the providers share: the docker and external ones
+// reach PostgreSQL and RabbitMQ by URL with credentials; the local one
+// reuses the management API client with its run's credentials.
 
 // pgServer is a PostgreSQL server reached by a URL of a user that may
 // CREATE DATABASE. Databases are swapped into the URL's path.
@@ -103,6 +103,15 @@ func (a amqpServer) url(vhost string) string {
 	u := *a.base
 	u.Path, u.RawPath = "/"+vhost, "/"+url.PathEscape(vhost)
 	return u.String()
+}
+
+// password is the URL's password; "" without one.
+func password(u *url.URL) string {
+	if u == nil || u.User == nil {
+		return ""
+	}
+	p, _ := u.User.Password()
+	return p
 }
 
 // user is the AMQP user, to whom a new vhost grants all permissions.

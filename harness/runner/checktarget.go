@@ -43,8 +43,11 @@ func (p TargetProblem) String() string {
 // per thing wrong, and stops and removes everything it started.
 func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []TargetProblem) {
 	t := sh.Target
+	// A problem can quote an error with a URL or a process's output: it is
+	// printed, so it is masked (see redactResult).
+	red := sh.redactor()
 	add := func(field string, line int, format string, args ...any) {
-		problems = append(problems, TargetProblem{Field: field, Line: line, Message: fmt.Sprintf(format, args...)})
+		problems = append(problems, TargetProblem{Field: field, Line: line, Message: red.String(fmt.Sprintf(format, args...))})
 	}
 	sc := Scenario{Name: "check-target", Workload: workload.Spec{Orders: 1, Concurrency: 1, EventsPerOrder: 1 + len(t.Workload.Steps)}}
 	r := &run{sh: sh, sc: sc, links: map[string]*proxies.Link{}, dbs: map[string]string{}, pools: map[string]*pgxpool.Pool{},

@@ -160,9 +160,10 @@ func (sh *Shared) logf(format string, args ...any) {
 	if sh.Log == nil {
 		return
 	}
+	line := sh.redactor().String(fmt.Sprintf(format, args...))
 	sh.logMu.Lock()
 	defer sh.logMu.Unlock()
-	fmt.Fprintf(sh.Log, time.Now().Format("15:04:05.000")+" "+format+"\n", args...)
+	fmt.Fprintf(sh.Log, "%s %s\n", time.Now().Format("15:04:05.000"), line)
 }
 
 // run is the state of one scenario run.
@@ -250,15 +251,26 @@ func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	// result. An interrupted run keeps nothing.
 	keep := opts.KeepDir || (!interrupted && variant == "correct" &&
 		(r.res.Verdict == result.Fail || r.res.Verdict == result.Indeterminate))
-	if !keep {
-		_ = os.RemoveAll(r.dir)
-	} else {
-		r.res.Dir = r.dir
-		r.writeSummary()
-	}
+	r.finish(keep)
 	r.res.DurationMS = time.Since(r.res.Started).Milliseconds()
 	sh.logf("%s [%s seed %d]: %s in %s", sc.Name, variant, opts.Seed, r.res.Verdict, time.Duration(r.res.DurationMS)*time.Millisecond)
 	return *r.res
+}
+
+// finish masks the passwords in the result (errors can quote URLs and the
+// processes' output), then keeps the run's folder with a summary, its
+// passwords masked too (reports/ is a CI artifact), or removes it. The
+// processes have stopped: nothing writes to the folder any more.
+func (r *run) finish(keep bool) {
+	red := r.sh.redactor()
+	redactResult(red, r.res)
+	if !keep {
+		_ = os.RemoveAll(r.dir)
+		return
+	}
+	r.res.Dir = r.dir
+	r.writeSummary()
+	scrubDir(red, r.dir)
 }
 
 func (r *run) startPhase(name string) {
@@ -665,7 +677,9 @@ func (r *run) newSupervisor() error {
 		return fmt.Errorf("supervisor log: %w", err)
 	}
 	r.cleanup = append(r.cleanup, func(context.Context) { outLog.Close() })
-	r.sup = supervisor.New(r.dir, outLog)
+	// The supervisor logs each command line, which carries the URLs with
+	// their passwords; one line per write, as the redactor needs.
+	r.sup = supervisor.New(r.dir, r.sh.redactor().Writer(outLog))
 	r.sh.track(r.dir, r.sup)
 	r.cleanup = append(r.cleanup, func(ctx context.Context) {
 		if r.sup.StopAll(ctx) != nil {

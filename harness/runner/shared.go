@@ -14,6 +14,7 @@ import (
 
 	"faultline/harness/infra"
 	"faultline/harness/ports"
+	"faultline/harness/redact"
 	"faultline/harness/result"
 	"faultline/harness/safe"
 	"faultline/harness/supervisor"
@@ -87,7 +88,9 @@ func OpenBuilt(ctx context.Context, kind string, t *target.Target, log io.Writer
 	infraStart := time.Now()
 	alloc := ports.New()
 	cleanup.Add("free ports", func(context.Context) error { alloc.Close(); return nil })
-	in, err := infra.Open(ctx, kind, infra.Options{Log: log, Ports: alloc})
+	// The external provider's URLs are known before it starts: an error
+	// or a line about them is written masked.
+	in, err := infra.Open(ctx, kind, infra.Options{Log: redact.New(infra.EnvSecrets(nil)...).Writer(log), Ports: alloc})
 	parts["infra"] = time.Since(infraStart)
 	if in != nil {
 		cleanup.Add("stop infrastructure", in.Stop)
@@ -138,6 +141,8 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 		return nil, err
 	}
 	in, parts := b.Infra, b.Parts
+	// From here on the provider's own passwords are known too.
+	log = redact.New(append(in.Secrets(), infra.EnvSecrets(nil)...)...).Writer(log)
 	var px proxies.Links
 	toxiStart := time.Now()
 	if tp, ok := in.(infra.ToxiproxyProvider); ok {
