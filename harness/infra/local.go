@@ -37,7 +37,12 @@ type LocalOptions struct {
 // Timeouts of the local provider. Start-ups are bounded by them and by the
 // caller's context, whichever ends first.
 const (
-	startTimeout   = 90 * time.Second // one service, from spawn to ready
+	// startTimeout bounds one service, from spawn to ready. It is a bound,
+	// not a wait: a quiet machine boots RabbitMQ in about 10 s, but make
+	// test starts a broker per test binary, two at once on two cores, and
+	// one such boot stalled 40 s between two of its steps and ran out of
+	// 90 s (system/variant).
+	startTimeout   = 180 * time.Second
 	pgFastShutdown = 5 * time.Second  // SIGINT (fast shutdown) before SIGKILL
 	killWait       = 10 * time.Second // for SIGKILLed processes to be gone
 	probeTimeout   = 2 * time.Second  // one readiness probe

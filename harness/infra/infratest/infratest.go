@@ -21,7 +21,7 @@ func Main(m *testing.M, use func(infra.Infra)) {
 }
 
 func run(m *testing.M, use func(infra.Infra)) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // above the local provider's own bound per service
 	in, err := infra.Open(ctx, "", infra.Options{Log: os.Stderr})
 	cancel()
 	if err != nil {
