@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 )
 
 const maxNameLen = 200
+
+// linkAttempts bounds AddLink's tries on ports something outside faultline
+// took.
+const linkAttempts = 3
 
 // Link is one Toxiproxy proxy: the address a process dials instead of its
 // dependency's.
@@ -35,14 +40,28 @@ func (s *Server) AddLink(ctx context.Context, name, upstream string) (*Link, err
 	if _, port, err := net.SplitHostPort(upstream); err != nil || port == "" {
 		return nil, fmt.Errorf("add link %s: upstream must be host:port, got %q", name, upstream)
 	}
-	listen, err := s.ports.Addr()
-	if err != nil {
-		return nil, fmt.Errorf("add link %s: %w", name, err)
-	}
-	p, err := call(ctx, func() (*toxiproxy.Proxy, error) {
-		return s.client.CreateProxy(name, listen, upstream)
-	})
-	if err != nil {
+	var (
+		listen string
+		p      *toxiproxy.Proxy
+		err    error
+	)
+	// The port is reserved against every faultline process, and was free
+	// when reserved; a program outside faultline binding that very number
+	// in between makes the server refuse it, and the link takes another.
+	for attempt := 1; ; attempt++ {
+		if listen, err = s.ports.Addr(); err != nil {
+			return nil, fmt.Errorf("add link %s: %w", name, err)
+		}
+		p, err = call(ctx, func() (*toxiproxy.Proxy, error) {
+			return s.client.CreateProxy(name, listen, upstream)
+		})
+		if err == nil {
+			break
+		}
+		if strings.Contains(err.Error(), "address already in use") && attempt < linkAttempts {
+			s.ports.FreeAddr(listen) // not ours to free from whoever holds it; ours is only the reservation
+			continue
+		}
 		// Whether an abandoned call took effect is unknown: the port stays
 		// reserved until the server stops.
 		return nil, fmt.Errorf("add link %s: %w", name, err)

@@ -34,9 +34,9 @@ func TestCaught(t *testing.T) {
 	}
 }
 
-// TestJudge: a violation fails a run whatever else happened; an error or a
-// fault that never happened leaves it indeterminate; missing evidence with
-// every fault done fails it; random faults may each miss, not all.
+// TestJudge: a violation fails a run whatever else happened; an error, a
+// fault that never happened or evidence not seen leaves it indeterminate;
+// random faults may each miss, not all.
 func TestJudge(t *testing.T) {
 	hit := Fault{Kind: "crash", Target: "relay-1", Hit: true}
 	missed := Fault{Kind: "crash", Target: "relay-2", Detail: "relay.after-confirm kill@1"}
@@ -58,7 +58,8 @@ func TestJudge(t *testing.T) {
 		{"violation beats an error", Scenario{Invariants: []Invariant{lost}}, errors.New("observe: boom"), Fail, "invariant broken"},
 		{"error", Scenario{Faults: []Fault{hit}}, errors.New("workload: connection refused"), Indeterminate, "connection refused"},
 		{"fault never happened", Scenario{Faults: []Fault{missed}, Invariants: []Invariant{held}, Evidence: []Evidence{unseen}}, nil, Indeterminate, "fault never happened: crash relay-2"},
-		{"evidence missing, every fault done", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{held}, Evidence: []Evidence{unseen}}, nil, Fail, "evidence not seen: relay-1 was killed"},
+		{"evidence missing, every fault done", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{held}, Evidence: []Evidence{unseen}}, nil, Indeterminate, "window not shown: evidence not seen: relay-1 was killed"},
+		{"evidence missing beside a violation", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{lost}, Evidence: []Evidence{unseen}}, nil, Fail, "evidence not seen"},
 		{"an optional fault may miss", Scenario{Faults: []Fault{hit, optional}, Invariants: []Invariant{held}}, nil, Pass, ""},
 		{"not every optional fault", Scenario{Faults: []Fault{optional, optional}, Invariants: []Invariant{held}}, nil, Indeterminate, "none of the 2 faults drawn happened"},
 		{"an expected break is no violation", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{{Name: "retention", Expected: true}}}, nil, Pass, ""},

@@ -326,11 +326,26 @@ func (r *run) safeExecute(ctx context.Context) error {
 // its stack goes to panic-WHERE.txt in the run's folder, and the error
 // says where to find it.
 func (r *run) panicked(p *safe.PanicError) error {
-	path := filepath.Join(r.dir, "panic-"+ident(p.Where)+".txt")
+	path := filepath.Join(r.dir, "panic-"+fileSlug(p.Where)+".txt")
 	if werr := os.WriteFile(path, fmt.Appendf(nil, "%v\n\n%s", p, p.Stack), 0o644); werr != nil {
 		return fmt.Errorf("%w (stack not kept: %v)", p, werr)
 	}
 	return fmt.Errorf("%w (stack in %s)", p, filepath.Base(path))
+}
+
+// fileSlug is s as a file name part: lower-case letters and digits, every
+// run of anything else one '-'.
+func fileSlug(s string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(s) {
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+			b.WriteRune(c)
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
+			b.WriteByte('-')
+		}
+	}
+	return strings.TrimSuffix(b.String(), "-")
 }
 
 func isPanic(err error) bool {

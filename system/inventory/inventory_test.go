@@ -269,7 +269,7 @@ func TestDatabaseOutage(t *testing.T) {
 	e := newEnv(t)
 	fw := newForwarder(t, testInfra.PostgresAddr())
 	cfg := e.config()
-	cfg.DBURL = "postgres://postgres@" + fw.addr + "/" + e.name + "?sslmode=disable&connect_timeout=2"
+	cfg.DBURL = e.dbURLVia(fw.addr)
 	e.start(cfg)
 	e.publish(event("evt-before", "order-1", 1))
 	e.waitCount(eventlog.Acked, "evt-before", 1)
@@ -303,7 +303,7 @@ func TestStopWhileDatabaseDown(t *testing.T) {
 	e := newEnv(t)
 	fw := newForwarder(t, testInfra.PostgresAddr())
 	cfg := e.config()
-	cfg.DBURL = "postgres://postgres@" + fw.addr + "/" + e.name + "?sslmode=disable&connect_timeout=2"
+	cfg.DBURL = e.dbURLVia(fw.addr)
 	r := e.start(cfg)
 	fw.cut()
 	e.publish(event("evt-stranded", "order-1", 1))
@@ -325,7 +325,7 @@ func TestBrokerConnectionLoss(t *testing.T) {
 	e := newEnv(t)
 	fw := newForwarder(t, testInfra.AMQPAddr())
 	cfg := e.config()
-	cfg.AMQPURL = "amqp://guest:guest@" + fw.addr + "/" + e.name
+	cfg.AMQPURL = e.amqpURLVia(fw.addr)
 	e.start(cfg)
 	e.publish(event("evt-1", "order-1", 1))
 	e.waitCount(eventlog.Acked, "evt-1", 1)

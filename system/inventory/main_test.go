@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -73,8 +74,28 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func (e *env) dbURL() string   { return testInfra.PostgresURL(e.name) }
+func (e *env) dbURL() string { return testInfra.PostgresURL(e.name) }
+
+// dbURLVia is dbURL through a forwarder at addr, with its credentials, and
+// a short connect timeout so that an outage ends each dial quickly.
+func (e *env) dbURLVia(addr string) string {
+	u, err := url.Parse(e.dbURL())
+	require.NoError(e.t, err)
+	u.Host = addr
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
 func (e *env) amqpURL() string { return testInfra.AMQPURL(e.name) }
+
+// amqpURLVia is amqpURL through a forwarder at addr, with its credentials.
+func (e *env) amqpURLVia(addr string) string {
+	u, err := url.Parse(e.amqpURL())
+	require.NoError(e.t, err)
+	u.Host = addr
+	return u.String()
+}
 
 // config is a consumer configuration for this env: fast retries, no
 // periodic cleanup.

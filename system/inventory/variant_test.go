@@ -75,7 +75,7 @@ func TestAckBeforeCommitAcksBeforeTheTransaction(t *testing.T) {
 	e := newEnv(t)
 	fw := newForwarder(t, testInfra.PostgresAddr())
 	cfg := e.config()
-	cfg.DBURL = "postgres://postgres@" + fw.addr + "/" + e.name + "?sslmode=disable&connect_timeout=2"
+	cfg.DBURL = e.dbURLVia(fw.addr)
 	cfg.Variant = variant.AckBeforeCommit
 	r := e.start(cfg)
 
@@ -190,7 +190,7 @@ func TestCommitErrorIgnoredAcksAFailedCommit(t *testing.T) {
 			e := newEnv(t)
 			fw := newForwarder(t, testInfra.PostgresAddr())
 			cfg := e.config()
-			cfg.DBURL = "postgres://postgres@" + fw.addr + "/" + e.name + "?sslmode=disable&connect_timeout=2"
+			cfg.DBURL = e.dbURLVia(fw.addr)
 			cfg.Variant = tc.variant
 			r := e.start(cfg)
 			code, body := request(t, http.MethodPut, r.control, "/crashpoints/"+crashpoint.InventoryBeforeCommit, "delay:1s@1")
