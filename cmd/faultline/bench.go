@@ -92,7 +92,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	progress(stderr, "bench: starting PostgreSQL and RabbitMQ, building the pipeline")
 	started := time.Now()
-	b, err := runner.OpenBuilt(ctx, *infraKind, ref, stderr, false, cleanup)
+	b, err := runner.OpenBuilt(ctx, *infraKind, ref, stderr, cleanup)
 	if err != nil {
 		return err
 	}
