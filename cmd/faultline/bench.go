@@ -72,7 +72,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	// FAULTLINE_TARGET is not read: the bench runs the reference's own
 	// programs, which another pipeline's build step does not build.
-	ref, err := loadTargetFile(*targetPath)
+	ref, err := loadReference("pass --target PATH")
+	if *targetPath != "" {
+		ref, err = loadTargetFile(*targetPath)
+	}
 	if err != nil {
 		return err
 	}

@@ -111,19 +111,25 @@ func loadTarget(path string) (*target.Target, error) {
 	if path == "" {
 		path = os.Getenv("FAULTLINE_TARGET")
 	}
+	if path == "" {
+		return loadReference("pass --target PATH, or set FAULTLINE_TARGET,")
+	}
 	return loadTargetFile(path)
 }
 
-// loadTargetFile loads the target file at path, relative to the current
-// folder; empty: referenceTarget, and a clear usage error where there is
-// none. A file that does not parse is a usage error listing every problem.
-func loadTargetFile(path string) (*target.Target, error) {
-	if path == "" {
-		path = referenceTarget
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, usagef("no --target given, and no %s in the current folder (the reference pipeline, found only at the root of faultline's source tree): pass --target PATH, or set FAULTLINE_TARGET, to the target file of the pipeline to attack", path)
-		}
+// loadReference loads referenceTarget; where there is none it is a usage
+// error whose hint says how to name a target file instead.
+func loadReference(hint string) (*target.Target, error) {
+	if _, err := os.Stat(referenceTarget); errors.Is(err, os.ErrNotExist) {
+		return nil, usagef("no --target given, and no %s in the current folder (the reference pipeline, found only at the root of faultline's source tree): %s to the target file of the pipeline to attack", referenceTarget, hint)
 	}
+	return loadTargetFile(referenceTarget)
+}
+
+// loadTargetFile loads the target file at path, relative to the current
+// folder. A file that does not parse is a usage error listing every
+// problem.
+func loadTargetFile(path string) (*target.Target, error) {
 	t, err := target.Load(path)
 	var problems *target.Errors
 	if errors.As(err, &problems) {

@@ -42,12 +42,16 @@ func TestDefaultTargetIsTheReferenceOnlyInTheSourceTree(t *testing.T) {
 	assert.Equal(t, "reference", tg.Name)
 
 	t.Chdir(t.TempDir())
-	for _, args := range [][]string{{"list"}, {"run", "broker-nack"}, {"gate"}, {"bench"}} {
+	for _, args := range [][]string{{"list"}, {"run", "broker-nack"}, {"gate"}} {
 		var out, errOut bytes.Buffer
 		assert.Equal(t, exitUsage, run(context.Background(), args, &out, &errOut), "%v", args)
 		assert.Contains(t, errOut.String(), "no --target given, and no system/faultline.yaml in the current folder", "%v", args)
-		assert.Contains(t, errOut.String(), "pass --target PATH", "%v", args)
+		assert.Contains(t, errOut.String(), "pass --target PATH, or set FAULTLINE_TARGET, to the target file", "%v", args)
 	}
+	var out, errOut bytes.Buffer
+	assert.Equal(t, exitUsage, run(context.Background(), []string{"bench"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "no --target given, and no system/faultline.yaml in the current folder")
+	assert.Contains(t, errOut.String(), "pass --target PATH to the target file", "bench does not read FAULTLINE_TARGET")
 }
 
 // --target is relative to the current folder, wherever that is.
