@@ -1,9 +1,11 @@
 // Package proxies puts a Toxiproxy proxy on every process→dependency link of
 // a faultline run, so that a scenario can hit one link with a network fault.
 //
-// The Toxiproxy server runs as a child process built from this module
-// (BuildServer, StartServer): toxiproxy v2.5.0's in-process ApiServer.Listen
-// blocks, calls logger.Fatal on error and has no Shutdown. The server and
+// The Toxiproxy server runs as a child process: the running binary started
+// again with toxiserver.Marker, which makes it the server linked in from
+// toxiproxy v2.5.0 (StartServer, SelfServer, package toxiserver). It is a
+// process of its own because the in-process ApiServer.Listen blocks, calls
+// logger.Fatal on error and has no Shutdown. The server and
 // every proxy bind 127.0.0.1 only. A server that runs elsewhere (the docker
 // provider's, in the containers' network) is driven through RemoteServer,
 // which gives each link one of the ports published for it. A run depends

@@ -1,7 +1,6 @@
 package proxies
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,34 +12,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// serverBin is the toxiproxy server built once for this test binary.
+// serverBin is the Toxiproxy server StartServer runs in these tests: this
+// test binary, which links package toxiserver through package proxies.
 var serverBin string
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	if bin := os.Getenv(helperEnv); bin != "" {
-		// This is the child of TestServerDiesWithItsParent: reuse the binary.
-		serverBin = bin
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "faultline-proxies-")
+	bin, err := SelfServer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
+		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	serverBin, err = BuildServer(ctx, dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	serverBin = bin
+	os.Exit(m.Run())
 }
 
 // guard bounds every blocking network step of a test, so that a broken

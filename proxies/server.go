@@ -1,7 +1,6 @@
 package proxies
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,12 +19,10 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"faultline/harness/ports"
+	"faultline/proxies/toxiserver"
 )
 
 const (
-	serverPackage = "github.com/Shopify/toxiproxy/v2/cmd/server"
-	serverBinary  = "toxiproxy-server"
-
 	// startTimeout bounds StartServer when ctx has no earlier deadline.
 	startTimeout = 30 * time.Second
 	// startAttempts: the API port is reserved (harness/ports) and closed
@@ -37,35 +33,16 @@ const (
 	pollInterval  = 20 * time.Millisecond
 )
 
-// BuildServer builds the Toxiproxy server from this module (go.mod has it as
-// a tool) into dir and returns the binary's path. The current directory must
-// be inside the module.
-func BuildServer(ctx context.Context, dir string) (string, error) {
-	goBin, err := exec.LookPath("go")
+// SelfServer is the binary StartServer runs as the Toxiproxy server: the
+// running one. It links this package, hence package toxiserver, so started
+// with toxiserver.Marker it is the server (see toxiserver); nothing is
+// built at run time.
+func SelfServer() (string, error) {
+	exe, err := os.Executable()
 	if err != nil {
-		return "", fmt.Errorf("build toxiproxy server: %w", err)
+		return "", fmt.Errorf("toxiproxy server: the running binary: %w", err)
 	}
-	out, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("build toxiproxy server: go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("build toxiproxy server: not inside a Go module (go env GOMOD is empty)")
-	}
-	path, err := filepath.Abs(filepath.Join(dir, serverBinary))
-	if err != nil {
-		return "", fmt.Errorf("build toxiproxy server: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", path, serverPackage)
-	cmd.Dir = filepath.Dir(gomod)
-	var output bytes.Buffer
-	cmd.Stdout = &output
-	cmd.Stderr = &output
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build toxiproxy server: go build %s: %w\n%s", serverPackage, err, output.Bytes())
-	}
-	return path, nil
+	return exe, nil
 }
 
 // Server is a running Toxiproxy server process.
@@ -121,8 +98,10 @@ func WithLogLevel(level string) ServerOption {
 // level.
 var logLevels = []string{"trace", "debug", "info", "warn", "error", "fatal", "panic", "disabled"}
 
-// StartServer starts the server at binPath with its API on 127.0.0.1 and a
-// free port, and returns once the API answers. The process is killed if the
+// StartServer starts binPath as the Toxiproxy server — with
+// toxiserver.Marker in its environment, so binPath is a binary that links
+// package toxiserver, SelfServer in practice — with its API on 127.0.0.1
+// and a free port, and returns once the API answers. The process is killed if the
 // calling process dies; call Stop when done.
 //
 // The server's own output never goes to log: it goes to the file WithLogFile
@@ -206,8 +185,8 @@ func startOnce(ctx context.Context, binPath string, cfg serverConfig) (*Server, 
 		out = io.MultiWriter(logFile, last)
 	}
 	cmd := exec.Command(binPath, "-host", "127.0.0.1", "-port", port)
-	// The last LOG_LEVEL in the environment is the one the server sees.
-	cmd.Env = append(os.Environ(), "LOG_LEVEL="+cfg.level)
+	// The last of a name in the environment is the one the server sees.
+	cmd.Env = append(os.Environ(), toxiserver.Marker+"=1", "LOG_LEVEL="+cfg.level)
 	// One writer for both streams: exec copies them through one pipe, so
 	// their lines do not interleave mid-line.
 	cmd.Stdout = out

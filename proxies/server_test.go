@@ -89,16 +89,16 @@ func TestCanceledContextStopsCallsBeforeTheyStart(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 }
 
-// helperEnv, when set to the server binary's path, makes the test binary a
-// child for TestServerDiesWithItsParent.
-const helperEnv = "FAULTLINE_PROXIES_HELPER_BIN"
+// helperEnv, when set to 1, makes the test binary a child for
+// TestServerDiesWithItsParent.
+const helperEnv = "FAULTLINE_PROXIES_HELPER"
 
 func TestServerDiesWithItsParent(t *testing.T) {
 	t.Parallel()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	child := exec.CommandContext(t.Context(), exe, "-test.run=^TestHelperStartServerAndBlock$", "-test.count=1")
-	child.Env = append(os.Environ(), helperEnv+"="+serverBin)
+	child.Env = append(os.Environ(), helperEnv+"=1")
 	child.Stderr = t.Output()
 	out, err := child.StdoutPipe()
 	require.NoError(t, err)

@@ -13,7 +13,7 @@
 //	junit.xml      one testcase per scenario × pipeline for CI
 //	screenshot.png index.html as headless Chromium draws it (Screenshot)
 //
-// The headline is DESIGN.md's failure-window table filled with what was
+// The headline is docs/design.md's failure-window table filled with what was
 // measured: Write takes the windows (DefaultWindows is the catalogue's) and
 // finds each window's runs on the correct pipeline and on its variant.
 package reports

@@ -1,8 +1,8 @@
 package reports
 
-// Window is one failure window of DESIGN.md's table: a crash inside one of
-// the article's boundaries, the guard that closes it, and where the run
-// measured it. The renderer finds, in the run's results, the run of
+// Window is one failure window of docs/design.md's table: a crash inside
+// one of the article's boundaries, the guard that closes it, and where the
+// run measured it. The renderer finds, in the run's results, the run of
 // Scenario on the correct pipeline and the run of VariantScenario (default:
 // Scenario) on Variant, and fills the measured columns from them.
 //
@@ -35,8 +35,8 @@ func (w Window) variantScenario() string {
 	return w.Scenario
 }
 
-// DefaultWindows is DESIGN.md's failure-window table with the scenarios and
-// variants of the catalogue, in the pipeline's order.
+// DefaultWindows is docs/design.md's failure-window table with the
+// scenarios and variants of the catalogue, in the pipeline's order.
 func DefaultWindows() []Window {
 	const (
 		app       = "app transaction"

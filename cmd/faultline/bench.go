@@ -34,6 +34,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	only := fs.String("only", "", "measure only these figures, comma-separated: "+strings.Join(bench.FigureNames(), ", ")+" (default: all)")
 	relayFlags := fs.String("relay-flags", "", "flags added to every relay's defaults, e.g. \"--batch-size 500\"")
 	inventoryFlags := fs.String("inventory-flags", "", "flags added to the consumer's defaults, e.g. \"--workers 1\"")
+	targetPath := fs.String("target", "", "the reference pipeline's target file: its build step builds order, relay and inventory, its workload is the order sent (default: "+referenceTarget+" in the current folder)")
 	infraKind := fs.String("infra", "", "where PostgreSQL and RabbitMQ come from: local, docker, external or auto (default: $FAULTLINE_INFRA, else auto)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: faultline bench [flags]")
@@ -69,6 +70,16 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
+	// FAULTLINE_TARGET is not read: the bench runs the reference's own
+	// programs, which another pipeline's build step does not build.
+	ref, err := loadReference("pass --target PATH")
+	if *targetPath != "" {
+		ref, err = loadTargetFile(*targetPath)
+	}
+	if err != nil {
+		return err
+	}
+
 	// Ctrl-C cancels the measurement: the repetition under way stops its
 	// processes and drops its databases and vhost, then the infrastructure
 	// stops and the folder goes. A second Ctrl-C exits at once.
@@ -86,13 +97,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("bench folder: %w", err)
 	}
 	cleanup.Add("remove bench folder", func(context.Context) error { return os.RemoveAll(work) })
-	ref, err := bench.LoadTarget(ctx)
-	if err != nil {
-		return err
-	}
 	progress(stderr, "bench: starting PostgreSQL and RabbitMQ, building the pipeline")
 	started := time.Now()
-	b, err := runner.OpenBuilt(ctx, *infraKind, ref, stderr, false, cleanup)
+	b, err := runner.OpenBuilt(ctx, *infraKind, ref, stderr, cleanup)
 	if err != nil {
 		return err
 	}

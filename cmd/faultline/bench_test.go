@@ -13,14 +13,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// faultline bench end to end, small: it starts its own infrastructure,
+// faultline bench end to end, small, on the reference given by --target
+// (bench does not read FAULTLINE_TARGET): it starts its own infrastructure,
 // prints the figures and the ratios, and writes bench.json.
 func TestBenchWritesJSON(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "out", "bench.json")
 	var out, errOut bytes.Buffer
-	code := run(ctx, []string{"bench", "--events", "300", "--naive-events", "30", "--reps", "1", "--relays", "1", "--clients", "4", "--json", path}, &out, &errOut)
+	code := run(ctx, []string{"bench", "--target", filepath.Join("..", "..", referenceTarget), "--events", "300", "--naive-events", "30", "--reps", "1", "--relays", "1", "--clients", "4", "--json", path}, &out, &errOut)
 	require.Equal(t, exitOK, code, "stderr:\n%s", errOut.String())
 	for _, want := range []string{"raw", "naive-relay", "relay×1", "consumer", "end-to-end", "relay_vs_raw", "consumer_vs_relay", "figures: " + path} {
 		assert.Contains(t, out.String(), want)

@@ -23,7 +23,7 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var c common
 	c.flags(fs)
 	// gate's --target repeats: several pipelines on one infrastructure
-	fs.Var(targetsFlag{&c}, "target", "a pipeline's target file; give it again to gate several pipelines in one run (default: $FAULTLINE_TARGET, else the reference pipeline, system/faultline.yaml)")
+	fs.Var(targetsFlag{&c}, "target", "a pipeline's target file; give it again to gate several pipelines in one run (default: $FAULTLINE_TARGET, else the reference pipeline, "+referenceTarget+" in the current folder)")
 	seeds := fs.Int("seeds", 1, "run the correct pipeline's scenarios with this many seeds (seed, seed+1, ...)")
 	retries := fs.Int("retries", 2, "run a run that ended indeterminate (a fault that never happened, an infrastructure error) again this many times, with the next seed each time; every attempt is listed")
 	fs.Usage = func() {

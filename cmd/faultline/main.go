@@ -1,8 +1,10 @@
 // Command faultline runs the failure-window scenarios against a pipeline
-// described by its target file (default: the reference pipeline): `list`
-// what there is, `run` scenarios, `gate` the whole catalogue on the correct
-// pipeline and on every broken variant, `init` a target file for a new
-// pipeline, `check-target` one.
+// described by its target file (default: the reference pipeline, from the
+// root of the source tree): `list` what there is, `run` scenarios, `gate`
+// the whole catalogue on the correct pipeline and on every broken variant,
+// `init` a target file for a new pipeline, `check-target` one. It is one
+// binary: it starts itself again as the Toxiproxy server (package
+// proxies/toxiserver) and needs no Go toolchain at run time.
 package main
 
 import (
@@ -56,8 +58,9 @@ usage:
   faultline explore [flags]            every fault the target offers, alone then combined, until --budget; coverage per window, failures shrunk to schedule files
   faultline merge [--out DIR] DIR...   merge the explore.json of explore --shard i/n runs into one report
 
---target PATH (run, gate, list): the pipeline's target file; default $FAULTLINE_TARGET, else the
-reference pipeline (system/faultline.yaml).
+--target PATH (run, gate, list, explore, bench): the pipeline's target file, relative to the current
+folder; default $FAULTLINE_TARGET (not for bench), else the reference pipeline, system/faultline.yaml
+in the current folder (the root of faultline's source tree).
 
 run 'faultline COMMAND --help' for a command's flags.
 exit status: 0 all held, 1 a violation (or a variant not caught), 2 no verdict (a run stayed

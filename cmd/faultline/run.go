@@ -22,6 +22,7 @@ import (
 	"faultline/harness/target"
 	"faultline/reports"
 	"faultline/scenarios"
+	"faultline/system/bench"
 )
 
 // common flags of run and gate.
@@ -96,23 +97,39 @@ func (f targetsFlag) Set(v string) error {
 
 // targetFlag is --target, the same for every command.
 func targetFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "target", "", "the pipeline's target file (default: $FAULTLINE_TARGET, else the reference pipeline, system/faultline.yaml)")
+	fs.StringVar(p, "target", "", "the pipeline's target file (default: $FAULTLINE_TARGET, else the reference pipeline, "+referenceTarget+" in the current folder)")
 }
 
+// referenceTarget is the default target file: the reference pipeline's,
+// relative to the current folder, so it is found from the root of
+// faultline's source tree and nowhere else.
+const referenceTarget = bench.TargetFile
+
 // loadTarget loads the target file at path; empty: FAULTLINE_TARGET, else
-// the reference pipeline's target file in this source tree. A file that
-// does not parse is a usage error listing every problem.
+// referenceTarget (loadTargetFile).
 func loadTarget(path string) (*target.Target, error) {
 	if path == "" {
 		path = os.Getenv("FAULTLINE_TARGET")
 	}
 	if path == "" {
-		root, err := supervisor.ModuleRoot(context.Background())
-		if err != nil {
-			return nil, usagef("no --target given, and not inside faultline's source tree to find the reference pipeline: %v", err)
-		}
-		path = filepath.Join(root, "system", "faultline.yaml")
+		return loadReference("pass --target PATH, or set FAULTLINE_TARGET,")
 	}
+	return loadTargetFile(path)
+}
+
+// loadReference loads referenceTarget; where there is none it is a usage
+// error whose hint says how to name a target file instead.
+func loadReference(hint string) (*target.Target, error) {
+	if _, err := os.Stat(referenceTarget); errors.Is(err, os.ErrNotExist) {
+		return nil, usagef("no --target given, and no %s in the current folder (the reference pipeline, found only at the root of faultline's source tree): %s to the target file of the pipeline to attack", referenceTarget, hint)
+	}
+	return loadTargetFile(referenceTarget)
+}
+
+// loadTargetFile loads the target file at path, relative to the current
+// folder. A file that does not parse is a usage error listing every
+// problem.
+func loadTargetFile(path string) (*target.Target, error) {
 	t, err := target.Load(path)
 	var problems *target.Errors
 	if errors.As(err, &problems) {

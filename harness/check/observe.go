@@ -1,7 +1,7 @@
 // Package check reads what a run left — the target's tables through its
 // contract queries, the broker, and the event logs where the target writes
 // them — waits for the pipeline to converge, and checks the invariants of
-// DESIGN.md against it. Every result is data (result.Invariant,
+// docs/design.md against it. Every result is data (result.Invariant,
 // result.Counts), so reports can render it, and every verdict says what it
 // rests on: a check with nothing to rest on is "not checked", never "ok".
 package check

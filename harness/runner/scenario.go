@@ -21,7 +21,8 @@ import (
 type Scenario struct {
 	Name        string
 	Description string
-	// Window is the failure window (DESIGN.md's table) the scenario opens.
+	// Window is the failure window (docs/design.md's table) the scenario
+	// opens.
 	Window string
 
 	Workload workload.Spec

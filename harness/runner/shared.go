@@ -40,21 +40,19 @@ type SharedOptions struct {
 
 // Built is the infrastructure with the target built beside it.
 type Built struct {
-	Infra     infra.Infra
-	BuildDir  string                   // the target's {{build_dir}}
-	Toxiproxy string                   // the Toxiproxy server binary, when asked for
-	Parts     map[string]time.Duration // start-up: infra, build, and the provider's own parts
+	Infra    infra.Infra
+	BuildDir string                   // the target's {{build_dir}}
+	Parts    map[string]time.Duration // start-up: infra, build, and the provider's own parts
 	// Ports hands out the loopback ports of the infrastructure's services
 	// and of the target's processes alike, so none can take another's.
 	Ports *ports.Allocator
 }
 
 // OpenBuilt starts the infrastructure provider kind (empty: FAULTLINE_INFRA)
-// and, meanwhile, runs the target's build step — and builds Toxiproxy's
-// server when withToxiproxy — into a binary folder of this process. The
-// folder and the infrastructure are registered on cleanup; folders that a
-// killed process left are swept first.
-func OpenBuilt(ctx context.Context, kind string, t *target.Target, log io.Writer, withToxiproxy bool, cleanup *supervisor.Cleanup) (Built, error) {
+// and, meanwhile, runs the target's build step into a binary folder of this
+// process. The folder and the infrastructure are registered on cleanup;
+// folders that a killed process left are swept first.
+func OpenBuilt(ctx context.Context, kind string, t *target.Target, log io.Writer, cleanup *supervisor.Cleanup) (Built, error) {
 	sweepBinaries(os.TempDir())
 	binDir, err := os.MkdirTemp("", binPattern)
 	if err != nil {
@@ -65,7 +63,6 @@ func OpenBuilt(ctx context.Context, kind string, t *target.Target, log io.Writer
 		return Built{}, fmt.Errorf("binary folder: %w", err)
 	}
 	type built struct {
-		toxi string
 		took time.Duration
 		err  error
 	}
@@ -73,14 +70,7 @@ func OpenBuilt(ctx context.Context, kind string, t *target.Target, log io.Writer
 	go func() {
 		var b built
 		started := time.Now()
-		b.err = safe.Do("build", func() error {
-			if err := Build(ctx, t, binDir); err != nil || !withToxiproxy {
-				return err
-			}
-			var err error
-			b.toxi, err = proxies.BuildServer(ctx, binDir)
-			return err
-		})
+		b.err = safe.Do("build", func() error { return Build(ctx, t, binDir) })
 		b.took = time.Since(started)
 		buildDone <- b
 	}()
@@ -108,11 +98,12 @@ func OpenBuilt(ctx context.Context, kind string, t *target.Target, log io.Writer
 			parts[name] = took
 		}
 	}
-	return Built{Infra: in, BuildDir: binDir, Toxiproxy: b.toxi, Parts: parts, Ports: alloc}, nil
+	return Built{Infra: in, BuildDir: binDir, Parts: parts, Ports: alloc}, nil
 }
 
-// StartShared starts the infrastructure, builds the target and Toxiproxy
-// once, and starts the Toxiproxy server. Every step it took is
+// StartShared starts the infrastructure, builds the target once, and starts
+// the Toxiproxy server: this binary started again as one
+// (proxies.SelfServer), unless the provider runs its own. Every step it took is
 // registered on cleanup, so an interrupt or a failure later tears it down.
 func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cleanup) (*Shared, error) {
 	log := opts.Log
@@ -136,7 +127,7 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	if opts.Target == nil {
 		return nil, fmt.Errorf("start: no target")
 	}
-	b, err := OpenBuilt(ctx, opts.Infra, opts.Target, log, true, cleanup)
+	b, err := OpenBuilt(ctx, opts.Infra, opts.Target, log, cleanup)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +143,11 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 		if opts.ToxiproxyLog != "" {
 			popts = append(popts, proxies.WithLogFile(opts.ToxiproxyLog))
 		}
-		srv, err := proxies.StartServer(ctx, b.Toxiproxy, log, popts...)
+		bin, err := proxies.SelfServer()
+		if err != nil {
+			return nil, fmt.Errorf("start toxiproxy: %w", err)
+		}
+		srv, err := proxies.StartServer(ctx, bin, log, popts...)
 		if err != nil {
 			return nil, fmt.Errorf("start toxiproxy: %w", err)
 		}

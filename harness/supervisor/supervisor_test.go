@@ -267,25 +267,6 @@ func TestEventLogPath(t *testing.T) {
 	assert.True(t, filepath.IsAbs(rel.EventLogPath("x")), rel.EventLogPath("x"))
 }
 
-func TestModuleRoot(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	root, err := ModuleRoot(ctx)
-	require.NoError(t, err)
-	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	require.NoError(t, err)
-	assert.Contains(t, string(data), "module faultline\n")
-	wd, err := os.Getwd()
-	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(root, "harness", "supervisor"), wd)
-
-	t.Chdir(t.TempDir())
-	t.Setenv("GO111MODULE", "on")
-	t.Setenv("GOWORK", "off")
-	_, err = ModuleRoot(ctx)
-	assert.ErrorContains(t, err, "not inside a Go module")
-}
-
 func TestRelativeDir(t *testing.T) {
 	t.Chdir(t.TempDir())
 	s := New("run", nil)

@@ -13,13 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"faultline/harness/runner"
+	"faultline/harness/target"
 )
+
+// referenceTarget is TargetFile from this package's folder.
+const referenceTarget = "../faultline.yaml"
 
 // buildPrograms builds the reference pipeline with its target file's
 // build step, as faultline bench does, into a folder of the test.
 func buildPrograms(ctx context.Context, t *testing.T) Programs {
 	t.Helper()
-	tg, err := LoadTarget(ctx)
+	tg, err := target.Load(referenceTarget)
 	require.NoError(t, err)
 	dir := t.TempDir()
 	require.NoError(t, runner.Build(ctx, tg, dir))
@@ -90,7 +94,7 @@ func TestRunCancelledLeavesNothing(t *testing.T) {
 
 // Programs that were not built are refused before anything starts.
 func TestRunRefusesMissingPrograms(t *testing.T) {
-	tg, err := LoadTarget(t.Context())
+	tg, err := target.Load(referenceTarget)
 	require.NoError(t, err)
 	opts := Options{Events: 10, NaiveEvents: 10, Reps: 1, Relays: []int{1}, Clients: 1}
 	_, err = Run(t.Context(), testInfra, Programs{Workload: tg.Workload}, opts)

@@ -1,19 +1,17 @@
 package bench
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
-	"faultline/harness/supervisor"
 	"faultline/harness/target"
 )
 
-// TargetFile is the reference pipeline's target file, relative to the
-// module root: its build step builds the programs the bench runs, and its
-// workload is the order the end-to-end figure sends.
+// TargetFile is the reference pipeline's target file, relative to the root
+// of faultline's source tree: its build step builds the programs the bench
+// runs, and its workload is the order the end-to-end figure sends.
 const TargetFile = "system/faultline.yaml"
 
 // Programs are the reference pipeline as the bench runs it.
@@ -24,16 +22,6 @@ type Programs struct {
 	// Workload is the request that creates one order (the target file's
 	// workload; only its create request is sent).
 	Workload target.Workload
-}
-
-// LoadTarget loads the reference target file from the root of the module
-// the current directory belongs to.
-func LoadTarget(ctx context.Context) (*target.Target, error) {
-	root, err := supervisor.ModuleRoot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return target.Load(filepath.Join(root, TargetFile))
 }
 
 // ProgramsOf are t's programs as its build step put them in buildDir.

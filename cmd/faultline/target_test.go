@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain gives the commands the reference pipeline as their default
+// target: go test runs them in cmd/faultline, where referenceTarget, a
+// path relative to the source tree's root, is not. A test sets
+// FAULTLINE_TARGET itself to see the default.
+func TestMain(m *testing.M) {
+	if os.Getenv("FAULTLINE_TARGET") == "" {
+		ref, err := filepath.Abs(filepath.Join("..", "..", referenceTarget))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := os.Setenv("FAULTLINE_TARGET", ref); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// Without --target and FAULTLINE_TARGET, the reference pipeline is the
+// target from the root of the source tree, and anywhere else the commands
+// say to pass --target; bench too, which never reads FAULTLINE_TARGET.
+func TestDefaultTargetIsTheReferenceOnlyInTheSourceTree(t *testing.T) {
+	t.Setenv("FAULTLINE_TARGET", "")
+	t.Chdir(filepath.Join("..", ".."))
+	tg, err := loadTarget("")
+	require.NoError(t, err)
+	assert.Equal(t, "reference", tg.Name)
+
+	t.Chdir(t.TempDir())
+	for _, args := range [][]string{{"list"}, {"run", "broker-nack"}, {"gate"}} {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, exitUsage, run(context.Background(), args, &out, &errOut), "%v", args)
+		assert.Contains(t, errOut.String(), "no --target given, and no system/faultline.yaml in the current folder", "%v", args)
+		assert.Contains(t, errOut.String(), "pass --target PATH, or set FAULTLINE_TARGET, to the target file", "%v", args)
+	}
+	var out, errOut bytes.Buffer
+	assert.Equal(t, exitUsage, run(context.Background(), []string{"bench"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "no --target given, and no system/faultline.yaml in the current folder")
+	assert.Contains(t, errOut.String(), "pass --target PATH to the target file", "bench does not read FAULTLINE_TARGET")
+}
+
+// --target is relative to the current folder, wherever that is.
+func TestTargetRelativeToTheCurrentFolder(t *testing.T) {
+	ref, err := filepath.Abs(filepath.Join("..", "..", "examples", "node-outbox"))
+	require.NoError(t, err)
+	t.Chdir(filepath.Dir(ref))
+	var out, errOut bytes.Buffer
+	require.Equal(t, exitOK, run(context.Background(), []string{"list", "--target", filepath.Join("node-outbox", "faultline.yaml")}, &out, &errOut), errOut.String())
+	assert.Contains(t, out.String(), "target node-outbox")
+}
