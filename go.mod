@@ -1,4 +1,4 @@
-module faultline
+module github.com/faultline-dev/faultline
 
 go 1.26
 

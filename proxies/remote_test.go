@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/ports"
+	"github.com/faultline-dev/faultline/harness/ports"
 )
 
 // publishedPorts stands in for a container's published ports: for each of

@@ -18,8 +18,8 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
-	"faultline/harness/ports"
-	"faultline/proxies/toxiserver"
+	"github.com/faultline-dev/faultline/harness/ports"
+	"github.com/faultline-dev/faultline/proxies/toxiserver"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 //go:embed report.html.tmpl

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // JUnit: one testcase per result, classname the pipeline (correct or the

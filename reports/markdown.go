@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // mdCell makes text safe in a Markdown table cell and in running text:

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // The data behind every rendering: one place decides what a window's

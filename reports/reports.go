@@ -24,7 +24,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // The files of a report folder.

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // reportDir is where a test writes its report: a temporary folder, or

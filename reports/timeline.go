@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // The timeline picture of one scenario, laid out here in numbers so the

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // timingRow is one line of the time to a verdict: a figure, what it is

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 func TestTimingRows(t *testing.T) {

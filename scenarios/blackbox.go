@@ -5,11 +5,11 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"faultline/harness/check"
-	"faultline/harness/fault"
-	"faultline/harness/runner"
-	"faultline/harness/workload"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/workload"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // blackBox are the scenarios that need nothing of a target but its target

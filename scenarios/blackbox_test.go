@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/check"
-	"faultline/harness/gate"
-	"faultline/harness/result"
-	"faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/gate"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/runner"
 )
 
 // TestBlackBoxWithoutEventLog: the target as if it wrote no event log and

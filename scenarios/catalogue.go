@@ -10,15 +10,15 @@ import (
 	"strings"
 	"time"
 
-	"faultline/harness/check"
-	"faultline/harness/fault"
-	"faultline/harness/result"
-	"faultline/harness/runner"
-	"faultline/harness/workload"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // between picks a number in [lo, hi] from the seeded schedule.

@@ -4,13 +4,13 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"faultline/harness/check"
-	"faultline/harness/fault"
-	"faultline/harness/runner"
-	"faultline/harness/workload"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // randomChaos mixes the other scenarios' faults, chosen and timed by the

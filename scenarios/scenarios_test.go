@@ -15,14 +15,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/check"
-	"faultline/harness/fault"
-	"faultline/harness/gate"
-	"faultline/harness/result"
-	"faultline/harness/runner"
-	"faultline/harness/supervisor"
-	"faultline/harness/target"
-	"faultline/harness/workload"
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/gate"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/workload"
 )
 
 // shared is the one infrastructure of this test binary, set by TestMain.
@@ -264,8 +264,8 @@ func TestHarnessNeverImportsATarget(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "../harness/...", ".").CombinedOutput()
 	require.NoError(t, err, string(out))
 	for _, pkg := range strings.Fields(string(out)) {
-		assert.False(t, strings.HasPrefix(pkg, "faultline/system"), "harness or scenarios depend on %s", pkg)
-		assert.False(t, strings.HasPrefix(pkg, "faultline/examples"), "harness or scenarios depend on %s", pkg)
+		assert.False(t, strings.HasPrefix(pkg, "github.com/faultline-dev/faultline/system"), "harness or scenarios depend on %s", pkg)
+		assert.False(t, strings.HasPrefix(pkg, "github.com/faultline-dev/faultline/examples"), "harness or scenarios depend on %s", pkg)
 	}
 }
 

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/gate"
-	"faultline/harness/result"
-	"faultline/harness/supervisor"
-	"faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/gate"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/target"
 )
 
 // TestOtherTargetsPassTheGate: pipelines faultline did not write the way

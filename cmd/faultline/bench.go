@@ -16,10 +16,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"faultline/harness/infra"
-	"faultline/harness/runner"
-	"faultline/harness/supervisor"
-	"faultline/system/bench"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/system/bench"
 )
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -34,7 +34,7 @@ func TestBenchWritesJSON(t *testing.T) {
 		Ratios  map[string]float64 `json:"ratios"`
 	}
 	require.NoError(t, json.Unmarshal(data, &rep))
-	assert.Equal(t, "faultline/bench/v1", rep.Schema)
+	assert.Equal(t, "github.com/faultline-dev/faultline/bench/v1", rep.Schema)
 	assert.Len(t, rep.Figures, 5)
 	for _, key := range []string{"relay_vs_raw", "relay_vs_naive", "consumer_vs_relay"} {
 		assert.Positive(t, rep.Ratios[key], key)

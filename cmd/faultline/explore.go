@@ -11,11 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"faultline/harness/explore"
-	"faultline/harness/gate"
-	"faultline/harness/runner"
-	"faultline/harness/target"
-	"faultline/harness/workload"
+	"github.com/faultline-dev/faultline/harness/explore"
+	"github.com/faultline-dev/faultline/harness/gate"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/workload"
 )
 
 // settingsFlag is a repeatable --set NAME=VALUE.

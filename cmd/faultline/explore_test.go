@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/explore"
-	"faultline/harness/fault"
-	"faultline/harness/gate"
-	"faultline/harness/result"
-	"faultline/harness/runner"
-	"faultline/harness/workload"
+	"github.com/faultline-dev/faultline/harness/explore"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/gate"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 )
@@ -33,7 +33,7 @@ func writeSchedule(t *testing.T, targetName string) string {
 // error (exit 2) caught before any infrastructure starts.
 func TestExploreUsageErrors(t *testing.T) {
 	garbage := filepath.Join(t.TempDir(), "garbage.json")
-	require.NoError(t, os.WriteFile(garbage, []byte(`{"schema":"faultline/schedule/v1","target":"reference","workload":{"orders":10},"faults":[{"kind":"meteor"}]}`), 0o644))
+	require.NoError(t, os.WriteFile(garbage, []byte(`{"schema":"github.com/faultline-dev/faultline/schedule/v1","target":"reference","workload":{"orders":10},"faults":[{"kind":"meteor"}]}`), 0o644))
 	other := writeSchedule(t, "someone-else")
 	for _, tc := range []struct {
 		args []string

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"faultline/harness/gate"
-	"faultline/harness/result"
-	"faultline/harness/runner"
-	"faultline/harness/supervisor"
-	"faultline/scenarios"
+	"github.com/faultline-dev/faultline/harness/gate"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/scenarios"
 )
 
 func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"faultline/harness/fault"
-	"faultline/scenarios"
+	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/scenarios"
 )
 
 func cmdList(args []string, stdout io.Writer) error {

@@ -14,9 +14,9 @@ import (
 	"io"
 	"os"
 
-	"faultline/harness/infra"
-	"faultline/harness/redact"
-	"faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/redact"
+	"github.com/faultline-dev/faultline/harness/supervisor"
 )
 
 // exit codes

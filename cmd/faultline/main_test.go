@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/target"
 )
 
 // Every usage error is caught before any infrastructure starts: exit 2 and

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"faultline/harness/gate"
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/gate"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // termWidth is the widest line the gate's summary prints: it has to read

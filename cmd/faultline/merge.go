@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"faultline/harness/explore"
+	"github.com/faultline-dev/faultline/harness/explore"
 )
 
 // cmdMerge merges the explore.json files of the shards of one exploration

@@ -14,15 +14,15 @@ import (
 	"sync"
 	"time"
 
-	"faultline/harness/gate"
-	"faultline/harness/infra"
-	"faultline/harness/result"
-	"faultline/harness/runner"
-	"faultline/harness/supervisor"
-	"faultline/harness/target"
-	"faultline/reports"
-	"faultline/scenarios"
-	"faultline/system/bench"
+	"github.com/faultline-dev/faultline/harness/gate"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/reports"
+	"github.com/faultline-dev/faultline/scenarios"
+	"github.com/faultline-dev/faultline/system/bench"
 )
 
 // common flags of run and gate.

@@ -9,9 +9,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"faultline/harness/runner"
-	"faultline/harness/supervisor"
-	"faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/target"
 )
 
 // cmdInit writes a commented target file for a new pipeline.

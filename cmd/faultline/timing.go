@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"faultline/harness/gate"
-	"faultline/harness/result"
-	"faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/gate"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/runner"
 )
 
 // phaseColumns are the columns of the per-run table: the runner's phases,

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"testing"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 

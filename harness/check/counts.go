@@ -1,7 +1,7 @@
 package check
 
 import (
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 

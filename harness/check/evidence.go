@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 

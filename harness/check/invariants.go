@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"sort"
 
-	"faultline/harness/result"
-	"faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
 )
 

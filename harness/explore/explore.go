@@ -10,15 +10,15 @@ import (
 	"sync"
 	"time"
 
-	"faultline/harness/fault"
-	"faultline/harness/result"
-	"faultline/harness/runner"
-	"faultline/harness/safe"
-	"faultline/harness/workload"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/safe"
+	"github.com/faultline-dev/faultline/harness/workload"
 )
 
 // Schema is the version of explore.json.
-const Schema = "faultline/explore/v1"
+const Schema = "github.com/faultline-dev/faultline/explore/v1"
 
 // Runner runs one scenario on shared infrastructure: *runner.Shared.
 type Runner interface {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"faultline/harness/workload"
+	"github.com/faultline-dev/faultline/harness/workload"
 )
 
 // PageFile is the name of an exploration's page in its report folder.

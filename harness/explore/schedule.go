@@ -9,13 +9,13 @@ import (
 	"slices"
 	"time"
 
-	"faultline/harness/fault"
-	"faultline/harness/runner"
-	"faultline/harness/workload"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/workload"
 )
 
 // ScheduleSchema is the version of a schedule file.
-const ScheduleSchema = "faultline/schedule/v1"
+const ScheduleSchema = "github.com/faultline-dev/faultline/schedule/v1"
 
 // Schedule is one run as data: what explore ran, or shrank a failure to,
 // and what `faultline run --schedule FILE` replays.

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"faultline/harness/fault"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // Candidate is one smaller schedule the shrinker tries, and what changed.

@@ -8,11 +8,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/fault"
-	"faultline/harness/workload"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 func pauseAt(process, point string, hit int64, hold time.Duration) fault.Crash {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"faultline/harness/fault"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // Fault kinds as a schedule file names them.

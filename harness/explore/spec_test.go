@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/fault"
-	"faultline/harness/workload"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // Every fault kind, with every field set, and every toxic type.
@@ -90,7 +90,7 @@ func TestScheduleRoundTrip(t *testing.T) {
 }
 
 func TestScheduleDecodeErrors(t *testing.T) {
-	ok := `{"schema":"faultline/schedule/v1","target":"reference","variant":"correct","seed":1,"workload":{"orders":10},"faults":[%s]}`
+	ok := `{"schema":"github.com/faultline-dev/faultline/schedule/v1","target":"reference","variant":"correct","seed":1,"workload":{"orders":10},"faults":[%s]}`
 	for _, tc := range []struct {
 		name, json, want string
 	}{
@@ -103,9 +103,9 @@ func TestScheduleDecodeErrors(t *testing.T) {
 		{"unknown toxic", fmt.Sprintf(ok, `{"kind":"toxic","link":"consumer.pg","toxic":{"type":"gremlin"}}`), `unknown toxic type "gremlin"`},
 		{"invalid toxic", fmt.Sprintf(ok, `{"kind":"toxic","link":"consumer.pg","toxic":{"type":"bandwidth"}}`), "rate must be positive"},
 		{"unknown field", fmt.Sprintf(ok, `{"kind":"poison","count":1,"colour":"red"}`), `unknown field "colour"`},
-		{"other schema", `{"schema":"faultline/schedule/v9","target":"x","workload":{"orders":1},"faults":[]}`, `schema "faultline/schedule/v9"`},
-		{"no target", `{"schema":"faultline/schedule/v1","workload":{"orders":1},"faults":[]}`, "no target name"},
-		{"no orders", `{"schema":"faultline/schedule/v1","target":"x","workload":{"orders":0},"faults":[]}`, "at least 1 order"},
+		{"other schema", `{"schema":"github.com/faultline-dev/faultline/schedule/v9","target":"x","workload":{"orders":1},"faults":[]}`, `schema "github.com/faultline-dev/faultline/schedule/v9"`},
+		{"no target", `{"schema":"github.com/faultline-dev/faultline/schedule/v1","workload":{"orders":1},"faults":[]}`, "no target name"},
+		{"no orders", `{"schema":"github.com/faultline-dev/faultline/schedule/v1","target":"x","workload":{"orders":0},"faults":[]}`, "at least 1 order"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s Schedule

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // BrokerRestart kills the RabbitMQ node (SIGKILL) and starts it again

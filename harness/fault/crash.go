@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // LinkDown takes a link down (connections dropped, new ones refused) for

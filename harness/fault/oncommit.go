@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"faultline/harness/result"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // Actions on a process at a commit.

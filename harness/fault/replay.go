@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/harness/check"
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 

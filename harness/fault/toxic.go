@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"faultline/harness/result"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // Toxic puts a Toxiproxy toxic on one link for Duration.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // Unbind removes the consumer queue's binding for RoutingKey (empty: for

@@ -13,10 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"faultline/harness/result"
-	"faultline/harness/runner"
-	"faultline/harness/safe"
-	"faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/safe"
+	"github.com/faultline-dev/faultline/harness/target"
 )
 
 // Catch says that a scenario must catch a variant with a violation kind.

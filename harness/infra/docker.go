@@ -21,8 +21,8 @@ import (
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
-	"faultline/harness/redact"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/redact"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // Environment variables of the docker provider.

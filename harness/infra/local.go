@@ -19,8 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	"faultline/harness/ports"
-	"faultline/harness/safe"
+	"github.com/faultline-dev/faultline/harness/ports"
+	"github.com/faultline-dev/faultline/harness/safe"
 )
 
 // LocalOptions configures StartLocal.

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/ports"
+	"github.com/faultline-dev/faultline/harness/ports"
 )
 
 // testLog sends progress lines to the test log.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"faultline/harness/ports"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/ports"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // The providers, as FAULTLINE_INFRA and --infra name them.

@@ -11,7 +11,7 @@ import (
 )
 
 // Schema is the version of the results.json contract.
-const Schema = "faultline/results/v1"
+const Schema = "github.com/faultline-dev/faultline/results/v1"
 
 // Verdicts of a run, as Jepsen's checkers give them (valid true / false /
 // unknown).

@@ -12,12 +12,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/harness/check"
-	"faultline/harness/fault"
-	"faultline/harness/result"
-	"faultline/harness/target"
-	"faultline/harness/workload"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/workload"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // TargetProblem is one thing wrong with a target, found by starting it.

@@ -8,8 +8,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/harness/check"
-	"faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/infra"
 )
 
 // queueProbe asks the broker about a queue of the run's vhost. Depths and

@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"faultline/harness/redact"
-	"faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/redact"
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // redactor masks the infrastructure's passwords (a local run's random

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/infra"
-	"faultline/harness/result"
-	"faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/supervisor"
 )
 
 // secretInfra is an infrastructure known only by its password: the runner

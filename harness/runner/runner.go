@@ -18,17 +18,17 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"faultline/harness/check"
-	"faultline/harness/fault"
-	"faultline/harness/infra"
-	"faultline/harness/ports"
-	"faultline/harness/result"
-	"faultline/harness/safe"
-	"faultline/harness/supervisor"
-	"faultline/harness/target"
-	"faultline/harness/workload"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/ports"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/safe"
+	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // Shared is the infrastructure one test binary (or one CLI run) shares

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/fault"
 )
 
 func TestSideBySide(t *testing.T) {

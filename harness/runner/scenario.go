@@ -11,10 +11,10 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"faultline/harness/check"
-	"faultline/harness/fault"
-	"faultline/harness/result"
-	"faultline/harness/workload"
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/workload"
 )
 
 // Scenario is a plain value: what to run, what to break, what to see.

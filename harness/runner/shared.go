@@ -12,14 +12,14 @@ import (
 	"syscall"
 	"time"
 
-	"faultline/harness/infra"
-	"faultline/harness/ports"
-	"faultline/harness/redact"
-	"faultline/harness/result"
-	"faultline/harness/safe"
-	"faultline/harness/supervisor"
-	"faultline/harness/target"
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/ports"
+	"github.com/faultline-dev/faultline/harness/redact"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/safe"
+	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // SharedOptions configure StartShared.

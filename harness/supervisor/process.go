@@ -21,7 +21,7 @@ import (
 
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 
-	"faultline/harness/safe"
+	"github.com/faultline-dev/faultline/harness/safe"
 )
 
 // Process is one supervised program across its incarnations (a restart is

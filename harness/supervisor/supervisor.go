@@ -30,7 +30,7 @@ import (
 
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 
-	"faultline/harness/safe"
+	"github.com/faultline-dev/faultline/harness/safe"
 )
 
 // ErrNotRunning is returned by operations that need a live process when the

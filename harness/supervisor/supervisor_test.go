@@ -3,8 +3,8 @@ package supervisor
 import (
 	"bytes"
 	"context"
-	"faultline/harness/ports"
 	"fmt"
+	"github.com/faultline-dev/faultline/harness/ports"
 	"io"
 	"net"
 	"net/http"

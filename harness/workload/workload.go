@@ -18,8 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"faultline/harness/safe"
-	"faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/safe"
+	"github.com/faultline-dev/faultline/harness/target"
 )
 
 // Spec is the traffic to send.

@@ -23,11 +23,11 @@ import (
 	"strings"
 	"time"
 
-	"faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/infra"
 )
 
 // Schema is the version of the bench.json contract.
-const Schema = "faultline/bench/v1"
+const Schema = "github.com/faultline-dev/faultline/bench/v1"
 
 // Figure names.
 const (

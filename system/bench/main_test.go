@@ -3,8 +3,8 @@ package bench
 import (
 	"testing"
 
-	"faultline/harness/infra"
-	"faultline/harness/infra/infratest"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/infra/infratest"
 )
 
 // testInfra is the PostgreSQL and RabbitMQ this test binary shares.

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/system/topology"
+	"github.com/faultline-dev/faultline/system/topology"
 )
 
 // The naive relay's SQL: the article's claim, one row at a time.

@@ -10,9 +10,9 @@ import (
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 
-	"faultline/harness/ports"
-	"faultline/harness/supervisor"
-	"faultline/harness/workload"
+	"github.com/faultline-dev/faultline/harness/ports"
+	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/workload"
 )
 
 // The pipeline's own programs, run as real processes straight against

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/target"
 )
 
 // TargetFile is the reference pipeline's target file, relative to the root

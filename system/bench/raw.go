@@ -8,7 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/system/topology"
+	"github.com/faultline-dev/faultline/system/topology"
 )
 
 // rawWindow is the raw publisher's confirm window: at most this many

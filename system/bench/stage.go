@@ -12,10 +12,10 @@ import (
 	"github.com/oklog/ulid/v2"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/harness/infra"
-	"faultline/system/message"
-	"faultline/system/schema"
-	"faultline/system/topology"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/system/message"
+	"github.com/faultline-dev/faultline/system/schema"
+	"github.com/faultline-dev/faultline/system/topology"
 )
 
 // stage is one repetition's own databases and vhost, with the pipeline's

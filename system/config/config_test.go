@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/system/config"
+	"github.com/faultline-dev/faultline/system/config"
 )
 
 // flags is a small program's configuration.

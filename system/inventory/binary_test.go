@@ -14,15 +14,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/system/crashpoint"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/crashpoint"
 )
 
 // buildBinary builds system/cmd/inventory into a temporary folder.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "inventory")
-	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "faultline/system/cmd/inventory").CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/faultline-dev/faultline/system/cmd/inventory").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return bin
 }

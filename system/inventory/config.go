@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/system/variant"
 	"github.com/faultline-dev/faultline/protocol/control"
+	"github.com/faultline-dev/faultline/system/variant"
 )
 
 // EnvPrefix is the prefix of every flag's environment fallback:

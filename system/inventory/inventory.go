@@ -64,13 +64,13 @@ import (
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/system/dbutil"
-	"faultline/system/schema"
-	"faultline/system/service"
-	"faultline/system/topology"
-	"faultline/system/variant"
 	"github.com/faultline-dev/faultline/protocol/control"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/dbutil"
+	"github.com/faultline-dev/faultline/system/schema"
+	"github.com/faultline-dev/faultline/system/service"
+	"github.com/faultline-dev/faultline/system/topology"
+	"github.com/faultline-dev/faultline/system/variant"
 )
 
 // Process is the crash point catalogue's name for this service.

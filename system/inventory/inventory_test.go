@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/system/crashpoint"
-	"faultline/system/inventory"
-	"faultline/system/topology"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/crashpoint"
+	"github.com/faultline-dev/faultline/system/inventory"
+	"github.com/faultline-dev/faultline/system/topology"
 )
 
 // The same eventId delivered twice takes effect once; both deliveries are acked.

@@ -22,11 +22,11 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/infra"
-	"faultline/harness/infra/infratest"
-	"faultline/system/inventory"
-	"faultline/system/topology"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/infra/infratest"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/inventory"
+	"github.com/faultline-dev/faultline/system/topology"
 )
 
 // testInfra is the one PostgreSQL + RabbitMQ of this test binary

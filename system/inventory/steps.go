@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/system/message"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/message"
 )
 
 // outcome is what the transaction did with one valid delivery.

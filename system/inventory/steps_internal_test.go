@@ -10,7 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/system/message"
+	"github.com/faultline-dev/faultline/system/message"
 )
 
 func TestStorable(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"faultline/system/message"
+	"github.com/faultline-dev/faultline/system/message"
 )
 
 // SQL of the consumer. Every value is a parameter.

@@ -1,8 +1,8 @@
 package inventory
 
 import (
-	"faultline/system/variant"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/variant"
 )
 
 // stepVariants are the consumer's broken variants: each embeds correctSteps

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/system/crashpoint"
-	"faultline/system/topology"
-	"faultline/system/variant"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/crashpoint"
+	"github.com/faultline-dev/faultline/system/topology"
+	"github.com/faultline-dev/faultline/system/variant"
 )
 
 // inboxRows counts the inbox rows of eventID.

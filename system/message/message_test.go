@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/system/message"
+	"github.com/faultline-dev/faultline/system/message"
 )
 
 func TestParse(t *testing.T) {

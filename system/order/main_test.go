@@ -17,12 +17,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/infra"
-	"faultline/harness/infra/infratest"
-	"faultline/system/crashpoint"
-	"faultline/system/order"
-	"faultline/system/schema"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/infra/infratest"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/crashpoint"
+	"github.com/faultline-dev/faultline/system/order"
+	"github.com/faultline-dev/faultline/system/schema"
 )
 
 // testInfra is this test binary's PostgreSQL (and RabbitMQ, which these

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/system/message"
-	"faultline/system/order"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/message"
+	"github.com/faultline-dev/faultline/system/order"
 )
 
 const validBody = `{"customerId":"cust-1","amount":12.50,"currency":"EUR","items":[{"sku":"sku-1","quantity":2}]}`

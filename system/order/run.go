@@ -11,12 +11,12 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/system/dbutil"
-	"faultline/system/schema"
-	"faultline/system/service"
-	"faultline/system/variant"
 	"github.com/faultline-dev/faultline/protocol/control"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/dbutil"
+	"github.com/faultline-dev/faultline/system/schema"
+	"github.com/faultline-dev/faultline/system/service"
+	"github.com/faultline-dev/faultline/system/variant"
 )
 
 // Config is the order service's configuration.

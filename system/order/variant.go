@@ -1,8 +1,8 @@
 package order
 
 import (
-	"faultline/system/variant"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/variant"
 )
 
 // emitterVariants are the order service's broken variants: no outbox, the

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"faultline/system/message"
+	"github.com/faultline-dev/faultline/system/message"
 )
 
 // commitThenPublish is the commit-then-publish variant: no outbox. The order

@@ -9,9 +9,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/system/message"
-	"faultline/system/topology"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/message"
+	"github.com/faultline-dev/faultline/system/topology"
 )
 
 // directPublisher publishes events straight to RabbitMQ, as the two

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"faultline/system/message"
+	"github.com/faultline-dev/faultline/system/message"
 )
 
 // publishThenCommit is the publish-then-commit variant: no outbox. Inside

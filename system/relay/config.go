@@ -7,9 +7,9 @@ import (
 	"net/url"
 	"time"
 
-	"faultline/system/topology"
-	"faultline/system/variant"
 	"github.com/faultline-dev/faultline/protocol/control"
+	"github.com/faultline-dev/faultline/system/topology"
+	"github.com/faultline-dev/faultline/system/variant"
 )
 
 // Config is a relay's configuration.

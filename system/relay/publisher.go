@@ -7,7 +7,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"faultline/system/topology"
+	"github.com/faultline-dev/faultline/system/topology"
 )
 
 // publisher owns one AMQP connection and one confirm-mode channel. One

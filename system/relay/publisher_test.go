@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/system/topology"
+	"github.com/faultline-dev/faultline/system/topology"
 )
 
 // One eventId in flight twice on one channel (its lease ran out and the

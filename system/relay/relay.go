@@ -17,8 +17,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"faultline/system/crashpoint"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/crashpoint"
 )
 
 // Relay moves outbox rows to the broker.

@@ -18,12 +18,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/infra"
-	"faultline/harness/infra/infratest"
-	"faultline/system/crashpoint"
-	"faultline/system/schema"
-	"faultline/system/topology"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/infra/infratest"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/crashpoint"
+	"github.com/faultline-dev/faultline/system/schema"
+	"github.com/faultline-dev/faultline/system/topology"
 )
 
 // local is the test binary's PostgreSQL and RabbitMQ.
@@ -375,7 +375,7 @@ func TestBackoffGrowsWithJitterUpToTheCap(t *testing.T) {
 func buildRelay(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "relay")
-	out, err := exec.Command("go", "build", "-o", bin, "faultline/system/cmd/relay").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/faultline-dev/faultline/system/cmd/relay").CombinedOutput()
 	require.NoError(t, err, string(out))
 	return bin
 }

@@ -7,13 +7,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"faultline/system/crashpoint"
-	"faultline/system/dbutil"
-	"faultline/system/schema"
-	"faultline/system/service"
-	"faultline/system/variant"
 	"github.com/faultline-dev/faultline/protocol/control"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/crashpoint"
+	"github.com/faultline-dev/faultline/system/dbutil"
+	"github.com/faultline-dev/faultline/system/schema"
+	"github.com/faultline-dev/faultline/system/service"
+	"github.com/faultline-dev/faultline/system/variant"
 )
 
 // Run relays until ctx ends, with the guards of cfg.Variant (all of them

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"faultline/system/schema"
+	"github.com/faultline-dev/faultline/system/schema"
 )
 
 // The store's hot path on the test binary's real PostgreSQL: claiming a

@@ -1,7 +1,7 @@
 package relay
 
 import (
-	"faultline/system/variant"
+	"github.com/faultline-dev/faultline/system/variant"
 )
 
 // guardVariants are the relay's broken variants: each switches off one of

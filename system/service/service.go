@@ -8,9 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"faultline/system/crashpoint"
-	"faultline/system/dbutil"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/crashpoint"
+	"github.com/faultline-dev/faultline/system/dbutil"
 )
 
 // Base is a program's event log, crash points and database pool.

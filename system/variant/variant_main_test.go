@@ -3,8 +3,8 @@ package variant_test
 import (
 	"testing"
 
-	"faultline/harness/infra"
-	"faultline/harness/infra/infratest"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/infra/infratest"
 )
 
 // local is the test binary's PostgreSQL and RabbitMQ, for the order

@@ -21,11 +21,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/system/crashpoint"
-	"faultline/system/schema"
-	"faultline/system/topology"
-	"faultline/system/variant"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/crashpoint"
+	"github.com/faultline-dev/faultline/system/schema"
+	"github.com/faultline-dev/faultline/system/topology"
+	"github.com/faultline-dev/faultline/system/variant"
 )
 
 var envSeq atomic.Int64

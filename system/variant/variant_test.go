@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/system/crashpoint"
-	"faultline/system/variant"
+	"github.com/faultline-dev/faultline/system/crashpoint"
+	"github.com/faultline-dev/faultline/system/variant"
 )
 
 func TestCatalogueHasTheFourteenVariants(t *testing.T) {
@@ -158,7 +158,7 @@ func TestOrderVariantNeedsAnAMQPURL(t *testing.T) {
 func build(t *testing.T, program string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), program)
-	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "faultline/system/cmd/"+program).CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/faultline-dev/faultline/system/cmd/"+program).CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return bin
 }

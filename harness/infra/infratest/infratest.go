@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/infra"
 )
 
 // Main starts the infrastructure FAULTLINE_INFRA names (default auto: the

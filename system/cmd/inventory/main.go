@@ -9,8 +9,8 @@ import (
 	"context"
 	"flag"
 
-	"faultline/system/config"
-	"faultline/system/inventory"
+	"github.com/faultline-dev/faultline/system/config"
+	"github.com/faultline-dev/faultline/system/inventory"
 )
 
 func main() {

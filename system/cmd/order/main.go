@@ -9,8 +9,8 @@ import (
 	"context"
 	"flag"
 
-	"faultline/system/config"
-	"faultline/system/order"
+	"github.com/faultline-dev/faultline/system/config"
+	"github.com/faultline-dev/faultline/system/order"
 )
 
 func main() {

@@ -7,8 +7,8 @@ import (
 	"context"
 	"flag"
 
-	"faultline/system/config"
-	"faultline/system/relay"
+	"github.com/faultline-dev/faultline/system/config"
+	"github.com/faultline-dev/faultline/system/relay"
 )
 
 func main() {
