@@ -10,6 +10,9 @@ const (
 	defaultBuildTimeout = 10 * time.Minute
 	defaultReadyTimeout = 15 * time.Second
 	defaultStopTimeout  = 3 * time.Second
+	// defaultRestartBackoff is the wait before a restart under
+	// restart: {policy: always}.
+	defaultRestartBackoff = time.Second
 	defaultLease        = 30 * time.Second
 	defaultControl      = "{{control_addr}}"
 	defaultHTTP         = "{{http_addr}}"
