@@ -13,9 +13,9 @@ const (
 	// defaultRestartBackoff is the wait before a restart under
 	// restart: {policy: always}.
 	defaultRestartBackoff = time.Second
-	defaultLease        = 30 * time.Second
-	defaultControl      = "{{control_addr}}"
-	defaultHTTP         = "{{http_addr}}"
+	defaultLease          = 30 * time.Second
+	defaultControl        = "{{control_addr}}"
+	defaultHTTP           = "{{http_addr}}"
 )
 
 // The default contract: the article's schema, as written out in the
