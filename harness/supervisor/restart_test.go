@@ -64,7 +64,7 @@ func TestRestartPolicy(t *testing.T) {
 		},
 		{
 			name: "never: an exit by itself is down", restart: Restart{},
-			end: func(t *testing.T, _ *Supervisor, p *Process) { exitByItself(t, p, "1"); waitExit(t, p) },
+			end:     func(t *testing.T, _ *Supervisor, p *Process) { exitByItself(t, p, "1"); waitExit(t, p) },
 			history: []string{EventExited},
 			down:    []string{"process relay-1 is down", "exited by itself (exit status 1)", "restart policy is never", "testproc exiting with status 1"},
 		},
