@@ -71,7 +71,8 @@ func ReadProgress(ctx context.Context, src Sources) (Progress, error) {
 // WaitConverged polls until the outbox is settled, the queue is drained
 // and the effects have stopped changing for `quiet`, or until timeout.
 // It returns when convergence was first seen; on timeout the error says what
-// had not converged.
+// had not converged. It ends at once, with src.Down's error, when a process
+// is down with no restart coming.
 func WaitConverged(ctx context.Context, src Sources, timeout, quiet time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -80,6 +81,11 @@ func WaitConverged(ctx context.Context, src Sources, timeout, quiet time.Duratio
 	var lastErr error
 	var settledSince time.Time
 	for {
+		if src.Down != nil {
+			if err := src.Down(); err != nil {
+				return time.Time{}, fmt.Errorf("cannot converge: %w", err)
+			}
+		}
 		p, err := ReadProgress(ctx, src)
 		switch {
 		case err != nil:

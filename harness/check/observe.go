@@ -49,6 +49,11 @@ type Sources struct {
 	Audit func(ctx context.Context) ([]AuditRow, error)
 	// Tap drains the tap queue: routings per eventId (nil: none bound).
 	Tap func(ctx context.Context) (map[string]int, error)
+	// Down says which of the target's processes is down with no restart
+	// coming (nil: none is; a nil Down: nothing to ask). Convergence
+	// without it cannot come, and waiting for it would show the harness's
+	// loss as the pipeline's.
+	Down func() error
 }
 
 // Observation sources: what a verdict rests on.

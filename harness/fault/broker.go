@@ -39,7 +39,7 @@ func (b BrokerRestart) Inject(ctx context.Context, env *Env) result.Fault {
 	env.Logf("broker killed")
 	holdErr := pause(ctx, b.Down)
 	if err := env.Infra.StartBroker(context.WithoutCancel(ctx)); err != nil {
-		return record(b, start, true, fmt.Errorf("start broker: %w", err))
+		return notUndone(record(b, start, true, holdErr), fmt.Errorf("start the broker again: %w", err))
 	}
 	env.Logf("broker back")
 	return record(b, start, true, holdErr)

@@ -108,17 +108,18 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 			return record(c, start, true, err)
 		}
 		if err := p.Restart(ctx); err != nil {
-			return record(c, start, true, fmt.Errorf("restart %s: %w", c.Process, err))
+			return notUndone(record(c, start, true, nil), fmt.Errorf("restart %s: %w", c.Process, err))
 		}
 	case crashpoint.Pause:
 		if err := waitStopped(ctx, env, c.Process); err != nil {
 			return record(c, start, true, err)
 		}
-		if err := pause(ctx, c.Hold); err != nil {
-			return record(c, start, true, err)
-		}
+		holdErr := pause(ctx, c.Hold)
 		if err := p.Resume(); err != nil {
-			return record(c, start, true, fmt.Errorf("resume %s: %w", c.Process, err))
+			return notUndone(record(c, start, true, holdErr), fmt.Errorf("resume %s: %w", c.Process, err))
+		}
+		if holdErr != nil {
+			return record(c, start, true, holdErr)
 		}
 	}
 	return record(c, start, true, nil)

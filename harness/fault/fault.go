@@ -257,6 +257,13 @@ func (env *Env) Admin(ctx context.Context) (*amqp.Connection, *amqp.Channel, err
 	return conn, ch, ctx.Err()
 }
 
+// notUndone is r with the error of an undo that failed: what the fault did
+// is still in place, and the run shows nothing about the pipeline.
+func notUndone(r result.Fault, err error) result.Fault {
+	r.UndoError = err.Error()
+	return r
+}
+
 // record fills the common fields of a fault's result.
 func record(f Fault, start time.Time, hit bool, err error) result.Fault {
 	r := f.Describe()

@@ -64,7 +64,7 @@ func (l LinkDown) Inject(ctx context.Context, env *Env) result.Fault {
 	env.Logf("link %s down", l.Link)
 	holdErr := pause(ctx, l.Duration)
 	if err := link.Up(context.WithoutCancel(ctx)); err != nil {
-		return record(l, start, true, fmt.Errorf("link up: %w", err))
+		return notUndone(record(l, start, true, holdErr), err) // it names the link
 	}
 	return record(l, start, true, holdErr)
 }

@@ -3,6 +3,7 @@ package fault
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/result"
@@ -127,45 +128,80 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(c, start, false, fmt.Errorf("no commit of %s by %s seen within %s: %w", c.what(), in.Name, env.Deadline, err))
 	}
 	start = time.Now()
-	var untoxic func()
+	// What the fault did to the links is undone on its own clock, from the
+	// commit, by endLinks, on every way out once anything was done; what
+	// could not be undone (a toxic left on, a link left down, a process
+	// left frozen or dead) goes to the result's UndoError.
+	var undoErrs []string
+	undid := func(err error) {
+		if err != nil {
+			undoErrs = append(undoErrs, err.Error())
+		}
+	}
+	var untoxic func() error
+	var ups []func() error
+	ended := false
+	endLinks := func() {
+		if ended {
+			return
+		}
+		ended = true
+		// pause fails only when ctx ends: then the links are undone at once.
+		if untoxic != nil {
+			_ = pause(ctx, c.ToxicFor-time.Since(start))
+			undid(untoxic())
+		}
+		if len(ups) > 0 {
+			_ = pause(ctx, c.CutAfter+c.CutFor-time.Since(start))
+			for _, up := range ups {
+				undid(up())
+			}
+		}
+	}
+	done := func(hit bool, err error) result.Fault {
+		endLinks()
+		r := record(c, start, hit, err)
+		r.Detail += fmt.Sprintf(" — commit of %s seen at %s", commit.EventID, commit.At.Format("15:04:05.000"))
+		if commit.EventID != "" {
+			r.EventIDs = []string{commit.EventID}
+		}
+		r.UndoError = strings.Join(undoErrs, "; ")
+		return r
+	}
 	if c.ToxicLink != "" {
 		link, err := env.Link(c.ToxicLink)
 		if err != nil {
-			return record(c, start, false, err)
+			return done(false, err)
 		}
 		applied, err := link.Add(ctx, c.Toxic)
 		if err != nil {
-			return record(c, start, false, fmt.Errorf("toxic on %s: %w", c.ToxicLink, err))
+			return done(false, fmt.Errorf("toxic on %s: %w", c.ToxicLink, err))
 		}
-		untoxic = func() { _ = applied.Remove(context.WithoutCancel(ctx)) }
+		untoxic = func() error {
+			if err := applied.Remove(context.WithoutCancel(ctx)); err != nil {
+				return fmt.Errorf("remove the toxic on %s: %w", c.ToxicLink, err)
+			}
+			return nil
+		}
 	}
-	var undo []func()
 	if len(c.Cut) > 0 {
 		if err := pause(ctx, c.CutAfter); err != nil {
-			return record(c, start, true, err)
+			return done(true, err)
 		}
 	}
 	for _, ref := range c.Cut {
 		link, err := env.Link(ref)
 		if err != nil {
-			return record(c, start, false, err)
+			return done(false, err)
 		}
 		if err := link.Down(ctx); err != nil {
-			return record(c, start, false, fmt.Errorf("cut %s: %w", ref, err))
+			return done(false, fmt.Errorf("cut %s: %w", ref, err))
 		}
-		undo = append(undo, func() { _ = link.Up(context.WithoutCancel(ctx)) })
+		ups = append(ups, func() error { return link.Up(context.WithoutCancel(ctx)) }) // its error names the link
 	}
 	env.Logf("%s committed a %s (eventId %s) at %s; acting %s later", in.Name, c.what(), commit.EventID, commit.At.Format("15:04:05.000"), time.Since(commit.At).Round(time.Microsecond))
-	res := func(err error) result.Fault {
-		r := record(c, start, true, err)
-		r.Detail += fmt.Sprintf(" — commit of %s seen at %s", commit.EventID, commit.At.Format("15:04:05.000"))
-		if commit.EventID != "" {
-			r.EventIDs = []string{commit.EventID}
-		}
-		return r
-	}
 	if err := pause(ctx, c.ActAfter); err != nil {
-		return res(err)
+		return done(true, err)
 	}
 	var actErr error
 	switch c.Action {
@@ -178,44 +214,24 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 			env.Logf("%s frozen (SIGSTOP)", in.Name)
 		}
 	}
-	// The link faults end on their own clocks, from the commit.
-	endLinks := func() {
-		if untoxic != nil {
-			_ = pause(ctx, c.ToxicFor-time.Since(start))
-			untoxic()
-		}
-		if len(undo) > 0 {
-			_ = pause(ctx, c.CutAfter+c.CutFor-time.Since(start))
-			for _, u := range undo {
-				u()
-			}
-		}
-	}
 	if actErr != nil {
-		endLinks()
-		return res(actErr)
+		return done(true, actErr)
 	}
 	switch c.Action {
 	case ActKill:
 		endLinks()
 		if err := pause(ctx, c.RestartAfter); err != nil {
-			return res(err)
+			return done(true, err)
 		}
 		if err := p.Restart(ctx); err != nil {
-			return res(fmt.Errorf("restart %s: %w", in.Name, err))
+			undid(fmt.Errorf("restart %s: %w", in.Name, err))
 		}
 	case ActPause:
 		holdErr := pause(ctx, c.Hold)
 		if err := p.Resume(); err != nil {
-			endLinks()
-			return res(fmt.Errorf("resume %s: %w", in.Name, err))
+			undid(fmt.Errorf("resume %s: %w", in.Name, err))
 		}
-		endLinks()
-		if holdErr != nil {
-			return res(holdErr)
-		}
-	default:
-		endLinks()
+		return done(true, holdErr)
 	}
-	return res(nil)
+	return done(true, nil)
 }

@@ -80,7 +80,7 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 	env.Logf("toxic %s on %s", t.Toxic.Type(), t.Link)
 	holdErr := pause(ctx, t.Duration)
 	if err := applied.Remove(context.WithoutCancel(ctx)); err != nil {
-		return record(t, start, true, fmt.Errorf("remove toxic: %w", err))
+		return notUndone(record(t, start, true, holdErr), fmt.Errorf("remove the toxic on %s: %w", t.Link, err))
 	}
 	return record(t, start, true, holdErr)
 }

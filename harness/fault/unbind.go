@@ -71,7 +71,7 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 	for _, q := range slices.Backward(queues) {
 		for _, key := range keys {
 			if err := ch.QueueBind(q, key, env.Topology.Exchange, false, nil); err != nil {
-				return record(u, start, true, fmt.Errorf("restore binding %s to %s: %w", key, q, err))
+				return notUndone(record(u, start, true, holdErr), fmt.Errorf("restore binding %s to %s: %w", key, q, err))
 			}
 		}
 	}

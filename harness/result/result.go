@@ -97,6 +97,11 @@ type Fault struct {
 	Start    time.Time `json:"start,omitempty"`
 	End      time.Time `json:"end,omitempty"`
 	Error    string    `json:"error,omitempty"`
+	// UndoError: the fault happened but what it did could not be undone
+	// (a link that did not come back, a toxic not removed, a process not
+	// resumed or restarted, the broker not started again): what the run saw
+	// afterwards is the harness's doing, not the pipeline's.
+	UndoError string `json:"undo_error,omitempty"`
 	// EventIDs are events the fault itself chose (e.g. the one it replayed).
 	EventIDs []string `json:"event_ids,omitempty"`
 }
@@ -187,6 +192,18 @@ func (s Scenario) Unopened() []string {
 	return out
 }
 
+// NotUndone lists, one line each, the faults whose damage could not be
+// undone.
+func (s Scenario) NotUndone() []string {
+	var out []string
+	for _, f := range s.Faults {
+		if f.UndoError != "" {
+			out = append(out, "fault not undone: "+f.Kind+" "+f.Target+": "+f.UndoError)
+		}
+	}
+	return out
+}
+
 // Broken lists, one line each, the invariants the run broke that the
 // scenario did not expect.
 func (s Scenario) Broken() []string {
@@ -200,7 +217,10 @@ func (s Scenario) Broken() []string {
 }
 
 // Judge is the verdict of a run that ended (err: why it could not be
-// judged, nil if it could), with its reason in one line. A broken
+// judged, nil if it could), with its reason in one line. A fault that
+// could not be undone makes the run indeterminate whatever it saw: a link
+// left down or a process left frozen breaks invariants (lost, not
+// converged) the pipeline did not break. Otherwise a broken
 // invariant is a fail whatever else happened: a violation seen is a
 // violation. Otherwise an error, a fault that never happened, or evidence
 // not seen leaves the run indeterminate: a scenario's evidence is what
@@ -209,6 +229,9 @@ func (s Scenario) Broken() []string {
 // showed nothing either way although its faults happened (timing, on a
 // loaded machine). All else is a pass.
 func (s Scenario) Judge(err error) (verdict, reason string) {
+	if notUndone := s.NotUndone(); len(notUndone) > 0 {
+		return Indeterminate, strings.Join(notUndone, "; ")
+	}
 	if len(s.Broken()) > 0 {
 		return Fail, strings.Join(s.Failed(), "; ")
 	}

@@ -45,6 +45,7 @@ func TestJudge(t *testing.T) {
 	lost := Invariant{Name: "no lost event", Violations: []Violation{{Kind: "lost"}}}
 	held := Invariant{Name: "no lost event", OK: true}
 	unseen := Evidence{Name: "relay-1 was killed"}
+	notUndone := Fault{Kind: "link-down", Target: "consumer.pg", Hit: true, UndoError: "link up: connection refused"}
 	cases := []struct {
 		name   string
 		s      Scenario
@@ -62,6 +63,8 @@ func TestJudge(t *testing.T) {
 		{"evidence missing beside a violation", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{lost}, Evidence: []Evidence{unseen}}, nil, Fail, "evidence not seen"},
 		{"an optional fault may miss", Scenario{Faults: []Fault{hit, optional}, Invariants: []Invariant{held}}, nil, Pass, ""},
 		{"not every optional fault", Scenario{Faults: []Fault{optional, optional}, Invariants: []Invariant{held}}, nil, Indeterminate, "none of the 2 faults drawn happened"},
+		{"a link not restored: indeterminate, its violations the harness's", Scenario{Faults: []Fault{notUndone}, Invariants: []Invariant{lost}}, nil, Indeterminate, "fault not undone: link-down consumer.pg: link up: connection refused"},
+		{"a link not restored, the invariants held", Scenario{Faults: []Fault{hit, notUndone}, Invariants: []Invariant{held}}, nil, Indeterminate, "fault not undone: link-down consumer.pg"},
 		{"an expected break is no violation", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{{Name: "retention", Expected: true}}}, nil, Pass, ""},
 	}
 	for _, c := range cases {

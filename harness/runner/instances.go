@@ -182,8 +182,9 @@ func (r *run) spec(in instance, faults []fault.Fault) (supervisor.Spec, error) {
 		return out, nil
 	}
 	spec := supervisor.Spec{Name: in.name, Role: in.proc.Role, Dir: t.Dir,
-		Ready: supervisor.Ready{Log: in.proc.Ready.Log, Timeout: in.proc.Ready.Timeout},
-		Stop:  supervisor.Stop{Signal: in.proc.Stop.Signal, Timeout: in.proc.Stop.Timeout}}
+		Ready:   supervisor.Ready{Log: in.proc.Ready.Log, Timeout: in.proc.Ready.Timeout},
+		Stop:    supervisor.Stop{Signal: in.proc.Stop.Signal, Timeout: in.proc.Stop.Timeout},
+		Restart: supervisor.Restart{Always: in.proc.Restart.Always, Backoff: in.proc.Restart.Backoff}}
 	for _, a := range in.proc.Command {
 		s, err := render(a)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -232,18 +233,10 @@ func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	}
 	sh.untrack(r.dir) // finished: its folder is kept or removed below, not by RemoveUnfinished
 	interrupted := ctx.Err() != nil
-	switch {
-	case r.res.Verdict == result.NotRun:
+	if r.res.Verdict == result.NotRun {
 		r.res.Reason = err.Error()
-	case isPanic(err):
-		// The harness's own state is in doubt: nothing it saw is evidence,
-		// not even a violation.
-		r.res.Verdict, r.res.Reason = result.Indeterminate, err.Error()
-	case interrupted:
-		// Its processes were stopped under it: what it saw is no evidence.
-		r.res.Verdict, r.res.Reason = result.Indeterminate, fmt.Sprintf("%s: %v", result.Interrupted, context.Cause(ctx))
-	default:
-		r.res.Verdict, r.res.Reason = r.res.Judge(err)
+	} else {
+		r.res.Verdict, r.res.Reason = verdict(r.res, err, interrupted, context.Cause(ctx))
 	}
 	// A failure of the correct pipeline keeps its logs, and so does a run
 	// that could not be judged (a panic's stack is there); a broken variant
@@ -353,6 +346,33 @@ func isPanic(err error) bool {
 	return ok
 }
 
+// isDown reports whether err says a process of the target was down against
+// its restart policy.
+func isDown(err error) bool {
+	var down *supervisor.DownError
+	return errors.As(err, &down)
+}
+
+// verdict judges a run that was not refused (not-run) from its result and
+// the error it ended with.
+func verdict(res *result.Scenario, err error, interrupted bool, cause error) (string, string) {
+	switch {
+	case isPanic(err):
+		// The harness's own state is in doubt: nothing it saw is evidence,
+		// not even a violation.
+		return result.Indeterminate, err.Error()
+	case interrupted:
+		// Its processes were stopped under it: what it saw is no evidence.
+		return result.Indeterminate, fmt.Sprintf("%s: %v", result.Interrupted, cause)
+	case isDown(err):
+		// A process stayed down that production's supervisor would have
+		// restarted, or that the target file does not have restarted: the
+		// events it never handled are no loss of the pipeline's.
+		return result.Indeterminate, err.Error()
+	}
+	return res.Judge(err)
+}
+
 // onPanic is told a panic of a goroutine of the run (its LISTEN loop, its
 // progress ticker): the first one makes the run indeterminate.
 func (r *run) onPanic(p *safe.PanicError) {
@@ -420,34 +440,26 @@ func (r *run) execute(ctx context.Context) error {
 	env.Acknowledged = wl.Acknowledged
 	runCtx, cancelRun := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancelRun()
-	faultResults := make([]result.Fault, len(faults))
-	var faultsDone sync.WaitGroup
-	for i, f := range faults {
-		faultsDone.Add(1)
-		go func() {
-			defer faultsDone.Done()
-			defer func() {
-				if p := recover(); p != nil {
-					faultResults[i] = f.Describe()
-					faultResults[i].Error = r.panicked(&safe.PanicError{Where: fmt.Sprintf("fault %d", i+1), Value: p, Stack: debug.Stack()}).Error()
-				}
-			}()
-			faultResults[i] = f.Inject(runCtx, env)
-		}()
-	}
+	faultsDone := r.inject(runCtx, env, faults)
 	stopTick := r.tick(PhaseWorkload, func() float64 {
 		return float64(wl.Acknowledged()) / float64(max(r.sc.Workload.Orders*max(r.sc.Workload.EventsPerOrder, 1), 1))
 	})
 	wlErr := wl.Run(runCtx)
 	stopTick()
 	r.startPhase(PhaseFaults)
-	faultsDone.Wait()
-	for i := range faultResults {
-		faultResults[i].Optional = r.sc.FaultsOptional
-	}
+	faultResults := faultsDone()
 	r.res.Faults = faultResults
 	if wlErr != nil {
 		return fmt.Errorf("workload: %w (%d orders acknowledged)", wlErr, wl.Acknowledged())
+	}
+	// Every fault has ended. What one could not undo, and a link that does
+	// not carry traffic, would keep the pipeline from converging for the
+	// harness's reasons: the run shows nothing, and waits for nothing.
+	if notUndone := r.res.NotUndone(); len(notUndone) > 0 {
+		return fmt.Errorf("not waiting for convergence: %s", strings.Join(notUndone, "; "))
+	}
+	if err := checkLinks(runCtx, r.links, linkCheckTimeout); err != nil {
+		return fmt.Errorf("after the faults: %w", err)
 	}
 
 	r.startPhase(PhaseConverging)
@@ -463,6 +475,9 @@ func (r *run) execute(ctx context.Context) error {
 	stopTick = r.tick(PhaseConverging, func() float64 { return time.Since(convStart).Seconds() / timeout.Seconds() })
 	convergedAt, convErr := check.WaitConverged(runCtx, src, timeout, QuietWindow)
 	stopTick()
+	if isDown(convErr) {
+		return convErr
+	}
 	lastFault := time.Time{}
 	for _, f := range faultResults {
 		if f.End.After(lastFault) {
@@ -498,13 +513,70 @@ func (r *run) execute(ctx context.Context) error {
 	r.res.Evidence = evidence
 	r.res.Counts = counts
 	r.res.Timeline = check.BuildTimeline(obs, workloadStart, time.Now(), faultResults, invs)
+	r.markSupervised(r.res.Timeline, workloadStart)
 	return nil
+}
+
+// inject starts every fault at once; the function it returns waits for
+// them all and returns their results, in schedule order. A fault that
+// panics is recorded as erred (the panic's stack in the run's folder).
+func (r *run) inject(ctx context.Context, env *fault.Env, faults []fault.Fault) (wait func() []result.Fault) {
+	results := make([]result.Fault, len(faults))
+	var done sync.WaitGroup
+	for i, f := range faults {
+		done.Go(func() {
+			defer func() {
+				if p := recover(); p != nil {
+					results[i] = f.Describe()
+					results[i].Error = r.panicked(&safe.PanicError{Where: fmt.Sprintf("fault %d", i+1), Value: p, Stack: debug.Stack()}).Error()
+				}
+			}()
+			results[i] = f.Inject(ctx, env)
+		})
+	}
+	return func() []result.Fault {
+		done.Wait()
+		for i := range results {
+			results[i].Optional = r.sc.FaultsOptional
+		}
+		return results
+	}
+}
+
+// markSupervised puts on each process's lane what faultline did not cause
+// and its event log may not show: its exits by itself and what its restart
+// policy did (a restart is on the lane already, from its log's started
+// line, when it writes one).
+func (r *run) markSupervised(tl *result.Timeline, start time.Time) {
+	if tl == nil || r.sup == nil {
+		return
+	}
+	eventLog := map[string]bool{}
+	for _, in := range r.instances {
+		eventLog[in.name] = in.proc.EventLog
+	}
+	for _, p := range r.sup.Processes() {
+		for _, e := range p.History() {
+			if e.Kind == supervisor.EventRestarted && eventLog[p.Name()] {
+				continue
+			}
+			i := slices.IndexFunc(tl.Lanes, func(l result.Lane) bool { return l.Process == p.Name() })
+			if i < 0 {
+				tl.Lanes = append(tl.Lanes, result.Lane{Process: p.Name()})
+				i = len(tl.Lanes) - 1
+			}
+			tl.Lanes[i].Marks = append(tl.Lanes[i].Marks, result.Mark{AtMS: e.At.Sub(start).Milliseconds(), Kind: e.Kind, Label: e.Detail})
+		}
+	}
 }
 
 func (r *run) sources() check.Sources {
 	t := r.sh.Target
 	src := check.Sources{DB: r.pools, Contract: t.Contract, Topology: t.Topology, Queue: r.probe().queue,
 		LogRoles: r.logRoles(), Windows: map[string]map[string]string{}, Instances: map[string]string{}}
+	if r.sup != nil {
+		src.Down = r.sup.Down
+	}
 	count := map[string]int{}
 	for _, in := range r.instances {
 		count[in.proc.Role]++

@@ -35,6 +35,11 @@ type Process struct {
 	inc    *incarnation // current; never nil once Start has returned it
 	n      int          // incarnations started
 	paused bool         // Pause sent SIGSTOP and no Resume since
+	// restarting: its restart policy will start it again (a restart is
+	// queued or under way); gaveUp: why the policy stopped trying.
+	restarting bool
+	gaveUp     error
+	history    []Event // exits by itself and the policy's restarts, in order
 }
 
 // incarnation is one OS process of a Process.
@@ -46,6 +51,13 @@ type incarnation struct {
 	outOff int64 // where its output starts in the .out file
 	done   chan struct{}
 	reason string // valid once done is closed
+
+	// Guarded by the Process's mu. ours: faultline ended it (Kill, Stop,
+	// a failed start); killArmed: a kill crash point was armed in it, so
+	// its SIGKILL is a fault's, which restarts it (or not) itself; ready:
+	// it became ready; byItself: it ended otherwise (set before done is
+	// closed); queued: its restart policy took it up.
+	ours, killArmed, ready, byItself, queued bool
 }
 
 func (inc *incarnation) exited() bool {
@@ -146,6 +158,7 @@ func (p *Process) Kill() error {
 	if inc.exited() {
 		return fmt.Errorf("kill %s (pid %d): %w (%s)", p.spec.Name, inc.pid, ErrNotRunning, inc.reason)
 	}
+	p.endedByUs(inc)
 	if err := inc.signal(syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill %s: %w", p.spec.Name, err)
 	}
@@ -286,6 +299,7 @@ func (p *Process) Stop(ctx context.Context) error {
 	if inc == nil || inc.exited() {
 		return nil
 	}
+	p.endedByUs(inc)
 	err := errors.Join(inc.signal(syscall.SIGCONT), inc.signal(p.spec.Stop.Signal))
 	if err != nil {
 		p.sup.logf(p.spec.Name, "stop pid %d: %v", inc.pid, err)
@@ -316,25 +330,36 @@ func (p *Process) Stop(ctx context.Context) error {
 // exited (Kill or Stop it first). If the new one does not become ready it is
 // killed and the error carries the tail of its output.
 func (p *Process) Restart(ctx context.Context, extraEnv ...string) error {
+	_, err := p.restart(ctx, "", extraEnv)
+	return err
+}
+
+// restart is Restart, its log line saying why (empty: at the caller's
+// request); it returns the new incarnation.
+func (p *Process) restart(ctx context.Context, why string, extraEnv []string) (*incarnation, error) {
 	env := slices.DeleteFunc(slices.Clone(p.spec.Env), isCrashpointEnv)
 	env = append(env, extraEnv...)
 	s := p.sup
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return fmt.Errorf("restart %s: %w", p.spec.Name, ErrStopped)
+		return nil, fmt.Errorf("restart %s: %w", p.spec.Name, ErrStopped)
 	}
 	inc, err := p.spawnLocked(env)
 	s.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("restart: %w", err)
+		return nil, fmt.Errorf("restart: %w", err)
 	}
 	if err := p.waitReady(ctx, inc); err != nil {
 		p.abandon(inc)
-		return fmt.Errorf("restart: %w", err)
+		return inc, fmt.Errorf("restart: %w", err)
 	}
-	s.logf(p.spec.Name, "restarted pid %d (incarnation %d)", inc.pid, inc.n)
-	return nil
+	p.markReady(inc)
+	if why != "" {
+		why = ": " + why
+	}
+	s.logf(p.spec.Name, "restarted pid %d (incarnation %d)%s", inc.pid, inc.n, why)
+	return inc, nil
 }
 
 // spawnLocked starts a new incarnation with extra environment env. The
@@ -373,11 +398,12 @@ func (p *Process) spawnLocked(env []string) (*incarnation, error) {
 	}
 	p.n++
 	inc := &incarnation{
-		n:      p.n,
-		cmd:    cmd,
-		pid:    cmd.Process.Pid,
-		outOff: st.Size(),
-		done:   make(chan struct{}),
+		n:         p.n,
+		cmd:       cmd,
+		pid:       cmd.Process.Pid,
+		outOff:    st.Size(),
+		done:      make(chan struct{}),
+		killArmed: armsKill(env),
 	}
 	p.inc = inc
 	p.paused = false
@@ -391,6 +417,7 @@ func (p *Process) spawnLocked(env []string) (*incarnation, error) {
 		}); perr != nil {
 			inc.reason = perr.Error()
 		}
+		p.onExit(inc)
 	}()
 	s.logf(name, "spawned pid %d (incarnation %d): %s", inc.pid, inc.n, strings.Join(args, " "))
 	return inc, nil
@@ -398,6 +425,7 @@ func (p *Process) spawnLocked(env []string) (*incarnation, error) {
 
 // abandon kills an incarnation that did not become ready and waits for it.
 func (p *Process) abandon(inc *incarnation) {
+	p.endedByUs(inc)
 	_ = inc.signal(syscall.SIGKILL)
 	_ = p.reap(inc)
 }
@@ -543,6 +571,13 @@ func (r *lineReader) find(re *regexp.Regexp) error {
 // e.g. Arm(ctx, "relay.after-confirm", "kill@3"). A non-2xx answer is an
 // error carrying the server's text.
 func (p *Process) Arm(ctx context.Context, point, arming string) error {
+	inc := p.current()
+	if a, err := crashpoint.ParseArming(arming); err == nil && a.Action == crashpoint.Kill {
+		// Before the request: the point may fire before its answer arrives.
+		p.mu.Lock()
+		inc.killArmed = true
+		p.mu.Unlock()
+	}
 	if err := p.control(ctx, http.MethodPut, point, arming); err != nil {
 		return fmt.Errorf("arm %s %s=%s: %w", p.spec.Name, point, arming, err)
 	}

@@ -55,6 +55,7 @@ type Spec struct {
 	Control string
 	Ready   Ready
 	Stop    Stop
+	Restart Restart
 }
 
 // Ready says how to know a process is ready: exactly one of HTTP (a URL
@@ -72,6 +73,16 @@ type Ready struct {
 type Stop struct {
 	Signal  syscall.Signal
 	Timeout time.Duration
+}
+
+// Restart is what the supervisor does when a process exits by itself (not
+// through Kill, Stop or StopAll, nor by SIGKILL at a kill crash point armed
+// in it: a fault does those and restarts it, or not, itself): with Always
+// it is started again after Backoff, as long as the supervisor runs, until
+// maxFailedRestarts restarts in a row fail. By default nothing is.
+type Restart struct {
+	Always  bool
+	Backoff time.Duration
 }
 
 // Supervisor starts and tracks the processes of one run. Its methods are
@@ -92,6 +103,10 @@ type Supervisor struct {
 	reapTimeout  time.Duration // SIGKILL → reaped
 	signalWait   time.Duration // SIGSTOP/SIGCONT → state seen in /proc
 
+	// life ends with StopAll: restart policies wait and restart under it.
+	life    context.Context
+	endLife context.CancelFunc
+
 	mu     sync.Mutex
 	procs  map[string]*Process
 	order  []string // names in start order
@@ -109,10 +124,13 @@ func New(dir string, log io.Writer) *Supervisor {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs // children run in dir: their paths must not be relative to ours
 	}
+	life, endLife := context.WithCancel(context.Background())
 	return &Supervisor{
-		dir:  dir,
-		log:  log,
-		mark: newMark(),
+		life:    life,
+		endLife: endLife,
+		dir:     dir,
+		log:     log,
+		mark:    newMark(),
 		client: &http.Client{
 			Transport: &http.Transport{
 				Proxy:             nil, // loopback only, never through a proxy
@@ -183,6 +201,7 @@ func (s *Supervisor) Start(ctx context.Context, spec Spec) (*Process, error) {
 		s.mu.Unlock()
 		return nil, err
 	}
+	p.markReady(inc)
 	s.logf(spec.Name, "started pid %d", inc.pid)
 	return p, nil
 }
@@ -254,6 +273,7 @@ func (s *Supervisor) EventLogPaths() map[string]string {
 func (s *Supervisor) StopAll(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
+	s.endLife() // no restart policy starts anything from now on
 	procs := make([]*Process, 0, len(s.procs))
 	for _, n := range s.order {
 		procs = append(procs, s.procs[n])

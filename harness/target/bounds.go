@@ -30,6 +30,9 @@ const (
 	maxItems = 256
 	// maxDuration bounds every duration (timeouts, lease, rides_out).
 	maxDuration = time.Hour
+	// maxRestartBackoff bounds restart.backoff: a process down longer than
+	// that between restarts is down for the run, not being restarted.
+	maxRestartBackoff = time.Minute
 )
 
 // checkTree looks at the raw YAML tree before anything decodes it: an

@@ -10,9 +10,12 @@ const (
 	defaultBuildTimeout = 10 * time.Minute
 	defaultReadyTimeout = 15 * time.Second
 	defaultStopTimeout  = 3 * time.Second
-	defaultLease        = 30 * time.Second
-	defaultControl      = "{{control_addr}}"
-	defaultHTTP         = "{{http_addr}}"
+	// defaultRestartBackoff is the wait before a restart under
+	// restart: {policy: always}.
+	defaultRestartBackoff = time.Second
+	defaultLease          = 30 * time.Second
+	defaultControl        = "{{control_addr}}"
+	defaultHTTP           = "{{http_addr}}"
 )
 
 // The default contract: the article's schema, as written out in the

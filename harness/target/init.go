@@ -96,6 +96,10 @@ schema:
 # default {{control_addr}}), ready (exactly one of http: URL answering 200,
 # tcp: host:port accepting, log: regexp of an output line; timeout default
 # 15s), stop (signal, default SIGTERM; timeout before SIGKILL, default 3s),
+# restart (what happens when it exits by itself, as production's supervisor
+# would do it: {policy: always, backoff: 1s} starts it again after the
+# backoff, at most 1m, for as long as the run lasts; default {policy:
+# never}, and a run whose process exited by itself is indeterminate),
 # crashpoints (protocol window: the program's own point name; needs
 # event_log: true) and http (where the workload sends requests; default
 # {{http_addr}}).
@@ -138,6 +142,7 @@ processes:
     ready:
       http: "http://{{control_addr}}/healthz"
     stop: {signal: SIGTERM, timeout: 3s}
+    restart: {policy: always, backoff: 500ms}
     crashpoints:
       relay.after-claim: relay.after-claim
       relay.after-publish: relay.after-publish

@@ -330,7 +330,7 @@ func (d *decoder) decodeProcess(v val) (Process, int) {
 	p.Ready.Timeout = defaultReadyTimeout
 	p.Stop = Stop{Signal: syscall.SIGTERM, Timeout: defaultStopTimeout}
 	m, ok := d.mapping(v, "name", "role", "instances", "command", "env", "event_log",
-		"control", "ready", "stop", "crashpoints", "http")
+		"control", "ready", "stop", "restart", "crashpoints", "http")
 	if !ok {
 		return p, 0
 	}
@@ -377,6 +377,9 @@ func (d *decoder) decodeProcess(v val) (Process, int) {
 	p.Ready = d.decodeReady(m)
 	if sv, ok := m.get("stop"); ok {
 		p.Stop = d.decodeStop(sv)
+	}
+	if rv, ok := m.get("restart"); ok {
+		p.Restart = d.decodeRestart(rv)
 	}
 	if cv, ok := m.get("crashpoints"); ok {
 		p.CrashPoints = d.decodeCrashPoints(cv, p.Role)
@@ -493,6 +496,47 @@ func (d *decoder) decodeStop(v val) Stop {
 	}
 	s.Timeout = d.optDuration(m, "timeout", defaultStopTimeout)
 	return s
+}
+
+// decodeRestart reads a restart policy: {policy: never|always, backoff:
+// duration}, the backoff only with always and at most maxRestartBackoff.
+func (d *decoder) decodeRestart(v val) Restart {
+	var r Restart
+	m, ok := d.mapping(v, "policy", "backoff")
+	if !ok {
+		return r
+	}
+	policyKnown := false
+	if pv, ok := d.require(m, "policy", RestartNever+" or "+RestartAlways); ok {
+		var policy string
+		if policy, policyKnown = d.oneOf(pv, "policy", []string{RestartNever, RestartAlways}); policyKnown {
+			r.Always = policy == RestartAlways
+		}
+	}
+	bv, given := m.get("backoff")
+	if !given {
+		if r.Always {
+			r.Backoff = defaultRestartBackoff
+		}
+		return r
+	}
+	if !r.Always {
+		if policyKnown { // else the policy's own problem says it
+			d.problem(bv.line, bv.field, "a backoff needs policy: %s", RestartAlways)
+		}
+		return r
+	}
+	backoff, ok := d.duration(bv)
+	switch {
+	case !ok:
+		r.Backoff = defaultRestartBackoff
+	case backoff > maxRestartBackoff:
+		d.problem(bv.line, bv.field, "%s: at most %s between restarts", backoff, maxRestartBackoff)
+		r.Backoff = defaultRestartBackoff
+	default:
+		r.Backoff = backoff
+	}
+	return r
 }
 
 // decodeCrashPoints reads window → point name, checking each window is one

@@ -84,6 +84,7 @@ type Process struct {
 	HTTP      Template // host:port the workload sends requests to
 	Ready     Ready
 	Stop      Stop
+	Restart   Restart
 	// CrashPoints maps a protocol window to the process's own point name.
 	CrashPoints map[string]string
 	Line        int
@@ -104,6 +105,21 @@ type Stop struct {
 	Signal  syscall.Signal
 	Timeout time.Duration
 }
+
+// Restart is what is done when the process exits by itself (not killed,
+// stopped or crashed at an armed crash point by faultline), as production's
+// supervisor (systemd, Kubernetes) would: with Always it is started again
+// after Backoff, for as long as the run lasts; by default nothing is.
+type Restart struct {
+	Always  bool
+	Backoff time.Duration
+}
+
+// Restart policies of the target file.
+const (
+	RestartNever  = "never"
+	RestartAlways = "always"
+)
 
 // Workload is what makes one business fact: a create request, then the
 // follow-up steps of the same aggregate.

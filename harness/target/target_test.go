@@ -132,6 +132,7 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 	assert.Equal(t, "{{http_addr}}", p.HTTP.Raw)
 	assert.Equal(t, Stop{Signal: syscall.SIGTERM, Timeout: 3 * time.Second}, p.Stop)
 	assert.Equal(t, 15*time.Second, p.Ready.Timeout)
+	assert.Equal(t, Restart{}, p.Restart, "no restart beyond what a fault does")
 	assert.Empty(t, p.CrashPoints)
 
 	create := tg.Workload.Create
@@ -248,6 +249,28 @@ topology:
   routing_keys: [order.created]
 `
 
+func TestRestartPolicy(t *testing.T) {
+	tests := []struct {
+		name    string
+		restart string
+		want    Restart
+	}{
+		{"never", "{policy: never}", Restart{}},
+		{"always, default backoff", "{policy: always}", Restart{Always: true, Backoff: time.Second}},
+		{"always with a backoff", "{policy: always, backoff: 500ms}", Restart{Always: true, Backoff: 500 * time.Millisecond}},
+		{"always at the bound", "{policy: always, backoff: 1m}", Restart{Always: true, Backoff: time.Minute}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := strings.Replace(minimal, "    role: producer", "    role: producer\n    restart: "+tt.restart, 1)
+			tg, err := Parse(filepath.Join(t.TempDir(), "faultline.yaml"), []byte(data))
+			require.NoError(t, err)
+			require.Len(t, tg.Processes, 1)
+			assert.Equal(t, tt.want, tg.Processes[0].Restart)
+		})
+	}
+}
+
 func TestProblems(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "orders.sql"), []byte("CREATE TABLE orders ();"), 0o644))
@@ -284,6 +307,12 @@ func TestProblems(t *testing.T) {
 		{"control not host:port", "    role: producer", "    role: producer\n    control: http://{{control_addr}}", 9, "processes[0].control", "want host:port"},
 		{"bad signal", "    role: producer", "    role: producer\n    stop: {signal: SIGSTOP}", 9, "processes[0].stop.signal", `"SIGSTOP" is not a signal`},
 		{"duration without unit", "    role: producer", "    role: producer\n    stop: {timeout: 3}", 9, "processes[0].stop.timeout", "bad duration 3: give a unit"},
+		{"restart policy unknown", "    role: producer", "    role: producer\n    restart: {policy: alway}", 9, "processes[0].restart.policy", `"alway" is not a policy (did you mean always?`},
+		{"restart without policy", "    role: producer", "    role: producer\n    restart: {backoff: 1s}", 9, "processes[0].restart.policy", "required: never or always"},
+		{"restart backoff without always", "    role: producer", "    role: producer\n    restart: {policy: never, backoff: 1s}", 9, "processes[0].restart.backoff", "a backoff needs policy: always"},
+		{"restart backoff past its bound", "    role: producer", "    role: producer\n    restart: {policy: always, backoff: 2m}", 9, "processes[0].restart.backoff", "at most 1m0s between restarts"},
+		{"restart backoff zero", "    role: producer", "    role: producer\n    restart: {policy: always, backoff: 0s}", 9, "processes[0].restart.backoff", "must be above zero"},
+		{"restart as a string", "    role: producer", "    role: producer\n    restart: always", 9, "processes[0].restart", "want a mapping"},
 		{"zero instances", "    role: producer", "    role: producer\n    instances: 0", 9, "processes[0].instances", "must be at least 1"},
 		{"unknown window", "    role: producer", "    role: producer\n    event_log: true\n    env: {LOG: '{{event_log}}'}\n    crashpoints: {producer.after-comit: x}", 11, "processes[0].crashpoints", `"producer.after-comit" is not a window (did you mean producer.after-commit?)`},
 		{"event log not handed in", "    role: producer", "    role: producer\n    event_log: true", 9, "processes[0].event_log", "neither command nor env hands the process {{event_log}}"},

@@ -5,7 +5,12 @@
 //	GET /hit/{name}  calls the crash point's Hit (kill never answers; pause
 //	                 answers after SIGCONT)
 //
+//	POST /exit/{code} writes "testproc exiting with status CODE" to stderr
+//	                 and exits with it at once (never answers)
+//
 // --fail MSG writes MSG to stderr and exits 3 before serving anything;
+// --once FILE creates FILE, or, if it exists (a later incarnation), fails
+// like --fail;
 // --ready-after D waits D before serving anything;
 // --unhealthy-for D makes /healthz answer 503 for D after serving starts;
 // --ready-line TEXT prints TEXT on stdout once serving;
@@ -25,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -43,11 +49,20 @@ func main() {
 	readyLine := flag.String("ready-line", "", "print this line on stdout once serving")
 	listenTCP := flag.String("listen-tcp", "", "accept TCP connections here once serving")
 	readyAfter := flag.Duration("ready-after", 0, "wait this long before serving")
+	once := flag.String("once", "", "run only if this file does not exist yet, and create it")
 	unhealthyFor := flag.Duration("unhealthy-for", 0, "answer /healthz 503 for this long after serving starts")
 	flag.Parse()
 
 	wd, _ := os.Getwd()
 	fmt.Println("testproc starting, pid", os.Getpid(), "in", wd)
+	if *once != "" {
+		f, err := os.OpenFile(*once, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			*fail = "testproc runs once: " + err.Error()
+		} else {
+			_ = f.Close()
+		}
+	}
 	if *fail != "" {
 		fmt.Fprintln(os.Stderr, *fail)
 		os.Exit(3)
@@ -96,6 +111,15 @@ func main() {
 		"GET /hit/{name}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			points.Hit(r.PathValue("name"))
 			_, _ = w.Write([]byte("passed\n"))
+		}),
+		"POST /exit/{code}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			code, err := strconv.Atoi(r.PathValue("code"))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			fmt.Fprintln(os.Stderr, "testproc exiting with status", code)
+			os.Exit(code)
 		}),
 	}
 	bound, err := control.Serve(ctx, *addr, log, points, health, extra)
