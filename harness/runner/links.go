@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"faultline/proxies"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // linkCheckTimeout bounds the check of each link after the faults; a link

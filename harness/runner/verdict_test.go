@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"faultline/harness/fault"
-	"faultline/harness/result"
-	"faultline/harness/safe"
-	"faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/safe"
+	"github.com/faultline-dev/faultline/harness/supervisor"
 )
 
 // fakeLink is a link double: Down and Up succeed or fail as told.
