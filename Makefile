@@ -2,11 +2,15 @@
 GO ?= go
 TEST_TIMEOUT ?= 30m
 
-.PHONY: deps build test scenarios report vet clean bench bench-go
+.PHONY: deps build test scenarios report vet clean bench bench-go images
 
 ## deps: install PostgreSQL and RabbitMQ from the distribution when missing
 deps:
 	@bash scripts/deps.sh
+
+## images: the docker provider's images and the faultline image, built here from Debian's packages (scripts/images.sh)
+images:
+	@bash scripts/images.sh
 
 ## build: compile everything, and the pipeline programs into bin/
 build:
