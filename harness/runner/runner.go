@@ -341,6 +341,32 @@ func fileSlug(s string) string {
 	return strings.TrimSuffix(b.String(), "-")
 }
 
+// offered splits faults drawn at random into those the target offers and
+// those it does not (a crash point its relay lacks), the latter described
+// as optional faults that did not happen: a window the target cannot open
+// is coverage it lacks, not a reason to run nothing. When it offers none of
+// them, every fault stays, and the run is not run with the reasons.
+func offered(env *fault.Env, faults []fault.Fault) (kept []fault.Fault, dropped []result.Fault) {
+	for _, f := range faults {
+		req, ok := f.(fault.Requirer)
+		if !ok {
+			kept = append(kept, f)
+			continue
+		}
+		if err := req.Require(env); err != nil {
+			d := f.Describe()
+			d.Optional, d.Error = true, "not offered by the target: "+err.Error()
+			dropped = append(dropped, d)
+			continue
+		}
+		kept = append(kept, f)
+	}
+	if len(kept) == 0 {
+		return faults, nil
+	}
+	return kept, dropped
+}
+
 func isPanic(err error) bool {
 	_, ok := safe.As(err)
 	return ok
@@ -411,6 +437,10 @@ func (r *run) execute(ctx context.Context) error {
 		Contract: r.sh.Target.Contract, Topology: r.sh.Target.Topology, Deadline: cmp.Or(r.opts.FaultDeadline, DefaultFaultDeadline),
 		Logf: func(format string, args ...any) { r.sh.logf(r.sc.Name+": "+format, args...) },
 	}
+	var notOffered []result.Fault
+	if r.sc.FaultsOptional {
+		faults, notOffered = offered(env, faults)
+	}
 	if why := r.unsupported(env, faults); why != "" {
 		r.res.Verdict = result.NotRun
 		return fmt.Errorf("not run on target %s: %s", r.sh.Target.Name, why)
@@ -448,7 +478,7 @@ func (r *run) execute(ctx context.Context) error {
 	stopTick()
 	r.startPhase(PhaseFaults)
 	faultResults := faultsDone()
-	r.res.Faults = faultResults
+	r.res.Faults = append(faultResults, notOffered...)
 	if wlErr != nil {
 		return fmt.Errorf("workload: %w (%d orders acknowledged)", wlErr, wl.Acknowledged())
 	}
