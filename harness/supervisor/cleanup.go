@@ -28,6 +28,15 @@ type Cleanup struct {
 	stderr  io.Writer
 }
 
+// osSignalName is a signal as a shell names it (os.Interrupt prints as
+// "interrupt").
+func osSignalName(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		return signalName(s)
+	}
+	return sig.String()
+}
+
 // ErrInterrupted is the cause (context.Cause) of a context that OnSignal
 // cancelled.
 var ErrInterrupted = errors.New("interrupted")
@@ -128,8 +137,8 @@ func (c *Cleanup) OnSignal(cancel context.CancelCauseFunc) (stop func()) {
 			}
 		}()
 		if cancel != nil {
-			fmt.Fprintf(c.stderr, "faultline: %v: stopping: runs under way end interrupted, nothing new starts (signal again to exit at once)\n", sig)
-			cancel(fmt.Errorf("%w by %v", ErrInterrupted, sig))
+			fmt.Fprintf(c.stderr, "faultline: %s: stopping: runs under way end interrupted, nothing new starts (signal again to exit at once)\n", osSignalName(sig))
+			cancel(fmt.Errorf("%w by %s", ErrInterrupted, osSignalName(sig)))
 			select {
 			case <-quit:
 				return // the caller's own path is done

@@ -111,7 +111,7 @@ func TestCleanupOnSignalCancelsFirst(t *testing.T) {
 		t.Fatal("no cancel after SIGINT")
 	}
 	assert.ErrorIs(t, context.Cause(ctx), ErrInterrupted)
-	assert.ErrorContains(t, context.Cause(ctx), "interrupt")
+	assert.EqualError(t, context.Cause(ctx), "interrupted by SIGINT")
 	assert.Empty(t, ran, "the caller cleans up on its own path")
 	assert.Empty(t, exited)
 
