@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/ports"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/safe"
 	"github.com/faultline-dev/faultline/harness/supervisor"
@@ -126,11 +127,14 @@ func TestCheckAddrs(t *testing.T) {
 		}()
 		return ln.Addr().String()
 	}
+	// closed is a port nothing listens on: reserved, so that no other
+	// test or run binds it meanwhile (a port picked free and closed again
+	// could be taken by anything beside this test).
 	closed := func(t *testing.T) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		alloc := ports.New()
+		t.Cleanup(alloc.Close)
+		addr, err := alloc.Addr()
 		require.NoError(t, err)
-		addr := ln.Addr().String()
-		require.NoError(t, ln.Close())
 		return addr
 	}
 	tests := []struct {
