@@ -2,7 +2,7 @@
 GO ?= go
 TEST_TIMEOUT ?= 30m
 
-.PHONY: deps build test scenarios report vet clean bench bench-go images
+.PHONY: deps build test test-docker scenarios report report-production vet clean bench bench-go images
 
 ## deps: install PostgreSQL and RabbitMQ from the distribution when missing
 deps:
@@ -12,6 +12,10 @@ deps:
 images:
 	@bash scripts/images.sh
 
+## test-docker: the docker provider's own test and the reference's gate on it, with images built here (scripts/test-docker.sh; not in make test, see docs/ci.md)
+test-docker:
+	@bash scripts/test-docker.sh
+
 ## build: compile everything, and the pipeline programs into bin/
 build:
 	$(GO) build ./...
@@ -20,10 +24,12 @@ build:
 vet:
 	$(GO) vet ./...
 	cd protocol && $(GO) vet ./...
+	cd examples/watermill-outbox && $(GO) vet ./...
 
 ## test: every test, the scenarios included (real PostgreSQL, RabbitMQ, Toxiproxy)
 test: vet
 	cd protocol && $(GO) test -count=1 ./...
+	cd examples/node-outbox && node --test test/
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## scenarios: the scenario catalogue on the correct pipeline, with each run's figures
@@ -33,6 +39,10 @@ scenarios:
 ## report: the main job — the gate (correct pipeline + every variant) with its report in reports/latest/
 report:
 	$(GO) run ./cmd/faultline gate
+
+## report-production: the gate with production's windows too — a clustered broker, a failing-over database (README, "Production")
+report-production:
+	$(GO) run ./cmd/faultline gate --profile production
 
 ## bench: throughput of the relay, the consumer and the pipeline against their baselines, as ratios (BENCH_JSON)
 BENCH_JSON ?= reports/bench.json

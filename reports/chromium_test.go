@@ -56,7 +56,7 @@ func TestReportInBrowser(t *testing.T) {
 	needChromium(t)
 	before := profiles(t)
 	dir := reportDir(t)
-	require.NoError(t, Write(dir, fixtureRun(), DefaultWindows()))
+	require.NoError(t, Write(dir, fixtureRun()))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -71,10 +71,11 @@ func TestReportInBrowser(t *testing.T) {
 	for _, r := range rows {
 		seen[r[1]] = true
 	}
-	for _, w := range DefaultWindows() {
-		assert.True(t, seen[w.Scenario], "window row %s on the page", w.Scenario)
+	shown, _ := newIndex(fixtureRun()).offered(windowsOf(fixtureRun()))
+	for _, w := range shown {
+		assert.True(t, seen[w.Key()], "window row %s on the page", w.Key())
 	}
-	assert.Len(t, rows, 25, "a line per window and pipeline")
+	assert.Len(t, rows, 13, "a line per window and pipeline (the target's variants), and one for the run no window names")
 	assert.Contains(t, dom, `id="matrix"`)
 	assert.Contains(t, dom, `data-variant="no-inbox"`)
 	svgs := regexp.MustCompile(`(?s)<svg class="timeline".*?</svg>`).FindAllString(dom, -1)
@@ -109,12 +110,52 @@ func TestReportInBrowser(t *testing.T) {
 	assert.ElementsMatch(t, before, profiles(t))
 }
 
+// A black-box target's report as the browser shows it: what failed first,
+// with its lost events by stage, then the windows it offers; no variants
+// line and no matrix, the target lists no variants.
+func TestBlackBoxReportInBrowser(t *testing.T) {
+	needChromium(t)
+	dir := reportDir(t)
+	require.NoError(t, Write(dir, fixtureBlackBox()))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dom, err := DumpDOM(ctx, filepath.Join(dir, IndexFile))
+	require.NoError(t, err)
+
+	order := []string{
+		`<section id="findings" class="fail">`,
+		"2 of 5 runs of the correct pipeline failed; 1 run indeterminate",
+		"blackbox-relay-answers-lost</b></a> seed 7: <span class=\"what\">lost 1 (skipped 1)</span>",
+		"blackbox-relay-frozen-past-lease</b></a> seed 7: <span class=\"what\">lost 43 (routed-nowhere 3, consumed-without-effect 40)</span>",
+		"<h3>Indeterminate</h3>",
+		"<h2>Failure windows</h2>",
+		"4 windows left out",
+		"The target lists no variants",
+		`id="windows"`,
+	}
+	at := 0
+	for _, want := range order {
+		i := strings.Index(dom[at:], want)
+		require.NotEqual(t, -1, i, "%q after the one before it", want)
+		at += i
+	}
+	assert.NotContains(t, dom, "<span>variants", "no variants line")
+	assert.NotContains(t, dom, `id="matrix"`)
+	assert.NotContains(t, strings.ToLower(dom), "<script")
+
+	require.NoError(t, WriteScreenshot(ctx, dir))
+	fi, err := os.Stat(filepath.Join(dir, ScreenshotFile))
+	require.NoError(t, err)
+	assert.Greater(t, fi.Size(), int64(10*1024), "a real picture, not a blank page")
+	t.Logf("screenshot: %s (%d bytes)", filepath.Join(dir, ScreenshotFile), fi.Size())
+}
+
 // A deadline ends the browser and everything it started.
 func TestChromiumBoundedByContext(t *testing.T) {
 	needChromium(t)
 	before := profiles(t)
 	dir := t.TempDir()
-	require.NoError(t, Write(dir, fixtureRun(), DefaultWindows()))
+	require.NoError(t, Write(dir, fixtureRun()))
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	start := time.Now()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/protocol"
 )
 
 // The fixture: a gate run with the correct pipeline and variants, timelines,
@@ -114,7 +115,7 @@ func fixtureRun() result.Run {
 
 	scenarios := []result.Scenario{
 		{
-			Name: "producer-crash-after-commit", Variant: "correct", Seed: 7, Window: "order committed, event not yet published", Verdict: result.Pass,
+			Name: "producer-crash-after-commit", Variant: "correct", Seed: 7, Window: protocol.ProducerAfterCommit, Verdict: result.Pass,
 			Counts:     counts(120),
 			Faults:     []result.Fault{{Kind: "crash", Target: "order", Detail: "order.after-commit kill@12", Hit: true, Start: at(3000), End: at(5000)}},
 			Evidence:   []result.Evidence{{Name: "crash point order.after-commit hit", Seen: true, Detail: "1 hit"}},
@@ -126,7 +127,7 @@ func fixtureRun() result.Run {
 			Timeline: timeline("order.after-commit", "kill", "crash", "order", trace("01JCOMMITTED00000000000000", "crash window", 2950)),
 		},
 		{
-			Name: "relay-crash-after-confirm", Variant: "correct", Seed: 7, Window: "confirm seen, Published update not yet written", Verdict: result.Pass,
+			Name: "relay-crash-after-confirm", Variant: "correct", Seed: 7, Window: protocol.RelayAfterConfirm, Verdict: result.Pass,
 			Counts: func() result.Counts {
 				c := counts(150)
 				c.Published, c.Delivered, c.DuplicatesPublished, c.DuplicatesDelivered, c.DuplicatesAbsorbed = 153, 153, 3, 3, 3
@@ -139,7 +140,7 @@ func fixtureRun() result.Run {
 				trace("01JDUPLICATE0000000000000B", "duplicate absorbed", 2920), trace("01JDUPLICATE0000000000000C", "duplicate absorbed", 2940)),
 		},
 		{
-			Name: "relay-pause-past-lease", Variant: "correct", Seed: 7, Window: "claim held past its lease (pause)", Verdict: result.Fail,
+			Name: "relay-pause-past-lease", Variant: "correct", Seed: 7, Window: protocol.ClaimPastLease, Verdict: result.Fail,
 			Reason: "invariant broken: no-lost-event " + evil,
 			Counts: func() result.Counts {
 				c := counts(90)
@@ -149,12 +150,13 @@ func fixtureRun() result.Run {
 			Faults:   []result.Fault{{Kind: "pause", Target: "relay-1", Detail: "relay.after-confirm pause@2 for 5s " + evil, Hit: true, Start: at(3000), End: at(5000)}},
 			Evidence: []result.Evidence{{Name: "at least 1 \"fenced\"", Seen: true, Detail: "2 seen"}, {Name: "duplicate absorbed", Seen: false, Detail: "0 seen"}},
 			Invariants: invariants(result.Invariant{Name: "no-lost-event", OK: false, Detail: "1 committed events have no reservation",
-				Violations: []result.Violation{{Kind: "lost", EventIDs: []string{"01JLOST" + evil}, Message: "1 committed events have no reservation " + evil, Timeline: lostLines}}}),
+				Violations: []result.Violation{{Kind: "lost", EventIDs: []string{"01JLOST" + evil}, Message: "1 committed events have no reservation " + evil, Timeline: lostLines,
+					Stages: map[result.Stage][]string{result.StageConsumedNoEffect: {"01JLOST" + evil}}}}}),
 			RecoveryMS: 4100, DurationMS: 22000, Started: at(-7000), Dir: "/tmp/faultline-runs/relay-pause-past-lease-7",
 			Timeline: timeline("relay.after-confirm", "pause", "pause", "relay-1", lostTrace, dupTrace),
 		},
 		{
-			Name: "inbox-retention-replay", Variant: "correct", Seed: 7, Window: "replay older than the inbox retention", Verdict: result.Pass,
+			Name: "inbox-retention-replay", Variant: "correct", Seed: 7, Window: protocol.InboxRetention, Verdict: result.Limit,
 			Counts: func() result.Counts {
 				c := counts(30)
 				c.Reservations, c.DuplicateEffects, c.DuplicatesAbsorbed = 31, 1, 1
@@ -167,7 +169,7 @@ func fixtureRun() result.Run {
 					Timeline: []string{"16:08:17.427 order      committed        01JREPLAYED000000000000000 (order.created)"}}}}),
 			RecoveryMS: 300, DurationMS: 9000, Started: at(-7000),
 		},
-		{Name: "unroutable-then-routable", Variant: "correct", Seed: 7, Verdict: result.NotRun, Reason: "context canceled " + evil},
+		{Name: "unroutable-then-routable", Variant: "correct", Seed: 7, Window: protocol.QueueUnroutable, Verdict: result.NotRun, Reason: "context canceled " + evil},
 		{
 			Name: "commit-then-publish-probe", Variant: "correct", Seed: 7, Verdict: result.Pass, Counts: counts(10),
 			Invariants: invariants(), DurationMS: 4000, Started: at(-7000),
@@ -175,7 +177,7 @@ func fixtureRun() result.Run {
 
 		// Variants.
 		{
-			Name: "producer-crash-after-commit", Variant: "commit-then-publish", Seed: 7, Verdict: result.Fail,
+			Name: "producer-crash-after-commit", Variant: "commit-then-publish", Seed: 7, Window: protocol.ProducerAfterCommit, Verdict: result.Fail,
 			Counts: func() result.Counts {
 				c := counts(120)
 				c.Published, c.Delivered, c.Reservations, c.Lost = 119, 119, 119, 1
@@ -190,12 +192,12 @@ func fixtureRun() result.Run {
 		{
 			// no-inbox passes here: the duplicate publish never reached the
 			// consumer twice. The variant is not caught by this scenario.
-			Name: "relay-crash-after-confirm", Variant: "no-inbox", Seed: 7, Verdict: result.Pass, Counts: counts(150),
+			Name: "relay-crash-after-confirm", Variant: "no-inbox", Seed: 7, Window: protocol.RelayAfterConfirm, Verdict: result.Pass, Counts: counts(150),
 			Faults: []result.Fault{{Kind: "crash", Target: "relay-1", Detail: "relay.after-confirm kill@3", Hit: true}}, Invariants: invariants(),
 			RecoveryMS: 2000, DurationMS: 15000, Started: at(-7000),
 		},
 		{
-			Name: "consumer-crash-after-commit", Variant: "no-inbox", Seed: 7, Verdict: result.Fail,
+			Name: "consumer-crash-after-commit", Variant: "no-inbox", Seed: 7, Window: protocol.ConsumerAfterCommit, Verdict: result.Fail,
 			Counts: func() result.Counts {
 				c := counts(100)
 				c.Reservations, c.DuplicateEffects, c.DuplicatesDelivered = 101, 1, 1
@@ -207,12 +209,12 @@ func fixtureRun() result.Run {
 		},
 		{
 			// Fails, but not with the violation its missing guard causes.
-			Name: "broker-nack", Variant: "published-before-confirm", Seed: 7, Verdict: result.Fail, Counts: counts(80),
+			Name: "broker-nack", Variant: "published-before-confirm", Seed: 7, Window: protocol.BrokerNack, Verdict: result.Fail, Counts: counts(80),
 			Invariants: invariants(result.Invariant{Name: "outbox-truth", OK: false,
 				Violations: []result.Violation{{Kind: "stuck-row", EventIDs: []string{"01JSTUCK000000000000000000"}, Message: "1 rows left Processing"}}}),
 			DurationMS: 16000, Started: at(-7000),
 		},
-		{Name: "relay-pause-past-lease", Variant: "no-fencing", Seed: 7, Verdict: result.NotRun, Reason: "interrupted"},
+		{Name: "relay-pause-past-lease", Variant: "no-fencing", Seed: 7, Window: protocol.ClaimPastLease, Verdict: result.NotRun, Reason: "interrupted"},
 	}
 	return result.Run{
 		Schema: result.Schema, Seed: 7, Started: t0, DurationMS: 95_000, Pass: false, Infra: "local",
@@ -225,9 +227,96 @@ func fixtureRun() result.Run {
 			{Name: "no-inbox", Guard: "inbox row", Expected: "duplicate-effect", Caught: true, CaughtBy: []string{"consumer-crash-after-commit"}, Missed: []string{"relay-crash-after-confirm"}},
 			{Name: "published-before-confirm", Guard: "Published only after a positive confirm", Expected: "lost", Caught: false, CaughtBy: []string{}, Missed: []string{"broker-nack"}},
 			{Name: "no-fencing", Guard: "claim id in every status write", Expected: "stale-write", Caught: false, CaughtBy: []string{}},
+			// The gate lists every variant the target lists; these had no run.
+			{Name: "publish-then-commit", Expected: "phantom", CaughtBy: []string{}, NotRun: []string{"producer-crash-before-commit"}},
+			{Name: "no-lease", Expected: "stuck-row", CaughtBy: []string{}, NotRun: []string{"relay-crash-after-claim"}},
+			{Name: "no-mandatory", Expected: "lost", CaughtBy: []string{}, NotRun: []string{"unroutable-then-routable"}},
+			{Name: "ignore-return", Expected: "lost", CaughtBy: []string{}, NotRun: []string{"unroutable-then-routable"}},
+			{Name: "ack-before-commit", Expected: "lost", CaughtBy: []string{}, NotRun: []string{"consumer-crash-after-receive"}},
+			{Name: "inbox-own-transaction", Expected: "lost", CaughtBy: []string{}, NotRun: []string{"consumer-crash-before-commit"}},
+		},
+		TargetVariants: []result.TargetVariant{
+			{Name: "commit-then-publish", Guard: "outbox row in the order's transaction", Expect: "lost", CaughtBy: []string{"producer-crash-after-commit"}},
+			{Name: "publish-then-commit", Guard: "outbox row in the order's transaction", Expect: "phantom", CaughtBy: []string{"producer-crash-before-commit"}},
+			{Name: "no-mandatory", Guard: "mandatory publish", Expect: "lost", CaughtBy: []string{"unroutable-then-routable"}},
+			{Name: "ignore-return", Guard: "basic.return matched to its own publish", Expect: "lost", CaughtBy: []string{"unroutable-then-routable"}},
+			{Name: "published-before-confirm", Guard: "Published only after a positive confirm", Expect: "lost", CaughtBy: []string{"broker-nack"}},
+			{Name: "no-fencing", Guard: "claim id in every status write", Expect: "stale-write", CaughtBy: []string{"relay-pause-past-lease", "relay-db-slow-past-lease"}},
+			{Name: "no-lease", Guard: "lease expiry", Expect: "stuck-row", CaughtBy: []string{"relay-crash-after-claim"}},
+			{Name: "ack-before-commit", Guard: "manual ack after commit", Expect: "lost", CaughtBy: []string{"consumer-crash-after-receive"}},
+			{Name: "no-inbox", Guard: "inbox row", Expect: "duplicate-effect", CaughtBy: []string{"relay-crash-after-confirm", "consumer-crash-after-commit"}},
+			{Name: "inbox-own-transaction", Guard: "inbox row and effect in one transaction", Expect: "lost", CaughtBy: []string{"consumer-crash-before-commit"}},
 		},
 	}
 }
 
 // caseName is how a result appears in junit.xml.
 func caseName(s result.Scenario) string { return fmt.Sprintf("%s/%s", variantOf(s), s.Name) }
+
+// lostIDs are n eventIds of lost events, numbered from prefix.
+func lostIDs(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%05d", prefix, i)
+	}
+	return out
+}
+
+// fixtureBlackBox is a gate run on a black-box target (a pipeline built
+// from outbox libraries): it lists no variants, offers none of the
+// reference's crash points, and two of its runs lost events. The other
+// helpers' figures: 40 lost events consumed without effect (more than a
+// screenful of ids) and 3 routed nowhere in one run, 1 skipped in another.
+func fixtureBlackBox() result.Run {
+	consumed := lostIDs("01JCONSUMED", 40)
+	nowhere := append(lostIDs("01JNOWHERE", 2), "01JNOWHERE"+evil)
+	lost := result.Violation{Kind: "lost", EventIDs: append(append([]string{}, consumed[:20]...), nowhere...),
+		Message: "43 committed events never took effect",
+		Stages:  map[result.Stage][]string{result.StageConsumedNoEffect: consumed, result.StageRoutedNowhere: nowhere}}
+	skipped := result.Violation{Kind: "lost", EventIDs: []string{"01JSKIPPED0000000000000000"}, Message: "1 committed events never took effect",
+		Stages: map[result.Stage][]string{result.StageSkipped: {"01JSKIPPED0000000000000000"}}}
+	lostCounts := func(n int) result.Counts {
+		c := counts(150)
+		c.Lost, c.Reservations = n, 150-n
+		return c
+	}
+	notOffered := func(name, window, why string) result.Scenario {
+		return result.Scenario{Name: name, Variant: "correct", Seed: 7, Window: window, Verdict: result.NotRun, Reason: "not run on target outbox-libs: " + why}
+	}
+	scenarios := []result.Scenario{
+		{
+			Name: "blackbox-relay-frozen-past-lease", Variant: "correct", Seed: 7, Window: protocol.ClaimPastLease, Verdict: result.Fail,
+			Reason: "invariant broken: no-lost-event: 43 committed events have no effect", Counts: lostCounts(43),
+			Faults:     []result.Fault{{Kind: "pause", Target: "relay-1", Detail: "claim committed pause 5s", Hit: true, Start: at(3000), End: at(5000)}},
+			Invariants: invariants(result.Invariant{Name: "no-lost-event", Detail: "43 committed events have no effect", Violations: []result.Violation{lost}}),
+			RecoveryMS: 2600, DurationMS: 18000, Started: at(-7000),
+		},
+		{
+			Name: "blackbox-relay-answers-lost", Variant: "correct", Seed: 7, Window: protocol.RelayAfterPublish, Verdict: result.Fail,
+			Reason: "invariant broken: no-lost-event: 1 committed events have no effect", Counts: lostCounts(1),
+			Faults:     []result.Fault{{Kind: "toxic", Target: "relay-1->broker", Detail: "confirms dropped", Hit: true}},
+			Invariants: invariants(result.Invariant{Name: "no-lost-event", Detail: "1 committed events have no effect", Violations: []result.Violation{skipped}}),
+			RecoveryMS: 1900, DurationMS: 16000, Started: at(-7000),
+		},
+		{
+			Name: "blackbox-consumer-acks-dropped", Variant: "correct", Seed: 8, Attempt: 2, Window: protocol.ConsumerAfterCommit, Verdict: result.Indeterminate,
+			Reason: "window not shown: evidence not seen: redelivered", DurationMS: 15000, Started: at(-7000),
+		},
+		{Name: "amqp-reset-before-confirm", Variant: "correct", Seed: 7, Window: protocol.RelayAfterPublish, Verdict: result.Pass, Counts: counts(120), Invariants: invariants(), DurationMS: 12000, Started: at(-7000)},
+		{Name: "broker-restart", Variant: "correct", Seed: 7, Window: protocol.BrokerRestart, Verdict: result.Pass, Counts: counts(120), Invariants: invariants(), DurationMS: 20000, Started: at(-7000)},
+		notOffered("producer-crash-after-commit", protocol.ProducerAfterCommit, "no crash point producer.after-commit"),
+		notOffered("relay-crash-after-claim", protocol.RelayAfterClaim, "no crash point relay.after-claim"),
+		notOffered("relay-crash-after-confirm", protocol.RelayAfterConfirm, "no crash point relay.after-confirm"),
+		notOffered("relay-pause-past-lease", protocol.ClaimPastLease, "no crash point relay.after-confirm"),
+		notOffered("consumer-crash-after-commit", protocol.ConsumerAfterCommit, "no crash point consumer.after-commit"),
+		notOffered("inbox-retention-replay", protocol.InboxRetention, "no inbox cleanup to replay past"),
+	}
+	return result.Run{
+		Schema: result.Schema, Target: "outbox-libs", Seed: 7, Started: t0, DurationMS: 80_000, Verdict: result.Fail, Infra: "local",
+		Scenarios: scenarios,
+		Retried:   []result.Scenario{{Name: "blackbox-consumer-acks-dropped", Variant: "correct", Seed: 7, Attempt: 1, Verdict: result.Indeterminate, Reason: "window not shown: evidence not seen: redelivered"}},
+		Variants:  []result.Variant{},
+		// The target lists no variants.
+		TargetVariants: []result.TargetVariant{},
+	}
+}

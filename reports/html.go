@@ -21,6 +21,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"join":  strings.Join,
 	"split": strings.Split,
 	"inc":   func(i int) int { return i + 1 },
+	"upper": upperFirst,
 }).Parse(pageSource))
 
 type pageData struct {
@@ -39,16 +40,22 @@ type pageData struct {
 	Generated             string
 	Stats                 stats
 	Columns               []countColumn
+	Findings              findings
 	Windows               []windowRow
-	Matrix                matrix
-	Timing                []timingRow
-	Results               []scenarioView
+	// LeftOut says in one line which windows the table leaves out.
+	LeftOut string
+	// VariantNote says in one line why the table has no variant line.
+	VariantNote string
+	Matrix      matrix
+	Timing      []timingRow
+	Results     []scenarioView
 }
 
 type scenarioView struct {
 	ID         string
 	S          result.Scenario
 	Variant    string
+	Window     string // the window it opened, as the protocol words it
 	IsVariant  bool
 	Outcome    outcome
 	Open       bool
@@ -81,12 +88,16 @@ type violationView struct {
 	result.Violation
 	Invariant string
 	Expected  bool
+	Summary   string // kind, how many, where they stopped
+	IDs       idList
+	Stages    []stageView
 }
 
 func (ix *index) scenarioView(s result.Scenario) scenarioView {
 	v := scenarioView{ID: anchor(s), S: s, Variant: variantOf(s), Outcome: ix.verdictOf(s), Stages: stages,
 		Duration: fmtMS(s.DurationMS), Phases: phasesText(s), Recovery: fmtRecovery(s.RecoveryMS), Failed: s.Failed()}
 	v.IsVariant = v.Variant != correct
+	v.Window = windowText(s.Window)
 	v.Open = v.Outcome.Class == clsBad
 	if !s.Started.IsZero() {
 		v.Started = s.Started.UTC().Format("2006-01-02 15:04:05Z")
@@ -128,7 +139,8 @@ func (ix *index) scenarioView(s result.Scenario) scenarioView {
 	}
 	for _, inv := range s.Invariants {
 		for _, vi := range inv.Violations {
-			v.Violations = append(v.Violations, violationView{Violation: vi, Invariant: inv.Name, Expected: inv.Expected || inv.OK})
+			v.Violations = append(v.Violations, violationView{Violation: vi, Invariant: inv.Name, Expected: inv.Expected || inv.OK,
+				Summary: violationSummary(s, vi), IDs: splitIDs(vi.EventIDs), Stages: stageViews(vi)})
 		}
 	}
 	v.Timeline = layoutTimeline(s)
@@ -136,9 +148,10 @@ func (ix *index) scenarioView(s result.Scenario) scenarioView {
 	return v
 }
 
-func renderHTML(run result.Run, windows []Window) ([]byte, error) {
-	ix := newIndex(run, windows)
-	m := ix.matrix(windows)
+func renderHTML(run result.Run) ([]byte, error) {
+	ix := newIndex(run)
+	m := ix.matrix()
+	kept, left := ix.offered(windowsOf(run))
 	d := pageData{
 		Title:       "faultline report",
 		Pass:        run.Pass,
@@ -149,13 +162,16 @@ func renderHTML(run result.Run, windows []Window) ([]byte, error) {
 		Generated:   time.Now().UTC().Format("2006-01-02 15:04:05Z"),
 		Stats:       ix.stats(m),
 		Columns:     countColumns,
-		Windows:     ix.windowRows(windows),
+		Windows:     ix.windowRows(kept),
+		LeftOut:     left.Text(),
+		VariantNote: ix.variantNote(),
 		Matrix:      m,
 		Timing:      timingRows(run),
 		Duration:    fmtMS(run.DurationMS),
 		Seeds:       seedsText(run),
 	}
 	d.Verdict, d.VerdictClass = headline(run)
+	d.Findings = ix.findingsOf(d.Stats)
 	if !run.Started.IsZero() {
 		d.Started = run.Started.UTC().Format("2006-01-02 15:04:05Z")
 		d.Title += " " + run.Started.UTC().Format("2006-01-02 15:04")

@@ -73,8 +73,8 @@ func oneLineReason(s result.Scenario) string {
 
 func seconds(ms int64) string { return fmt.Sprintf("%.3f", float64(ms)/1000) }
 
-func renderJUnit(run result.Run, windows []Window) ([]byte, error) {
-	ix := newIndex(run, windows)
+func renderJUnit(run result.Run) ([]byte, error) {
+	ix := newIndex(run)
 	suite := junitSuite{Name: "faultline", Time: seconds(run.DurationMS)}
 	if !run.Started.IsZero() {
 		suite.Timestamp = run.Started.UTC().Format("2006-01-02T15:04:05")
@@ -105,16 +105,21 @@ func renderJUnit(run result.Run, windows []Window) ([]byte, error) {
 		case s.Verdict == result.Indeterminate:
 			c.Error = &junitFailure{Type: "indeterminate", Message: oneLineReason(s), Text: s.Reason}
 			suite.Errors++
-		case s.Verdict != result.Pass && s.Verdict != result.Fail:
+		case s.Verdict != result.Pass && s.Verdict != result.Limit && s.Verdict != result.Fail:
 			msg := notRunText(s)
 			c.Skipped = &junitSkipped{Message: msg}
 			suite.Skipped++
 		case variantOf(s) == correct:
-			if s.Verdict == result.Fail {
+			switch k, known := knownFindingOf(run, s.Name); {
+			case s.Known && known:
+				c.SystemOut = fmt.Sprintf("known finding of the target file, shown: %s (lists %s)\ncause: %s\n%s", found(s), strings.Join(k.Violations, ", "), k.Cause, violationText(s, false))
+			case s.Verdict == result.Fail:
 				c.Failure = &junitFailure{Type: "violation", Message: oneLineFailure(s), Text: failureText(s)}
 				suite.Failures++
-			} else if lim := expectedLimits(s); len(lim) > 0 {
-				c.SystemOut = "documented limit, reported as expected: " + strings.Join(lim, "; ") + "\n" + violationText(s, true)
+			default:
+				if lim := expectedLimits(s); len(lim) > 0 {
+					c.SystemOut = "documented limit, reported as expected: " + strings.Join(lim, "; ") + "\n" + violationText(s, true)
+				}
 			}
 		default:
 			kind := ix.expect[s.Variant]
@@ -130,6 +135,17 @@ func renderJUnit(run result.Run, windows []Window) ([]byte, error) {
 		}
 		suite.Cases = append(suite.Cases, c)
 		suite.Tests++
+	}
+	// A known finding no longer shown fails the gate: CI sees it as a
+	// failed case of its own, beside the run that passed.
+	for _, k := range run.KnownFindings {
+		if k.Status != result.KnownNotReproduced {
+			continue
+		}
+		suite.Cases = append(suite.Cases, junitCase{Classname: "known-finding", Name: k.Scenario,
+			Failure: &junitFailure{Type: "not-reproduced", Message: k.Detail, Text: "cause declared: " + k.Cause}})
+		suite.Tests++
+		suite.Failures++
 	}
 	out := junitSuites{Name: "faultline", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Skipped: suite.Skipped, Time: suite.Time, Suites: []junitSuite{suite}}
 	var b bytes.Buffer
@@ -199,4 +215,14 @@ func violationText(s result.Scenario, expected bool) string {
 		}
 	}
 	return b.String()
+}
+
+// knownFindingOf is the run's known finding of scenario.
+func knownFindingOf(run result.Run, scenario string) (result.KnownFinding, bool) {
+	for _, k := range run.KnownFindings {
+		if k.Scenario == scenario {
+			return k, true
+		}
+	}
+	return result.KnownFinding{}, false
 }

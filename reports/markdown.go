@@ -41,9 +41,9 @@ func mdFence(lines []string) string {
 
 var mdIcon = map[string]string{clsGood: "✅", clsBad: "❌", clsLimit: "⚠️", clsNone: "⏭️", clsUnknown: "❔"}
 
-func renderMarkdown(run result.Run, windows []Window) []byte {
-	ix := newIndex(run, windows)
-	m := ix.matrix(windows)
+func renderMarkdown(run result.Run) []byte {
+	ix := newIndex(run)
+	m := ix.matrix()
 	st := ix.stats(m)
 	var b bytes.Buffer
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -59,20 +59,31 @@ func renderMarkdown(run result.Run, windows []Window) []byte {
 		p(", infrastructure %s", mdCell(run.Infra))
 	}
 	p("\n- correct pipeline: %d/%d passed", st.CorrectPassed, st.CorrectRun)
+	if st.CorrectKnown > 0 {
+		p(", %d showed a known finding", st.CorrectKnown)
+	}
+	if st.CorrectFailed > 0 {
+		p(", %d failed", st.CorrectFailed)
+	}
 	if st.CorrectIndeterminate > 0 {
 		p(", %d indeterminate", st.CorrectIndeterminate)
 	}
 	if st.CorrectNotRun > 0 {
 		p(", %d not run", st.CorrectNotRun)
 	}
-	notRun := ""
-	if st.VariantsNotRun > 0 {
-		notRun = fmt.Sprintf(" (%d not run)", st.VariantsNotRun)
+	p("\n")
+	// Only a target that lists variants has a variants line: 0/0 says
+	// nothing, and the reference's variants are not every target's.
+	if st.Variants > 0 {
+		notRun := ""
+		if st.VariantsNotRun > 0 {
+			notRun = fmt.Sprintf(" (%d not run)", st.VariantsNotRun)
+		}
+		if st.VariantsIndeterminate > 0 {
+			notRun += fmt.Sprintf(" (%d indeterminate)", st.VariantsIndeterminate)
+		}
+		p("- variants: %d/%d caught%s\n", st.VariantsCaught, st.Variants, notRun)
 	}
-	if st.VariantsIndeterminate > 0 {
-		notRun += fmt.Sprintf(" (%d indeterminate)", st.VariantsIndeterminate)
-	}
-	p("\n- variants: %d/%d caught%s\n", st.VariantsCaught, st.Variants, notRun)
 	if run.Interrupted {
 		p("- **interrupted**: the runs under way ended without a verdict, and nothing new started\n")
 	}
@@ -85,8 +96,42 @@ func renderMarkdown(run result.Run, windows []Window) []byte {
 	}
 	p("\n")
 
+	f := ix.findingsOf(st)
+	p("## %s\n\n%s.\n\n", f.Heading, mdCell(upperFirst(f.Why)))
+	for _, g := range []struct {
+		label string
+		items []finding
+	}{{"Failed", f.Failed}, {"Variants not caught", f.Missed}, {"Indeterminate", f.Indeterminate}} {
+		if len(g.items) == 0 {
+			continue
+		}
+		p("%s:\n\n", g.label)
+		for _, it := range g.items {
+			p("- %s %s", mdIcon[it.Class], mdCode(it.Name))
+			if it.Pipeline != "" {
+				p(" [%s] seed %d", mdCell(it.Pipeline), it.Seed)
+			}
+			p(": %s\n", mdCell(it.Text))
+		}
+		p("\n")
+	}
+	if len(f.Known) > 0 {
+		p("### Known findings\n\nWeaknesses of the pipeline as built that its target file declares, each with the behaviour it comes from: a run that shows exactly one does not fail the gate; one no longer shown does.\n\n")
+		for _, k := range f.Known {
+			p("- %s %s (%s) %s: %s  \n  cause: %s\n", mdIcon[k.Class], mdCode(k.Scenario), mdCell(k.Kinds), mdCell(k.Status), mdCell(k.Text), mdCell(k.Cause))
+		}
+		p("\n")
+	}
+
+	kept, left := ix.offered(windowsOf(run))
 	p("## Failure windows\n\n")
-	p("| boundary | window | crash point | guard | without the guard | pipeline | scenario | measured outcome |")
+	if t := left.Text(); t != "" {
+		p("%s\n\n", t)
+	}
+	if t := ix.variantNote(); t != "" {
+		p("%s\n\n", t)
+	}
+	p("| boundary | window | window name | guard | without the guard | pipeline | scenario | measured outcome |")
 	for _, c := range countColumns {
 		p(" %s |", c.Short)
 	}
@@ -95,7 +140,7 @@ func renderMarkdown(run result.Run, windows []Window) []byte {
 		p("--:|")
 	}
 	p("\n")
-	for _, r := range ix.windowRows(windows) {
+	for _, r := range ix.windowRows(kept) {
 		pipe := r.Pipeline
 		if pipe == "" {
 			pipe = "—"
@@ -108,7 +153,14 @@ func renderMarkdown(run result.Run, windows []Window) []byte {
 		if r.Scenario != "" {
 			scen = mdCode(r.Scenario)
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s | %s %s |", mdCell(r.W.Boundary), mdCell(r.W.Window), mdCode(r.W.CrashPoint), mdCell(r.W.Guard),
+		crash := "—"
+		if r.W.Name != "" {
+			crash = mdCode(r.W.Name)
+			if !r.W.CrashPoint {
+				crash += " (from outside)"
+			}
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %s %s |", mdCell(r.W.Boundary), mdCell(r.W.Window), crash, mdCell(r.W.Guard),
 			mdCell(without), mdCell(pipe), scen, mdIcon[r.Outcome.Class], mdCell(r.Outcome.Text))
 		if r.Counts != nil {
 			for _, c := range r.Counts.cells() {
@@ -134,7 +186,7 @@ func renderMarkdown(run result.Run, windows []Window) []byte {
 
 	p("\n## Catch matrix\n\n")
 	if len(m.Rows) == 0 {
-		p("No variant in this run.\n")
+		p("No variant in this run: the target lists none, or none was run.\n")
 	} else {
 		p("| variant | caught by |")
 		for _, s := range m.Scenarios {
@@ -228,11 +280,35 @@ func writeViolations(b *bytes.Buffer, s result.Scenario, expected bool) {
 			continue
 		}
 		for _, v := range inv.Violations {
-			fmt.Fprintf(b, "**%s** (%s): %s — eventIds %s\n\n", mdCell(v.Kind), mdCell(inv.Name), mdCell(v.Message), mdCode(strings.Join(v.EventIDs, ", ")))
+			ids := splitIDs(v.EventIDs)
+			fmt.Fprintf(b, "**%s** (%s): %s — eventIds %s%s\n\n", mdCell(v.Kind), mdCell(inv.Name), mdCell(v.Message), mdCode(strings.Join(ids.Shown, ", ")), mdMore(len(ids.More)))
+			if sv := stageViews(v); len(sv) > 0 {
+				fmt.Fprintf(b, "Where they stopped: %s\n\n", mdCell(stageCounts(v.Stages)))
+				for _, st := range sv {
+					fmt.Fprintf(b, "- %s (%d): %s%s\n", mdCell(st.Stage), st.Count, mdCode(strings.Join(st.IDs.Shown, ", ")), mdMore(len(st.IDs.More)))
+				}
+				b.WriteString("\n")
+			}
 			if len(v.Timeline) > 0 {
 				fence := mdFence(v.Timeline)
 				fmt.Fprintf(b, "%s\n%s\n%s\n\n", fence, strings.Join(v.Timeline, "\n"), fence)
 			}
 		}
 	}
+}
+
+// mdMore says how many eventIds a list left out, and where they all are.
+func mdMore(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d more (results.json has them all)", n)
+}
+
+// upperFirst starts a sentence with a capital.
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -38,6 +38,10 @@ type index struct {
 	byKey  map[string][]result.Scenario
 	expect map[string]string // variant → violation kind that catches it
 	guard  map[string]string
+	// variants are the variants the run knows: the gate's verdicts and the
+	// runs on a variant. Only these get a line in the window table or a
+	// row in the catch matrix; a target that lists none gets neither.
+	variants map[string]bool
 }
 
 func key(name, variant string) string { return name + "\x00" + variant }
@@ -49,22 +53,20 @@ func variantOf(s result.Scenario) string {
 	return s.Variant
 }
 
-func newIndex(run result.Run, windows []Window) *index {
-	ix := &index{run: run, byKey: map[string][]result.Scenario{}, expect: map[string]string{}, guard: map[string]string{}}
+func newIndex(run result.Run) *index {
+	ix := &index{run: run, byKey: map[string][]result.Scenario{}, expect: map[string]string{}, guard: map[string]string{}, variants: map[string]bool{}}
 	for _, s := range run.Scenarios {
 		k := key(s.Name, variantOf(s))
 		ix.byKey[k] = append(ix.byKey[k], s)
+		if variantOf(s) != correct {
+			ix.variants[variantOf(s)] = true
+		}
 	}
-	for _, w := range windows {
-		if w.Variant == "" {
-			continue
-		}
-		if w.Expect != "" && ix.expect[w.Variant] == "" {
-			ix.expect[w.Variant] = w.Expect
-		}
-		if ix.guard[w.Variant] == "" {
-			ix.guard[w.Variant] = w.Guard
-		}
+	for _, v := range run.Variants {
+		ix.variants[v.Name] = true
+	}
+	for _, v := range targetVariants(run) {
+		ix.expect[v.Name], ix.guard[v.Name] = v.Expect, v.Guard
 	}
 	// The gate's own verdicts say it best.
 	for _, v := range run.Variants {
@@ -76,6 +78,18 @@ func newIndex(run result.Run, windows []Window) *index {
 		}
 	}
 	return ix
+}
+
+// variantNote says in one line why the window table has no variant line,
+// "" when it may have some: the target lists no variants, or none was run.
+func (ix *index) variantNote() string {
+	switch {
+	case ix.run.TargetVariants != nil && len(ix.run.TargetVariants) == 0:
+		return "The target lists no variants: every line is of the correct pipeline."
+	case len(ix.variants) == 0:
+		return "No variant in this run: every line is of the correct pipeline."
+	}
+	return ""
 }
 
 func (ix *index) find(name, variant string) []result.Scenario {
@@ -139,10 +153,16 @@ func why(s result.Scenario) string {
 }
 
 // pick is the run a cell shows when a scenario ran with several seeds: the
-// first that failed, else the first.
+// first that failed (other than with a known finding), else the first
+// that showed a known finding, else the first.
 func pick(runs []result.Scenario) result.Scenario {
 	for _, r := range runs {
-		if r.Verdict == result.Fail {
+		if r.Verdict == result.Fail && !r.Known {
+			return r
+		}
+	}
+	for _, r := range runs {
+		if r.Known {
 			return r
 		}
 	}
@@ -167,13 +187,16 @@ func correctOutcome(runs []result.Scenario) outcome {
 	r := pick(runs)
 	note := seedNote(runs, r)
 	switch r.Verdict {
-	case result.Pass:
+	case result.Pass, result.Limit:
 		if lim := expectedLimits(r); len(lim) > 0 {
-			return outcome{Text: "pass: documented limit, " + strings.Join(lim, "; ") + " reported" + note, Class: clsLimit, Detail: r.Reason}
+			return outcome{Text: "documented limit: " + strings.Join(lim, "; ") + " reported" + note, Class: clsLimit, Detail: r.Reason}
 		}
 		return outcome{Text: "pass" + note, Class: clsGood}
 	case result.Fail:
-		return outcome{Text: "FAIL: " + why(r) + note, Class: clsBad, Detail: strings.Join(r.Failed(), "\n")}
+		if r.Known {
+			return outcome{Text: "known finding: " + found(r) + note, Class: clsLimit, Detail: strings.Join(r.Failed(), "\n")}
+		}
+		return outcome{Text: "FAIL: " + found(r) + note, Class: clsBad, Detail: strings.Join(r.Failed(), "\n")}
 	case result.Indeterminate:
 		return indeterminate(r)
 	default:
@@ -230,7 +253,7 @@ func variantOutcome(runs []result.Scenario, kind string) outcome {
 
 func missed(r result.Scenario, kind string) outcome {
 	switch r.Verdict {
-	case result.Pass:
+	case result.Pass, result.Limit:
 		return outcome{Text: "MISSED: the run passed, no " + kind + " reported", Class: clsBad}
 	case result.Fail:
 		return outcome{Text: "MISSED: failed with " + why(r) + ", not " + kind, Class: clsBad, Detail: strings.Join(r.Failed(), "\n")}
@@ -365,18 +388,100 @@ type windowRow struct {
 	Counts   *countsRow
 }
 
-// windowRows fills the headline table.
-func (ix *index) windowRows(windows []Window) []windowRow {
-	var rows []windowRow
+// groupWindows splits the table into windows: consecutive entries with the
+// same Boundary, Name, Window and Scenario are one window with several
+// variants.
+func groupWindows(windows []Window) [][]Window {
+	var out [][]Window
 	for i := 0; i < len(windows); {
 		w := windows[i]
 		j := i + 1
-		for j < len(windows) && windows[j].Boundary == w.Boundary && windows[j].Window == w.Window && windows[j].Scenario == w.Scenario {
+		for j < len(windows) && windows[j].Boundary == w.Boundary && windows[j].Name == w.Name && windows[j].Window == w.Window && windows[j].Scenario == w.Scenario {
 			j++
 		}
-		group := windows[i:j]
+		out = append(out, windows[i:j])
+		i = j
+	}
+	return out
+}
+
+// leftOut counts the windows the table leaves out: NotOffered, whose
+// scenarios the target cannot run (not run, with the reason), and NotInRun,
+// of which nothing was run at all (a `run` of some scenarios). Neither has
+// a variant the run knows.
+type leftOut struct{ NotOffered, NotInRun int }
+
+func (l leftOut) Total() int { return l.NotOffered + l.NotInRun }
+
+// Text says it in one line, "" when nothing was left out.
+func (l leftOut) Text() string {
+	var parts []string
+	if l.NotOffered > 0 {
+		parts = append(parts, fmt.Sprintf("%d the target does not offer (their scenarios could not run on it)", l.NotOffered))
+	}
+	if l.NotInRun > 0 {
+		parts = append(parts, fmt.Sprintf("%d not in this run", l.NotInRun))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d %s left out: %s.", l.Total(), plural(l.Total(), "window", "windows"), strings.Join(parts, ", "))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// offered keeps the windows the run shows something of: a run of one of
+// its scenarios on the correct pipeline that the target could run, or a
+// variant of it that the run knows. The others are left out: their
+// scenarios could not run on the target (NotOffered), or nothing of them
+// was run (NotInRun).
+func (ix *index) offered(windows []Window) (kept []Window, out leftOut) {
+	for _, group := range groupWindows(windows) {
+		w := group[0]
+		show, anyRun := false, false
+		for _, name := range append([]string{w.Scenario}, w.Also...) {
+			for _, r := range ix.find(name, correct) {
+				anyRun = true
+				if r.Verdict != result.NotRun {
+					show = true
+				}
+			}
+		}
+		for _, g := range group {
+			if ix.variants[g.Variant] {
+				show = true
+			}
+		}
+		switch {
+		case show:
+			kept = append(kept, group...)
+		case anyRun:
+			out.NotOffered++
+		default:
+			out.NotInRun++
+		}
+	}
+	return kept, out
+}
+
+// windowRows fills the headline table with the windows given (offered
+// leaves out those the run shows nothing of). A variant line is there for
+// each variant the run knows, and a documented limit's line only when the
+// run knows any variant.
+func (ix *index) windowRows(windows []Window) []windowRow {
+	var rows []windowRow
+	for _, group := range groupWindows(windows) {
+		w := group[0]
 		start := len(rows)
 		for _, name := range append([]string{w.Scenario}, w.Also...) {
+			if name == "" {
+				continue // no run of the correct pipeline opened it
+			}
 			runs := ix.find(name, correct)
 			row := windowRow{W: w, Pipeline: correct, Scenario: name, Outcome: correctOutcome(runs)}
 			if len(runs) > 0 {
@@ -386,12 +491,10 @@ func (ix *index) windowRows(windows []Window) []windowRow {
 			rows = append(rows, row)
 		}
 		for _, g := range group {
-			row := windowRow{W: g, Variant: true, Pipeline: g.Variant}
-			if g.Variant == "" {
-				row.Outcome = outcome{Text: "no variant: a documented limit, shown on the correct pipeline", Class: clsNone}
-				rows = append(rows, row)
+			if g.Variant == "" || !ix.variants[g.Variant] {
 				continue
 			}
+			row := windowRow{W: g, Variant: true, Pipeline: g.Variant}
 			kind := g.Expect
 			if kind == "" {
 				kind = ix.expect[g.Variant]
@@ -411,9 +514,11 @@ func (ix *index) windowRows(windows []Window) []windowRow {
 			}
 			rows = append(rows, row)
 		}
+		if len(rows) == start {
+			continue
+		}
 		rows[start].First, rows[start].Span = true, len(rows)-start
 		rows[len(rows)-1].Last = true
-		i = j
 	}
 	for i := 0; i < len(rows); {
 		j := i + 1
@@ -441,6 +546,22 @@ type matrixCell struct {
 	Title  string
 }
 
+// Glyph is the cell as the page's narrow column shows it; its title says
+// it in words.
+func (c matrixCell) Glyph() string {
+	switch c.Text {
+	case cellCaught:
+		return "✓"
+	case cellMissed:
+		return "✗"
+	case cellUnknown:
+		return "?"
+	case cellNotRun:
+		return "–"
+	}
+	return ""
+}
+
 type matrixRow struct {
 	Variant string
 	Guard   string
@@ -456,7 +577,7 @@ type matrix struct {
 
 // matrix is variant × catching scenario: caught, missed or not run. The
 // pairs come from the gate's verdicts, the windows and the variant runs.
-func (ix *index) matrix(windows []Window) matrix {
+func (ix *index) matrix() matrix {
 	var variants, scens []string
 	seenV, seenS := map[string]bool{}, map[string]bool{}
 	pairs := map[string]bool{}
@@ -478,19 +599,27 @@ func (ix *index) matrix(windows []Window) matrix {
 		for _, s := range v.CaughtBy {
 			add(v.Name, s)
 		}
-		for _, s := range v.Missed {
-			add(v.Name, s)
+		for _, list := range [][]string{v.Missed, v.Indeterminate, v.NotRun} {
+			for _, s := range list {
+				add(v.Name, s)
+			}
 		}
 		if !seenV[v.Name] {
 			seenV[v.Name] = true
 			variants = append(variants, v.Name)
 		}
 	}
-	for _, w := range windows {
-		add(w.Variant, w.variantScenario())
-	}
 	for _, s := range ix.run.Scenarios {
 		add(variantOf(s), s.Name)
+	}
+	// The target pairs each variant the run knows with the scenarios meant
+	// to catch it.
+	for _, v := range targetVariants(ix.run) {
+		if ix.variants[v.Name] {
+			for _, s := range v.CaughtBy {
+				add(v.Name, s)
+			}
+		}
 	}
 	sort.Strings(scens)
 
@@ -498,7 +627,7 @@ func (ix *index) matrix(windows []Window) matrix {
 	for _, v := range variants {
 		row := matrixRow{Variant: v, Guard: ix.guard[v], Expect: ix.expect[v]}
 		anyCaught, anyRun, anyUnknown := false, false, false
-		var caughtBy []string
+		var by []string
 		for _, s := range scens {
 			if !pairs[key(s, v)] {
 				row.Cells = append(row.Cells, matrixCell{})
@@ -523,7 +652,7 @@ func (ix *index) matrix(windows []Window) matrix {
 				if o.Class == clsGood {
 					cell.Text, cell.Class = cellCaught, clsGood
 					anyCaught = true
-					caughtBy = append(caughtBy, s)
+					by = append(by, s)
 					break
 				}
 				cell.Text, cell.Class = cellMissed, clsBad
@@ -532,7 +661,7 @@ func (ix *index) matrix(windows []Window) matrix {
 		}
 		switch {
 		case anyCaught:
-			row.Verdict = outcome{Text: "caught by " + strings.Join(caughtBy, ", "), Class: clsGood}
+			row.Verdict = caughtBy(by)
 		case anyRun:
 			row.Verdict = outcome{Text: "MISSED", Class: clsBad}
 		case anyUnknown:
@@ -546,7 +675,7 @@ func (ix *index) matrix(windows []Window) matrix {
 				continue
 			}
 			if gv.Caught {
-				row.Verdict = outcome{Text: "caught by " + strings.Join(gv.CaughtBy, ", "), Class: clsGood}
+				row.Verdict = caughtBy(gv.CaughtBy)
 			} else if anyRun || len(gv.Missed) > 0 {
 				row.Verdict = outcome{Text: "MISSED", Class: clsBad}
 			}
@@ -556,9 +685,26 @@ func (ix *index) matrix(windows []Window) matrix {
 	return m
 }
 
+// caughtBy is a matrix row's verdict for a caught variant: the scenario
+// that caught it, or how many did, so that the column and the row stay
+// narrow; the tooltip names them all, and so do the ✓ cells.
+func caughtBy(scens []string) outcome {
+	o := outcome{Text: "caught by " + strings.Join(scens, ", "), Class: clsGood, Detail: strings.Join(scens, "\n")}
+	if len(scens) > 1 {
+		o.Text = fmt.Sprintf("caught by %d scenarios", len(scens))
+	}
+	return o
+}
+
 // stats are the run's headline figures.
 type stats struct {
-	CorrectPassed, CorrectRun, CorrectNotRun int
+	CorrectPassed, CorrectFailed, CorrectRun, CorrectNotRun int
+	// CorrectKnown of CorrectRun failed with a known finding of the
+	// target file and nothing else: neither passed nor failed.
+	CorrectKnown int
+	// KnownNotReproduced are the target's known findings no run showed
+	// although their scenario passed or was not run: each fails the gate.
+	KnownNotReproduced int
 	// CorrectIndeterminate of CorrectRun showed nothing, retries and all.
 	CorrectIndeterminate     int
 	VariantsCaught, Variants int
@@ -569,6 +715,10 @@ type stats struct {
 	VariantsNotRun int
 }
 
+// CorrectClean: every run of the correct pipeline passed or showed a
+// known finding and nothing else.
+func (s stats) CorrectClean() bool { return s.CorrectPassed+s.CorrectKnown == s.CorrectRun }
+
 func (ix *index) stats(m matrix) stats {
 	var st stats
 	for _, s := range ix.run.Scenarios {
@@ -576,16 +726,26 @@ func (ix *index) stats(m matrix) stats {
 			continue
 		}
 		switch s.Verdict {
-		case result.Pass:
+		case result.Pass, result.Limit:
 			st.CorrectPassed++
 			st.CorrectRun++
 		case result.Fail:
 			st.CorrectRun++
+			if s.Known {
+				st.CorrectKnown++
+			} else {
+				st.CorrectFailed++
+			}
 		case result.Indeterminate:
 			st.CorrectRun++
 			st.CorrectIndeterminate++
 		default:
 			st.CorrectNotRun++
+		}
+	}
+	for _, k := range ix.run.KnownFindings {
+		if k.Status == result.KnownNotReproduced {
+			st.KnownNotReproduced++
 		}
 	}
 	for _, r := range m.Rows {

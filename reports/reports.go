@@ -2,8 +2,10 @@
 //
 //	index.html     one self-contained page (inline CSS and SVG, no script,
 //	               nothing loaded from the network, every value escaped by
-//	               html/template): the failure-window table, the catch
-//	               matrix, the time to a verdict (result.Timing, when the
+//	               html/template): the findings (why the run failed: its
+//	               failing runs with their lost events by stage, the
+//	               variants not caught, the runs with no verdict), the
+//	               failure-window table, the catch matrix, the time to a verdict (result.Timing, when the
 //	               run recorded it) with each run's phases, and per
 //	               scenario its timeline, counts, faults, evidence,
 //	               invariants and violations
@@ -13,9 +15,16 @@
 //	junit.xml      one testcase per scenario × pipeline for CI
 //	screenshot.png index.html as headless Chromium draws it (Screenshot)
 //
-// The headline is docs/design.md's failure-window table filled with what was
-// measured: Write takes the windows (DefaultWindows is the catalogue's) and
-// finds each window's runs on the correct pipeline and on its variant.
+// The findings open the page; then the failure-window table filled with
+// what was measured, drawn from the run itself: each window its scenarios
+// opened, worded by the protocol, with their runs on the correct pipeline,
+// and a line for each of the target's variants (results.json carries the
+// target's list) that a scenario of the window must catch. Windows the run
+// shows nothing of (the target does not offer them) are left out and
+// counted in one line; a variant gets a line only when the run knows it
+// (the gate's verdicts, its runs), so a target that lists no variants has
+// no variant lines (a line says so), no variants figure and no matrix; a
+// run that names no window the protocol knows gets a window of its own.
 package reports
 
 import (
@@ -38,7 +47,7 @@ const (
 
 // Write renders run into dir (created if missing): index.html, summary.md,
 // results.json and junit.xml. A run without a schema gets result.Schema.
-func Write(dir string, run result.Run, windows []Window) error {
+func Write(dir string, run result.Run) error {
 	if run.Schema == "" {
 		run.Schema = result.Schema
 	}
@@ -49,11 +58,11 @@ func Write(dir string, run result.Run, windows []Window) error {
 	if err != nil {
 		return fmt.Errorf("reports: encode results.json: %w", err)
 	}
-	html, err := renderHTML(run, windows)
+	html, err := renderHTML(run)
 	if err != nil {
 		return fmt.Errorf("reports: %w", err)
 	}
-	junit, err := renderJUnit(run, windows)
+	junit, err := renderJUnit(run)
 	if err != nil {
 		return fmt.Errorf("reports: %w", err)
 	}
@@ -62,7 +71,7 @@ func Write(dir string, run result.Run, windows []Window) error {
 		data []byte
 	}{
 		{ResultsFile, append(data, '\n')},
-		{SummaryFile, renderMarkdown(run, windows)},
+		{SummaryFile, renderMarkdown(run)},
 		{JUnitFile, junit},
 		{IndexFile, html},
 	} {

@@ -37,7 +37,7 @@ func read(t *testing.T, path string) string {
 func TestWriteAllFiles(t *testing.T) {
 	dir := reportDir(t)
 	run := fixtureRun()
-	require.NoError(t, Write(dir, run, DefaultWindows()))
+	require.NoError(t, Write(dir, run))
 	for _, f := range []string{IndexFile, SummaryFile, ResultsFile, JUnitFile} {
 		fi, err := os.Stat(filepath.Join(dir, f))
 		require.NoError(t, err, f)
@@ -53,7 +53,7 @@ func TestResultsJSONRoundTrips(t *testing.T) {
 	dir := reportDir(t)
 	run := fixtureRun()
 	run.Schema = "" // Write stamps the schema
-	require.NoError(t, Write(dir, run, DefaultWindows()))
+	require.NoError(t, Write(dir, run))
 
 	var raw map[string]any
 	data := []byte(read(t, filepath.Join(dir, ResultsFile)))
@@ -110,7 +110,7 @@ type jSuites struct {
 func TestJUnit(t *testing.T) {
 	dir := reportDir(t)
 	run := fixtureRun()
-	require.NoError(t, Write(dir, run, DefaultWindows()))
+	require.NoError(t, Write(dir, run))
 	var js jSuites
 	require.NoError(t, xml.Unmarshal([]byte(read(t, filepath.Join(dir, JUnitFile))), &js))
 	require.Len(t, js.Suites, 1)
@@ -195,7 +195,7 @@ func TestJUnitVariantVerdicts(t *testing.T) {
 		{"failing with another violation fails", variantRun(result.Fail, "lost"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := renderJUnit(tc.run, nil)
+			out, err := renderJUnit(tc.run)
 			require.NoError(t, err)
 			var js jSuites
 			require.NoError(t, xml.Unmarshal(out, &js))
@@ -208,29 +208,31 @@ func TestJUnitVariantVerdicts(t *testing.T) {
 
 func TestSummaryMarkdown(t *testing.T) {
 	dir := reportDir(t)
-	require.NoError(t, Write(dir, fixtureRun(), DefaultWindows()))
+	require.NoError(t, Write(dir, fixtureRun()))
 	md := read(t, filepath.Join(dir, SummaryFile))
 	assert.Contains(t, md, "# faultline report: FAIL")
-	assert.Contains(t, md, "| boundary | window | crash point | guard | without the guard | pipeline | scenario | measured outcome |")
+	assert.Contains(t, md, "| boundary | window | window name | guard | without the guard | pipeline | scenario | measured outcome |")
 	// Every window's rows: the correct pipeline's and the variant's.
 	assert.Contains(t, md, "| app transaction | fact committed, event not yet published | `producer.after-commit` |")
 	assert.Regexp(t, `\| commit-then-publish \| `+"`producer-crash-after-commit`"+` \| ✅ caught: lost \| 119 \| 119 \|`, md)
-	assert.Regexp(t, `\| correct \| `+"`consumer-crash-before-commit`"+` \| ⏭️ not run \|`, md)
+	assert.Contains(t, md, "| publisher → broker | the broker refuses a publish (nack) | `broker.nack` (from outside) |", "a window opened from outside, worded by the protocol")
+	assert.Contains(t, md, "| lost (without mandatory publish) | no-mandatory | `unroutable-then-routable` | ⏭️ not run |", "the target's variant, with its guard")
 	assert.Contains(t, md, "❌ MISSED: the run passed, no duplicate-effect reported")
-	assert.Contains(t, md, "⚠️ pass: documented limit, duplicate-effect of 01JREPLAYED000000000000000 reported")
+	assert.Contains(t, md, "⚠️ documented limit: duplicate-effect of 01JREPLAYED000000000000000 reported")
 	assert.Regexp(t, `- variants: \d+/\d+ caught \(\d+ not run\)`, md)
 	assert.Contains(t, md, "## Catch matrix")
 	assert.Contains(t, md, "| `no-inbox` | duplicate-effect |")
 	assert.Contains(t, md, "## Failures")
 	assert.Contains(t, md, "### relay-pause-past-lease [correct] seed 7")
 	assert.Contains(t, md, "relay-1    fenced           01JLOST"+evil, "timeline lines in a code block, verbatim")
+	assert.Contains(t, md, "- consumed-without-effect (1): `01JLOST<script>", "where each lost event stopped, in a code span")
 	assert.NotContains(t, strings.ReplaceAll(md, "01JLOST"+evil, ""), "<script", "outside code blocks markup is escaped")
 	assert.Contains(t, md, "&lt;script&gt;")
 }
 
 func TestIndexHTMLSelfContainedAndEscaped(t *testing.T) {
 	dir := reportDir(t)
-	require.NoError(t, Write(dir, fixtureRun(), DefaultWindows()))
+	require.NoError(t, Write(dir, fixtureRun()))
 	html := read(t, filepath.Join(dir, IndexFile))
 	lower := strings.ToLower(html)
 	assert.NotContains(t, lower, "<script", "no script at all: markup from the run is text")
@@ -240,16 +242,19 @@ func TestIndexHTMLSelfContainedAndEscaped(t *testing.T) {
 	assert.NotRegexp(t, `(?i)url\(`, html)
 	assert.Contains(t, html, "invariant broken: no-lost-event &lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;", "the reason, escaped")
 	assert.Contains(t, html, "01JLOST&lt;script&gt;", "eventIds, escaped")
+	assert.Regexp(t, `<tr><td>consumed-without-effect</td><td class="num">1</td><td class="ids">.*01JLOST&lt;script&gt;`, html, "where each lost event stopped, escaped")
 
 	assert.Contains(t, html, `id="windows"`)
 	assert.Contains(t, html, `id="matrix"`)
 	assert.Equal(t, 3, strings.Count(html, `<svg class="timeline"`), "one per scenario with a timeline")
 	assert.Contains(t, html, "no timeline recorded")
-	for _, w := range DefaultWindows() {
-		assert.Contains(t, html, `data-window="`+w.Scenario+`"`)
+	shown, _ := newIndex(fixtureRun()).offered(windowsOf(fixtureRun()))
+	assert.NotContains(t, html, `data-window="outbox.commit-order"`, "the fixture has no run of it: left out")
+	for _, w := range shown {
+		assert.Contains(t, html, `data-window="`+w.Key()+`"`)
 	}
-	// The consumer-crash-before-commit window was not run on either side.
-	assert.Regexp(t, `data-window="consumer-crash-before-commit" data-pipeline="correct">(?s:.*?)<td class="o none"[^>]*>not run</td>`, html)
+	// no-fencing's run in the claim.past-lease window was cut short.
+	assert.Regexp(t, `data-window="claim.past-lease" data-pipeline="no-fencing">(?s:.*?)<td class="o none"[^>]*>not run: interrupted</td>`, html)
 	// Timelines mark the fault, the processes and the traced events.
 	for _, s := range []string{"m-kill", "m-pause", "m-resume", "m-restart", "f-crash", "f-pause", ">relay-1</text>", ">inventory</text>",
 		"recovery 1.83 s", "before 96/s", "during 31.5/s", "after 140/s", "01JDUPLICATE0000000000000A"} {
@@ -259,8 +264,8 @@ func TestIndexHTMLSelfContainedAndEscaped(t *testing.T) {
 
 func TestWindowRows(t *testing.T) {
 	run := fixtureRun()
-	ix := newIndex(run, DefaultWindows())
-	rows := ix.windowRows(DefaultWindows())
+	ix := newIndex(run)
+	rows := ix.windowRows(windowsOf(run))
 	byKey := map[string]windowRow{}
 	for _, r := range rows {
 		byKey[r.Pipeline+"/"+r.Scenario] = r
@@ -269,10 +274,8 @@ func TestWindowRows(t *testing.T) {
 	assert.Equal(t, "caught: lost", byKey["commit-then-publish/producer-crash-after-commit"].Outcome.Text)
 	assert.Equal(t, 1, byKey["commit-then-publish/producer-crash-after-commit"].Counts.Lost)
 	assert.Equal(t, clsBad, byKey["correct/relay-pause-past-lease"].Outcome.Class)
-	assert.Equal(t, "FAIL: lost", byKey["correct/relay-pause-past-lease"].Outcome.Text)
+	assert.Equal(t, "FAIL: lost 1 (consumed-without-effect 1)", byKey["correct/relay-pause-past-lease"].Outcome.Text)
 	assert.Equal(t, "not run: interrupted", byKey["no-fencing/relay-pause-past-lease"].Outcome.Text)
-	assert.Equal(t, "not run", byKey["correct/relay-db-slow-past-lease"].Outcome.Text)
-	assert.Nil(t, byKey["correct/relay-db-slow-past-lease"].Counts)
 	assert.Equal(t, "MISSED: failed with stuck-row, not lost", byKey["published-before-confirm/broker-nack"].Outcome.Text)
 	assert.Equal(t, clsLimit, byKey["correct/inbox-retention-replay"].Outcome.Class)
 	assert.Equal(t, "not run: context canceled "+evil, byKey["correct/unroutable-then-routable"].Outcome.Text)
@@ -300,8 +303,8 @@ func TestWindowRows(t *testing.T) {
 
 func TestMatrix(t *testing.T) {
 	run := fixtureRun()
-	ix := newIndex(run, DefaultWindows())
-	m := ix.matrix(DefaultWindows())
+	ix := newIndex(run)
+	m := ix.matrix()
 	cell := func(v, s string) string {
 		for _, r := range m.Rows {
 			if r.Variant != v {
@@ -338,25 +341,27 @@ func TestMatrix(t *testing.T) {
 	assert.Equal(t, 1, st.CorrectNotRun)
 }
 
-// A real run of the correct pipeline (no timelines yet) renders too.
+// A real run of the correct pipeline (no timelines yet, written before
+// windows were named and the target's variants carried) renders too: each
+// scenario's window is the text it recorded, under other windows.
 func TestRealResults(t *testing.T) {
 	var run result.Run
 	require.NoError(t, json.Unmarshal([]byte(read(t, "testdata/s101-correct.json")), &run))
 	dir := reportDir(t)
-	require.NoError(t, Write(dir, run, DefaultWindows()))
+	require.NoError(t, Write(dir, run))
 	html := read(t, filepath.Join(dir, IndexFile))
 	assert.Equal(t, len(run.Scenarios), strings.Count(html, "no timeline recorded"))
-	ix := newIndex(run, DefaultWindows())
-	for _, r := range ix.windowRows(DefaultWindows()) {
-		switch {
-		case r.Pipeline == correct && r.Scenario == "inbox-retention-replay":
+	ix := newIndex(run)
+	kept, left := ix.offered(windowsOf(run))
+	assert.Equal(t, leftOut{}, left, "the table is drawn from the run: every window it has was run")
+	assert.Contains(t, html, "No variant in this run", "no variant ran")
+	for _, r := range ix.windowRows(kept) {
+		assert.Equal(t, correct, r.Pipeline, "no variant ran: no variant lines")
+		assert.NotEqual(t, "consumer-crash-before-commit", r.Scenario)
+		if r.Scenario == "inbox-retention-replay" {
 			assert.Equal(t, clsLimit, r.Outcome.Class, "the retention limit is reported, as expected")
-		case r.Pipeline == correct && r.Scenario == "consumer-crash-before-commit":
-			assert.Equal(t, "not run", r.Outcome.Text, "not in that run's catalogue")
-		case r.Pipeline == correct:
+		} else {
 			assert.Equal(t, "pass", r.Outcome.Text, r.Scenario)
-		case r.Pipeline != "":
-			assert.Equal(t, "not run", r.Outcome.Text, "no variant ran")
 		}
 	}
 }

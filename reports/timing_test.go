@@ -67,7 +67,7 @@ func TestTimingInReports(t *testing.T) {
 				run.Timing = nil
 			}
 			dir := reportDir(t)
-			require.NoError(t, Write(dir, run, DefaultWindows()))
+			require.NoError(t, Write(dir, run))
 			html := read(t, filepath.Join(dir, IndexFile))
 			md := read(t, filepath.Join(dir, SummaryFile))
 			// Per run, where its time went, either way.

@@ -1,7 +1,6 @@
 package scenarios
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -9,8 +8,13 @@ import (
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/workload"
+	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/proxies"
 )
+
+// pastLease is how long a relay is held up past its lease: the reference's
+// and the claim examples' leases are 2 s.
+const pastLease = 5 * time.Second
 
 // blackBox are the scenarios that need nothing of a target but its target
 // file: no crash point, no event log. Each opens its window by combining
@@ -20,11 +24,9 @@ import (
 // contract, the audit trail of the outbox and the tap queue. Each says in
 // its fault's result which commit it saw and when it acted.
 func blackBox() []runner.Scenario {
-	// past the lease: the reference's and the examples' leases are 2 s
-	const pastLease = 5 * time.Second
 	return []runner.Scenario{
 		{
-			Name: "blackbox-producer-killed-at-commit", Window: "fact committed, event not yet published (black-box)",
+			Name: "blackbox-producer-killed-at-commit", Window: protocol.ProducerAfterCommit,
 			Description: "The producer's broker link goes down, then the producer is SIGKILLed the moment a transaction of its commits (seen by a trigger on the facts table): a pipeline that publishes after its commit instead of through an outbox loses the event.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
@@ -38,7 +40,7 @@ func blackBox() []runner.Scenario {
 			},
 		},
 		{
-			Name: "blackbox-relay-killed-at-claim", Window: "rows claimed, nothing published (black-box)",
+			Name: "blackbox-relay-killed-at-claim", Window: protocol.RelayAfterClaim,
 			Description: "relay-1 is SIGKILLed the moment one of its claims commits (a trigger on the outbox tells): its rows must be claimed again by another relay after the lease.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
@@ -47,9 +49,10 @@ func blackBox() []runner.Scenario {
 				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.ReclaimedByAnother()},
+			Relay:    relayTimed{offset: killedAtMark, noAnyRelay: noBatchStart}.on,
 		},
 		{
-			Name: "blackbox-relay-frozen-past-lease", Window: "claim held past its lease (black-box)",
+			Name: "blackbox-relay-frozen-past-lease", Window: protocol.ClaimPastLease,
 			Description: "relay-1 is frozen (SIGSTOP) the moment one of its claims commits, for longer than the lease; another relay takes the rows over; when relay-1 thaws, its writes to those rows must be refused — the audit trail of the outbox shows any it was allowed.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
@@ -58,9 +61,10 @@ func blackBox() []runner.Scenario {
 				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.ReclaimedByAnother()},
+			Relay:    relayTimed{offset: frozenAtMark, noAnyRelay: noLeaseAny}.on,
 		},
 		{
-			Name: "blackbox-relay-db-slow-past-lease", Window: "claim held past its lease: slow database (black-box)",
+			Name: "blackbox-relay-db-slow-past-lease", Window: protocol.ClaimPastLease,
 			Description: "With relay-1's confirms slowed a little, the moment one of its claims commits what it sends its database is held back longer than the lease: it publishes and gets its confirms, but its Published write arrives after another relay has taken the rows over. That late write must be refused — the audit trail of the outbox shows any that was allowed.",
 			Workload:    workload.Spec{Orders: 150, Concurrency: 4, Pace: 8 * time.Second},
 			Faults: func(rng *rand.Rand) []fault.Fault {
@@ -73,9 +77,10 @@ func blackBox() []runner.Scenario {
 				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.ReclaimedByAnother()},
+			Relay:    relayTimed{offset: dbSlowAtMark, noAnyRelay: noLeaseAny}.on,
 		},
 		{
-			Name: "blackbox-relay-confirmed-not-marked", Window: "confirm seen, Published update not yet written (black-box)",
+			Name: "blackbox-relay-confirmed-not-marked", Window: protocol.RelayAfterConfirm,
 			Description: "The moment relay-1's claim commits, what it sends its database is held back (1 s of latency towards PostgreSQL: the claim's own answer still comes back), so it publishes and gets its confirms while its Published write waits on the wire; then that link is cut and relay-1 SIGKILLed. Confirmed, never marked: the rows are published again after the lease, and the consumer must absorb the duplicates.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
@@ -86,9 +91,10 @@ func blackBox() []runner.Scenario {
 				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.RoutedTwice(), check.ReclaimedByAnother()},
+			Relay:    relayTimed{offset: confirmedNotMarkedAtPublish, anyRelay: confirmedNotMarkedAtPublish}.on,
 		},
 		{
-			Name: "blackbox-relay-answers-lost", Window: "published, confirm not yet seen (black-box)",
+			Name: "blackbox-relay-answers-lost", Window: protocol.RelayAfterPublish,
 			Description: "The moment relay-1's claim commits, its broker link stops carrying the broker's answers (confirms, returns) with its publishes in flight: an unknown outcome, so the same eventIds must go out again after the lease, never be marked Published blind.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
@@ -98,9 +104,10 @@ func blackBox() []runner.Scenario {
 				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.RoutedTwice()},
+			Relay:    relayTimed{offset: answersLostAtPublish, anyRelay: answersLostAtPublish}.on,
 		},
 		{
-			Name: "blackbox-consumer-acks-dropped", Window: "committed, ack not yet sent (black-box)",
+			Name: "blackbox-consumer-acks-dropped", Window: protocol.ConsumerAfterCommit,
 			Description: "The consumer's acks stop reaching the broker (its link carries nothing from the consumer), then the consumer is SIGKILLed the moment one of its effects commits: committed, not acked. The broker redelivers, and the consumer must not apply the effect twice.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
@@ -115,18 +122,17 @@ func blackBox() []runner.Scenario {
 			Evidence: []check.Evidence{check.BrokerRedelivered()},
 		},
 		{
-			Name: "blackbox-consumer-db-cut-with-deliveries", Window: "delivered, not yet committed (black-box)",
-			Description: "The moment one of the consumer's effects commits, its database link is cut while deliveries keep coming, and half a second later the consumer is SIGKILLed with those deliveries in hand, none of them committed: none may have been acked, so the broker redelivers them and every event still takes effect once.",
+			Name: "blackbox-consumer-db-cut-with-deliveries", Window: protocol.ConsumerAfterReceive,
+			Description: "Mid-stream the consumer's database link is cut while deliveries keep coming; once the broker's management API shows the consumer holding deliveries it took after the cut (unacked, or — a consumer that acks on receipt — delivered since the cut), the consumer is SIGKILLed with them in hand, none of them committed: none may have been acked, so the broker redelivers them and every event still takes effect once.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				return []fault.Fault{fault.OnCommit{Process: "consumer", Table: fault.TableEffects, Nth: 1,
-					Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Cut: []string{"consumer.pg"}, CutFor: 2 * time.Second,
-					ActAfter: 500 * time.Millisecond, Action: fault.ActKill, RestartAfter: 200 * time.Millisecond}}
+				return []fault.Fault{fault.Unacked{Process: "consumer", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))},
+					Cut: "consumer.pg", Action: fault.ActKill, RestartAfter: 200 * time.Millisecond}}
 			},
 			Evidence: []check.Evidence{check.BrokerRedelivered()},
 		},
 		{
-			Name: "blackbox-consumer-db-cut-mid-transaction", Window: "consumer's COMMIT meets a dead connection (black-box)",
+			Name: "blackbox-consumer-db-cut-mid-transaction", Window: protocol.ConsumerDBCommitCut,
 			Description: "Every statement the consumer sends its database is slowed by 200 ms, so its transactions are long; 100 ms after one of its effects commits — the next transaction's statements, or its COMMIT, on the wire — the link is cut for 2 s. The consumer cannot know whether that transaction committed: it must not ack it, and every event still takes effect once.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
@@ -139,24 +145,41 @@ func blackBox() []runner.Scenario {
 			},
 		},
 		{
-			Name: "blackbox-unroutable-then-routable", Window: "unroutable message gets a positive confirm (black-box)",
-			Description: "The consumer's queue (and faultline's tap) lose their bindings for 3 s: publishes are unroutable and must come back to the relay, be retried with backoff (the audit trail shows the rows sent back to Pending) and delivered once the bindings are back, none given up.",
+			Name: "blackbox-outbox-commit-order", Window: protocol.OutboxCommitOrder,
+			Description: "Chosen outbox inserts are held at their COMMIT — a deferred constraint trigger faultline puts on the outbox sleeps there — while the inserts made after them commit first. A relay that reads the outbox by a position (a SERIAL id, an offset) has moved past such a row by the time it commits and never publishes it; one that claims rows by their status publishes every one.",
 			Workload:    steady(),
-			Settings:    map[string]string{"retry-budget": "30"},
-			NoneFailed:  true,
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				return []fault.Fault{fault.Unbind{Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, Duration: 3 * time.Second}}
+				// Held for longer than a relay's poll interval, many times
+				// over: the inserts behind a held one commit and are read
+				// while it waits. The fault's result shows the inversion:
+				// later inserts committed while a held one waited.
+				return []fault.Fault{fault.CommitOrder{Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))},
+					Every: between(rng, 3, 5), Holds: 5, Hold: time.Duration(between(rng, 400, 800)) * time.Millisecond, Duration: 3 * time.Second}}
 			},
-			Evidence: []check.Evidence{check.RetriedInAudit()},
 		},
 		{
-			Name: "blackbox-poison-message", Window: "a message that can never be processed (black-box)",
+			Name: "blackbox-unroutable-then-routable", Window: protocol.QueueUnroutable,
+			Description: "The consumer's queue (and faultline's tap) lose their bindings for at least 3 s and until 45 retry round trips (measured from the audit trail) fit in the outage, at most 10 s: publishes are unroutable and must come back to the relay, be retried with backoff (the audit trail shows the rows sent back to Pending) and delivered once the bindings are back, none given up. Without a retry-budget setting: the outage the target file says it rides out, or 3 s with a row given up on flagged, not lost.",
+			Workload:    steady(),
+			Prefers:     map[string]string{retryBudget: "30"},
+			Invariants:  []string{check.NoneGaveUp},
+			Without:     ridesOutInstead(3 * time.Second),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				// A budget of 30 backs off for well over 10 s: a relay that
+				// gives a row up inside the outage did not back off.
+				return []fault.Fault{measuredOutage(fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, 3*time.Second, 10*time.Second, 30)}
+			},
+			// A relay whose outbox has no status writes no retry to see.
+			Evidence: []check.Evidence{check.Optional(check.RetriedInAudit())},
+		},
+		{
+			Name: "blackbox-poison-message", Window: protocol.QueuePoison,
 			Description: "Malformed messages are published to the target's exchange: each must end in its dead-letter queue (the broker's count), and never block the valid events behind them.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Poison{Count: 5, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 30))}}}
 			},
-			Evidence: []check.Evidence{deadLetterQueueHolds(5)},
+			Evidence: []check.Evidence{check.DeadLetterQueueHolds(5)},
 		},
 	}
 }
@@ -173,12 +196,4 @@ func slowConfirms(rng *rand.Rand) (fault.OnCommit, fault.Toxic) {
 		Trigger: fault.Trigger{AfterOrders: at.AfterOrders, Delay: 300 * time.Millisecond}}
 	slow := fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 150 * time.Millisecond}, Trigger: at, Duration: 8 * time.Second}
 	return c, slow
-}
-
-// deadLetterQueueHolds (black-box): the broker counts exactly n messages
-// in the target's dead-letter queue.
-func deadLetterQueueHolds(n int) check.Evidence {
-	return check.Custom(fmt.Sprintf("%d messages in the dead-letter queue (the broker's count)", n), func(o *check.Observation) (bool, string) {
-		return o.HasDLQ && o.DeadLetters.Messages == n, fmt.Sprintf("%d in the dead-letter queue", o.DeadLetters.Messages)
-	}, check.NeedDLQ)
 }

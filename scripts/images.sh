@@ -25,7 +25,7 @@ PG=faultline/postgres:15
 RMQ=faultline/rabbitmq:3.10-management
 TOXI=faultline/toxiproxy:local
 CLI=faultline/faultline:local
-only="${1:-all}" # all, or one of: base postgres rabbitmq toxiproxy faultline
+only="${1:-all}" # all, provider (the docker provider's three and their base), or one of: base postgres rabbitmq toxiproxy faultline
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
@@ -111,11 +111,17 @@ case "$only" in
     timed "$TOXI" cli "$TOXI" toxiproxy
     timed "$CLI" cli "$CLI" faultline
     ;;
+  provider)
+    timed "$BASE" base
+    timed "$PG" build "$PG" images/postgres
+    timed "$RMQ" build "$RMQ" images/rabbitmq
+    timed "$TOXI" cli "$TOXI" toxiproxy
+    ;;
   base) timed "$BASE" base ;;
   postgres) timed "$PG" build "$PG" images/postgres ;;
   rabbitmq) timed "$RMQ" build "$RMQ" images/rabbitmq ;;
   toxiproxy) timed "$TOXI" cli "$TOXI" toxiproxy ;;
   faultline) timed "$CLI" cli "$CLI" faultline ;;
-  *) echo "usage: scripts/images.sh [all|base|postgres|rabbitmq|toxiproxy|faultline]" >&2; exit 2 ;;
+  *) echo "usage: scripts/images.sh [all|provider|base|postgres|rabbitmq|toxiproxy|faultline]" >&2; exit 2 ;;
 esac
 docker image ls --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' | grep '^faultline/' || true

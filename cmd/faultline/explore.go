@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/explore"
 	"github.com/faultline-dev/faultline/harness/gate"
 	"github.com/faultline-dev/faultline/harness/runner"
@@ -339,7 +340,17 @@ func printExplore(w io.Writer, r *explore.Report, dir, targetFlag string) {
 		if len(runs) > maxListed {
 			runs = append(runs[:maxListed], "...")
 		}
-		fmt.Fprintf(w, "\nviolation %s in %d run(s): %s\n", f.Kind, len(f.Runs), strings.Join(runs, " "))
+		rate := ""
+		if r := f.Rate(); r != "" {
+			rate = " — " + r
+			if f.Failed < f.Of {
+				rate += " (flaky)"
+			}
+		}
+		fmt.Fprintf(w, "\nviolation %s in %d run(s)%s: %s\n", f.Sig().Label(), len(f.Runs), rate, strings.Join(runs, " "))
+		for _, also := range f.Also {
+			fmt.Fprintf(w, "  also, with faults more: %s\n", also)
+		}
 		fmt.Fprintf(w, "  original (%s): %d fault(s), %s\n", f.Original.Origin, len(f.Original.Faults), explore.WorkloadText(f.Original.Workload))
 		for i, flt := range f.Original.Faults {
 			fmt.Fprintf(w, "    %d. %s\n", i+1, explore.Describe(flt))
@@ -387,8 +398,12 @@ func printPlan(w io.Writer, items []explore.Item) {
 		if len(it.Settings) > 0 {
 			extra += " [set " + settingsFlag(it.Settings).String() + "]"
 		}
-		if it.NoneFailed {
-			extra += " [none may end Failed]"
+		for _, name := range it.Invariants {
+			if name == check.NoneGaveUp {
+				extra += " [none may end Failed]"
+			} else {
+				extra += " [checks " + name + "]"
+			}
 		}
 		fmt.Fprintf(w, "#%d %s%s\n", it.Index, it.Describe(), extra)
 	}

@@ -92,8 +92,10 @@ func shardReport(i int, seed int64, runs ...explore.Record) *explore.Report {
 }
 
 func TestMergeCommand(t *testing.T) {
-	pause := explore.Spec{Kind: explore.KindCrash, Process: "relay-1", Point: protocol.RelayAfterConfirm, Action: "pause", Hit: 1, Hold: explore.Duration(5 * time.Second)}
-	renew := explore.Spec{Kind: explore.KindCrash, Process: "relay-1", Point: protocol.RelayBeforeRenew, Action: "kill", Hit: 1}
+	pause, err := explore.SpecOf(fault.Crash{Process: "relay-1", Point: protocol.RelayAfterConfirm, Action: "pause", Hit: 1, Hold: 5 * time.Second})
+	require.NoError(t, err)
+	renew, err := explore.SpecOf(fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRenew, Action: "kill", Hit: 1})
+	require.NoError(t, err)
 	a := shardReport(1, 7, explore.Record{Index: 0, Faults: []explore.Spec{pause}, Hit: []bool{true}, Verdict: "pass", Describe: "pause"},
 		explore.Record{Index: 2, Faults: []explore.Spec{renew}, Hit: []bool{false}, Verdict: "fail", Describe: "kill"})
 	b := shardReport(2, 7, explore.Record{Index: 1, Faults: []explore.Spec{pause}, Hit: []bool{true}, Verdict: "pass", Describe: "pause"},

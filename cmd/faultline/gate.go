@@ -25,6 +25,7 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// gate's --target repeats: several pipelines on one infrastructure
 	fs.Var(targetsFlag{&c}, "target", "a pipeline's target file; give it again to gate several pipelines in one run (default: $FAULTLINE_TARGET, else the reference pipeline, "+referenceTarget+" in the current folder)")
 	seeds := fs.Int("seeds", 1, "run the correct pipeline's scenarios with this many seeds (seed, seed+1, ...)")
+	profile := fs.String("profile", scenarios.ProfileDefault, "the scenarios to run: "+scenarios.ProfileDefault+" (one broker node, one database server) or "+scenarios.ProfileProduction+" (the default ones, and those of a clustered broker on infrastructure of its own; a target's processes must take {{amqp_urls}})")
 	retries := fs.Int("retries", 2, "run a run that ended indeterminate (a fault that never happened, an infrastructure error) again this many times, with the next seed each time; every attempt is listed")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: faultline gate [flags]")
@@ -42,6 +43,10 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *retries < 0 || *retries > maxRetries {
 		return usagef("--retries must be between 0 and %d, got %d", maxRetries, *retries)
 	}
+	picked, err := scenarios.Profile(*profile)
+	if err != nil {
+		return usageError{err.Error()}
+	}
 	if err := c.resolve(); err != nil {
 		return err
 	}
@@ -53,11 +58,17 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return usagef("two targets named %q: each needs its own name (its report folder)", t.Name)
 		}
 		seen[t.Name] = true
-		catches, err := gate.CatchesOf(t, scenarios.All())
+		// Names are checked against every profile; the plan keeps what
+		// this one runs.
+		catches, err := gate.CatchesOf(t, scenarios.Every())
 		if err != nil {
 			return usageError{err.Error()}
 		}
-		plans[i] = gate.Plan{Scenarios: scenarios.All(), Catches: catches, Parallel: c.parallel, Retries: *retries}
+		known, err := gate.KnownFindingsOf(t, scenarios.Every())
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		plans[i] = gate.Plan{Scenarios: picked, Catches: gate.Within(catches, picked), Known: known, Parallel: c.parallel, Retries: *retries}
 		for s := 0; s < *seeds; s++ {
 			plans[i].Seeds = append(plans[i].Seeds, c.seed+int64(s))
 		}
@@ -72,14 +83,18 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for i, t := range targets {
 		names[i] = t.Name
 	}
-	rep.Logf("gate: targets %v, seeds %v; report in %s", names, plans[0].Seeds, dir)
+	rep.Logf("gate: targets %v, profile %s, seeds %v; report in %s", names, *profile, plans[0].Seeds, dir)
 	for i := range plans {
 		prefix := ""
 		if len(targets) > 1 {
 			prefix = targets[i].Name + ": "
 		}
 		plans[i].Progress = func(done, total int, res result.Scenario) {
-			line := fmt.Sprintf("%s[%d/%d] %s [%s] seed %d: %s (%.1fs)", prefix, done, total, res.Name, res.Variant, res.Seed, res.Verdict, float64(res.DurationMS)/1000)
+			verdict := res.Verdict
+			if k, ok := targets[i].KnownFinding(res.Name); ok && res.Variant == "correct" && res.ShowsOnly(k.Violations) {
+				verdict = "known finding (" + strings.Join(res.ViolationKinds(), ", ") + ")"
+			}
+			line := fmt.Sprintf("%s[%d/%d] %s [%s] seed %d: %s (%.1fs)", prefix, done, total, res.Name, res.Variant, res.Seed, verdict, float64(res.DurationMS)/1000)
 			if res.Verdict == result.Indeterminate {
 				line += ": " + firstLine(res.Reason)
 				if res.Attempt > 0 && res.Attempt <= *retries {
@@ -112,6 +127,7 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 			out.Infra = sh.Infra.Name()
 			out.Target = t.Name
+			out.TargetVariants = targetVariants(t)
 			if out.Timing != nil {
 				out.Timing.TotalMS = time.Since(from).Milliseconds()
 			}

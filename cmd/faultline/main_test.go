@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/protocol"
 )
 
 // Every usage error is caught before any infrastructure starts: exit 2 and
@@ -79,7 +80,8 @@ func TestErrorsHideThePasswordsOfTheEnvironment(t *testing.T) {
 func TestList(t *testing.T) {
 	var out, errOut bytes.Buffer
 	assert.Equal(t, exitOK, run(context.Background(), []string{"list"}, &out, &errOut))
-	for _, want := range []string{"relay.after-confirm", "consumer.before-commit", "relay-pause-past-lease", "random-chaos", "no-fencing", "inbox-own-transaction", "target reference"} {
+	for _, want := range []string{"relay.after-confirm", "consumer.before-commit", "relay-pause-past-lease", "random-chaos", "no-fencing", "inbox-own-transaction", "target reference",
+		"FAULT KIND", "commit-order", protocol.OutboxCommitOrder, "WINDOW OPENED FROM OUTSIDE", protocol.ClaimPastLease} {
 		assert.Contains(t, out.String(), want)
 	}
 }
@@ -158,4 +160,28 @@ func children(t *testing.T) []string {
 		}
 	}
 	return out
+}
+
+// list --target says, per scenario, which settings it requires and which
+// it uses if offered, and how it runs on a file that lacks them: on the
+// reference's file without retry-budget, the unroutable scenarios run with
+// their outage bounded by timing.rides_out, the one whose point is the
+// budget is not run, and broker-nack still requires its queue's shape.
+func TestListSaysWhatSettingsAScenarioRestsOn(t *testing.T) {
+	fixture := filepath.Join("..", "..", "scenarios", "testdata", "no-retry-budget", "faultline.yaml")
+	var out, errOut bytes.Buffer
+	require.Equal(t, exitOK, run(context.Background(), []string{"list", "--target", fixture}, &out, &errOut), errOut.String())
+	lines := linesByFirstWord(out.String())
+	for _, tc := range []struct{ scenario, want string }{
+		{"blackbox-unroutable-then-routable", "retry-budget=30 if offered (not offered): no retry-budget setting: bindings gone for timing.rides_out (1.5s), none may end Failed"},
+		{"unroutable-short-outage", "retry-budget=8 if offered (not offered): no retry-budget setting: bindings gone for timing.rides_out (1.5s)"},
+		{"unroutable-budget-exhausted", "retry-budget=3 required (NOT offered): not run: the target offers no retry-budget"},
+		{"broker-nack", "consumer-channels=1 required (offered), queue-max-length=5 required (offered), retry-budget=40 if offered (not offered)"},
+		{"relay-renewal-pause-past-lease", "lease-renewal=400ms required (offered)"},
+	} {
+		assert.Contains(t, lines[tc.scenario], tc.want, tc.scenario)
+	}
+	assert.Contains(t, lines["blackbox-unroutable-then-routable"], "outbox audit trail (outage timed by retry round trips)")
+	assert.Regexp(t, `^unroutable-short-outage +queue\.unroutable +none-gave-up `, lines["unroutable-short-outage"], "its window by name, and the invariant it asks for")
+	assert.Regexp(t, `^aggregate-order +aggregate\.overtaken +per-aggregate-order `, lines["aggregate-order"])
 }

@@ -21,7 +21,7 @@ const termWidth = 100
 // termWidth.
 func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 	fmt.Fprintln(w, "correct pipeline:")
-	failed, notRun, unknown := 0, 0, 0
+	failed, notRun, unknown, known := 0, 0, 0, 0
 	nameW := 0
 	for _, r := range run.Scenarios {
 		if r.Variant == "correct" {
@@ -34,15 +34,23 @@ func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 			continue
 		}
 		switch r.Verdict {
-		case result.Pass:
+		case result.Pass, result.Limit:
 		case result.NotRun:
 			notRun++
 		case result.Indeterminate:
 			unknown++
 		default:
-			failed++
+			if r.Known {
+				known++
+			} else {
+				failed++
+			}
 		}
-		head := fmt.Sprintf("  %-*s  seed %-6d  %-7s  ", nameW, r.Name, r.Seed, r.Verdict)
+		verdict := r.Verdict
+		if r.Known {
+			verdict = "known"
+		}
+		head := fmt.Sprintf("  %-*s  seed %-6d  %-7s  ", nameW, r.Name, r.Seed, verdict)
 		indent := utf8.RuneCountInString(head)
 		if indent > termWidth/2 {
 			indent = 6
@@ -57,7 +65,9 @@ func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 	}
 
 	variants, _, cells := gate.Matrix(run, catches)
-	fmt.Fprintln(w, "\ncatch matrix (each variant, and the scenarios that must catch it with the violation):")
+	if len(variants) > 0 {
+		fmt.Fprintln(w, "\ncatch matrix (each variant, and the scenarios that must catch it with the violation):")
+	}
 	varW := 0
 	for _, v := range variants {
 		varW = max(varW, utf8.RuneCountInString(v))
@@ -110,6 +120,7 @@ func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 		}
 	}
 
+	printKnown(w, run.KnownFindings)
 	caught := 0
 	for _, v := range run.Variants {
 		if v.Caught {
@@ -118,7 +129,10 @@ func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 	}
 	printRetried(w, run.Retried)
 	ran := countCorrect(run) - notRun
-	fmt.Fprintf(w, "\n%d/%d correct-pipeline runs passed", ran-failed-unknown, ran)
+	fmt.Fprintf(w, "\n%d/%d correct-pipeline runs passed", ran-failed-unknown-known, ran)
+	if known > 0 {
+		fmt.Fprintf(w, ", %d showed a known finding", known)
+	}
 	if failed > 0 {
 		fmt.Fprintf(w, ", %d failed", failed)
 	}
@@ -128,13 +142,56 @@ func printGate(w io.Writer, run result.Run, catches []gate.Catch) {
 	if notRun > 0 {
 		fmt.Fprintf(w, " (%d more not run: the target does not offer what they need)", notRun)
 	}
-	fmt.Fprintf(w, "; %d/%d variants caught", caught, len(run.Variants))
+	// A target that lists no variants has no variants figure (as in the
+	// report): 0/0 says nothing.
+	if len(run.Variants) > 0 {
+		fmt.Fprintf(w, "; %d/%d variants caught", caught, len(run.Variants))
+	}
+	if len(run.KnownFindings) > 0 {
+		shown, stale := 0, 0
+		for _, k := range run.KnownFindings {
+			switch k.Status {
+			case result.KnownShown:
+				shown++
+			case result.KnownNotReproduced:
+				stale++
+			}
+		}
+		fmt.Fprintf(w, "; %d/%d known findings shown", shown, len(run.KnownFindings))
+		if stale > 0 {
+			fmt.Fprintf(w, " (%d NOT REPRODUCED)", stale)
+		}
+	}
 	if len(run.Retried) > 0 {
 		fmt.Fprintf(w, "; %d indeterminate attempt(s) run again", len(run.Retried))
 	}
 	fmt.Fprintln(w)
 	if run.Interrupted {
 		fmt.Fprintln(w, "INTERRUPTED: the runs under way ended without a verdict, and nothing new started")
+	}
+}
+
+// printKnown lists the target file's known findings, each with what the
+// gate saw of it (the runs that showed it and their figures, or why none
+// did) and the behaviour it comes from.
+func printKnown(w io.Writer, known []result.KnownFinding) {
+	if len(known) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nknown findings (the target file's; a run showing exactly one does not fail the gate):")
+	nameW := 0
+	for _, k := range known {
+		nameW = max(nameW, utf8.RuneCountInString(k.Scenario))
+	}
+	nameW = min(nameW, 32)
+	for _, k := range known {
+		status := k.Status
+		if status == result.KnownNotReproduced {
+			status = "NOT REPRODUCED"
+		}
+		head := fmt.Sprintf("  %-*s  %s  ", nameW, k.Scenario, status)
+		printWrapped(w, head, "      ", "["+strings.Join(k.Violations, ", ")+"] "+k.Line())
+		printWrapped(w, "      cause: ", "        ", k.Cause)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/gate"
 	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/target"
 )
 
 // gateFixture is a gate's result with 14 variants and 25 scenarios, some
@@ -130,6 +131,38 @@ func TestPrintGateVariantLine(t *testing.T) {
 		"  no-lease  MISSED  missed by relay-crash-after-claim (stuck-row); not run: broker-nack\n")
 }
 
+// The terminal's last line agrees with the report: a variants figure only
+// for a target that lists variants, no 0/0.
+func TestPrintGateVariantsFigure(t *testing.T) {
+	withVariants, catches := gateFixture()
+	blackBox := result.Run{Scenarios: []result.Scenario{
+		{Name: "blackbox-relay-answers-lost", Variant: "correct", Verdict: result.Fail},
+		{Name: "broker-restart", Variant: "correct", Verdict: result.Pass},
+		{Name: "relay-crash-after-claim", Variant: "correct", Verdict: result.NotRun},
+	}, Variants: []result.Variant{}}
+	for _, tc := range []struct {
+		name    string
+		run     result.Run
+		catches []gate.Catch
+		want    string
+		not     []string
+	}{
+		{"black-box target, no variants", blackBox, nil,
+			"\n1/2 correct-pipeline runs passed, 1 failed (1 more not run: the target does not offer what they need)\n",
+			[]string{"variants caught", "catch matrix"}},
+		{"target with variants", withVariants, catches, "variants caught", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			printGate(&out, tc.run, tc.catches)
+			assert.Contains(t, out.String(), tc.want)
+			for _, n := range tc.not {
+				assert.NotContains(t, out.String(), n)
+			}
+		})
+	}
+}
+
 func TestWrap(t *testing.T) {
 	for _, tc := range []struct {
 		name, head, indent, text string
@@ -159,5 +192,46 @@ func TestWrap(t *testing.T) {
 				assert.LessOrEqual(t, utf8.RuneCountInString(l), tc.width, l)
 			}
 		})
+	}
+}
+
+// A known finding's run is listed as known, counted apart from the
+// failures, and the finding is listed with its figures and its cause; one
+// not reproduced says so and what to do.
+func TestPrintGateKnownFindings(t *testing.T) {
+	lost := result.Scenario{Name: "blackbox-unroutable-then-routable", Variant: "correct", Seed: 1, Verdict: result.Fail, Counts: result.Counts{Orders: 120, Lost: 73},
+		Reason:     "invariant broken: no-lost",
+		Invariants: []result.Invariant{{Name: "no-lost", Violations: []result.Violation{{Kind: "lost", EventIDs: []string{"e1"}}}}}}
+	pass := result.Scenario{Name: "broker-restart", Variant: "correct", Seed: 1, Verdict: result.Pass}
+	finding := target.KnownFinding{Scenario: lost.Name, Violations: []string{"lost"}, Cause: "watermill-amqp registers no basic.return listener"}
+
+	runs := []result.Scenario{pass, lost}
+	run := result.Run{Scenarios: runs, KnownFindings: gate.MarkKnown([]target.KnownFinding{finding}, runs), Variants: []result.Variant{}}
+	require.Equal(t, result.Pass, gate.Decide(run, false))
+	var out bytes.Buffer
+	printGate(&out, run, nil)
+	text := out.String()
+	t.Log("\n" + text)
+	assert.Regexp(t, `blackbox-unroutable-then-routable +seed 1 +known `, text)
+	assert.Contains(t, text, "known findings (the target file's; a run showing exactly one does not fail the gate):")
+	assert.Contains(t, text, "blackbox-unroutable-then-routable  shown  [lost] seed 1: lost 73")
+	assert.Contains(t, text, "cause: watermill-amqp registers no basic.return listener")
+	assert.Contains(t, text, "\n1/2 correct-pipeline runs passed, 1 showed a known finding; 1/1 known findings shown\n")
+	assert.NotContains(t, text, "failed")
+
+	fixed := lost
+	fixed.Verdict, fixed.Invariants, fixed.Counts.Lost = result.Pass, nil, 0
+	runs = []result.Scenario{pass, fixed}
+	run = result.Run{Scenarios: runs, KnownFindings: gate.MarkKnown([]target.KnownFinding{finding}, runs), Variants: []result.Variant{}}
+	require.Equal(t, result.Fail, gate.Decide(run, false))
+	out.Reset()
+	printGate(&out, run, nil)
+	text = out.String()
+	flat := strings.Join(strings.Fields(text), " ")
+	assert.Contains(t, flat, "NOT REPRODUCED [lost] known finding not reproduced: blackbox-unroutable-then-routable no longer shows lost")
+	assert.Contains(t, flat, "(passed with seed 1); if the library fixed it, remove it from the target file")
+	assert.Contains(t, text, "; 0/1 known findings shown (1 NOT REPRODUCED)\n")
+	for i, line := range strings.Split(text, "\n") {
+		assert.LessOrEqual(t, utf8.RuneCountInString(line), termWidth, "line %d is too wide: %q", i+1, line)
 	}
 }

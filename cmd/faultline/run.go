@@ -242,6 +242,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *all {
 		picked = scenarios.All()
 	}
+	// A scenario named may be of any profile (scenarios.Lookup).
 	scheduled := map[string]string{} // a schedule's scenario → the violation it reproduces
 	if *schedule != "" {
 		sc, kind, err := scheduleScenario(*schedule, fs, &c, variant)
@@ -294,7 +295,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	timing.TotalMS = time.Since(started).Milliseconds()
 	rep.Stop()
-	out := result.Run{Schema: result.Schema, Target: c.target.Name, Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS,
+	out := result.Run{Schema: result.Schema, Target: c.target.Name, TargetVariants: targetVariants(c.target), Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS,
 		Scenarios: results, Variants: gate.Verdicts(catches, results), Timing: timing, Interrupted: interrupted}
 	out.Verdict = runVerdict(results, interrupted)
 	out.Pass = out.Verdict == result.Pass
@@ -321,7 +322,7 @@ func runVerdict(results []result.Scenario, interrupted bool) string {
 	}
 	for _, r := range results {
 		switch r.Verdict {
-		case result.Pass:
+		case result.Pass, result.Limit:
 		case result.Fail:
 			return result.Fail
 		default:
@@ -387,7 +388,7 @@ func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, va
 func oneLine(r result.Scenario) string {
 	c := r.Counts
 	s := fmt.Sprintf("orders=%d lost=%d phantom=%d dup-effects=%d absorbed=%d fenced=%d recovery=%dms", c.Orders, c.Lost, c.Phantom, c.DuplicateEffects, c.DuplicatesAbsorbed, c.FencedWrites, r.RecoveryMS)
-	if r.Verdict != result.Pass && r.Reason != "" {
+	if r.Verdict != result.Pass && r.Verdict != result.Limit && r.Reason != "" {
 		s += "\n    " + r.Reason
 		if r.Dir != "" {
 			s += "\n    logs: " + r.Dir
@@ -396,11 +397,21 @@ func oneLine(r result.Scenario) string {
 	return s
 }
 
+// targetVariants are the target file's variants as results.json carries
+// them: the report's window table is drawn from them.
+func targetVariants(t *target.Target) []result.TargetVariant {
+	out := make([]result.TargetVariant, 0, len(t.Variants))
+	for _, v := range t.Variants {
+		out = append(out, result.TargetVariant{Name: v.Name, Guard: v.Guard, Expect: v.Expect, CaughtBy: slices.Clone(v.CaughtBy)})
+	}
+	return out
+}
+
 // writeReport writes the report folder (index.html, summary.md,
 // results.json, junit.xml) and a screenshot of the page taken in headless
 // Chromium; a missing browser costs only the screenshot.
 func writeReport(ctx context.Context, dir string, run result.Run, stdout, stderr io.Writer) error {
-	if err := reports.Write(dir, run, reports.DefaultWindows()); err != nil {
+	if err := reports.Write(dir, run); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
 	if run.Interrupted {

@@ -63,3 +63,44 @@ func TestTargetRelativeToTheCurrentFolder(t *testing.T) {
 	require.Equal(t, exitOK, run(context.Background(), []string{"list", "--target", filepath.Join("node-outbox", "faultline.yaml")}, &out, &errOut), errOut.String())
 	assert.Contains(t, out.String(), "target node-outbox")
 }
+
+// knownTarget is a target file with one known finding of scenario.
+func knownTarget(t *testing.T, scenario string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "faultline.yaml")
+	data := `faultline: 1
+name: known
+databases: [orders]
+schema: {created_by: processes}
+processes:
+  - {name: order, role: producer, command: [./order], ready: {tcp: "{{http_addr}}"}}
+workload:
+  create: {path: /orders}
+topology: {exchange: e, queue: q, routing_keys: [k]}
+contract:
+  effects: {database: orders, sql: SELECT 1}
+known_findings:
+  - scenario: ` + scenario + `
+    violations: [lost]
+    cause: the library registers no basic.return listener
+`
+	require.NoError(t, os.WriteFile(path, []byte(data), 0o644))
+	return path
+}
+
+// list --target shows the file's known findings; one naming a scenario
+// the catalogue does not have is refused, by list and by gate before
+// anything starts.
+func TestKnownFindingsInListAndGate(t *testing.T) {
+	var out, errOut bytes.Buffer
+	require.Equal(t, exitOK, run(context.Background(), []string{"list", "--target", knownTarget(t, "blackbox-unroutable-then-routable")}, &out, &errOut), errOut.String())
+	assert.Regexp(t, `\nKNOWN FINDINGS +VIOLATIONS +CAUSE .*\nblackbox-unroutable-then-routable +lost +the library registers no basic.return listener\n`, out.String())
+
+	bad := knownTarget(t, "blackbox-unroutable")
+	for _, args := range [][]string{{"list", "--target", bad}, {"gate", "--target", bad, "--out", t.TempDir()}} {
+		out.Reset()
+		errOut.Reset()
+		assert.Equal(t, exitUsage, run(context.Background(), args, &out, &errOut), "%v", args)
+		assert.Contains(t, errOut.String(), `faultline.yaml:13: known_findings[blackbox-unroutable].scenario: unknown scenario "blackbox-unroutable" (did you mean blackbox-unroutable-then-routable?)`, "%v", args)
+	}
+}

@@ -13,14 +13,17 @@ import { crashPoints } from './lib/crashpoints.js';
 import { openPool, ping, withTransaction } from './lib/db.js';
 import { openEventLog } from './lib/eventlog.js';
 import { declareConsumer, QUEUE } from './lib/topology.js';
+import { brokerUrls, ring } from './lib/nodes.js';
 import { variantFor } from './lib/variant.js';
 
-let config, variant;
+let config, variant, brokers;
 try {
   config = loadConfig({
     instance: 'inventory',
     'db-url': '',
     'amqp-url': '',
+    'amqp-urls': '',
+    'amqp-heartbeat': { duration: '2s' },
     'control-addr': '127.0.0.1:8082',
     'event-log': '',
     'consumer-name': 'inventory',
@@ -29,7 +32,10 @@ try {
     'reconnect-max': { duration: '2s' },
   });
   variant = variantFor('inventory');
-  if (!config.dbUrl || !config.amqpUrl) throw new Error('--db-url and --amqp-url (or DB_URL, AMQP_URL) are required');
+  if (!config.dbUrl) throw new Error('--db-url (or DB_URL) is required');
+  // --amqp-urls (a cluster's nodes, the preferred first) replaces --amqp-url.
+  brokers = ring(brokerUrls(config.amqpUrls, config.amqpUrl));
+  if (config.amqpHeartbeat <= 0) throw new Error('--amqp-heartbeat must be positive');
   if (config.prefetch < 2) throw new Error('--prefetch must be at least 2');
 } catch (err) {
   fatal(err);
@@ -148,9 +154,10 @@ async function run() {
     const gone = new Promise((resolve) => {
       lost = resolve;
     });
-    link = await connect(config.amqpUrl, {
+    link = await connect(brokers, {
       log,
       reconnectMaxMs: config.reconnectMax,
+      heartbeatMs: config.amqpHeartbeat,
       stopping: () => stopping,
       onLost: () => {
         link = null;

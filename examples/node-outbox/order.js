@@ -15,12 +15,24 @@ import { openEventLog } from './lib/eventlog.js';
 import { uuidv7 } from './lib/ids.js';
 import { variantFor } from './lib/variant.js';
 import { directPublisher } from './lib/direct-publish.js';
+import { brokerUrls } from './lib/nodes.js';
 
-let config, variant;
+let config, variant, brokers;
 try {
-  config = loadConfig({ instance: 'order', 'db-url': '', 'amqp-url': '', listen: '127.0.0.1:8080', 'event-log': '' });
+  config = loadConfig({
+    instance: 'order',
+    'db-url': '',
+    'amqp-url': '',
+    'amqp-urls': '',
+    'amqp-heartbeat': { duration: '2s' },
+    listen: '127.0.0.1:8080',
+    'event-log': '',
+  });
   variant = variantFor('order');
   if (!config.dbUrl) throw new Error('--db-url (or DB_URL) is required');
+  // --amqp-urls (a cluster's nodes, the preferred first) replaces --amqp-url;
+  // only the publish-after-commit variant talks to the broker.
+  brokers = config.amqpUrls || config.amqpUrl ? brokerUrls(config.amqpUrls, config.amqpUrl) : [];
 } catch (err) {
   fatal(err);
 }
@@ -36,7 +48,7 @@ const pool = openPool(config.dbUrl, log, { max: 8 });
 
 // The publish-after-commit variant has no outbox: it publishes the event
 // itself once the order is committed — and loses it when it dies between.
-const direct = variant === 'publish-after-commit' ? await directPublisher(config.amqpUrl, log) : null;
+const direct = variant === 'publish-after-commit' ? await directPublisher(brokers, log, { heartbeatMs: config.amqpHeartbeat }) : null;
 
 function newEvent(eventType, orderId, sequence, data = {}) {
   const eventId = uuidv7();

@@ -22,14 +22,17 @@ import { openEventLog } from './lib/eventlog.js';
 import { claim, markPublished, scheduleRetries } from './lib/outbox.js';
 import { publishBatch } from './lib/publisher.js';
 import { declareExchange } from './lib/topology.js';
+import { brokerUrls, ring } from './lib/nodes.js';
 import { variantFor } from './lib/variant.js';
 
-let config, variant;
+let config, variant, brokers;
 try {
   config = loadConfig({
     instance: 'relay',
     'db-url': '',
     'amqp-url': '',
+    'amqp-urls': '',
+    'amqp-heartbeat': { duration: '2s' },
     'control-addr': '127.0.0.1:8081',
     'event-log': '',
     lease: { duration: '30s' },
@@ -42,7 +45,10 @@ try {
     'reconnect-max': { duration: '2s' },
   });
   variant = variantFor('relay');
-  if (!config.dbUrl || !config.amqpUrl) throw new Error('--db-url and --amqp-url (or DB_URL, AMQP_URL) are required');
+  if (!config.dbUrl) throw new Error('--db-url (or DB_URL) is required');
+  // --amqp-urls (a cluster's nodes, the preferred first) replaces --amqp-url.
+  brokers = ring(brokerUrls(config.amqpUrls, config.amqpUrl));
+  if (config.amqpHeartbeat <= 0) throw new Error('--amqp-heartbeat must be positive');
   if (config.confirmTimeout >= config.lease) throw new Error('--confirm-timeout must be shorter than --lease');
 } catch (err) {
   fatal(err);
@@ -131,11 +137,12 @@ async function run() {
   let failures = 0;
   while (!stopping) {
     if (!link) {
-      link = await connect(config.amqpUrl, {
+      link = await connect(brokers, {
         log,
         confirm: true,
         setup: declareExchange,
         reconnectMaxMs: config.reconnectMax,
+        heartbeatMs: config.amqpHeartbeat,
         stopping: () => stopping,
         onLost: () => {
           link = null;

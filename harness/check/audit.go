@@ -132,7 +132,7 @@ func TapDuplicates(o *Observation) (extra int, ids []string) {
 func ReclaimedByAnother() Evidence {
 	return Evidence{
 		Name:  "a row claimed again under another claim after its lease (audit trail)",
-		Needs: []Need{NeedAudit},
+		Needs: []Need{NeedAudit, NeedAuditStatus},
 		Check: func(o *Observation) (bool, string) {
 			for _, a := range o.Audit {
 				if a.claims() && a.OldStatus == "Processing" && a.OldClaim != "" {
@@ -176,7 +176,7 @@ func BrokerRedelivered() Evidence {
 func RetriedInAudit() Evidence {
 	return Evidence{
 		Name:  "a retry written back to Pending (audit trail)",
-		Needs: []Need{NeedAudit},
+		Needs: []Need{NeedAudit, NeedAuditStatus},
 		Check: func(o *Observation) (bool, string) {
 			n := 0
 			for _, a := range o.Audit {

@@ -71,7 +71,7 @@ func bigObservation(n, lost int) *Observation {
 			line(ms+11, "inventory", eventlog.Acked, "")
 		}
 	}
-	sort.SliceStable(log, func(i, j int) bool { return log[i].Time.Before(log[j].Time) }) // merged as ReadLogs does
+	sort.SliceStable(log, func(i, j int) bool { return log[i].Time.Before(log[j].Time) }) // merged as observe.ReadLogs does
 	return obs(orders, outbox, res, log...)
 }
 
@@ -88,7 +88,7 @@ func BenchmarkInvariants(b *testing.B) {
 	b.Run("clean", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			for _, inv := range Invariants(clean, Options{Ordered: true}) {
+			for _, inv := range Invariants(clean, []string{AggregateOrder}) {
 				if !inv.OK {
 					b.Fatalf("%s: %s", inv.Name, inv.Detail)
 				}
@@ -100,7 +100,7 @@ func BenchmarkInvariants(b *testing.B) {
 		o := bigObservation(benchEvents, 100)
 		b.ReportAllocs()
 		for b.Loop() {
-			if inv := find(Invariants(o, Options{Ordered: true}), NoLost); inv.OK {
+			if inv := find(Invariants(o, []string{AggregateOrder}), NoLost); inv.OK {
 				b.Fatal("no-lost-event passed with events lost")
 			}
 		}
@@ -135,7 +135,7 @@ func BenchmarkBuildTimeline(b *testing.B) {
 	o := bigObservation(benchEvents, 0)
 	end := o.Log[len(o.Log)-1].Time
 	faults := []result.Fault{{Kind: "crash", Target: "relay-1", Start: at(10_000), End: at(12_000)}}
-	invs := Invariants(o, Options{})
+	invs := Invariants(o, nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		if tl := BuildTimeline(o, t0, end, faults, invs); len(tl.Traces) == 0 {

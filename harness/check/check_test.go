@@ -84,7 +84,7 @@ func TestInvariants(t *testing.T) {
 		}(), QueueDrained, "queue-not-drained"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			invs := Invariants(tc.o, Options{})
+			invs := Invariants(tc.o, nil)
 			for _, inv := range invs {
 				if inv.Name == tc.broken {
 					require.False(t, inv.OK, "%s should be broken", inv.Name)
@@ -100,12 +100,12 @@ func TestInvariants(t *testing.T) {
 
 func TestAggregateOrder(t *testing.T) {
 	inOrder := obs(map[string]int64{"A": 3}, nil, []Effect{{1, "E1", "A", 1, ""}, {2, "E2", "A", 2, ""}, {3, "E3", "A", 3, ""}})
-	assert.True(t, find(Invariants(inOrder, Options{Ordered: true}), AggregateOrder).OK)
+	assert.True(t, find(Invariants(inOrder, []string{AggregateOrder}), AggregateOrder).OK)
 	outOfOrder := obs(map[string]int64{"A": 3}, nil, []Effect{{1, "E1", "A", 1, ""}, {2, "E3", "A", 3, ""}, {3, "E2", "A", 2, ""}})
-	inv := find(Invariants(outOfOrder, Options{Ordered: true}), AggregateOrder)
+	inv := find(Invariants(outOfOrder, []string{AggregateOrder}), AggregateOrder)
 	assert.False(t, inv.OK)
 	assert.Contains(t, inv.Violations[0].EventIDs, "E3")
-	assert.Empty(t, find(Invariants(outOfOrder, Options{}), AggregateOrder).Name, "only checked when asked")
+	assert.Empty(t, find(Invariants(outOfOrder, nil), AggregateOrder).Name, "only checked when asked")
 }
 
 func TestCountsAndEvidence(t *testing.T) {
@@ -225,8 +225,8 @@ func TestStaleRetryWrites(t *testing.T) {
 func TestCheckIsInvariantsAndCounts(t *testing.T) {
 	o := bigObservation(2000, 20)
 	o.Effects = append(o.Effects, o.Effects[0], Effect{1, "E-phantom", "Z", 1, "order.created"})
-	invs, c := Check(o, Options{Ordered: true})
-	assert.Equal(t, Invariants(o, Options{Ordered: true}), invs)
+	invs, c := Check(o, []string{AggregateOrder})
+	assert.Equal(t, Invariants(o, []string{AggregateOrder}), invs)
 	assert.Equal(t, Counts(o), c)
 	assert.Positive(t, c.Lost)
 	assert.Positive(t, c.Phantom)

@@ -1,24 +1,56 @@
 package check
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
-// TestWaitConvergedEndsWhenAProcessIsDown: a process down with no restart
-// coming ends the wait at once, with its error, instead of at the bound.
-func TestWaitConvergedEndsWhenAProcessIsDown(t *testing.T) {
-	down := errors.New("process inventory is down: exited by itself")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	begin := time.Now()
-	_, err := WaitConverged(ctx, Sources{Down: func() error { return down }}, time.Minute, time.Second)
-	require.ErrorIs(t, err, down)
-	assert.Contains(t, err.Error(), "cannot converge")
-	assert.Less(t, time.Since(begin), time.Second, "not after the bound")
+// TestSettling: the pipeline has converged once it stayed settled, its
+// effects unchanged, for the quiet window; a sample that moves or cannot be
+// read starts the window again, and a wait that ends says what was last
+// seen.
+func TestSettling(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	settled := Progress{Effects: 5, Queue: "orders"}
+	busy := Progress{Effects: 4, Ready: 1, Queue: "orders"}
+	unreadable := errors.New("connection refused")
+	type sample struct {
+		p   Progress
+		err error
+		ms  int
+	}
+	tests := []struct {
+		name    string
+		samples []sample
+		wantAt  int // ms of the convergence; -1: none
+		wantErr string
+	}{
+		{"settled for the window", []sample{{busy, nil, 0}, {settled, nil, 200}, {settled, nil, 400}, {settled, nil, 1400}}, 400, ""},
+		{"the first settled sample has no earlier effects to compare", []sample{{settled, nil, 0}, {settled, nil, 1000}}, -1, "0 messages ready and 0 unacked in orders, 5 effects"},
+		{"moving effects restart the window", []sample{{settled, nil, 0}, {settled, nil, 200}, {Progress{Effects: 6}, nil, 600}, {Progress{Effects: 6}, nil, 1300}}, -1, "6 effects"},
+		{"an unreadable sample restarts the window", []sample{{settled, nil, 0}, {settled, nil, 200}, {Progress{}, unreadable, 600}, {settled, nil, 1300}}, -1, "5 effects"},
+		{"a wait that ends on an unreadable sample says why", []sample{{settled, nil, 0}, {Progress{}, unreadable, 200}}, -1, "connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewSettling(time.Second)
+			gotAt := -1
+			for _, smp := range tt.samples {
+				if since, ok := s.Sample(smp.p, smp.err, at(smp.ms)); ok {
+					gotAt = int(since.Sub(t0).Milliseconds())
+					break
+				}
+			}
+			assert.Equal(t, tt.wantAt, gotAt)
+			if tt.wantErr != "" {
+				err := s.NotConverged(time.Minute)
+				assert.Contains(t, err.Error(), "not converged after 1m0s")
+				assert.Contains(t, err.Error(), tt.wantErr)
+			}
+		})
+	}
 }

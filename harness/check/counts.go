@@ -79,7 +79,8 @@ func counts(o *Observation, f findings) result.Counts {
 	}
 	c.DuplicateEffects = f.extraEffects
 	c.StaleWrites = len(f.staleWrites)
-	c.Lost = len(f.missing)
+	lost, _ := f.placed.split()
+	c.Lost = len(lost.ids()) // not those still queued or in the outbox: the run did not converge
 	c.Phantom = len(f.phantoms)
 	return c
 }

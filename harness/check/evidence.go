@@ -18,6 +18,16 @@ type Evidence struct {
 	Needs    []Need
 	Optional bool
 	Check    func(o *Observation) (seen bool, detail string)
+	// Else is what shows the same where the target does not give Needs
+	// (an event log, mostly): a black-box source, read instead (Resolve).
+	Else *Evidence
+	// Unchecked, when set, is why the evidence is not checked at all: what
+	// the run rests on instead (the fault's own result, the invariants).
+	Unchecked string
+	// Window is the crash point window the evidence shows was hit ("" for
+	// none): where the run opens that window from outside, no crash point
+	// announces it, and Else is read instead.
+	Window string
 }
 
 // Optional is e where the target gives what it needs, not checked elsewhere.
@@ -41,6 +51,8 @@ func (o *Observation) Has(need Need) bool {
 		return o.HasDLQ
 	case NeedAudit:
 		return o.HasAudit
+	case NeedAuditStatus:
+		return o.HasAudit && !o.NoAuditStatus
 	case NeedTap:
 		return o.HasTap
 	}
@@ -59,6 +71,7 @@ const (
 	NeedDLQ         Need = "a dead-letter queue in the topology"
 	NeedAudit       Need = "an outbox table faultline can watch (observe.outbox)"
 	NeedTap         Need = "the tap queue on the target's exchange"
+	NeedAuditStatus Need = "an outbox status column faultline can watch (observe.outbox.status)"
 	NeedCommits     Need = "tables faultline can watch for commits (observe)"
 )
 
@@ -91,6 +104,10 @@ func writerOf(event string) Need {
 func Evaluate(o *Observation, evidence []Evidence) []result.Evidence {
 	out := make([]result.Evidence, 0, len(evidence))
 	for _, e := range evidence {
+		if e.Unchecked != "" {
+			out = append(out, result.Evidence{Name: e.Name, NotChecked: true, Detail: "not checked: " + e.Unchecked})
+			continue
+		}
 		if missing := missingNeed(o, e); e.Optional && missing != "" {
 			out = append(out, result.Evidence{Name: e.Name, NotChecked: true, Detail: "not checked: the target gives no " + missing})
 			continue
@@ -114,6 +131,7 @@ func missingNeed(o *Observation, e Evidence) string {
 // AtLeast: at least n log lines of the event.
 func AtLeast(n int, event string) Evidence {
 	return Evidence{
+		Else:  atLeastElse(event),
 		Name:  fmt.Sprintf("at least %d %q", n, event),
 		Needs: []Need{writerOf(event)},
 		Check: func(o *Observation) (bool, string) {
@@ -128,8 +146,10 @@ func AtLeast(n int, event string) Evidence {
 func CrashPointHit(point string) Evidence {
 	role, _, _ := strings.Cut(point, ".")
 	return Evidence{
-		Name:  "crash point " + point + " hit",
-		Needs: []Need{LogNeed(role)},
+		Else:   shownByFault("crash point " + point + " hit"),
+		Window: point,
+		Name:   "crash point " + point + " hit",
+		Needs:  []Need{LogNeed(role)},
 		Check: func(o *Observation) (bool, string) {
 			for _, e := range o.Log {
 				if e.Event == eventlog.CrashPoint && e.Point == point {
@@ -172,6 +192,7 @@ func firstEvent(o *Observation, pred func(entries []eventlog.Entry) bool) (strin
 // ran out and another claim took the row over.
 func ReclaimedAfterLease() Evidence {
 	return Evidence{
+		Else:  ptr(ReclaimedByAnother()),
 		Name:  "a claimed row claimed again after its lease ran out",
 		Needs: []Need{NeedRelayLog},
 		Check: func(o *Observation) (bool, string) {
@@ -203,6 +224,7 @@ func ReclaimedAfterLease() Evidence {
 // Republished: the same eventId was published by two different claims.
 func Republished() Evidence {
 	return Evidence{
+		Else:  ptr(RoutedTwice()),
 		Name:  "the same eventId published again by another claim",
 		Needs: []Need{NeedRelayLog},
 		Check: func(o *Observation) (bool, string) {
@@ -222,6 +244,7 @@ func Republished() Evidence {
 // the same eventId (before or after the first gave up waiting).
 func UnknownRepublished() Evidence {
 	return Evidence{
+		Else:  ptr(RoutedTwice()),
 		Name:  "an unknown outcome republished with the same eventId",
 		Needs: []Need{NeedRelayLog},
 		Check: func(o *Observation) (bool, string) {
@@ -259,6 +282,7 @@ func UnknownRepublished() Evidence {
 // DuplicateAbsorbed: the inbox recognised at least one duplicate delivery.
 func DuplicateAbsorbed() Evidence {
 	return Evidence{
+		Else:  ptr(duplicateRouted()),
 		Name:  "a duplicate delivery absorbed by the inbox",
 		Needs: []Need{NeedConsumerLog},
 		Check: func(o *Observation) (bool, string) {
@@ -272,6 +296,7 @@ func DuplicateAbsorbed() Evidence {
 // eventId the inbox already had.
 func RedeliveryAbsorbed() Evidence {
 	return Evidence{
+		Else:  ptr(redeliveryAbsorbedElse()),
 		Name:  "a redelivered message absorbed by the inbox",
 		Needs: []Need{NeedConsumerLog},
 		Check: func(o *Observation) (bool, string) {
@@ -298,6 +323,7 @@ func RedeliveryAbsorbed() Evidence {
 // Redelivered: at least one delivery flagged redelivered.
 func Redelivered() Evidence {
 	return Evidence{
+		Else:  ptr(redeliveredElse()),
 		Name:  "a message redelivered by the broker",
 		Needs: []Need{NeedConsumerLog},
 		Check: func(o *Observation) (bool, string) {
@@ -315,6 +341,7 @@ func Redelivered() Evidence {
 // DeadLettered: exactly n messages in the dead-letter queue, each logged.
 func DeadLettered(n int) Evidence {
 	return Evidence{
+		Else:  ptr(DeadLetterQueueHolds(n)),
 		Name:  fmt.Sprintf("%d poison messages dead-lettered", n),
 		Needs: []Need{NeedConsumerLog, NeedDLQ},
 		Check: func(o *Observation) (bool, string) {
@@ -327,6 +354,7 @@ func DeadLettered(n int) Evidence {
 // FailedFlagged: n or more rows Failed, each with an alert line.
 func FailedFlagged(n int) Evidence {
 	return Evidence{
+		Else:  ptr(failedInOutbox(n)),
 		Name:  fmt.Sprintf("at least %d rows Failed with an alert", n),
 		Needs: []Need{NeedRelayLog, NeedOutbox},
 		Check: func(o *Observation) (bool, string) {

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -20,18 +21,11 @@ const (
 	AggregateOrder   = "per-aggregate-order"
 	NothingHeldBack  = "nothing-held-back"
 	NoneGaveUp       = "none-gave-up"
+	LiveAfterHeal    = "live-after-heal"
+	FactsKept        = "facts-kept"
 	Converged        = "converged"
 	maxNamedInReport = 20
 )
-
-// Options say which optional invariants apply.
-type Options struct {
-	Ordered bool // check per-aggregate order
-	// NoneFailed: the scenario's outage is shorter than the retry budget's
-	// backoff, so a row the pipeline gave up on (Failed) is a violation
-	// (gave-up-early), not "flagged, not lost".
-	NoneFailed bool
-}
 
 // key of one expected effect: an aggregate's sequence number.
 type key struct {
@@ -39,21 +33,111 @@ type key struct {
 	sequence  int64
 }
 
-// Invariants checks every invariant against the observation.
-func Invariants(o *Observation, opts Options) []result.Invariant {
-	return invariants(o, opts, findingsOf(o))
+// Invariant is one property a run is judged by: its name (as results.json
+// and the reports give it), what it checks, in a line, and the check on an
+// observation and the findings every check shares. The always-on ones are
+// checked on every run; an optional one only where a scenario names it,
+// because it holds only under the scenario's conditions (an outage shorter
+// than the retry budget, a pipeline that promises order).
+type Invariant struct {
+	Name     string
+	Checks   string
+	Optional bool
+	check    func(o *Observation, f findings) result.Invariant
+}
+
+// AllInvariants is every invariant the checker knows, always-on first, in
+// the order a run's results list them.
+func AllInvariants() []Invariant {
+	return []Invariant{
+		{Name: NoLost, Checks: "every committed event took effect, or the pipeline flagged it Failed with an alert", check: noLost},
+		{Name: NoPhantom, Checks: "no effect without a committed fact behind it",
+			check: func(o *Observation, f findings) result.Invariant { return noPhantom(o, f.phantoms) }},
+		{Name: NoDuplicate, Checks: "no event took effect more than once",
+			check: func(o *Observation, f findings) result.Invariant { return noDuplicate(o, f.extraEffects, f.duplicated) }},
+		{Name: OutboxTruth, Checks: "no outbox row left Pending or Processing; status and published_at agree; Published only after a confirm",
+			check: func(o *Observation, _ findings) result.Invariant { return relayTruth(o) }},
+		{Name: Fencing, Checks: "no status write accepted from a claim that no longer held the row",
+			check: func(o *Observation, f findings) result.Invariant { return fencing(o, f.staleWrites) }},
+		{Name: QueueDrained, Checks: "the consumer's queue is empty at the end",
+			check: func(o *Observation, _ findings) result.Invariant { return queueDrained(o) }},
+		{Name: NothingHeldBack, Checks: "no event left parked waiting for a predecessor",
+			check: func(o *Observation, _ findings) result.Invariant { return nothingHeldBack(o) }},
+		{Name: AggregateOrder, Optional: true, Checks: "per aggregate, effects applied in sequence order",
+			check: func(o *Observation, _ findings) result.Invariant { return aggregateOrder(o) }},
+		{Name: NoneGaveUp, Optional: true, Checks: "no outbox row ended Failed (else gave-up-early): the outage was shorter than the retry budget's backoff",
+			check: func(o *Observation, _ findings) result.Invariant { return noneGaveUp(o) }},
+		{Name: FactsKept, Optional: true, Checks: "every fact the producer acknowledged is in its database at the end (a failover may lose committed ones)",
+			check: func(o *Observation, _ findings) result.Invariant { return factsKept(o) }},
+		{Name: LiveAfterHeal, Optional: true, Checks: "every committed fact took effect within a bound after the last fault healed; the bound comes from the run (how long its faults lasted, plus the lease and a reconnection) and is reported",
+			check: func(o *Observation, _ findings) result.Invariant { return liveAfterHeal(o) }},
+	}
+}
+
+// LookupInvariant returns the invariant with that name.
+func LookupInvariant(name string) (Invariant, bool) {
+	for _, inv := range AllInvariants() {
+		if inv.Name == name {
+			return inv, true
+		}
+	}
+	return Invariant{}, false
+}
+
+// OptionalNames lists the names of the optional invariants, in the
+// table's order.
+func OptionalNames() []string {
+	var out []string
+	for _, inv := range AllInvariants() {
+		if inv.Optional {
+			out = append(out, inv.Name)
+		}
+	}
+	return out
+}
+
+// ValidateOptional refuses a name that is not an optional invariant: a
+// scenario asks only for those (the always-on ones are checked anyway).
+func ValidateOptional(names []string) error {
+	for _, name := range names {
+		if inv, ok := LookupInvariant(name); !ok || !inv.Optional {
+			return fmt.Errorf("%q is not an optional invariant (the optional ones: %s)", name, strings.Join(OptionalNames(), ", "))
+		}
+	}
+	return nil
+}
+
+// Selected are the invariants a run that asked for these optional ones is
+// judged by: every always-on one and each optional one named, in the
+// table's order, each once. A name that is no optional invariant is
+// ignored (ValidateOptional refuses it before a run).
+func Selected(optional []string) []Invariant {
+	var out []Invariant
+	for _, inv := range AllInvariants() {
+		if !inv.Optional || slices.Contains(optional, inv.Name) {
+			out = append(out, inv)
+		}
+	}
+	return out
+}
+
+// Invariants checks the always-on invariants and the optional ones named
+// against the observation.
+func Invariants(o *Observation, optional []string) []result.Invariant {
+	return invariants(o, Selected(optional), findingsOf(o))
 }
 
 // Check is Invariants and Counts together, with the findings both rest on
 // (missing effects, phantoms, duplicate effects, stale writes) computed once.
-func Check(o *Observation, opts Options) ([]result.Invariant, result.Counts) {
+func Check(o *Observation, optional []string) ([]result.Invariant, result.Counts) {
 	f := findingsOf(o)
-	return invariants(o, opts, f), counts(o, f)
+	return invariants(o, Selected(optional), f), counts(o, f)
 }
 
 // findings are the facts that both an invariant and a count are made of.
 type findings struct {
 	missing      []key    // committed events without an effect (not flagged Failed)
+	placed       placed   // the missing events by the stage they stopped at
 	phantoms     []string // effects without a committed order event
 	extraEffects int      // effect rows beyond one per event
 	duplicated   []string // eventIds with more than one effect
@@ -62,6 +146,7 @@ type findings struct {
 
 func findingsOf(o *Observation) findings {
 	f := findings{missing: missingEffects(o), phantoms: phantoms(o), staleWrites: StaleWrites(o)}
+	f.placed = placeAll(o, missingIDs(o, f.missing), labelsOf(f.missing))
 	if o.HasAudit {
 		f.staleWrites = compact(sortedUnion(f.staleWrites, AuditStaleWrites(o)))
 	}
@@ -69,21 +154,10 @@ func findingsOf(o *Observation) findings {
 	return f
 }
 
-func invariants(o *Observation, opts Options, f findings) []result.Invariant {
-	out := []result.Invariant{
-		noLost(o, f.missing),
-		noPhantom(o, f.phantoms),
-		noDuplicate(o, f.extraEffects, f.duplicated),
-		outboxTruth(o),
-		fencing(o, f.staleWrites),
-		queueDrained(o),
-		nothingHeldBack(o),
-	}
-	if opts.Ordered {
-		out = append(out, aggregateOrder(o))
-	}
-	if opts.NoneFailed {
-		out = append(out, noneGaveUp(o))
+func invariants(o *Observation, list []Invariant, f findings) []result.Invariant {
+	out := make([]result.Invariant, 0, len(list))
+	for _, inv := range list {
+		out = append(out, inv.check(o, f))
 	}
 	return out
 }
@@ -97,6 +171,9 @@ func notChecked(name, why string) result.Invariant {
 func noneGaveUp(o *Observation) result.Invariant {
 	if !o.HasOutbox {
 		return notChecked(NoneGaveUp, "the target's contract has no outbox query")
+	}
+	if o.NoOutboxStatus {
+		return notChecked(NoneGaveUp, "the outbox query returns no status: a row given up on (Failed) cannot be told")
 	}
 	var ids []string
 	for _, r := range o.Outbox {
@@ -167,30 +244,73 @@ func missingEffects(o *Observation) []key {
 	return missing
 }
 
+// missingIDs are the eventIds of the missing events ("" where the run
+// knows none).
+func missingIDs(o *Observation, missing []key) []string {
+	ids := eventIDFor(o)
+	out := make([]string, len(missing))
+	for i, k := range missing {
+		out[i] = ids[k]
+	}
+	return out
+}
+
+// labelsOf names each missing event by its aggregate and sequence.
+func labelsOf(missing []key) []string {
+	out := make([]string, len(missing))
+	for i, k := range missing {
+		out[i] = fmt.Sprintf("%s#%d", k.aggregate, k.sequence)
+	}
+	return out
+}
+
 // noLost: every committed order has exactly its effects (one per event of
 // its history), except events the pipeline flagged Failed with an alert.
-func noLost(o *Observation, missing []key) result.Invariant {
-	ids := eventIDFor(o)
-	var lost, labels []string
-	for _, k := range missing {
-		if id := ids[k]; id != "" {
-			lost = append(lost, id)
-		}
-		labels = append(labels, fmt.Sprintf("%s#%d", k.aggregate, k.sequence))
-	}
-	inv := result.Invariant{Name: NoLost, OK: len(missing) == 0, RestsOn: []string{FromContract}}
+// Each missing event is placed at the stage where it stopped (placer): one
+// still queued or still in the outbox had not got through when the run
+// was checked, which is the run not converging, never a loss — the
+// invariant is then broken only as unconverged (the run indeterminate),
+// with a not-converged violation listing them by stage. Every other stage
+// is a loss: a lost violation lists those events by stage, all of them.
+func noLost(o *Observation, f findings) result.Invariant {
+	inv := result.Invariant{Name: NoLost, OK: len(f.missing) == 0, RestsOn: []string{FromContract}}
 	if o.HasOutbox {
 		inv.RestsOn = append(inv.RestsOn, FromOutbox)
 	}
-	if len(missing) > 0 {
-		inv.Detail = fmt.Sprintf("%d committed events have no effect", len(missing))
-		inv.Violations = []result.Violation{{
-			Kind: "lost", EventIDs: capList(lost),
-			Message:  fmt.Sprintf("%d committed events never took effect: %s", len(missing), strings.Join(capList(labels), ", ")),
-			Timeline: o.Timeline(capList(lost)...),
-		}}
-	} else if n := len(flagged(o)); n > 0 {
-		inv.Detail = fmt.Sprintf("%d events flagged Failed by the pipeline (alerted, not lost silently)", n)
+	if inv.OK {
+		if n := len(flagged(o)); n > 0 {
+			inv.Detail = fmt.Sprintf("%d events flagged Failed by the pipeline (alerted, not lost silently)", n)
+		}
+		return inv
+	}
+	if o.HasQueued {
+		inv.RestsOn = append(inv.RestsOn, FromBroker)
+	}
+	if len(o.LogRoles) > 0 {
+		inv.RestsOn = append(inv.RestsOn, FromEventLog)
+	}
+	if o.HasTap {
+		inv.RestsOn = append(inv.RestsOn, FromTap)
+	}
+	lost, unconverged := f.placed.split()
+	inv.Detail = fmt.Sprintf("%d committed events have no effect: %s", len(f.missing), f.placed.summary())
+	if ids := lost.ids(); len(ids) > 0 {
+		inv.Violations = append(inv.Violations, result.Violation{
+			Kind: "lost", EventIDs: capList(ids),
+			Message:  fmt.Sprintf("%d committed events never took effect (%s): %s", len(ids), lost.summary(), strings.Join(capList(ids), ", ")),
+			Timeline: o.Timeline(capList(ids)...),
+			Stages:   lost,
+		})
+	}
+	if ids := unconverged.ids(); len(ids) > 0 {
+		inv.Unconverged = len(lost) == 0
+		inv.Violations = append(inv.Violations, result.Violation{
+			Kind: "not-converged", EventIDs: capList(ids),
+			Message: fmt.Sprintf("%d committed events had not taken effect yet when the run was checked (%s): the run did not converge; not lost",
+				len(ids), unconverged.summary()),
+			Timeline: o.Timeline(capList(ids)...),
+			Stages:   unconverged,
+		})
 	}
 	return inv
 }
@@ -399,6 +519,9 @@ func StaleWrites(o *Observation) []string {
 }
 
 func fencing(o *Observation, ids []string) result.Invariant {
+	if why := o.noClaims(); why != "" {
+		return notChecked(Fencing, why)
+	}
 	var on []string
 	if o.HasLog("relay") {
 		on = append(on, FromEventLog)
@@ -425,6 +548,8 @@ func queueDrained(o *Observation) result.Invariant {
 	q := o.Queue
 	inv := result.Invariant{Name: QueueDrained, OK: q.Messages == 0 && q.Unacked == 0, RestsOn: []string{FromBroker}}
 	if !inv.OK {
+		// Messages still in the queue: the run did not converge.
+		inv.Unconverged = true
 		inv.Detail = fmt.Sprintf("the consumer's queue holds %d messages (%d unacked)", q.Messages, q.Unacked)
 		inv.Violations = []result.Violation{{Kind: "queue-not-drained", Message: inv.Detail}}
 	}

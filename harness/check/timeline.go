@@ -46,6 +46,14 @@ func BuildTimeline(o *Observation, start, end time.Time, faults []result.Fault, 
 			lane(e.Process)
 		}
 	}
+	// The infrastructure's state, as the faults read it, in lanes of their
+	// own after the processes'.
+	for _, f := range faults {
+		for _, s := range f.States {
+			l := lane(s.Lane)
+			l.Marks = append(l.Marks, result.Mark{AtMS: ms(s.At), Kind: s.Kind, Label: s.Label})
+		}
+	}
 	for _, p := range order {
 		tl.Lanes = append(tl.Lanes, *lanes[p])
 	}

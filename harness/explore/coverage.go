@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
@@ -31,25 +32,12 @@ func OfferedOf(t *target.Target, s Surface) Offered {
 	for _, w := range protocol.Windows() {
 		o.Windows = append(o.Windows, OfferedWindow{Name: w.Name, Role: w.Role, By: by[w.Name]})
 	}
-	// The windows opened from outside: each black-box window of a role
-	// that writes a watched table, and the unroutable queue.
-	for _, role := range protocol.Roles() {
-		bt := blackBoxTable[role]
-		if !slices.Contains(s.Watched, bt.table) {
-			continue
+	// Then the windows opened from outside (a black-box window, the
+	// unroutable queue, ...), as each kind offers them.
+	for _, k := range fault.Kinds() {
+		for _, w := range k.Offered(&s.Surface) {
+			o.Windows = append(o.Windows, OfferedWindow{Name: w.Name, Role: w.Role, By: w.By})
 		}
-		var procs []string
-		for _, p := range t.Processes {
-			if p.Role == role {
-				procs = append(procs, p.Name)
-			}
-		}
-		if len(procs) > 0 {
-			o.Windows = append(o.Windows, OfferedWindow{Name: BlackBoxWindow(role, bt.table, bt.status), Role: role, By: procs})
-		}
-	}
-	if s.Unroutable {
-		o.Windows = append(o.Windows, OfferedWindow{Name: WindowUnroutable, Role: protocol.Relay, By: []string{"(the broker)"}})
 	}
 	o.Links = []string{}
 	for _, l := range s.Links {
@@ -63,9 +51,10 @@ func OfferedOf(t *target.Target, s Surface) Offered {
 type Record struct {
 	Index  int    `json:"index"`
 	Faults []Spec `json:"faults"`
-	// Settings the run turned and NoneFailed, as in its item.
+	// Settings the run turned and the optional invariants it was judged
+	// by, as in its item.
 	Settings   map[string]string `json:"settings,omitempty"`
-	NoneFailed bool              `json:"none_failed,omitempty"`
+	Invariants []string          `json:"invariants,omitempty"`
 	// Hit says, per fault, whether it happened (the crash point fired, the
 	// toxic went on): the evidence that its window was opened.
 	Hit         []bool   `json:"hit"`
@@ -74,9 +63,13 @@ type Record struct {
 	// Violations are the kinds of violation the run reported (lost,
 	// phantom, duplicate-effect, stale-write, stuck-row, ...).
 	Violations []string `json:"violations,omitempty"`
-	Reason     string   `json:"reason,omitempty"`
-	DurationMS int64    `json:"duration_ms"`
-	Dir        string   `json:"dir,omitempty"`
+	// Signatures tell the run's failures apart: one per kind, with the
+	// stages its events stopped at, the processes and links its faults
+	// touched and whether the queue was unroutable (Signature).
+	Signatures []Signature `json:"signatures,omitempty"`
+	Reason     string      `json:"reason,omitempty"`
+	DurationMS int64       `json:"duration_ms"`
+	Dir        string      `json:"dir,omitempty"`
 	// Describe is the faults in one line.
 	Describe string `json:"describe"`
 	// HeldUp: with StopAtFirst, the run's violation failed again in every
@@ -103,7 +96,7 @@ func (r Record) Opened() bool {
 // not run at all. Such a run is neither a violation nor a pass; one whose
 // fault did not happen is a window not opened, not this.
 func (r Record) Unjudged() bool {
-	if len(r.Violations) > 0 || r.Verdict == result.Pass {
+	if len(r.Violations) > 0 || r.Verdict == result.Pass || r.Verdict == result.Limit {
 		return false
 	}
 	return r.Verdict == result.NotRun || r.Opened()
@@ -125,7 +118,9 @@ func Unjudged(runs []Record) []Record {
 func RecordOf(index int, specs []Spec, describe string, res result.Scenario) Record {
 	r := Record{Index: index, Faults: specs, Hit: make([]bool, len(specs)), Verdict: res.Verdict, Reason: res.Reason,
 		DurationMS: res.DurationMS, Dir: res.Dir, Describe: describe, Violations: res.ViolationKinds()}
+	var hit []bool // nil: which faults happened is not known
 	if len(res.Faults) == len(specs) {
+		hit = r.Hit
 		for i, f := range res.Faults {
 			r.Hit[i] = f.Hit
 			if f.Error != "" {
@@ -136,6 +131,7 @@ func RecordOf(index int, specs []Spec, describe string, res result.Scenario) Rec
 			}
 		}
 	}
+	r.Signatures = SignaturesOf(specs, hit, res)
 	return r
 }
 
@@ -214,8 +210,8 @@ func ComputeCoverage(o Offered, records []Record) Coverage {
 			if w := s.Window(); w != "" {
 				wHit[w] = wHit[w] || hit
 			}
-			if s.Link != "" {
-				lHit[s.Link] = lHit[s.Link] || hit
+			for _, l := range s.touches().Links {
+				lHit[l] = lHit[l] || hit
 			}
 		}
 		count := func(m map[string]*Counts, seen map[string]bool) {

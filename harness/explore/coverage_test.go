@@ -6,20 +6,31 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 func crashSpec(process, point string) Spec {
-	return Spec{Kind: KindCrash, Process: process, Point: point, Action: "pause", Hit: 1}
+	return mustSpec(fault.Crash{Process: process, Point: point, Action: "pause", Hit: 1})
+}
+
+// mustSpec is f as data; a fault that cannot be written is a broken test.
+func mustSpec(f fault.Fault) Spec {
+	s, err := SpecOf(f)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 func TestComputeCoverage(t *testing.T) {
 	s, err := SurfaceOf(testTarget())
 	require.NoError(t, err)
 	offered := OfferedOf(testTarget(), s)
-	synced := Spec{Kind: KindToxic, Link: "relay-1.pg", Toxic: &ToxicSpec{Type: "latency"}, At: &SyncSpec{Process: "relay-1", Point: protocol.RelayAfterClaim}}
-	plain := Spec{Kind: KindLinkDown, Link: "consumer.amqp"}
+	synced := mustSpec(fault.Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{}, At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterClaim}})
+	plain := mustSpec(fault.LinkDown{Link: "consumer.amqp"})
 	records := []Record{
 		{Index: 0, Faults: []Spec{crashSpec("relay-1", protocol.RelayAfterConfirm)}, Hit: []bool{true}, Violations: []string{"stale-write"}},
 		{Index: 1, Faults: []Spec{crashSpec("relay-2", protocol.RelayAfterConfirm)}, Hit: []bool{false}},
@@ -74,7 +85,7 @@ func TestComputeCoverage(t *testing.T) {
 }
 
 func TestRecordOf(t *testing.T) {
-	specs := []Spec{crashSpec("relay-1", protocol.RelayAfterConfirm), {Kind: KindLinkDown, Link: "consumer.pg"}}
+	specs := []Spec{crashSpec("relay-1", protocol.RelayAfterConfirm), mustSpec(fault.LinkDown{Link: "consumer.pg"})}
 	res := result.Scenario{Verdict: result.Fail, DurationMS: 1200,
 		Faults: []result.Fault{{Hit: true}, {Hit: false, Error: "never fired"}},
 		Invariants: []result.Invariant{

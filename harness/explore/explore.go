@@ -1,12 +1,13 @@
 package explore
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -117,12 +118,19 @@ type Report struct {
 	Notes    []string  `json:"notes,omitempty"`
 }
 
-// Finding is one kind of violation the exploration found, with the
-// failing schedule it was shrunk from and the minimal one.
+// Finding is one distinct failure the exploration found — one signature:
+// a kind of violation, where its events stopped, what the faults touched —
+// with the failing schedule it was shrunk from and the minimal one.
 type Finding struct {
-	Kind string `json:"kind"`
-	// Runs are the explored runs that reported it.
-	Runs     []int    `json:"runs"`
+	Kind      string    `json:"kind"`
+	Signature Signature `json:"signature"`
+	Label     string    `json:"label,omitempty"` // the signature in a few words
+	// Runs are the explored runs that failed with it (and with the
+	// signatures in Also).
+	Runs []int `json:"runs"`
+	// Also are the labels of the signatures folded into this finding: runs
+	// that failed the same way with a fault too many (explainedBy).
+	Also     []string `json:"also,omitempty"`
 	Original Schedule `json:"original"`
 	Minimal  Schedule `json:"minimal"`
 	Steps    []Step   `json:"steps"`
@@ -133,6 +141,11 @@ type Finding struct {
 	Complete   bool `json:"complete"`
 	// Confirmed says how often the minimal schedule failed.
 	Confirmed string `json:"confirmed"`
+	// Failed of Of runs of the reported schedule, confirming it, failed
+	// with the signature (Of 0: not run again). A finding that failed only
+	// sometimes is kept, with its rate: a flaky failure is still a bug.
+	Failed int `json:"failed"`
+	Of     int `json:"of"`
 	// Example is one violation of the kind from a failing run of the
 	// minimal schedule, with its timeline.
 	Example *result.Violation `json:"example,omitempty"`
@@ -162,7 +175,7 @@ func (cfg *Config) defaults() {
 // schedule is a run of faults as a schedule of this exploration: its
 // workload, the exploration's settings with the run's own (those that open
 // its windows) over them.
-func (cfg *Config) schedule(faults []fault.Fault, settings map[string]string, noneFailed bool, origin string) Schedule {
+func (cfg *Config) schedule(faults []fault.Fault, settings map[string]string, invariants []string, origin string) Schedule {
 	var all map[string]string
 	if len(cfg.Settings)+len(settings) > 0 {
 		all = maps.Clone(cfg.Settings)
@@ -172,7 +185,7 @@ func (cfg *Config) schedule(faults []fault.Fault, settings map[string]string, no
 		maps.Copy(all, settings)
 	}
 	return Schedule{Target: cfg.Target, Variant: variantName(cfg.Variant), Seed: cfg.Seed, Workload: cfg.Workload,
-		Settings: all, NoneFailed: noneFailed, Faults: faults, Origin: origin}
+		Settings: all, Invariants: invariants, Faults: faults, Origin: origin}
 }
 
 func (cfg *Config) options(name string) runner.Options {
@@ -206,8 +219,8 @@ type explorer struct {
 
 // Explore runs the plan's items, cfg.Parallel at a time on the shared
 // infrastructure, in plan order until the budget runs out, then shrinks
-// one failing schedule per kind of violation found (the one with the
-// fewest faults, the earliest among equals).
+// one failing schedule per distinct signature found (Failures,
+// shrinkAll): the one with the fewest faults, the earliest among equals.
 func Explore(ctx context.Context, r Runner, items []Item, cfg Config) *Report {
 	cfg.defaults()
 	e := &explorer{cfg: cfg, r: r, examples: map[int]map[string]result.Violation{}, found: make(chan struct{})}
@@ -284,14 +297,14 @@ func (e *explorer) runItem(ctx context.Context, it Item) {
 		e.mu.Lock()
 		e.running++
 		e.mu.Unlock()
-		s := e.cfg.schedule(it.Faults, it.Settings, it.NoneFailed, fmt.Sprintf("explore run #%d", it.Index))
+		s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, fmt.Sprintf("explore run #%d", it.Index))
 		res = e.r.Run(ctx, s.Scenario(it.Name()), e.cfg.options(it.Name()))
 		e.mu.Lock()
 		e.running--
 		e.mu.Unlock()
 	}
 	rec := RecordOf(it.Index, specs, it.Describe(), res)
-	rec.Settings, rec.NoneFailed = it.Settings, it.NoneFailed
+	rec.Settings, rec.Invariants = it.Settings, it.Invariants
 
 	e.mu.Lock()
 	e.rep.Runs = append(e.rep.Runs, rec)
@@ -331,7 +344,7 @@ func (e *explorer) stopsAt(rec Record) (string, bool) {
 // recheck runs the item's schedule cfg.Repeats more times side by side and
 // ends the exploration if every one fails with kind; otherwise it goes on.
 func (e *explorer) recheck(ctx context.Context, it Item, kind string) {
-	s := e.cfg.schedule(it.Faults, it.Settings, it.NoneFailed, fmt.Sprintf("explore run #%d", it.Index))
+	s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, fmt.Sprintf("explore run #%d", it.Index))
 	results := e.sideBySide(ctx, s, fmt.Sprintf("recheck-%d", it.Index), e.cfg.Repeats, nil)
 	failed := 0
 	for _, res := range results {
@@ -371,6 +384,8 @@ func outcome(r Record) string {
 		return fmt.Sprintf("%s %v", r.Verdict, r.Violations)
 	case r.Verdict == result.Pass:
 		return "pass"
+	case r.Verdict == result.Limit:
+		return "documented limit"
 	case !r.Opened() && r.Verdict == result.Fail:
 		return "window not opened"
 	default:
@@ -423,51 +438,46 @@ func (e *explorer) finish() {
 	e.rep.DurationMS = e.cfg.Now().Sub(e.rep.Started).Milliseconds()
 }
 
-// Failures groups the failing runs by kind of violation: the kinds,
-// sorted, and for each the runs that reported it in the order to shrink
-// them — those that held up when rechecked first, then the fewest faults,
-// the earliest among equals.
-func Failures(runs []Record) (kinds []string, byKind map[string][]Record) {
-	byKind = map[string][]Record{}
-	for _, r := range runs {
-		for _, k := range r.Violations {
-			byKind[k] = append(byKind[k], r)
-		}
-	}
-	for k, rs := range byKind {
-		kinds = append(kinds, k)
-		slices.SortStableFunc(rs, func(a, b Record) int {
-			return cmp.Or(heldUpFirst(a)-heldUpFirst(b), len(a.Faults)-len(b.Faults), a.Index-b.Index)
-		})
-	}
-	sort.Strings(kinds)
-	return kinds, byKind
-}
-
-// shrinkAll shrinks one failing schedule per kind, sharing the shrink
-// budget between the kinds still to do. The run shrunk first may have
-// failed by a hair (a window it only just opened): while its schedule does
-// not hold up, the next failing run of the kind is tried, up to
-// maxAttempts.
+// shrinkAll rechecks and shrinks one failing schedule per signature, in
+// turn, sharing the shrink budget between the signatures still to do. A
+// signature the findings so far already explain (explainedBy: the same
+// failure with a fault too many) is folded into them instead. The run
+// shrunk first may have failed by a hair (a window it only just opened):
+// while its schedule does not hold up, the next failing run of the
+// signature is tried, up to maxAttempts, and the one that failed most
+// often is reported — never dropped, with its rate.
 func (e *explorer) shrinkAll(ctx context.Context) {
 	e.mu.Lock()
-	kinds, byKind := Failures(e.rep.Runs)
+	groups := lookedForFirst(Failures(e.rep.Runs), e.cfg.StopKind)
 	e.mu.Unlock()
-	kinds = lookedForFirst(kinds, e.cfg.StopKind)
 	end := e.cfg.Now().Add(e.cfg.ShrinkBudget)
-	for i, kind := range kinds {
-		until := e.cfg.Now().Add(end.Sub(e.cfg.Now()) / time.Duration(len(kinds)-i))
-		recs := byKind[kind]
-		indices := make([]int, len(recs))
-		for j, r := range recs {
+	for i, g := range groups {
+		sig := g.Signature
+		indices := make([]int, len(g.Runs))
+		for j, r := range g.Runs {
 			indices[j] = r.Index
 		}
 		slices.Sort(indices)
+		e.mu.Lock()
+		by := explainedBy(sig, e.rep.Findings)
+		if len(by) > 0 {
+			for _, j := range by {
+				f := &e.rep.Findings[j]
+				f.Runs = slices.Compact(slices.Sorted(slices.Values(append(f.Runs, indices...))))
+				f.Also = append(f.Also, sig.Label())
+			}
+			e.progress("shrink", "", 0, end, fmt.Sprintf("%s: the same failure as finding(s) %s with faults more: folded into them, not shrunk",
+				sig.Label(), foundLabels(e.rep.Findings, by)))
+			e.mu.Unlock()
+			continue
+		}
+		e.mu.Unlock()
+		until := e.cfg.Now().Add(end.Sub(e.cfg.Now()) / time.Duration(len(groups)-i))
 		var f Finding
-		for attempt, rec := range recs[:min(len(recs), maxAttempts)] {
-			g, held := e.finding(ctx, kind, indices, rec, until)
-			if attempt == 0 || held {
-				f = g
+		for attempt, rec := range g.Runs[:min(len(g.Runs), maxAttempts)] {
+			h, held := e.finding(ctx, sig, indices, rec, until)
+			if attempt == 0 || held || failsMoreOften(h, f) {
+				f = h
 			}
 			if held || e.cfg.ShrinkBudget <= 0 || ctx.Err() != nil {
 				break
@@ -480,6 +490,24 @@ func (e *explorer) shrinkAll(ctx context.Context) {
 		}
 		e.mu.Unlock()
 	}
+}
+
+// failsMoreOften reports whether a was run again and failed more often
+// than b (or b was not run again).
+func failsMoreOften(a, b Finding) bool {
+	if a.Of == 0 {
+		return false
+	}
+	return b.Of == 0 || a.Failed*b.Of > b.Failed*a.Of
+}
+
+// foundLabels are the labels of the findings at indices, quoted.
+func foundLabels(fs []Finding, indices []int) string {
+	parts := make([]string, len(indices))
+	for i, j := range indices {
+		parts[i] = strconv.Quote(fs[j].Sig().Label())
+	}
+	return strings.Join(parts, ", ")
 }
 
 // sideBySide runs the schedule n times at once, as name.1 .. name.n, and
@@ -500,17 +528,22 @@ func (e *explorer) sideBySide(ctx context.Context, s Schedule, name string, n in
 	return results
 }
 
-// lookedForFirst puts the kind looked for (--first with --variant) first
-// among the kinds to shrink: it gets the largest share of the budget.
-func lookedForFirst(kinds []string, kind string) []string {
-	i := slices.Index(kinds, kind)
-	if i <= 0 {
-		return kinds
+// lookedForFirst puts the groups of the kind looked for (--first with
+// --variant) first among the groups to shrink, keeping their order and the
+// others': they get the largest shares of the budget.
+func lookedForFirst(groups []Group, kind string) []Group {
+	out := make([]Group, 0, len(groups))
+	for _, g := range groups {
+		if g.Signature.Kind == kind {
+			out = append(out, g)
+		}
 	}
-	out := make([]string, 0, len(kinds))
-	out = append(out, kind)
-	out = append(out, kinds[:i]...)
-	return append(out, kinds[i+1:]...)
+	for _, g := range groups {
+		if g.Signature.Kind != kind {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // heldUpFirst ranks a run that held up when rechecked before one that did
@@ -522,22 +555,22 @@ func heldUpFirst(r Record) int {
 	return 1
 }
 
-// maxAttempts bounds the failing runs of one kind tried as a finding's
-// original.
+// maxAttempts bounds the failing runs of one signature tried as a
+// finding's original.
 const maxAttempts = 3
 
-// finding shrinks the failing run rec of kind until the deadline; held
-// says whether what it reports failed every confirming run.
-func (e *explorer) finding(ctx context.Context, kind string, runs []int, rec Record, until time.Time) (Finding, bool) {
+// finding shrinks the failing run rec of the signature until the
+// deadline; held says whether what it reports failed every confirming run.
+func (e *explorer) finding(ctx context.Context, sig Signature, runs []int, rec Record, until time.Time) (Finding, bool) {
 	faults, err := Faults(rec.Faults)
 	if err != nil {
 		return Finding{}, false // cannot happen: the records were written from faults
 	}
-	orig := e.cfg.schedule(faults, rec.Settings, rec.NoneFailed, fmt.Sprintf("explore run #%d", rec.Index))
-	orig.Violation = kind
-	f := Finding{Kind: kind, Runs: runs, Original: orig, Minimal: orig, Steps: []Step{},
-		Confirmed: fmt.Sprintf("failed once with %s while exploring (run #%d); not shrunk", kind, rec.Index)}
-	if ex, ok := e.examples[rec.Index][kind]; ok {
+	orig := e.cfg.schedule(faults, rec.Settings, rec.Invariants, fmt.Sprintf("explore run #%d", rec.Index))
+	orig.Violation = sig.Kind
+	f := Finding{Kind: sig.Kind, Signature: sig, Label: sig.Label(), Runs: runs, Original: orig, Minimal: orig, Steps: []Step{},
+		Confirmed: fmt.Sprintf("failed once with %s while exploring (run #%d); not shrunk", sig.Label(), rec.Index)}
+	if ex, ok := e.examples[rec.Index][sig.Kind]; ok {
 		f.Example = &ex
 	}
 	if e.cfg.ShrinkBudget <= 0 || ctx.Err() != nil {
@@ -559,15 +592,21 @@ const (
 
 // shrink shrinks a finding's original schedule until deadline, then
 // confirms the minimal schedule (falling back a step while it does not
-// hold up).
+// hold up). A schedule fails when a run of it fails like the finding's
+// signature (FailsLike). When nothing smaller holds up, the original is
+// run Confirm times and reported with how often it failed, however
+// seldom.
 func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) bool {
 	var mu sync.Mutex
 	var n, tried int
+	sig, label, slug := f.Sig(), f.Sig().Label(), f.Sig().Slug()
 	found := map[string]result.Violation{} // schedule key → a violation it failed with
-	failsIn := func(ctx context.Context, s Schedule, repeats int, stage string) bool {
+	// failsIn runs s repeats times side by side and counts the runs that
+	// failed like the signature.
+	failsIn := func(ctx context.Context, s Schedule, repeats int, stage string) int {
 		mu.Lock()
 		n++
-		name := fmt.Sprintf("%s-%s-%03d", stage, f.Kind, n)
+		name := fmt.Sprintf("%s-%s-%03d", stage, slug, n)
 		mu.Unlock()
 		results := e.sideBySide(ctx, s, name, repeats, func(run string, res result.Scenario) {
 			e.mu.Lock()
@@ -575,51 +614,55 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) b
 			e.progress("shrink", run, tried, deadline, fmt.Sprintf("%s: %s", run, outcome(RecordOf(0, make([]Spec, len(s.Faults)), "", res))))
 		})
 		mu.Lock()
+		defer mu.Unlock()
 		f.ShrinkRuns += len(results)
-		mu.Unlock()
+		failed := 0
 		for _, res := range results {
-			if !FailsSame(res, len(s.Faults), f.Kind) {
-				return false
+			if !FailsLike(res, len(s.Faults), sig) {
+				continue
+			}
+			failed++
+			if _, ok := found[s.key()]; !ok {
+				if ex, ok := examples(res)[sig.Kind]; ok {
+					found[s.key()] = ex
+				}
 			}
 		}
-		if ex, ok := examples(results[0])[f.Kind]; ok {
-			mu.Lock()
-			found[s.key()] = ex
-			mu.Unlock()
-		}
-		return true
+		return failed
 	}
-	fails := func(ctx context.Context, s Schedule) bool { return failsIn(ctx, s, e.cfg.Repeats, "shrink") }
+	fails := func(ctx context.Context, s Schedule) bool {
+		return failsIn(ctx, s, e.cfg.Repeats, "shrink") == e.cfg.Repeats
+	}
 	opts := ShrinkOptions{Batch: max(e.cfg.Parallel/e.cfg.Repeats, 1), Deadline: deadline, Now: e.cfg.Now,
 		Tried: func(c Candidate, failed, taken bool) {
 			verdict := "passes or fails otherwise: kept the larger schedule"
 			switch {
 			case taken:
-				verdict = fmt.Sprintf("still fails with %s (%d of %d runs): taken", f.Kind, e.cfg.Repeats, e.cfg.Repeats)
+				verdict = fmt.Sprintf("still fails with %s (%d of %d runs): taken", label, e.cfg.Repeats, e.cfg.Repeats)
 			case failed:
 				// Side by side with a candidate before it that was taken;
 				// tried again from there if it is still smaller.
-				verdict = fmt.Sprintf("still fails with %s (%d of %d runs), but an earlier candidate of its batch was taken", f.Kind, e.cfg.Repeats, e.cfg.Repeats)
+				verdict = fmt.Sprintf("still fails with %s (%d of %d runs), but an earlier candidate of its batch was taken", label, e.cfg.Repeats, e.cfg.Repeats)
 			}
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			tried++
-			e.progress("shrink", "", tried, deadline, fmt.Sprintf("%s: %s — %s", f.Kind, c.Change, verdict))
+			e.progress("shrink", "", tried, deadline, fmt.Sprintf("%s: %s — %s", label, c.Change, verdict))
 		}}
 	shrunk := Shrink(ctx, f.Original, fails, opts)
 	f.Tried, f.Complete = shrunk.Tried, shrunk.Complete
 	// Confirm, falling back a step while the schedule does not hold up.
 	kept := -1
 	for i := len(shrunk.Steps) - 1; i >= 0 && i >= len(shrunk.Steps)-maxFallback && ctx.Err() == nil; i-- {
-		ok := failsIn(ctx, shrunk.Steps[i].Schedule, Confirm, "confirm")
+		failed := failsIn(ctx, shrunk.Steps[i].Schedule, Confirm, "confirm")
 		e.mu.Lock()
 		verdict := "holds up"
-		if !ok {
-			verdict = "did not fail every time: one step back"
+		if failed < Confirm {
+			verdict = fmt.Sprintf("failed %d of %d: one step back", failed, Confirm)
 		}
-		e.progress("shrink", "", tried, deadline, fmt.Sprintf("%s: confirming the schedule after %d steps (%d runs) — %s", f.Kind, i+1, Confirm, verdict))
+		e.progress("shrink", "", tried, deadline, fmt.Sprintf("%s: confirming the schedule after %d steps (%d runs) — %s", label, i+1, Confirm, verdict))
 		e.mu.Unlock()
-		if ok {
+		if failed == Confirm {
 			kept = i
 			break
 		}
@@ -630,22 +673,31 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) b
 	if kept < 0 {
 		f.Minimal, f.Steps = f.Original, []Step{}
 		f.Minimal.Violation = f.Kind
-		// Nothing smaller held up: does the original?
-		if ctx.Err() == nil && failsIn(ctx, f.Original, Confirm, "confirm") {
-			f.Confirmed = fmt.Sprintf("the original schedule failed with %s in %d of %d runs confirming it; no smaller schedule failed every time", f.Kind, Confirm, Confirm)
-			if ex, ok := found[f.Original.key()]; ok {
-				f.Example = &ex
-			}
-			return true
+		if ctx.Err() != nil {
+			return false
 		}
-		f.Confirmed = fmt.Sprintf("failed with %s while exploring, but not every time it was run again: no schedule of it holds up", f.Kind)
+		// Nothing smaller held up: how often does the original fail?
+		f.Failed, f.Of = failsIn(ctx, f.Original, Confirm, "confirm"), Confirm
+		if ex, ok := found[f.Original.key()]; ok {
+			f.Example = &ex
+		}
+		switch {
+		case f.Failed == Confirm:
+			f.Confirmed = fmt.Sprintf("the original schedule failed with %s in %d of %d runs confirming it; no smaller schedule failed every time", label, Confirm, Confirm)
+			return true
+		case f.Failed > 0:
+			f.Confirmed = fmt.Sprintf("flaky: the original schedule failed with %s in %d of %d runs confirming it; kept, not shrunk (no smaller schedule failed every time)", label, f.Failed, Confirm)
+		default:
+			f.Confirmed = fmt.Sprintf("failed with %s while exploring, but in 0 of %d runs confirming it: kept, as seen once", label, Confirm)
+		}
 		return false
 	}
 	f.Minimal, f.Steps = shrunk.Steps[kept].Schedule, shrunk.Steps[:kept+1]
 	f.Minimal.Violation = f.Kind
 	f.Minimal.Origin = fmt.Sprintf("%s, shrunk in %d steps (%d candidates tried)", f.Original.Origin, len(f.Steps), f.Tried)
+	f.Failed, f.Of = Confirm, Confirm
 	f.Confirmed = fmt.Sprintf("the minimal schedule failed with %s in %d of %d runs while shrinking and in %d of %d runs confirming it",
-		f.Kind, e.cfg.Repeats, e.cfg.Repeats, Confirm, Confirm)
+		label, e.cfg.Repeats, e.cfg.Repeats, Confirm, Confirm)
 	if ex, ok := found[f.Minimal.key()]; ok {
 		f.Example = &ex
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // fakeRunner decides a run from its schedule alone: relay.after-claim is
@@ -275,13 +277,15 @@ func TestWriteAllAndPage(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, WriteAll(dir, rep))
 
-	for _, name := range []string{ReportFile, PageFile, "schedule-stale-write.json", "schedule-stale-write.original.json"} {
+	require.Len(t, rep.Findings, 1)
+	file := rep.Findings[0].File
+	assert.Regexp(t, `^schedule-stale-write-relay-[0-9a-f]{6}\.json$`, file, "named by its signature")
+	for _, name := range []string{ReportFile, PageFile, file, strings.TrimSuffix(file, ".json") + ".original.json"} {
 		assert.FileExists(t, filepath.Join(dir, name))
 	}
-	s, err := LoadSchedule(filepath.Join(dir, "schedule-stale-write.json"))
+	s, err := LoadSchedule(filepath.Join(dir, file))
 	require.NoError(t, err)
 	assert.Equal(t, rep.Findings[0].Minimal, s)
-	assert.Equal(t, "schedule-stale-write.json", rep.Findings[0].File)
 
 	page, err := os.ReadFile(filepath.Join(dir, PageFile))
 	require.NoError(t, err)
@@ -291,7 +295,8 @@ func TestWriteAllAndPage(t *testing.T) {
 	assert.Contains(t, html, "a &lt;stale&gt; write")
 	assert.NotContains(t, html, "http://")
 	assert.NotContains(t, html, "https://")
-	for _, want := range []string{protocol.RelayAfterClaim, "unexplored", "not offered", "original", "minimal", "faultline run --schedule schedule-stale-write.json --variant no-fencing"} {
+	for _, want := range []string{protocol.RelayAfterClaim, "unexplored", "not offered", "original", "minimal", "faultline run --schedule " + file + " --variant no-fencing",
+		"stale-write; faults on relay", "failed 5 of 5", `id="finding-` + strings.TrimSuffix(strings.TrimPrefix(file, "schedule-"), ".json")} {
 		assert.Contains(t, html, want)
 	}
 }
@@ -359,47 +364,85 @@ func TestExploreFirstGoesOnPastAViolationThatDoesNotHoldUp(t *testing.T) {
 	assert.Equal(t, "explore run #1", rep.Findings[0].Original.Origin, "the run that held up is shrunk first")
 }
 
-// The kind looked for is shrunk first; the others keep their order, and
-// no kind is lost or made up (an empty kind once came out of reordering
-// in place: a finding with no run).
+// The groups of the kind looked for are shrunk first; the others keep
+// their order, and no group is lost or made up.
 func TestLookedForFirst(t *testing.T) {
+	g := func(kind, touched string) Group {
+		return Group{Signature: Signature{Kind: kind, Touched: []string{touched}}}
+	}
 	tests := []struct {
-		kinds []string
-		kind  string
-		want  []string
+		groups []Group
+		kind   string
+		want   []Group
 	}{
-		{[]string{"lost", "phantom"}, "phantom", []string{"phantom", "lost"}},
-		{[]string{"a", "b", "c", "d"}, "c", []string{"c", "a", "b", "d"}},
-		{[]string{"lost", "phantom"}, "lost", []string{"lost", "phantom"}},
-		{[]string{"lost"}, "stale-write", []string{"lost"}},
-		{[]string{"lost", "phantom"}, "", []string{"lost", "phantom"}},
-		{nil, "lost", nil},
+		{[]Group{g("lost", "relay"), g("phantom", "order")}, "phantom", []Group{g("phantom", "order"), g("lost", "relay")}},
+		{[]Group{g("a", "x"), g("b", "x"), g("c", "x"), g("c", "y"), g("d", "x")}, "c", []Group{g("c", "x"), g("c", "y"), g("a", "x"), g("b", "x"), g("d", "x")}},
+		{[]Group{g("lost", "relay"), g("phantom", "order")}, "lost", []Group{g("lost", "relay"), g("phantom", "order")}},
+		{[]Group{g("lost", "relay")}, "stale-write", []Group{g("lost", "relay")}},
+		{[]Group{g("lost", "relay"), g("phantom", "order")}, "", []Group{g("lost", "relay"), g("phantom", "order")}},
+		{nil, "lost", []Group{}},
 	}
 	for _, tt := range tests {
-		kinds := slices.Clone(tt.kinds)
-		assert.Equal(t, tt.want, lookedForFirst(kinds, tt.kind), "%v first %q", tt.kinds, tt.kind)
-		assert.Equal(t, tt.kinds, kinds, "the kinds given are left as they are")
+		groups := slices.Clone(tt.groups)
+		assert.Equal(t, tt.want, lookedForFirst(groups, tt.kind), "first %q", tt.kind)
+		assert.Equal(t, tt.groups, groups, "the groups given are left as they are")
 	}
 }
 
-// The runs of a kind are shrunk in order: one that held up when rechecked
-// first, then the fewest faults, then the earliest.
-func TestFailuresOrder(t *testing.T) {
-	one, two := make([]Spec, 1), make([]Spec, 2)
+// Failing runs are grouped by signature: kind, stages, the processes and
+// links touched (by role), the unroutable queue. Within a group, the runs
+// are shrunk in order: one that held up when rechecked first, then the
+// fewest faults, then the earliest. Groups come by kind, then the fewest
+// touched first.
+func TestFailures(t *testing.T) {
+	crash := func(p string) Spec {
+		return mustSpec(fault.Crash{Process: p, Point: protocol.ConsumerAfterReceive, Action: crashpoint.Kill, Hit: 1})
+	}
+	unbind := mustSpec(fault.Unbind{})
+	lost := func(touched []string, unroutable bool, stages ...result.Stage) Signature {
+		return Signature{Kind: "lost", Stages: stages, Touched: touched, Unroutable: unroutable}
+	}
+	consumer := lost([]string{"consumer"}, false)
+	queue := lost(nil, true)
 	runs := []Record{
-		{Index: 0, Faults: two, Violations: []string{"lost"}},
-		{Index: 1, Faults: one, Violations: []string{"lost", "phantom"}},
-		{Index: 2, Faults: two, Violations: []string{"lost"}, HeldUp: true},
-		{Index: 3, Faults: one, Violations: []string{"lost"}},
-		{Index: 4, Faults: one},
+		{Index: 0, Faults: []Spec{crash("consumer"), crash("relay-1")}, Signatures: []Signature{lost([]string{"consumer", "relay"}, false)}},
+		{Index: 1, Faults: []Spec{crash("consumer")}, Signatures: []Signature{consumer, {Kind: "phantom", Touched: []string{"consumer"}}}},
+		{Index: 2, Faults: []Spec{unbind}, Signatures: []Signature{queue}},
+		{Index: 3, Faults: []Spec{crash("consumer"), unbind}, Signatures: []Signature{consumer}, HeldUp: true},
+		{Index: 4, Faults: []Spec{crash("consumer")}, Signatures: []Signature{consumer}},
+		{Index: 5, Faults: []Spec{crash("consumer")}},
+		{Index: 6, Faults: []Spec{unbind}, Signatures: []Signature{queue}},
+		{Index: 7, Faults: []Spec{unbind}, Signatures: []Signature{lost(nil, true, result.StageRoutedNowhere)}},
 	}
-	kinds, byKind := Failures(runs)
-	assert.Equal(t, []string{"lost", "phantom"}, kinds)
-	var order []int
-	for _, r := range byKind["lost"] {
-		order = append(order, r.Index)
+	var got []string
+	for _, g := range Failures(runs) {
+		var order []string
+		for _, r := range g.Runs {
+			order = append(order, strconv.Itoa(r.Index))
+		}
+		got = append(got, g.Signature.Key()+" "+strings.Join(order, ","))
 	}
-	assert.Equal(t, []int{2, 1, 3, 0}, order)
-	require.Len(t, byKind["phantom"], 1)
-	assert.Equal(t, 1, byKind["phantom"][0].Index)
+	assert.Equal(t, []string{
+		"lost||consumer| 3,1,4",
+		"lost|||unroutable 2,6",
+		"lost|routed-nowhere||unroutable 7",
+		"lost||consumer,relay| 0",
+		"phantom||consumer| 1",
+	}, got)
+}
+
+// A record written before signatures were gets one per kind from its
+// faults: the ones that happened, by role.
+func TestRecordSigs(t *testing.T) {
+	r := Record{Faults: []Spec{
+		mustSpec(fault.Crash{Process: "relay-2", Point: protocol.RelayAfterClaim, Action: crashpoint.Kill, Hit: 1}),
+		mustSpec(fault.Toxic{Link: "consumer.pg", Toxic: proxies.Timeout{}}),
+		mustSpec(fault.LinkDown{Link: "relay-1.amqp"}),
+		mustSpec(fault.Unbind{}),
+	}, Hit: []bool{true, true, false, true}, Violations: []string{"lost", "stuck-row"}}
+	assert.Equal(t, []Signature{
+		{Kind: "lost", Touched: []string{"consumer.pg", "relay"}, Unroutable: true},
+		{Kind: "stuck-row", Touched: []string{"consumer.pg", "relay"}, Unroutable: true},
+	}, r.Sigs())
+	assert.Empty(t, Record{Faults: r.Faults}.Sigs(), "no violation, no signature")
 }

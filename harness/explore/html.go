@@ -54,6 +54,8 @@ type pageData struct {
 
 type findingView struct {
 	Finding
+	Slug, SigLabel, RateText          string
+	Flaky                             bool
 	From                              int
 	Replay                            string
 	OriginalFaults, MinimalFaults     []string
@@ -61,22 +63,17 @@ type findingView struct {
 	MinimalJSON                       string
 }
 
-// ScheduleFile is the name of the minimal schedule of a kind of violation.
-func ScheduleFile(kind string) string {
-	safe := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
-			return r
-		}
-		return '_'
-	}, strings.ToLower(kind))
-	return "schedule-" + safe + ".json"
+// ScheduleFile is the name of the minimal schedule of a signature:
+// schedule-SLUG.json (Signature.Slug), one file per distinct failure.
+func ScheduleFile(sig Signature) string {
+	return "schedule-" + sig.Slug() + ".json"
 }
 
 // ReplayCommand is how to replay a finding's minimal schedule.
 func ReplayCommand(f Finding) string {
 	file := f.File
 	if file == "" {
-		file = ScheduleFile(f.Kind)
+		file = ScheduleFile(f.Sig())
 	}
 	cmd := "faultline run --schedule " + file
 	if v := f.Minimal.Variant; v != "" && v != "correct" {
@@ -106,7 +103,8 @@ func RenderHTML(r *Report) ([]byte, error) {
 		Settings: settingsText(r.Settings), Opened: opened, Offered: offered, Unjudged: Unjudged(r.Runs),
 	}
 	for _, f := range r.Findings {
-		v := findingView{Finding: f, Replay: ReplayCommand(f),
+		v := findingView{Finding: f, Replay: ReplayCommand(f), Slug: f.Sig().Slug(), SigLabel: f.Sig().Label(), RateText: f.Rate(),
+			Flaky:          f.Of > 0 && f.Failed < f.Of,
 			OriginalFaults: describeAll(f.Original), MinimalFaults: describeAll(f.Minimal),
 			OriginalWorkload: WorkloadText(f.Original.Workload), MinimalWorkload: WorkloadText(f.Minimal.Workload)}
 		if _, err := fmt.Sscanf(f.Original.Origin, "explore run #%d", &v.From); err != nil && len(f.Runs) > 0 {
@@ -163,12 +161,13 @@ func ms(v int64) string {
 }
 
 // WriteAll writes the report folder's exploration files: each finding's
-// minimal schedule and its original (schedule-KIND.json,
-// schedule-KIND.original.json), explore.json and explore.html.
+// minimal schedule and its original (schedule-SLUG.json,
+// schedule-SLUG.original.json, SLUG naming its signature), explore.json
+// and explore.html.
 func WriteAll(dir string, r *Report) error {
 	for i := range r.Findings {
 		f := &r.Findings[i]
-		f.File = ScheduleFile(f.Kind)
+		f.File = ScheduleFile(f.Sig())
 		if err := WriteSchedule(filepath.Join(dir, f.File), f.Minimal); err != nil {
 			return err
 		}

@@ -55,8 +55,8 @@ func shardsOf(r *Report) []Shard {
 
 // Merge merges the reports of the shards of one exploration (the same
 // target, variant, seed and plan) into one: their runs together, the
-// coverage counted over all of them, and per kind of violation the
-// smallest minimal schedule any shard found. A shard given twice, or
+// coverage counted over all of them, and per signature the smallest
+// minimal schedule any shard found. A shard given twice, or
 // reports of different explorations, are errors; missing shards are noted.
 func Merge(reports []*Report) (*Report, error) {
 	if len(reports) == 0 {
@@ -132,25 +132,28 @@ func Merge(reports []*Report) (*Report, error) {
 		out.Shards = nil
 	}
 	sort.Slice(out.Runs, func(i, j int) bool { return out.Runs[i].Index < out.Runs[j].Index })
-	sort.Slice(out.Findings, func(i, j int) bool { return out.Findings[i].Kind < out.Findings[j].Kind })
+	sort.Slice(out.Findings, func(i, j int) bool { return out.Findings[i].Sig().Key() < out.Findings[j].Sig().Key() })
 	out.Coverage = ComputeCoverage(out.Offered, out.Runs)
 	return out, nil
 }
 
-// mergeFinding adds f to the findings: per kind, the runs of both, and
-// the smaller minimal schedule (fewer faults, then fewer orders, then the
-// earlier original run).
+// mergeFinding adds f to the findings: per signature, the runs of both,
+// the signatures folded into either, and the smaller minimal schedule
+// (fewer faults, then fewer orders, then the earlier original run).
 func mergeFinding(fs []Finding, f Finding) []Finding {
 	for i, g := range fs {
-		if g.Kind != f.Kind {
+		if g.Sig().Key() != f.Sig().Key() {
 			continue
 		}
 		runs := append(slices.Clone(g.Runs), f.Runs...)
 		slices.Sort(runs)
+		also := append(slices.Clone(g.Also), f.Also...)
+		slices.Sort(also)
 		if smallerFinding(f, g) {
 			fs[i] = f
 		}
 		fs[i].Runs = slices.Compact(runs)
+		fs[i].Also = slices.Compact(also)
 		return fs
 	}
 	return append(fs, f)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
@@ -65,8 +66,8 @@ func TestSurfaceComesFromTheTarget(t *testing.T) {
 				_, err := s.Roles.Point(spec.Instance(), w)
 				assert.NoError(t, err, "every window is one the instance offers")
 			}
-			if spec.Link != "" {
-				_, err := s.Roles.Link(spec.Link)
+			if l := linkOf(f); l != "" {
+				_, err := s.Roles.Link(l)
 				assert.NoError(t, err)
 			}
 		}
@@ -84,10 +85,9 @@ func TestEnumerateSingles(t *testing.T) {
 	crashes := 5 * 2 * 2
 	// links: producer.pg (no window) ×1, relay-N.{pg,amqp} × (1 + 2 windows) × 2 instances, consumer.{pg,amqp} × (1 + 1)
 	links := 3 * (1 + 2*3*2 + 2*2)
-	require.Len(t, items, crashes+links)
-
 	seen := map[string]bool{}
 	depth := 0
+	ours := 0 // crashes and link faults; other kinds are their own tests'
 	for i, it := range items {
 		assert.Equal(t, i, it.Index)
 		require.Len(t, it.Faults, 1)
@@ -96,6 +96,10 @@ func TestEnumerateSingles(t *testing.T) {
 		key := Describe(it.Faults[0])
 		assert.False(t, seen[key], "once each: %s", key)
 		seen[key] = true
+		switch it.Faults[0].(type) {
+		case fault.Crash, fault.Toxic, fault.LinkDown:
+			ours++
+		}
 		switch f := it.Faults[0].(type) {
 		case fault.Crash:
 			assert.Contains(t, []int64{1, 2}, f.Hit)
@@ -116,10 +120,11 @@ func TestEnumerateSingles(t *testing.T) {
 				t.Errorf("toxic %T", x)
 			}
 		case fault.LinkDown:
-		default:
-			t.Errorf("fault %T", f)
+		case fault.Unbind, fault.OnCommit, fault.CommitOrder:
+			t.Errorf("%T on a target without a topology or watched tables", f)
 		}
 	}
+	assert.Equal(t, crashes+links, ours)
 	assert.Equal(t, 0, items[0].Depth)
 }
 
@@ -163,8 +168,8 @@ func TestCombinations(t *testing.T) {
 			if w := spec.Window(); w != "" {
 				ks = append(ks, "point:"+spec.Instance()+"@"+w)
 			}
-			if spec.Link != "" {
-				ks = append(ks, "link:"+spec.Link)
+			if l := linkOf(f); l != "" {
+				ks = append(ks, "link:"+l)
 			}
 			for _, k := range ks {
 				assert.False(t, keys[k], "%s collides in %s", k, d)
@@ -270,9 +275,45 @@ func outsideTarget() *target.Target {
 	tg.Processes[1].CrashPoints = map[string]string{protocol.RelayBeforeRetry: "dispatch:retry", protocol.RelayBeforeRenew: "dispatch:renew"}
 	tg.Topology = target.Topology{Exchange: "x", Queue: "q", RoutingKeys: []string{"k"}}
 	tg.Observe = target.Observe{Facts: target.Table{Name: "carts"}, Outbox: target.Table{Name: "box"}, Effects: target.Table{Name: "stock"}}
+	tg.Relay = target.Relay{Model: target.ModelClaim}
 	tg.RidesOut = time.Second
 	tg.Settings = map[string]target.Setting{"renew": {Name: "renew", Role: protocol.Relay, Explore: &target.SettingExplore{Value: "300ms", Opens: []string{protocol.RelayBeforeRenew}}}}
 	return tg
+}
+
+// A relay's black-box window opens at the write its model shows from
+// outside: an offset relay's at its mark (a commit to its position table),
+// none for a log relay.
+func TestEnumerateTimesRelaysByTheirModel(t *testing.T) {
+	for _, tc := range []struct {
+		relay      target.Relay
+		want, lack string
+	}{
+		{target.Relay{Model: target.ModelClaim}, "blackbox.relay.outbox.processing", "blackbox.relay.position"},
+		{target.Relay{Model: target.ModelOffset, Position: &target.Table{Name: "offsets"}}, "blackbox.relay.position", "blackbox.relay.outbox.processing"},
+		{target.Relay{Model: target.ModelLog}, "", "blackbox.relay."},
+	} {
+		t.Run(tc.relay.Model, func(t *testing.T) {
+			tg := outsideTarget()
+			tg.Relay = tc.relay
+			items, err := Enumerate(tg, Options{Seed: 3, Hits: 1, Combos: 50})
+			require.NoError(t, err)
+			var windows []string
+			for _, it := range items {
+				specs, err := Specs(it.Faults)
+				require.NoError(t, err)
+				for _, sp := range specs {
+					windows = append(windows, sp.Window())
+				}
+			}
+			if tc.want != "" {
+				assert.Contains(t, windows, tc.want)
+			}
+			for _, w := range windows {
+				assert.False(t, strings.HasPrefix(w, tc.lack), "%s offered on a %s relay", w, tc.relay.Model)
+			}
+		})
+	}
 }
 
 // A window that opens only around something else comes with it: a retry
@@ -285,7 +326,7 @@ func TestEnumerateOpensWindowsFromOutside(t *testing.T) {
 	tg := outsideTarget()
 	items, err := Enumerate(tg, Options{Seed: 3, Hits: 2, Combos: 200})
 	require.NoError(t, err)
-	var retries, renewals, unbinds, ridden, blackBox int
+	var retries, renewals, unbinds, ridden, blackBox, commitOrders int
 	windows := map[string]bool{}
 	for _, it := range items {
 		specs, err := Specs(it.Faults)
@@ -294,50 +335,62 @@ func TestEnumerateOpensWindowsFromOutside(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, it.Faults, back, "every explored fault is one a schedule file can hold")
 		nUnbind := 0
-		for _, s := range specs {
-			windows[s.Window()] = true
-			if s.Kind == KindUnbind {
+		for i, sp := range specs {
+			windows[sp.Window()] = true
+			if _, ok := it.Faults[i].(fault.Unbind); ok {
 				nUnbind++
 			}
 		}
 		assert.LessOrEqual(t, nUnbind, 1, "the bindings go once a run: %s", it.Describe())
 		if it.Size != 1 {
-			assert.False(t, it.NoneFailed, "only an outage alone is one the relays ride out")
+			assert.Empty(t, it.Invariants, "only an outage alone is one the relays ride out")
 			continue
 		}
-		first := specs[0]
-		switch {
-		case first.Kind == KindCrash && first.Point == protocol.RelayBeforeRetry:
-			retries++
-			require.Len(t, specs, 2, it.Describe())
-			assert.Equal(t, KindUnbind, specs[1].Kind)
-			assert.Equal(t, first.Trigger, specs[1].Trigger, "armed together")
-			assert.Greater(t, time.Duration(specs[1].Duration), Hold(tg.Lease), "the bindings stay away past the thaw")
-		case first.Kind == KindCrash && first.Point == protocol.RelayBeforeRenew:
-			renewals++
-			require.Len(t, specs, 2, it.Describe())
-			assert.Equal(t, KindToxic, specs[1].Kind)
-			assert.Equal(t, first.Process+".amqp", specs[1].Link, "its own confirms slowed")
-			assert.Equal(t, map[string]string{"renew": "300ms"}, it.Settings)
-		case first.Kind == KindUnbind:
-			unbinds++
-			require.Len(t, specs, 1)
-			if it.NoneFailed {
-				ridden++
-				assert.Equal(t, tg.RidesOut, time.Duration(first.Duration))
-			} else {
-				assert.Greater(t, time.Duration(first.Duration), tg.RidesOut)
+		switch first := it.Faults[0].(type) {
+		case fault.Crash:
+			switch first.Point {
+			case protocol.RelayBeforeRetry:
+				retries++
+				require.Len(t, it.Faults, 2, it.Describe())
+				unbind, ok := it.Faults[1].(fault.Unbind)
+				require.True(t, ok, it.Describe())
+				assert.Equal(t, first.Trigger, unbind.Trigger, "armed together")
+				assert.Greater(t, unbind.Duration, Hold(tg.Lease), "the bindings stay away past the thaw")
+			case protocol.RelayBeforeRenew:
+				renewals++
+				require.Len(t, it.Faults, 2, it.Describe())
+				slow, ok := it.Faults[1].(fault.Toxic)
+				require.True(t, ok, it.Describe())
+				assert.Equal(t, first.Process+".amqp", slow.Link, "its own confirms slowed")
+				assert.Equal(t, map[string]string{"renew": "300ms"}, it.Settings)
+			default:
+				assert.Empty(t, it.Settings, it.Describe())
 			}
-		case first.Kind == KindOnCommit:
+		case fault.Unbind:
+			unbinds++
+			require.Len(t, it.Faults, 1)
+			if slices.Contains(it.Invariants, check.NoneGaveUp) {
+				ridden++
+				assert.Equal(t, tg.RidesOut, first.Duration)
+			} else {
+				assert.Greater(t, first.Duration, tg.RidesOut)
+			}
+		case fault.OnCommit:
 			blackBox++
 			if strings.HasPrefix(first.Process, "relay") || first.Process == "producer" {
 				require.Len(t, specs, 2, "held open from outside: %s", it.Describe())
-				assert.Equal(t, first.Process+".amqp", specs[1].Link)
+				assert.Equal(t, first.Process+".amqp", linkOf(it.Faults[1]))
 			}
-		case first.At != nil && first.At.Point == protocol.RelayBeforeRenew:
-			assert.Equal(t, map[string]string{"renew": "300ms"}, it.Settings, "a link fault at the window opens it the same way")
+		case fault.CommitOrder:
+			commitOrders++
+			require.Len(t, it.Faults, 1, "needs nothing around it: %s", it.Describe())
+			assert.Greater(t, first.Every, 0)
 		default:
-			assert.Empty(t, it.Settings, it.Describe())
+			if at := syncOf(first); at != nil && at.Point == protocol.RelayBeforeRenew {
+				assert.Equal(t, map[string]string{"renew": "300ms"}, it.Settings, "a link fault at the window opens it the same way")
+			} else {
+				assert.Empty(t, it.Settings, it.Describe())
+			}
 		}
 	}
 	// 2 relays × 2 hits × kill/pause
@@ -347,7 +400,8 @@ func TestEnumerateOpensWindowsFromOutside(t *testing.T) {
 	assert.Equal(t, 1, ridden)
 	// 4 instances × 2 hits × kill, pause, cut
 	assert.Equal(t, 4*2*3, blackBox)
-	for _, w := range []string{"blackbox.producer.facts", "blackbox.relay.outbox.processing", "blackbox.consumer.effects", WindowUnroutable} {
+	assert.Equal(t, 1, commitOrders, "the outbox's commits out of order, once")
+	for _, w := range []string{"blackbox.producer.facts", "blackbox.relay.outbox.processing", "blackbox.consumer.effects", WindowUnroutable, WindowCommitOrder} {
 		assert.True(t, windows[w], w)
 	}
 	s, err := SurfaceOf(tg)
@@ -358,8 +412,12 @@ func TestEnumerateOpensWindowsFromOutside(t *testing.T) {
 			offered = append(offered, w.Name)
 		}
 	}
-	assert.Equal(t, []string{protocol.RelayBeforeRenew, protocol.RelayBeforeRetry, protocol.ConsumerAfterCommit,
-		"blackbox.producer.facts", "blackbox.relay.outbox.processing", "blackbox.consumer.effects", WindowUnroutable}, offered)
+	// The protocol's windows first, in its order, then those opened from
+	// outside (in the order of the kinds that open them).
+	require.Len(t, offered, 8)
+	assert.Equal(t, []string{protocol.RelayBeforeRenew, protocol.RelayBeforeRetry, protocol.ConsumerAfterCommit}, offered[:3])
+	assert.ElementsMatch(t, []string{"blackbox.producer.facts", "blackbox.relay.outbox.processing", "blackbox.consumer.effects",
+		WindowUnroutable, WindowCommitOrder}, offered[3:])
 
 	// Without a topology, observe or rides_out, none of it.
 	plain, err := Enumerate(testTarget(), Options{Seed: 3, Hits: 2, Combos: -1})
@@ -367,11 +425,33 @@ func TestEnumerateOpensWindowsFromOutside(t *testing.T) {
 	for _, it := range plain {
 		for _, f := range it.Faults {
 			switch f.(type) {
-			case fault.Unbind, fault.OnCommit:
+			case fault.Unbind, fault.OnCommit, fault.CommitOrder:
 				t.Errorf("%s offered by a target without a topology or watched tables", it.Describe())
 			}
 		}
 	}
+}
+
+// linkOf is the link of a link fault ("" for another).
+func linkOf(f fault.Fault) string {
+	switch f := f.(type) {
+	case fault.Toxic:
+		return f.Link
+	case fault.LinkDown:
+		return f.Link
+	}
+	return ""
+}
+
+// syncOf is the window a link fault waits at (nil for another).
+func syncOf(f fault.Fault) *fault.Sync {
+	switch f := f.(type) {
+	case fault.Toxic:
+		return f.At
+	case fault.LinkDown:
+		return f.At
+	}
+	return nil
 }
 
 func describeItems(items []Item) []string {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/workload"
@@ -26,9 +27,10 @@ type Schedule struct {
 	Workload  workload.Spec
 	Settings  map[string]string
 	Instances map[string]int
-	// NoneFailed: the schedule's outage is one the target rides out, so no
-	// row may end Failed (the none-gave-up check).
-	NoneFailed bool
+	// Invariants are the optional invariants the run is judged by besides
+	// the always-on ones (none-gave-up: the schedule's outage is one the
+	// target rides out, so no row may end Failed).
+	Invariants []string
 	Faults     []fault.Fault
 	// Violation is the kind of violation the schedule fails with (a
 	// finding's); empty for a schedule not known to fail.
@@ -47,10 +49,13 @@ type scheduleFile struct {
 	Workload   workloadSpec      `json:"workload"`
 	Settings   map[string]string `json:"settings,omitempty"`
 	Instances  map[string]int    `json:"instances,omitempty"`
-	NoneFailed bool              `json:"none_failed,omitempty"`
-	Faults     []Spec            `json:"faults"`
-	Violation  string            `json:"violation,omitempty"`
-	Origin     string            `json:"origin,omitempty"`
+	Invariants []string          `json:"invariants,omitempty"`
+	// NoneFailed is how files written before Invariants said none-gave-up:
+	// read, never written.
+	NoneFailed bool   `json:"none_failed,omitempty"`
+	Faults     []Spec `json:"faults"`
+	Violation  string `json:"violation,omitempty"`
+	Origin     string `json:"origin,omitempty"`
 }
 
 // workloadSpec is a workload.Spec as data.
@@ -72,7 +77,7 @@ func (s Schedule) MarshalJSON() ([]byte, error) {
 		Schema: ScheduleSchema, Target: s.Target, Variant: variantName(s.Variant), Seed: s.Seed,
 		Workload: workloadSpec{Orders: s.Workload.Orders, Concurrency: s.Workload.Concurrency, EventsPerOrder: s.Workload.EventsPerOrder,
 			Pace: Duration(s.Workload.Pace), StepDelay: Duration(s.Workload.StepDelay)},
-		Settings: s.Settings, Instances: s.Instances, NoneFailed: s.NoneFailed, Faults: specs, Violation: s.Violation, Origin: s.Origin,
+		Settings: s.Settings, Instances: s.Instances, Invariants: s.Invariants, Faults: specs, Violation: s.Violation, Origin: s.Origin,
 	})
 }
 
@@ -81,7 +86,11 @@ func (s Schedule) MarshalJSON() ([]byte, error) {
 func (s *Schedule) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var f scheduleFile
+	// The faults are read one by one, so an error names the fault.
+	var f struct {
+		scheduleFile
+		Faults []json.RawMessage `json:"faults"`
+	}
 	if err := dec.Decode(&f); err != nil {
 		return fmt.Errorf("schedule: %w", err)
 	}
@@ -94,14 +103,27 @@ func (s *Schedule) UnmarshalJSON(b []byte) error {
 	if f.Workload.Orders < 1 {
 		return fmt.Errorf("schedule: workload needs at least 1 order, got %d", f.Workload.Orders)
 	}
-	faults, err := Faults(f.Faults)
+	specs := make([]Spec, len(f.Faults))
+	for i, raw := range f.Faults {
+		if err := json.Unmarshal(raw, &specs[i]); err != nil {
+			return fmt.Errorf("schedule: fault %d: %w", i+1, err)
+		}
+	}
+	faults, err := Faults(specs)
 	if err != nil {
 		return fmt.Errorf("schedule: %w", err)
+	}
+	invariants := f.Invariants
+	if f.NoneFailed && !slices.Contains(invariants, check.NoneGaveUp) {
+		invariants = append(invariants, check.NoneGaveUp)
+	}
+	if err := check.ValidateOptional(invariants); err != nil {
+		return fmt.Errorf("schedule: invariants: %w", err)
 	}
 	*s = Schedule{Target: f.Target, Variant: f.Variant, Seed: f.Seed,
 		Workload: workload.Spec{Orders: f.Workload.Orders, Concurrency: f.Workload.Concurrency, EventsPerOrder: f.Workload.EventsPerOrder,
 			Pace: time.Duration(f.Workload.Pace), StepDelay: time.Duration(f.Workload.StepDelay)},
-		Settings: f.Settings, Instances: f.Instances, NoneFailed: f.NoneFailed, Faults: faults, Violation: f.Violation, Origin: f.Origin}
+		Settings: f.Settings, Instances: f.Instances, Invariants: invariants, Faults: faults, Violation: f.Violation, Origin: f.Origin}
 	return nil
 }
 
@@ -141,17 +163,26 @@ func (s Schedule) Scenario(name string) runner.Scenario {
 			exclusive = true // it restarts the shared broker: it runs alone
 		}
 	}
-	window := "explored schedule"
-	if s.Violation != "" {
-		window += " (fails with " + s.Violation + ")"
+	// The schedule opens the window of its first fault that opens one.
+	window := ""
+	for _, f := range faults {
+		if k, ok := fault.KindOf(f); ok {
+			if _, w := k.Window(f); w != "" {
+				window = w
+				break
+			}
+		}
 	}
 	desc := "A schedule written by faultline explore"
 	if s.Origin != "" {
 		desc += ": " + s.Origin
 	}
+	if s.Violation != "" {
+		desc += " (fails with " + s.Violation + ")"
+	}
 	return runner.Scenario{
 		Name: name, Window: window, Description: desc,
-		Workload: s.Workload, Settings: s.Settings, Instances: s.Instances, Exclusive: exclusive, NoneFailed: s.NoneFailed,
+		Workload: s.Workload, Settings: s.Settings, Instances: s.Instances, Exclusive: exclusive, Invariants: s.Invariants,
 		Faults: func(*rand.Rand) []fault.Fault { return slices.Clone(faults) },
 	}
 }
@@ -161,9 +192,9 @@ func (s Schedule) key() string {
 	data, err := json.Marshal(struct {
 		W workloadSpec
 		S map[string]string
-		N bool
+		I []string
 		F []Spec
-	}{S: s.Settings, N: s.NoneFailed, W: workloadSpec{s.Workload.Orders, s.Workload.Concurrency, s.Workload.EventsPerOrder, Duration(s.Workload.Pace), Duration(s.Workload.StepDelay)}, F: mustSpecs(s.Faults)})
+	}{S: s.Settings, I: s.Invariants, W: workloadSpec{s.Workload.Orders, s.Workload.Concurrency, s.Workload.EventsPerOrder, Duration(s.Workload.Pace), Duration(s.Workload.StepDelay)}, F: mustSpecs(s.Faults)})
 	if err != nil {
 		return fmt.Sprint(s.Workload, s.Faults)
 	}

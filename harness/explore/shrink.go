@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/fault"
-	"github.com/faultline-dev/faultline/proxies"
 )
 
 // Candidate is one smaller schedule the shrinker tries, and what changed.
@@ -17,11 +16,8 @@ type Candidate struct {
 	Schedule Schedule
 }
 
-// Smallest values the shrinker goes down to.
-const (
-	minOrders   = 10
-	minDuration = 100 * time.Millisecond
-)
+// minOrders is the fewest orders the shrinker goes down to.
+const minOrders = 10
 
 // Candidates are the schedules one step smaller than s, the biggest
 // reductions first: each fault dropped (while more than one is left),
@@ -44,7 +40,7 @@ func Candidates(s Schedule) []Candidate {
 		}
 	}
 	last := lastTrigger(s.Faults)
-	for _, orders := range smaller(s.Workload.Orders, minOrders) {
+	for _, orders := range fault.Fewer(s.Workload.Orders, minOrders) {
 		if int64(orders) < last+minOrders {
 			// A fault would wait for orders that never come, or land on
 			// the workload's last few: a schedule shrunk to 11 orders with
@@ -78,133 +74,16 @@ type mutation struct {
 	f      fault.Fault
 }
 
-// mutations are the fault made smaller in one way each.
+// mutations are the fault made smaller in one way each, as its kind
+// shrinks it.
 func mutations(f fault.Fault) []mutation {
+	k, ok := fault.KindOf(f)
+	if !ok {
+		return nil
+	}
 	var out []mutation
-	add := func(change string, g fault.Fault) { out = append(out, mutation{change, g}) }
-	trigger := func(t fault.Trigger, set func(fault.Trigger) fault.Fault) {
-		if t.AfterOrders >= 2 {
-			u := t
-			u.AfterOrders = t.AfterOrders / 2
-			add(fmt.Sprintf("trigger after %d → %d orders", t.AfterOrders, u.AfterOrders), set(u))
-		}
-		if t.Delay > 0 {
-			u := t
-			u.Delay = 0
-			add(fmt.Sprintf("trigger delay %s → 0", t.Delay), set(u))
-		}
-	}
-	durations := func(what string, d time.Duration, set func(time.Duration) fault.Fault) {
-		for _, e := range shorter(d) {
-			add(fmt.Sprintf("%s %s → %s", what, d, e), set(e))
-		}
-	}
-	none := func(what string, d time.Duration, set func() fault.Fault) {
-		if d > 0 {
-			add(fmt.Sprintf("%s %s → 0", what, d), set())
-		}
-	}
-	switch f := f.(type) {
-	case fault.Crash:
-		for _, h := range earlier(f.Hit) {
-			g := f
-			g.Hit = h
-			add(fmt.Sprintf("hit %d → %d", f.Hit, h), g)
-		}
-		if f.Trigger != (fault.Trigger{}) {
-			trigger(f.Trigger, func(t fault.Trigger) fault.Fault {
-				if t == (fault.Trigger{}) {
-					t.AfterOrders = 1 // stays armed by its trigger, not at start
-				}
-				g := f
-				g.Trigger = t
-				return g
-			})
-		}
-		durations("hold", f.Hold, func(d time.Duration) fault.Fault { g := f; g.Hold = d; return g })
-		durations("delay", f.Delay, func(d time.Duration) fault.Fault { g := f; g.Delay = d; return g })
-		none("restart after", f.RestartAfter, func() fault.Fault { g := f; g.RestartAfter = 0; return g })
-	case fault.Toxic:
-		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
-		durations("duration", f.Duration, func(d time.Duration) fault.Fault { g := f; g.Duration = d; return g })
-		switch t := f.Toxic.(type) {
-		case proxies.Latency:
-			durations("latency", t.Latency, func(d time.Duration) fault.Fault { g, u := f, t; u.Latency = d; g.Toxic = u; return g })
-			if t.Jitter > 0 {
-				g, u := f, t
-				u.Jitter = 0
-				g.Toxic = u
-				add(fmt.Sprintf("jitter %s → 0", t.Jitter), g)
-			}
-		case proxies.Timeout:
-			durations("timeout", t.Timeout, func(d time.Duration) fault.Fault { g, u := f, t; u.Timeout = d; g.Toxic = u; return g })
-		case proxies.ResetPeer:
-			durations("timeout", t.Timeout, func(d time.Duration) fault.Fault { g, u := f, t; u.Timeout = d; g.Toxic = u; return g })
-		}
-	case fault.LinkDown:
-		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
-		durations("duration", f.Duration, func(d time.Duration) fault.Fault { g := f; g.Duration = d; return g })
-	case fault.Unbind:
-		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
-		durations("duration", f.Duration, func(d time.Duration) fault.Fault { g := f; g.Duration = d; return g })
-	case fault.Poison:
-		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
-		for _, c := range smaller(f.Count, 1) {
-			g := f
-			g.Count = c
-			add(fmt.Sprintf("count %d → %d", f.Count, c), g)
-		}
-	case fault.BrokerRestart:
-		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
-		durations("down", f.Down, func(d time.Duration) fault.Fault { g := f; g.Down = d; return g })
-	case fault.RetentionReplay:
-		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
-	case fault.OnCommit:
-		for _, h := range earlier(int64(f.Nth)) {
-			g := f
-			g.Nth = int(h)
-			add(fmt.Sprintf("commit #%d → #%d", f.Nth, h), g)
-		}
-		trigger(f.Trigger, func(t fault.Trigger) fault.Fault { g := f; g.Trigger = t; return g })
-		durations("hold", f.Hold, func(d time.Duration) fault.Fault { g := f; g.Hold = d; return g })
-		durations("cut", f.CutFor, func(d time.Duration) fault.Fault { g := f; g.CutFor = d; return g })
-		durations("toxic", f.ToxicFor, func(d time.Duration) fault.Fault { g := f; g.ToxicFor = d; return g })
-		none("restart after", f.RestartAfter, func() fault.Fault { g := f; g.RestartAfter = 0; return g })
-	}
-	return out
-}
-
-// earlier are the hits before hit to try: 1, half, one less.
-func earlier(hit int64) []int64 {
-	var out []int64
-	for _, h := range []int64{1, hit / 2, hit - 1} {
-		if h >= 1 && h < hit && !slices.Contains(out, h) {
-			out = append(out, h)
-		}
-	}
-	return out
-}
-
-// smaller are half and three quarters of n, at least lo and below n.
-func smaller(n, lo int) []int {
-	var out []int
-	for _, m := range []int{n / 2, n * 3 / 4} {
-		if m >= lo && m < n && !slices.Contains(out, m) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// shorter are half and three quarters of d, in whole milliseconds (the
-// unit of Toxiproxy's attributes), at least minDuration.
-func shorter(d time.Duration) []time.Duration {
-	var out []time.Duration
-	for _, e := range []time.Duration{d / 2, d * 3 / 4} {
-		e = e.Truncate(time.Millisecond)
-		if e >= minDuration && e < d && !slices.Contains(out, e) {
-			out = append(out, e)
-		}
+	for _, sm := range k.Shrink(f) {
+		out = append(out, mutation{sm.Change, sm.Fault})
 	}
 	return out
 }
@@ -214,9 +93,7 @@ func shorter(d time.Duration) []time.Duration {
 func lastTrigger(faults []fault.Fault) int64 {
 	var n int64
 	for _, spec := range mustSpecs(faults) {
-		if spec.Trigger != nil {
-			n = max(n, spec.Trigger.AfterOrders)
-		}
+		n = max(n, spec.trigger().AfterOrders)
 	}
 	return n
 }

@@ -3,6 +3,7 @@ package explore
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
@@ -45,6 +47,7 @@ func everyFault() []fault.Fault {
 			Cut: []string{"relay-1.pg"}, CutAfter: 500 * time.Millisecond, CutFor: 3 * time.Second,
 			ActAfter: 200 * time.Millisecond, Action: fault.ActKill, RestartAfter: 300 * time.Millisecond},
 		fault.OnCommit{Process: "consumer", Table: fault.TableEffects, Nth: 1, Action: fault.ActPause, Hold: 5 * time.Second},
+		fault.CommitOrder{Trigger: trig, Every: 4, Holds: 5, Hold: 600 * time.Millisecond, Duration: 3 * time.Second},
 	}
 }
 
@@ -68,8 +71,8 @@ func TestScheduleRoundTrip(t *testing.T) {
 	s := Schedule{Target: "reference", Variant: "no-fencing", Seed: 42,
 		Workload:  workload.Spec{Orders: 60, Concurrency: 4, EventsPerOrder: 3, Pace: 2500 * time.Millisecond, StepDelay: 300 * time.Millisecond},
 		Settings:  map[string]string{"lease-renewal": "400ms"},
-		Instances: map[string]int{"relay": 1},
-		Faults:    everyFault(), Violation: "stale-write", Origin: "explore run #7"}
+		Instances: map[string]int{"relay": 1}, Invariants: []string{check.NoneGaveUp},
+		Faults: everyFault(), Violation: "stale-write", Origin: "explore run #7"}
 	path := filepath.Join(t.TempDir(), "s.json")
 	require.NoError(t, WriteSchedule(path, s))
 	back, err := LoadSchedule(path)
@@ -89,6 +92,36 @@ func TestScheduleRoundTrip(t *testing.T) {
 	}
 }
 
+// A schedule file written before the fault kinds moved into their own
+// files (testdata/every-kind.schedule.json: every kind, every field) still
+// loads into the same faults, and is written back byte for byte.
+func TestScheduleFileStillLoads(t *testing.T) {
+	path := filepath.Join("testdata", "every-kind.schedule.json")
+	back, err := LoadSchedule(path)
+	require.NoError(t, err)
+	assert.Equal(t, everyFault(), back.Faults)
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	again := filepath.Join(t.TempDir(), "again.json")
+	require.NoError(t, WriteSchedule(again, back))
+	got, err := os.ReadFile(again)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(got))
+}
+
+// A schedule file written when none-gave-up was a flag (none_failed)
+// loads with that invariant named, and is written with it named.
+func TestScheduleNoneFailedStillLoads(t *testing.T) {
+	var s Schedule
+	require.NoError(t, json.Unmarshal([]byte(`{"schema":"github.com/faultline-dev/faultline/schedule/v1","target":"x","workload":{"orders":1},"none_failed":true,"faults":[]}`), &s))
+	assert.Equal(t, []string{check.NoneGaveUp}, s.Invariants)
+	assert.Equal(t, []string{check.NoneGaveUp}, s.Scenario("x").Invariants)
+	data, err := json.Marshal(s)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"invariants":["none-gave-up"]`)
+	assert.NotContains(t, string(data), "none_failed")
+}
+
 func TestScheduleDecodeErrors(t *testing.T) {
 	ok := `{"schema":"github.com/faultline-dev/faultline/schedule/v1","target":"reference","variant":"correct","seed":1,"workload":{"orders":10},"faults":[%s]}`
 	for _, tc := range []struct {
@@ -103,9 +136,11 @@ func TestScheduleDecodeErrors(t *testing.T) {
 		{"unknown toxic", fmt.Sprintf(ok, `{"kind":"toxic","link":"consumer.pg","toxic":{"type":"gremlin"}}`), `unknown toxic type "gremlin"`},
 		{"invalid toxic", fmt.Sprintf(ok, `{"kind":"toxic","link":"consumer.pg","toxic":{"type":"bandwidth"}}`), "rate must be positive"},
 		{"unknown field", fmt.Sprintf(ok, `{"kind":"poison","count":1,"colour":"red"}`), `unknown field "colour"`},
+		{"commit-order without every", fmt.Sprintf(ok, `{"kind":"commit-order","holds":5,"hold":"600ms"}`), "commit-order fault: needs every of 1 or more"},
 		{"other schema", `{"schema":"github.com/faultline-dev/faultline/schedule/v9","target":"x","workload":{"orders":1},"faults":[]}`, `schema "github.com/faultline-dev/faultline/schedule/v9"`},
 		{"no target", `{"schema":"github.com/faultline-dev/faultline/schedule/v1","workload":{"orders":1},"faults":[]}`, "no target name"},
 		{"no orders", `{"schema":"github.com/faultline-dev/faultline/schedule/v1","target":"x","workload":{"orders":0},"faults":[]}`, "at least 1 order"},
+		{"unknown invariant", `{"schema":"github.com/faultline-dev/faultline/schedule/v1","target":"x","workload":{"orders":1},"invariants":["no-such"],"faults":[]}`, `invariants: "no-such" is not an optional invariant`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s Schedule

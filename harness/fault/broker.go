@@ -15,9 +15,39 @@ type BrokerRestart struct {
 	Down    time.Duration
 }
 
+// KindBrokerRestart is the broker-restart fault's kind, as a schedule
+// names it.
+const KindBrokerRestart = "broker-restart"
+
+func init() {
+	register(Desc[BrokerRestart, brokerRestartParams]{
+		Name:    KindBrokerRestart,
+		Example: BrokerRestart{Trigger: Trigger{AfterOrders: 30, Delay: time.Second}, Down: 500 * time.Millisecond},
+		Doc:     "the RabbitMQ node killed (SIGKILL) and started again after a while; runs alone, the broker is shared",
+		Params: func(b BrokerRestart) (brokerRestartParams, error) {
+			return brokerRestartParams{Down: Duration(b.Down), Trigger: b.Trigger.Data()}, nil
+		},
+		Fault: func(p brokerRestartParams) (BrokerRestart, error) {
+			return BrokerRestart{Trigger: p.Trigger.Trigger(), Down: time.Duration(p.Down)}, nil
+		},
+		Touches: func(BrokerRestart) Touch { return Touch{Shared: []string{"broker"}} },
+		Trigger: func(b BrokerRestart) Trigger { return b.Trigger },
+		Shrink: func(_ BrokerRestart, sh *Shrink[BrokerRestart]) {
+			sh.Trigger(func(b *BrokerRestart) *Trigger { return &b.Trigger })
+			sh.Shorter("down", func(b *BrokerRestart) *time.Duration { return &b.Down })
+		},
+	})
+}
+
+// brokerRestartParams are a BrokerRestart as a schedule writes it.
+type brokerRestartParams struct {
+	Down    Duration     `json:"down,omitempty"`
+	Trigger *TriggerData `json:"trigger,omitempty"`
+}
+
 // Describe implements Fault.
 func (b BrokerRestart) Describe() result.Fault {
-	return result.Fault{Kind: "broker-restart", Target: "rabbitmq", Detail: fmt.Sprintf("killed, down %s, %s", b.Down, b.Trigger)}
+	return result.Fault{Kind: KindBrokerRestart, Target: "rabbitmq", Detail: fmt.Sprintf("killed, down %s, %s", b.Down, b.Trigger)}
 }
 
 // Needs implements Needs.

@@ -25,6 +25,14 @@ const (
 	TableOutbox  = "outbox"
 	TableFacts   = "facts"
 	TableEffects = "effects"
+	// TablePosition is an offset relay's position table (relay.position):
+	// a committed write to it is the relay's mark.
+	TablePosition = "position"
+	// TablePublish is not a table: a message the target published to its
+	// exchange, seen the moment the broker routes it to a queue faultline
+	// binds beside the target's (its publisher is not known: a scenario
+	// timed by it runs one instance of the publishing role).
+	TablePublish = "publish"
 )
 
 // Commits fans the run's commit notifications out to the faults waiting
@@ -35,6 +43,15 @@ type Commits struct {
 	next int
 	// Err is set when a watched table could not be watched.
 	err error
+	// seen counts the commits told per table, with the last one's time.
+	seen map[string]Seen
+}
+
+// Seen is how many commits of writes to a table were told, and when the
+// last one was.
+type Seen struct {
+	Commits int
+	Last    time.Time
 }
 
 type subscription struct {
@@ -50,6 +67,13 @@ func NewCommits() *Commits { return &Commits{subs: map[int]*subscription{}} }
 func (c *Commits) Publish(commit Commit) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]Seen{}
+	}
+	s := c.seen[commit.Table]
+	s.Commits++
+	s.Last = commit.At
+	c.seen[commit.Table] = s
 	for id, s := range c.subs {
 		if s.match(commit) {
 			select {
@@ -59,6 +83,13 @@ func (c *Commits) Publish(commit Commit) {
 			delete(c.subs, id)
 		}
 	}
+}
+
+// Seen is what was told of the commits to table so far.
+func (c *Commits) Seen(table string) Seen {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seen[table]
 }
 
 // Fail records that the feed cannot work (a table could not be watched).

@@ -2,7 +2,9 @@ package fault
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/faultline-dev/faultline/protocol"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/result"
@@ -29,6 +31,102 @@ type Crash struct {
 	// RestartAfter is how long a killed process stays dead.
 	RestartAfter time.Duration
 	NoRestart    bool
+}
+
+// KindCrash is the crash point fault's kind, as a schedule names it
+// (results name it by its action: crash, pause, delay).
+const KindCrash = "crash"
+
+func init() {
+	register(Desc[Crash, crashParams]{
+		Name:    KindCrash,
+		Example: Crash{Process: "relay-1", Point: protocol.RelayAfterConfirm, Action: crashpoint.Pause, Hit: 2, Hold: 5 * time.Second, Trigger: Trigger{AfterOrders: 10}},
+		Doc:     "a process killed, frozen or delayed at one of its crash points, on its n-th hit",
+		Opens:   "the crash point's window",
+		Params: func(c Crash) (crashParams, error) {
+			return crashParams{Process: c.Process, Point: c.Point, Action: c.Action, Hit: c.Hit, Delay: Duration(c.Delay), Hold: Duration(c.Hold),
+				RestartAfter: Duration(c.RestartAfter), NoRestart: c.NoRestart, Trigger: c.Trigger.Data()}, nil
+		},
+		Fault: func(p crashParams) (Crash, error) {
+			if err := errors.Join(Need(KindCrash, p.Process != "", "process"), Need(KindCrash, p.Point != "", "point")); err != nil {
+				return Crash{}, err
+			}
+			switch p.Action {
+			case crashpoint.Kill, crashpoint.Pause:
+			case crashpoint.Delay:
+				if p.Delay <= 0 {
+					return Crash{}, errors.New("crash fault: action delay needs a delay")
+				}
+			default:
+				return Crash{}, fmt.Errorf("crash fault: action %q: want kill, pause or delay", p.Action)
+			}
+			if p.Hit < 0 {
+				return Crash{}, fmt.Errorf("crash fault: hit %d: want 1 or more", p.Hit)
+			}
+			return Crash{Process: p.Process, Point: p.Point, Action: p.Action, Delay: time.Duration(p.Delay), Hit: p.Hit,
+				Trigger: p.Trigger.Trigger(), Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter), NoRestart: p.NoRestart}, nil
+		},
+		Window:    func(c Crash) (string, string) { return c.Process, c.Point },
+		Touches:   func(c Crash) Touch { return Touch{Instances: []string{c.Process}} },
+		Trigger:   func(c Crash) Trigger { return c.Trigger },
+		Enumerate: enumerateCrashes,
+		Shrink: func(c Crash, sh *Shrink[Crash]) {
+			for _, h := range Earlier(c.Hit) {
+				g := c
+				g.Hit = h
+				sh.Add(fmt.Sprintf("hit %d → %d", c.Hit, h), g)
+			}
+			if c.Trigger != (Trigger{}) {
+				from := len(sh.out)
+				sh.Trigger(func(c *Crash) *Trigger { return &c.Trigger })
+				for i := from; i < len(sh.out); i++ {
+					if g := sh.out[i].Fault.(Crash); g.Trigger == (Trigger{}) {
+						g.Trigger.AfterOrders = 1 // stays armed by its trigger, not at start
+						sh.out[i].Fault = g
+					}
+				}
+			}
+			sh.Shorter("hold", func(c *Crash) *time.Duration { return &c.Hold })
+			sh.Shorter("delay", func(c *Crash) *time.Duration { return &c.Delay })
+			sh.None("restart after", func(c *Crash) *time.Duration { return &c.RestartAfter })
+		},
+	})
+}
+
+// crashParams are a Crash as a schedule writes it.
+type crashParams struct {
+	Process      string       `json:"process,omitempty"` // instance reference: "relay-1", "consumer"
+	Point        string       `json:"point,omitempty"`   // protocol window
+	Action       string       `json:"action,omitempty"`  // kill, pause, delay
+	Hit          int64        `json:"hit,omitempty"`
+	Delay        Duration     `json:"delay,omitempty"`
+	Hold         Duration     `json:"hold,omitempty"`
+	RestartAfter Duration     `json:"restart_after,omitempty"`
+	NoRestart    bool         `json:"no_restart,omitempty"`
+	Trigger      *TriggerData `json:"trigger,omitempty"`
+}
+
+// enumerateCrashes are each crash point of each instance × hit 1..hits ×
+// kill, and pause past the lease, each with what its window needs to open.
+func enumerateCrashes(s *Surface, hits int) []Candidate {
+	hold := Hold(s.Lease)
+	var out []Candidate
+	for _, in := range s.Instances {
+		for _, w := range in.Points {
+			open, ok := s.Opener(in, w, "")
+			if !ok {
+				continue
+			}
+			for hit := 1; hit <= hits; hit++ {
+				key := PointKey(in.Ref, w)
+				depth := (hit - 1) + (in.N - 1)
+				kill := Crash{Process: in.Ref, Point: w, Action: crashpoint.Kill, Hit: int64(hit), RestartAfter: RestartAfter, Trigger: open.Trigger}
+				pause := Crash{Process: in.Ref, Point: w, Action: crashpoint.Pause, Hit: int64(hit), Hold: hold, Trigger: open.Trigger}
+				out = append(out, open.Candidate(kill, depth, key), open.Candidate(pause, depth, key))
+			}
+		}
+	}
+	return out
 }
 
 func (c Crash) arming() string {

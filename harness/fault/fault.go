@@ -2,6 +2,13 @@
 // with a description and an Inject; each kind is one small file. Inject
 // waits for its trigger, does its damage, undoes it where that is part of
 // the fault (restart, resume, toxic removed), and reports what happened.
+//
+// The same file declares the kind's Kind (kind.go) — its name and
+// parameters as a schedule file writes them, the window it opens, how
+// explore enumerates it on a target and how the shrinker makes it
+// smaller — and registers it in the table Kinds, which explore and
+// `faultline list` read. Adding a kind is adding its file (and the
+// scenarios that use it).
 package fault
 
 import (
@@ -15,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/supervisor"
@@ -48,6 +56,12 @@ type CommitWaiter interface {
 	WaitsForCommits()
 }
 
+// AuditWatcher is a fault that reads the outbox's audit trail while it
+// lasts (it needs faultline's triggers on the outbox).
+type AuditWatcher interface {
+	WatchesAudit() bool
+}
+
 // Requirer is a fault that needs something of the target (an instance, a
 // crash point, a contract query); Require says what is missing, and the
 // scenario is not run on that target.
@@ -58,7 +72,26 @@ type Requirer interface {
 // Capabilities a fault may need.
 const (
 	CapBrokerRestart = "broker-restart"
+	// CapCluster: a clustered broker (infra.Cluster); the run goes to
+	// one, where the provider can start it.
+	CapCluster = "broker-cluster"
+	// CapStandby: a database with a promotable asynchronous standby
+	// (infra.Replicated); CapStandbySync: a synchronous one.
+	CapStandby     = "database-standby"
+	CapStandbySync = "database-standby-sync"
 )
+
+// NeedsOf lists the capabilities a schedule's faults need (Needs), in
+// schedule order: what the infrastructure of its run must give.
+func NeedsOf(faults []Fault) []string {
+	var out []string
+	for _, f := range faults {
+		if n, ok := f.(Needs); ok {
+			out = append(out, n.Needs()...)
+		}
+	}
+	return out
+}
 
 // Env is what a fault may touch: the scenario's processes, links, broker,
 // the target's databases and what its target file says of them.
@@ -72,14 +105,23 @@ type Env struct {
 	DB       map[string]*pgxpool.Pool
 	Contract target.Contract
 	Topology target.Topology
+	// Observe names the target's tables a fault may act on from outside.
+	Observe target.Observe
 	// Commits tells the commits of writes to the target's watched tables.
 	Commits *Commits
 	// Tap is the queue faultline bound to the exchange ("" if none): a
 	// fault that unbinds the target's queue unbinds it too, so an
 	// unroutable message stays unroutable.
 	Tap string
+	// Audit reads the outbox's audit trail from faultline's triggers, the
+	// rows with an id above after, in trail order (nil: none installed).
+	Audit func(ctx context.Context, after int64) ([]check.AuditRow, error)
 	// Acknowledged reports how many orders the workload has had answered.
 	Acknowledged func() int64
+	// ClientNodes maps an instance to the index of the broker node its
+	// broker link goes to, on a clustered broker (infra.Cluster); nil on one
+	// node.
+	ClientNodes map[string]int
 	// Deadline bounds how long a fault waits for its window to open.
 	Deadline time.Duration
 	Logf     func(format string, args ...any)

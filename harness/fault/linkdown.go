@@ -3,6 +3,7 @@ package fault
 import (
 	"context"
 	"fmt"
+	"github.com/faultline-dev/faultline/protocol"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/result"
@@ -20,13 +21,62 @@ type LinkDown struct {
 	At       *Sync
 }
 
+// KindLinkDown is the link-down fault's kind, as a schedule names it.
+const KindLinkDown = "link-down"
+
+func init() {
+	register(Desc[LinkDown, linkDownParams]{
+		Name:    KindLinkDown,
+		Example: LinkDown{Link: "consumer.pg", Trigger: Trigger{AfterOrders: 10}, Duration: 2 * time.Second, At: &Sync{Process: "consumer", Point: protocol.ConsumerBeforeCommit, Delay: SyncDelay}},
+		Doc:     "a process's link (to PostgreSQL or RabbitMQ) taken down, alone or while it waits at a window, then up again",
+		Opens:   "the window it waits at, if any",
+		Params: func(l LinkDown) (linkDownParams, error) {
+			return linkDownParams{Link: l.Link, Duration: Duration(l.Duration), At: l.At.Data(), Trigger: l.Trigger.Data()}, nil
+		},
+		Fault: func(p linkDownParams) (LinkDown, error) {
+			if err := Need(KindLinkDown, p.Link != "", "link"); err != nil {
+				return LinkDown{}, err
+			}
+			at, err := p.At.Sync()
+			if err != nil {
+				return LinkDown{}, fmt.Errorf("link-down fault on %s: %w", p.Link, err)
+			}
+			return LinkDown{Link: p.Link, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), At: at}, nil
+		},
+		Window:  func(l LinkDown) (string, string) { return l.At.window() },
+		Touches: func(l LinkDown) Touch { return Touch{Links: []string{l.Link}} },
+		Trigger: func(l LinkDown) Trigger { return l.Trigger },
+		// Explored on every link, alone and at each window of its process:
+		// down for a lease.
+		Enumerate: func(s *Surface, _ int) []Candidate {
+			var out []Candidate
+			for _, m := range s.LinkMoments() {
+				out = append(out, m.Candidate(LinkDown{Link: m.Link.Ref, Trigger: m.Trigger, Duration: s.Lease, At: m.At}))
+			}
+			return out
+		},
+		Shrink: func(_ LinkDown, sh *Shrink[LinkDown]) {
+			sh.Trigger(func(l *LinkDown) *Trigger { return &l.Trigger })
+			sh.Shorter("duration", func(l *LinkDown) *time.Duration { return &l.Duration })
+		},
+	})
+}
+
+// linkDownParams are a LinkDown as a schedule writes it.
+type linkDownParams struct {
+	Link     string       `json:"link,omitempty"`
+	Duration Duration     `json:"duration,omitempty"`
+	At       *SyncData    `json:"at,omitempty"`
+	Trigger  *TriggerData `json:"trigger,omitempty"`
+}
+
 // Describe implements Fault.
 func (l LinkDown) Describe() result.Fault {
 	detail := fmt.Sprintf("down for %s, %s", l.Duration, l.Trigger)
 	if l.At != nil {
 		detail += fmt.Sprintf(", while %s waits at %s", l.At.Process, l.At.Point)
 	}
-	return result.Fault{Kind: "link-down", Target: l.Link, Detail: detail}
+	return result.Fault{Kind: KindLinkDown, Target: l.Link, Detail: detail}
 }
 
 // Require implements Requirer.

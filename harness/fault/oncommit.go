@@ -2,7 +2,10 @@ package fault
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/faultline-dev/faultline/protocol"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,7 +30,10 @@ const (
 // and when it acted: the evidence that the window opened.
 type OnCommit struct {
 	Process string // instance reference: "producer", "relay-1", "consumer"
-	Table   string // TableOutbox, TableFacts, TableEffects
+	// Table is TableOutbox, TableFacts, TableEffects, TablePosition, or
+	// TablePublish: then the commit waited for is a publish of any
+	// process's (seen on the broker, its publisher unknown).
+	Table string
 	// Status, for the outbox: the new status the write must set
 	// ("Processing": a claim).
 	Status  string
@@ -47,10 +53,179 @@ type OnCommit struct {
 	RestartAfter time.Duration // for ActKill
 }
 
+// KindOnCommit is the black-box window fault's kind, as a schedule names
+// it.
+const KindOnCommit = "on-commit"
+
+func init() {
+	register(Desc[OnCommit, onCommitParams]{
+		Name:    KindOnCommit,
+		Example: OnCommit{Process: "relay-1", Table: TableOutbox, Status: "Processing", Nth: 2, Trigger: Trigger{AfterOrders: 10}, ToxicLink: "relay-1.amqp", Toxic: proxies.Latency{Latency: 150 * time.Millisecond, Stream: proxies.Downstream}, ToxicFor: time.Second, Cut: []string{"relay-1.pg"}, CutFor: time.Second, Action: ActKill, RestartAfter: RestartAfter},
+		Doc:     "at the n-th commit of an instance's write to a watched table: a toxic, links cut, then a kill or a freeze (a black-box window, no crash point)",
+		Opens:   "blackbox.<role>.<table>[.<status>]",
+		Params: func(c OnCommit) (onCommitParams, error) {
+			p := onCommitParams{Process: c.Process, Action: c.Action, Hit: int64(c.Nth), Hold: Duration(c.Hold), RestartAfter: Duration(c.RestartAfter),
+				Link: c.ToxicLink, Duration: Duration(c.ToxicFor), Table: c.Table, Status: c.Status, Cut: c.Cut, CutAfter: Duration(c.CutAfter),
+				CutFor: Duration(c.CutFor), ActAfter: Duration(c.ActAfter), Trigger: c.Trigger.Data()}
+			if c.ToxicLink != "" {
+				td, err := ToxicDataOf(c.Toxic)
+				if err != nil {
+					return onCommitParams{}, fmt.Errorf("on-commit toxic on %s: %w", c.ToxicLink, err)
+				}
+				p.Toxic = &td
+			}
+			return p, nil
+		},
+		Fault:  onCommitOf,
+		Window: func(c OnCommit) (string, string) { return c.Process, BlackBoxWindow(c.Process, c.Table, c.Status) },
+		Touches: func(c OnCommit) Touch {
+			t := Touch{Instances: []string{c.Process}, Links: slices.Clone(c.Cut)}
+			if c.ToxicLink != "" {
+				t.Links = append([]string{c.ToxicLink}, t.Links...)
+			}
+			return t
+		},
+		Trigger:   func(c OnCommit) Trigger { return c.Trigger },
+		Enumerate: enumerateOnCommits,
+		Offered: func(s *Surface) []Offer {
+			var out []Offer
+			for _, role := range protocol.Roles() {
+				table, status, ok := s.BlackBoxTable(role)
+				if ok && s.Watches(table) && len(s.Processes[role]) > 0 {
+					out = append(out, Offer{Name: BlackBoxWindow(role, table, status), Role: role, By: s.Processes[role]})
+				}
+			}
+			return out
+		},
+		Shrink: func(c OnCommit, sh *Shrink[OnCommit]) {
+			for _, h := range Earlier(int64(c.Nth)) {
+				g := c
+				g.Nth = int(h)
+				sh.Add(fmt.Sprintf("commit #%d → #%d", c.Nth, h), g)
+			}
+			sh.Trigger(func(c *OnCommit) *Trigger { return &c.Trigger })
+			sh.Shorter("hold", func(c *OnCommit) *time.Duration { return &c.Hold })
+			sh.Shorter("cut", func(c *OnCommit) *time.Duration { return &c.CutFor })
+			sh.Shorter("toxic", func(c *OnCommit) *time.Duration { return &c.ToxicFor })
+			sh.None("restart after", func(c *OnCommit) *time.Duration { return &c.RestartAfter })
+		},
+	})
+}
+
+// onCommitParams are an OnCommit as a schedule writes it: at the Hit-th
+// commit by Process of a write to Table (to Status), Toxic on Link for
+// Duration, the links in Cut down CutAfter later for CutFor, then Action
+// (kill, pause or none) ActAfter later.
+type onCommitParams struct {
+	Process      string       `json:"process,omitempty"`
+	Action       string       `json:"action,omitempty"`
+	Hit          int64        `json:"hit,omitempty"`
+	Hold         Duration     `json:"hold,omitempty"`
+	RestartAfter Duration     `json:"restart_after,omitempty"`
+	Link         string       `json:"link,omitempty"`
+	Toxic        *ToxicData   `json:"toxic,omitempty"`
+	Duration     Duration     `json:"duration,omitempty"`
+	Table        string       `json:"table,omitempty"`
+	Status       string       `json:"status,omitempty"`
+	Cut          []string     `json:"cut,omitempty"`
+	CutAfter     Duration     `json:"cut_after,omitempty"`
+	CutFor       Duration     `json:"cut_for,omitempty"`
+	ActAfter     Duration     `json:"act_after,omitempty"`
+	Trigger      *TriggerData `json:"trigger,omitempty"`
+}
+
+// onCommitOf is the data as an OnCommit, checked.
+func onCommitOf(p onCommitParams) (OnCommit, error) {
+	var errs []error
+	if p.Process == "" {
+		errs = append(errs, errors.New("on-commit fault: needs process"))
+	}
+	switch p.Table {
+	case TableOutbox, TableFacts, TableEffects, TablePosition, TablePublish:
+	default:
+		errs = append(errs, fmt.Errorf("on-commit fault: table %q: want %s, %s, %s, %s or %s", p.Table, TableOutbox, TableFacts, TableEffects, TablePosition, TablePublish))
+	}
+	switch p.Action {
+	case ActKill, ActPause, ActNone:
+	default:
+		errs = append(errs, fmt.Errorf("on-commit fault: action %q: want %s, %s or %s", p.Action, ActKill, ActPause, ActNone))
+	}
+	if p.Hit < 0 {
+		errs = append(errs, fmt.Errorf("on-commit fault: hit %d: want 1 or more", p.Hit))
+	}
+	if (p.Link == "") != (p.Toxic == nil) {
+		errs = append(errs, errors.New("on-commit fault: link and toxic go together"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return OnCommit{}, err
+	}
+	c := OnCommit{Process: p.Process, Table: p.Table, Status: p.Status, Nth: int(p.Hit), Trigger: p.Trigger.Trigger(),
+		Cut: p.Cut, CutAfter: time.Duration(p.CutAfter), CutFor: time.Duration(p.CutFor), ToxicLink: p.Link, ToxicFor: time.Duration(p.Duration),
+		ActAfter: time.Duration(p.ActAfter), Action: p.Action, Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter)}
+	if p.Toxic != nil {
+		t, err := p.Toxic.Toxic()
+		if err != nil {
+			return OnCommit{}, fmt.Errorf("on-commit fault on %s: %w", p.Link, err)
+		}
+		c.Toxic = t
+	}
+	return c, nil
+}
+
+// enumerateOnCommits are the black-box windows: for each instance whose
+// role writes a watched table, at the commit of its 1st..hits-th write
+// there, it is killed, frozen past the lease, or its database link is cut
+// for a lease — with what holds the window open from outside: a
+// producer's broker link down first (a publish after the commit cannot
+// slip out before the kill), a relay's confirms slowed a little (the kill
+// lands before it marks).
+func enumerateOnCommits(s *Surface, hits int) []Candidate {
+	var out []Candidate
+	for _, in := range s.Instances {
+		table, status, ok := s.BlackBoxTable(in.Role)
+		if !ok || !s.Watches(table) {
+			continue
+		}
+		at := Trigger{AfterOrders: SyncAfter}
+		after := Trigger{AfterOrders: SyncAfter, Delay: 300 * time.Millisecond}
+		var open Opening
+		switch in.Role {
+		case protocol.Producer:
+			if l := in.Ref + ".amqp"; s.HasLink(l) {
+				open.Faults = []Fault{LinkDown{Link: l, Trigger: at, Duration: 2 * s.Lease}}
+				open.Keys = []string{LinkKey(l)}
+			}
+		case protocol.Relay:
+			if l := in.Ref + ".amqp"; s.HasLink(l) {
+				open.Faults = []Fault{Toxic{Link: l, Toxic: proxies.Latency{Latency: 150 * time.Millisecond, Stream: proxies.Downstream}, Trigger: at, Duration: 4 * s.Lease}}
+				open.Keys = []string{LinkKey(l)}
+			}
+		}
+		key := "commit:" + in.Ref
+		for hit := 1; hit <= hits; hit++ {
+			depth := (hit - 1) + (in.N - 1)
+			c := OnCommit{Process: in.Ref, Table: table, Status: status, Nth: hit, Trigger: after}
+			kill, pause := c, c
+			kill.Action, kill.RestartAfter = ActKill, RestartAfter
+			pause.Action, pause.Hold = ActPause, Hold(s.Lease)
+			out = append(out, open.Candidate(kill, depth, key), open.Candidate(pause, depth, key))
+			if l := in.Ref + ".pg"; s.HasLink(l) {
+				cut := c
+				cut.Action, cut.Cut, cut.CutFor = ActNone, []string{l}, s.Lease
+				out = append(out, open.Candidate(cut, depth, key))
+			}
+		}
+	}
+	return out
+}
+
 // WaitsForCommits implements CommitWaiter.
 func (c OnCommit) WaitsForCommits() {}
 
 func (c OnCommit) what() string {
+	if c.Table == TablePublish {
+		return "publish (seen on the broker)"
+	}
 	s := c.Table + " write"
 	if c.Status != "" {
 		s = c.Table + " write to " + c.Status
@@ -117,7 +292,7 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 	wctx, cancel := context.WithTimeout(ctx, env.Deadline)
 	seen := 0
 	commit, err := env.Commits.Wait(wctx, func(cm Commit) bool {
-		if cm.Table != c.Table || cm.Writer != in.Name || (c.Status != "" && cm.Status != c.Status) {
+		if cm.Table != c.Table || (c.Table != TablePublish && cm.Writer != in.Name) || (c.Status != "" && cm.Status != c.Status) {
 			return false
 		}
 		seen++
@@ -161,7 +336,11 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 	done := func(hit bool, err error) result.Fault {
 		endLinks()
 		r := record(c, start, hit, err)
-		r.Detail += fmt.Sprintf(" — commit of %s seen at %s", commit.EventID, commit.At.Format("15:04:05.000"))
+		seen := "commit"
+		if commit.EventID != "" {
+			seen += " of " + commit.EventID
+		}
+		r.Detail += fmt.Sprintf(" — %s seen at %s", seen, commit.At.Format("15:04:05.000"))
 		if commit.EventID != "" {
 			r.EventIDs = []string{commit.EventID}
 		}

@@ -28,9 +28,41 @@ type Poison struct {
 	Trigger Trigger
 }
 
+// KindPoison is the poison fault's kind, as a schedule names it.
+const KindPoison = "poison"
+
+func init() {
+	register(Desc[Poison, poisonParams]{
+		Name:    KindPoison,
+		Example: Poison{Count: 5, Trigger: Trigger{AfterOrders: 20}},
+		Doc:     "malformed messages published into the events exchange",
+		Params: func(p Poison) (poisonParams, error) {
+			return poisonParams{Count: p.Count, Trigger: p.Trigger.Data()}, nil
+		},
+		Fault: func(p poisonParams) (Poison, error) {
+			if err := Need(KindPoison, p.Count > 0, "a count of 1 or more"); err != nil {
+				return Poison{}, err
+			}
+			return Poison{Count: p.Count, Trigger: p.Trigger.Trigger()}, nil
+		},
+		Touches: func(Poison) Touch { return Touch{Shared: []string{"queue"}} },
+		Trigger: func(p Poison) Trigger { return p.Trigger },
+		Shrink: func(_ Poison, sh *Shrink[Poison]) {
+			sh.Trigger(func(p *Poison) *Trigger { return &p.Trigger })
+			sh.Fewer("count", func(p *Poison) *int { return &p.Count }, 1)
+		},
+	})
+}
+
+// poisonParams are a Poison as a schedule writes it.
+type poisonParams struct {
+	Count   int          `json:"count,omitempty"`
+	Trigger *TriggerData `json:"trigger,omitempty"`
+}
+
 // Describe implements Fault.
 func (p Poison) Describe() result.Fault {
-	return result.Fault{Kind: "poison", Target: "queue", Detail: fmt.Sprintf("%d malformed messages, %s", p.Count, p.Trigger)}
+	return result.Fault{Kind: KindPoison, Target: "queue", Detail: fmt.Sprintf("%d malformed messages, %s", p.Count, p.Trigger)}
 }
 
 // Inject implements Fault.

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -25,9 +23,40 @@ type RetentionReplay struct {
 	Trigger  Trigger
 }
 
+// KindReplay is the retention replay fault's kind, as a schedule names it.
+const KindReplay = "replay"
+
+func init() {
+	register(Desc[RetentionReplay, replayParams]{
+		Name:    KindReplay,
+		Example: RetentionReplay{Consumer: "consumer", Trigger: Trigger{AfterOrders: 30}},
+		Doc:     "one event replayed inside the inbox retention, then again after the consumer's inbox expired",
+		Params: func(r RetentionReplay) (replayParams, error) {
+			return replayParams{Consumer: r.Consumer, Trigger: r.Trigger.Data()}, nil
+		},
+		Fault: func(p replayParams) (RetentionReplay, error) {
+			if err := Need(KindReplay, p.Consumer != "", "consumer"); err != nil {
+				return RetentionReplay{}, err
+			}
+			return RetentionReplay{Consumer: p.Consumer, Trigger: p.Trigger.Trigger()}, nil
+		},
+		Touches: func(r RetentionReplay) Touch { return Touch{Instances: []string{r.Consumer}} },
+		Trigger: func(r RetentionReplay) Trigger { return r.Trigger },
+		Shrink: func(_ RetentionReplay, sh *Shrink[RetentionReplay]) {
+			sh.Trigger(func(r *RetentionReplay) *Trigger { return &r.Trigger })
+		},
+	})
+}
+
+// replayParams are a RetentionReplay as a schedule writes it.
+type replayParams struct {
+	Consumer string       `json:"consumer,omitempty"`
+	Trigger  *TriggerData `json:"trigger,omitempty"`
+}
+
 // Describe implements Fault.
 func (r RetentionReplay) Describe() result.Fault {
-	return result.Fault{Kind: "replay", Target: r.Consumer, Detail: "one event replayed inside the inbox retention, then again after the inbox expired, " + r.Trigger.String()}
+	return result.Fault{Kind: KindReplay, Target: r.Consumer, Detail: "one event replayed inside the inbox retention, then again after the inbox expired, " + r.Trigger.String()}
 }
 
 // Require implements Requirer: the consumer's event log (to see the
@@ -37,8 +66,8 @@ func (r RetentionReplay) Require(env *Env) error {
 	if err != nil {
 		return err
 	}
-	if !in.EventLog {
-		return fmt.Errorf("the target's %s writes no event log", in.Role)
+	if !in.EventLog && env.Topology.Queue == "" {
+		return fmt.Errorf("the target's %s writes no event log, and its topology names no queue to see the replays handled", in.Role)
 	}
 	if env.Contract.Payload == nil {
 		return fmt.Errorf("the target's contract has no payload query")
@@ -60,45 +89,28 @@ func (r RetentionReplay) Inject(ctx context.Context, env *Env) result.Fault {
 	if err := env.Wait(ctx, r.Trigger); err != nil {
 		return fail(false, err)
 	}
+	if in, err := env.Roles.Instance(r.Consumer); err == nil && !in.EventLog {
+		return r.injectBlind(ctx, env)
+	}
 	// The first event the consumer applied.
 	first, err := env.WaitLog(ctx, r.Consumer, func(e eventlog.Entry) bool { return e.Event == eventlog.Reserved })
 	if err != nil {
 		return fail(false, err)
 	}
 	id := first.EventID
-	q, pool, err := env.Query(env.Contract.Payload, "payload")
+	msg, err := payloadOf(ctx, env, id)
 	if err != nil {
 		return fail(false, err, id)
 	}
-	var routingKey string
-	var payload []byte
-	// The payload query comes from the target file: read-only.
-	err = check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, q.SQL, id).Scan(&routingKey, &payload)
-	})
-	if err != nil {
-		return fail(false, fmt.Errorf("contract payload of %s: %w", id, err), id)
-	}
 	start = time.Now()
-	if err := r.publish(ctx, env, id, routingKey, payload); err != nil {
+	if err := r.publish(ctx, env, id, msg); err != nil {
 		return fail(false, err, id)
 	}
 	if _, err := env.WaitLog(ctx, r.Consumer, func(e eventlog.Entry) bool { return e.Event == eventlog.Duplicate && e.EventID == id }); err != nil {
 		return fail(true, fmt.Errorf("replay inside the retention was not absorbed: %w", err), id)
 	}
 	env.Logf("replay of %s absorbed by the inbox", id)
-	// inbox_expire deletes by design: the one contract statement that
-	// keeps write rights.
-	q, pool, err = env.Query(env.Contract.InboxExpire, "inbox_expire")
-	if err != nil {
-		return fail(true, err, id)
-	}
-	tag, err := pool.Exec(ctx, q.SQL)
-	if err != nil {
-		return fail(true, fmt.Errorf("contract inbox_expire: %w", err), id)
-	}
-	env.Logf("inbox expired: %d rows", tag.RowsAffected())
-	if err := r.publish(ctx, env, id, routingKey, payload); err != nil {
+	if err := r.expireAndReplay(ctx, env, id, msg); err != nil {
 		return fail(true, err, id)
 	}
 	reserved := 0
@@ -114,7 +126,7 @@ func (r RetentionReplay) Inject(ctx context.Context, env *Env) result.Fault {
 	return fail(true, nil, id)
 }
 
-func (r RetentionReplay) publish(ctx context.Context, env *Env, id, routingKey string, payload []byte) error {
+func (r RetentionReplay) publish(ctx context.Context, env *Env, id string, msg replayed) error {
 	conn, ch, err := env.Admin(ctx)
 	if err != nil {
 		return err
@@ -123,8 +135,8 @@ func (r RetentionReplay) publish(ctx context.Context, env *Env, id, routingKey s
 	if err := ch.Confirm(false); err != nil {
 		return fmt.Errorf("confirm mode: %w", err)
 	}
-	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, env.Topology.Exchange, routingKey, true, false, amqp.Publishing{
-		MessageId: id, Type: routingKey, ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: payload,
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, env.Topology.Exchange, msg.RoutingKey, true, false, amqp.Publishing{
+		MessageId: id, Type: msg.RoutingKey, ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: msg.Body, Headers: msg.Headers,
 	})
 	if err != nil {
 		return fmt.Errorf("replay %s: %w", id, err)

@@ -2,7 +2,9 @@ package fault
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/faultline-dev/faultline/protocol"
 	"sort"
 	"strings"
 	"time"
@@ -27,12 +29,111 @@ type Toxic struct {
 	At       *Sync
 }
 
+// KindToxic is the toxic fault's kind, as a schedule names it.
+const KindToxic = "toxic"
+
+func init() {
+	register(Desc[Toxic, toxicParams]{
+		Name:    KindToxic,
+		Example: Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{Latency: 3 * time.Second, Jitter: 50 * time.Millisecond, Stream: proxies.Upstream}, Trigger: Trigger{AfterOrders: 10}, Duration: 6 * time.Second, At: &Sync{Process: "relay-1", Point: protocol.RelayAfterClaim, Delay: SyncDelay}},
+		Doc:     "a Toxiproxy toxic (latency, timeout, reset, bandwidth, slicer, data limit) on a process's link, alone or while it waits at a window",
+		Opens:   "the window it waits at, if any",
+		Params: func(t Toxic) (toxicParams, error) {
+			td, err := ToxicDataOf(t.Toxic)
+			if err != nil {
+				return toxicParams{}, fmt.Errorf("toxic on %s: %w", t.Link, err)
+			}
+			return toxicParams{Link: t.Link, Toxic: &td, Duration: Duration(t.Duration), At: t.At.Data(), Trigger: t.Trigger.Data()}, nil
+		},
+		Fault: func(p toxicParams) (Toxic, error) {
+			if err := errors.Join(Need(KindToxic, p.Link != "", "link"), Need(KindToxic, p.Toxic != nil, "toxic")); err != nil {
+				return Toxic{}, err
+			}
+			t, err := p.Toxic.Toxic()
+			if err != nil {
+				return Toxic{}, fmt.Errorf("toxic fault on %s: %w", p.Link, err)
+			}
+			at, err := p.At.Sync()
+			if err != nil {
+				return Toxic{}, fmt.Errorf("toxic fault on %s: %w", p.Link, err)
+			}
+			return Toxic{Link: p.Link, Toxic: t, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), At: at}, nil
+		},
+		Window:  func(t Toxic) (string, string) { return t.At.window() },
+		Touches: func(t Toxic) Touch { return Touch{Links: []string{t.Link}} },
+		Trigger: func(t Toxic) Trigger { return t.Trigger },
+		// Explored on every link, alone and at each window of its process:
+		// latency past the lease — on the database link the process's
+		// statements slowed (as in relay-db-slow-past-lease), on the broker
+		// link what the broker sends back (confirms, deliveries) — and a
+		// timeout (nothing passes) for lease × 2.5.
+		Enumerate: func(s *Surface, _ int) []Candidate {
+			var out []Candidate
+			for _, m := range s.LinkMoments() {
+				stream := proxies.Downstream
+				if m.Link.To == "pg" {
+					stream = proxies.Upstream
+				}
+				latency := (s.Lease * 3 / 2).Round(time.Millisecond)
+				out = append(out,
+					m.Candidate(Toxic{Link: m.Link.Ref, Toxic: proxies.Latency{Latency: latency, Stream: stream}, Trigger: m.Trigger, Duration: s.Lease * 3, At: m.At}),
+					m.Candidate(Toxic{Link: m.Link.Ref, Toxic: proxies.Timeout{}, Trigger: m.Trigger, Duration: s.Lease * 5 / 2, At: m.At}))
+			}
+			return out
+		},
+		Shrink: func(f Toxic, sh *Shrink[Toxic]) {
+			sh.Trigger(func(t *Toxic) *Trigger { return &t.Trigger })
+			sh.Shorter("duration", func(t *Toxic) *time.Duration { return &t.Duration })
+			// The toxic's own attributes, through a copy of it put back.
+			with := func(what string, d time.Duration, set func(time.Duration) proxies.Toxic) {
+				for _, e := range Shorter(d) {
+					g := f
+					g.Toxic = set(e)
+					sh.Add(fmt.Sprintf("%s %s → %s", what, d, e), g)
+				}
+			}
+			switch t := f.Toxic.(type) {
+			case proxies.Latency:
+				with("latency", t.Latency, func(d time.Duration) proxies.Toxic { u := t; u.Latency = d; return u })
+				if t.Jitter > 0 {
+					g, u := f, t
+					u.Jitter = 0
+					g.Toxic = u
+					sh.Add(fmt.Sprintf("jitter %s → 0", t.Jitter), g)
+				}
+			case proxies.Timeout:
+				with("timeout", t.Timeout, func(d time.Duration) proxies.Toxic { u := t; u.Timeout = d; return u })
+			case proxies.ResetPeer:
+				with("timeout", t.Timeout, func(d time.Duration) proxies.Toxic { u := t; u.Timeout = d; return u })
+			}
+		},
+	})
+}
+
+// toxicParams are a Toxic as a schedule writes it.
+type toxicParams struct {
+	Link     string       `json:"link,omitempty"` // "relay-1.pg", "consumer.amqp"
+	Toxic    *ToxicData   `json:"toxic,omitempty"`
+	Duration Duration     `json:"duration,omitempty"`
+	At       *SyncData    `json:"at,omitempty"`
+	Trigger  *TriggerData `json:"trigger,omitempty"`
+}
+
 // Sync names a crash point used as a synchronisation point: the process
 // pauses there for Delay while the fault lands.
 type Sync struct {
 	Process string // instance reference
 	Point   string // window
 	Delay   time.Duration
+}
+
+// window is the window the fault waits at and the instance whose it is
+// ("" for nil: the fault does not wait).
+func (s *Sync) window() (instance, window string) {
+	if s == nil {
+		return "", ""
+	}
+	return s.Process, s.Point
 }
 
 // Require implements Requirer: the link, and the sync point if any.
@@ -54,7 +155,7 @@ func (t Toxic) Describe() result.Fault {
 	if t.At != nil {
 		detail += fmt.Sprintf(", while %s waits at %s", t.At.Process, t.At.Point)
 	}
-	return result.Fault{Kind: "toxic", Target: t.Link, Detail: detail}
+	return result.Fault{Kind: KindToxic, Target: t.Link, Detail: detail}
 }
 
 // Inject implements Fault.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,13 +32,7 @@ type Catch struct {
 // variants, the scenarios that must catch it with its expected violation.
 // A scenario name the catalogue does not know is an error naming the line.
 func CatchesOf(t *target.Target, catalogue []runner.Scenario) ([]Catch, error) {
-	known := map[string]bool{}
-	var names []string
-	for _, sc := range catalogue {
-		known[sc.Name] = true
-		names = append(names, sc.Name)
-	}
-	sort.Strings(names)
+	known, names := namesOf(catalogue)
 	var out []Catch
 	var errs []error
 	for _, v := range t.Variants {
@@ -52,12 +47,83 @@ func CatchesOf(t *target.Target, catalogue []runner.Scenario) ([]Catch, error) {
 	return out, errors.Join(errs...)
 }
 
+// Within are the catches whose scenario is among picked (a profile of
+// the catalogue): a variant only another profile's scenarios catch is not
+// run by this one.
+func Within(catches []Catch, picked []runner.Scenario) []Catch {
+	in := map[string]bool{}
+	for _, sc := range picked {
+		in[sc.Name] = true
+	}
+	var out []Catch
+	for _, c := range catches {
+		if in[c.Scenario] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// KnownFindingsOf are the known findings a target file declares, each
+// naming a scenario of the catalogue. A scenario name the catalogue does
+// not know is an error naming the line.
+func KnownFindingsOf(t *target.Target, catalogue []runner.Scenario) ([]target.KnownFinding, error) {
+	known, names := namesOf(catalogue)
+	var errs []error
+	for _, k := range t.KnownFindings {
+		if !known[k.Scenario] {
+			msg := fmt.Sprintf("unknown scenario %q", k.Scenario)
+			if s := closest(k.Scenario, names); s != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", s)
+			} else {
+				msg += " (known: " + strings.Join(names, ", ") + ")"
+			}
+			errs = append(errs, fmt.Errorf("%s:%d: known_findings[%s].scenario: %s", t.Path, k.Line, k.Scenario, msg))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return t.KnownFindings, nil
+}
+
+// namesOf are the catalogue's scenario names, as a set and sorted.
+func namesOf(catalogue []runner.Scenario) (known map[string]bool, sorted []string) {
+	known = map[string]bool{}
+	for _, sc := range catalogue {
+		known[sc.Name] = true
+		sorted = append(sorted, sc.Name)
+	}
+	sort.Strings(sorted)
+	return known, sorted
+}
+
+// closest is the name that shares the longest prefix with name, if it
+// shares more than half of name: a likely misspelling.
+func closest(name string, names []string) string {
+	best, bestLen := "", len(name)/2
+	for _, n := range names {
+		l := 0
+		for l < len(n) && l < len(name) && n[l] == name[l] {
+			l++
+		}
+		if l > bestLen {
+			best, bestLen = n, l
+		}
+	}
+	return best
+}
+
 // Plan is what the gate runs.
 type Plan struct {
 	Scenarios []runner.Scenario // the catalogue
 	Catches   []Catch
-	Seeds     []int64 // the correct pipeline runs once per seed; variants with the first
-	Parallel  int     // runs at once (exclusive scenarios still run alone)
+	// Known are the target's known findings: a correct-pipeline run that
+	// shows exactly one does not fail the gate, and one that no longer
+	// shows does.
+	Known    []target.KnownFinding
+	Seeds    []int64 // the correct pipeline runs once per seed; variants with the first
+	Parallel int     // runs at once (exclusive scenarios still run alone)
 	// Retries is how many times a run that ended indeterminate is run
 	// again, each time with the next seed; every attempt is kept.
 	Retries int
@@ -114,12 +180,14 @@ func (j job) expected() time.Duration {
 
 // Run runs the plan on shared infrastructure.
 //
-// The exclusive runs (they restart the shared broker) go first, alone and
-// one after the other, before any other run starts: started among the
-// others they would wait for the runs under way to end, hold back those
-// behind them meanwhile, and leave the workers half idle. The others then
-// run plan.Parallel at a time, the longest expected first, so that no long
-// run starts last and keeps the gate waiting alone.
+// The exclusive runs (they restart the broker) run one after the other.
+// Where they get an infrastructure of their own (runner.Shared's
+// ExclusiveApart), they do so beside the others; else they go first, alone,
+// before any other run starts: started among the others they would wait
+// for the runs under way to end, hold back those behind them meanwhile,
+// and leave the workers half idle. The others run plan.Parallel at a
+// time, the longest expected first, so that no long run starts last and
+// keeps the gate waiting alone.
 func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) {
 	if len(plan.Seeds) == 0 {
 		return result.Run{}, fmt.Errorf("gate: no seed")
@@ -205,12 +273,22 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 				Reason: fmt.Sprintf("%v\n%s", perr, perr.Stack)}
 		}
 	}
-	for _, i := range exclusive {
-		runJobSafely(i)
-	}
-	exclusiveTook := time.Since(started)
-	queue := make(chan int)
+	apart := sh.ExclusiveApart()
 	var wg sync.WaitGroup
+	exclusiveTook := time.Duration(0)
+	if apart {
+		wg.Go(func() {
+			for _, i := range exclusive {
+				runJobSafely(i)
+			}
+		})
+	} else {
+		for _, i := range exclusive {
+			runJobSafely(i)
+		}
+		exclusiveTook = time.Since(started)
+	}
+	queue := make(chan int)
 	for range min(max(plan.Parallel, 1), max(len(others), 1)) {
 		wg.Add(1)
 		go func() {
@@ -231,13 +309,16 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 		out.Retried = append(out.Retried, r...)
 	}
 	out.Variants = Verdicts(plan.Catches, results)
+	if !plan.VariantsOnly {
+		out.KnownFindings = MarkKnown(plan.Known, results)
+	}
 	out.Interrupted = ctx.Err() != nil
 	out.Verdict = Decide(out, plan.VariantsOnly)
 	out.Pass = out.Verdict == result.Pass
 	out.DurationMS = time.Since(started).Milliseconds()
 	out.Timing = sh.Timing(results)
 	out.Timing.RunsMS = out.DurationMS
-	if len(exclusive) > 0 {
+	if len(exclusive) > 0 && !apart {
 		out.Timing.ExclusiveMS = exclusiveTook.Milliseconds()
 	}
 	out.Timing.GoalTotalMS = GoalTotal.Milliseconds()
@@ -245,9 +326,10 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 	return out, nil
 }
 
-// Decide is the whole run's verdict from its runs' last attempts and its
-// variants: fail if the correct pipeline failed a run or a variant was
-// missed; else indeterminate if the run was interrupted, a run stayed
+// Decide is the whole run's verdict from its runs' last attempts, its
+// variants and its known findings: fail if the correct pipeline failed a
+// run other than by showing a known finding (result.Scenario.Known), a
+// variant was missed, or a known finding was not reproduced; else indeterminate if the run was interrupted, a run stayed
 // indeterminate, a variant's catching runs were all indeterminate, or
 // nothing of the correct pipeline could run; else pass.
 func Decide(run result.Run, variantsOnly bool) string {
@@ -258,14 +340,16 @@ func Decide(run result.Run, variantsOnly bool) string {
 			continue
 		}
 		switch r.Verdict {
-		case result.Pass:
+		case result.Pass, result.Limit:
 			ran++
 		case result.NotRun:
 			// A scenario that needs what the target does not offer is
 			// reported not run, with its reason: neither passed nor failed.
 		case result.Fail:
 			ran++
-			failed = true
+			// A run that showed a known finding, and nothing else,
+			// shows what the target file says it shows.
+			failed = failed || !r.Known
 		default:
 			ran++
 			unknown = true
@@ -273,6 +357,17 @@ func Decide(run result.Run, variantsOnly bool) string {
 	}
 	if ran == 0 && !variantsOnly {
 		unknown = true // nothing could be run: nothing was shown
+	}
+	if !variantsOnly {
+		for _, k := range run.KnownFindings {
+			// A known finding no longer shown is a stale entry: the
+			// target file must keep saying what is true. (A finding whose
+			// runs failed otherwise fails with those runs; one whose runs
+			// showed nothing leaves them indeterminate.)
+			if k.Status == result.KnownNotReproduced {
+				failed = true
+			}
+		}
 	}
 	for _, v := range run.Variants {
 		switch {
@@ -291,6 +386,78 @@ func Decide(run result.Run, variantsOnly bool) string {
 	default:
 		return result.Pass
 	}
+}
+
+// MarkKnown marks the correct pipeline's runs that show a known finding
+// (failed with its violation kinds and nothing else: Known), and says
+// what the gate saw of each finding. Every run of a finding's scenario
+// is to show it: a run that passed, or a scenario that was not run, is a
+// finding not reproduced.
+func MarkKnown(known []target.KnownFinding, results []result.Scenario) []result.KnownFinding {
+	var out []result.KnownFinding
+	for _, k := range known {
+		f := result.KnownFinding{Scenario: k.Scenario, Violations: slices.Clone(k.Violations), Cause: k.Cause}
+		var passed, other, unknown, notRun []string
+		for i := range results {
+			r := &results[i]
+			if r.Variant != variantName("") || r.Name != k.Scenario {
+				continue
+			}
+			switch {
+			case r.ShowsOnly(k.Violations):
+				r.Known = true
+				f.Shown = append(f.Shown, result.KnownRun{Seed: r.Seed, Figures: figures(*r, k.Violations)})
+			case r.Passed():
+				passed = append(passed, fmt.Sprintf("seed %d", r.Seed))
+			case r.Verdict == result.Fail:
+				other = append(other, fmt.Sprintf("seed %d: %s", r.Seed, strings.Join(r.ViolationKinds(), ", ")))
+			case r.Verdict == result.NotRun:
+				notRun = append(notRun, r.Reason)
+			default:
+				unknown = append(unknown, fmt.Sprintf("seed %d", r.Seed))
+			}
+		}
+		kinds := strings.Join(k.Violations, ", ")
+		switch {
+		case len(passed) > 0:
+			f.Status = result.KnownNotReproduced
+			f.Detail = fmt.Sprintf("known finding not reproduced: %s no longer shows %s (passed with %s); if the library fixed it, remove it from the target file",
+				k.Scenario, kinds, strings.Join(passed, ", "))
+		case len(f.Shown) > 0:
+			f.Status = result.KnownShown
+		case len(other) > 0:
+			f.Status = result.KnownOther
+			f.Detail = fmt.Sprintf("%s failed with violations the finding does not list (it lists %s): %s", k.Scenario, kinds, strings.Join(other, "; "))
+		case len(unknown) > 0:
+			f.Status = result.KnownIndeterminate
+			f.Detail = fmt.Sprintf("%s showed nothing (indeterminate: %s)", k.Scenario, strings.Join(unknown, ", "))
+		default:
+			why := "it was not run"
+			if len(notRun) > 0 && notRun[0] != "" {
+				why = "it was not run: " + notRun[0]
+			}
+			f.Status = result.KnownNotReproduced
+			f.Detail = fmt.Sprintf("known finding not reproduced: %s no longer shows %s (%s); remove it from the target file, or offer what the scenario needs",
+				k.Scenario, kinds, why)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// figures are a run's counts of each of kinds it showed.
+func figures(r result.Scenario, kinds []string) []result.Figure {
+	counts := map[string]int{}
+	for _, v := range r.UnexpectedViolations() {
+		counts[v.Kind] += r.ViolationCount(v)
+	}
+	var out []result.Figure
+	for _, k := range kinds {
+		if n, ok := counts[k]; ok {
+			out = append(out, result.Figure{Kind: k, Count: n})
+		}
+	}
+	return out
 }
 
 // schedule orders the jobs: the exclusive ones, in plan order, to run one

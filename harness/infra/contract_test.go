@@ -78,7 +78,7 @@ func testContract(ctx context.Context, t *testing.T, in Infra, prefix string) {
 		// Queue() is eventually consistent: poll.
 		want := map[string]QueueInfo{
 			"parked": {Messages: 1, Ready: 1},
-			"work":   {Consumers: 1},
+			"work":   {Consumers: 1, Delivered: 1},
 		}
 		for q, w := range want {
 			assert.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -89,6 +89,13 @@ func testContract(ctx context.Context, t *testing.T, in Infra, prefix string) {
 		}
 		_, err = in.Queue(ctx, vhost, "nope")
 		assert.ErrorIs(t, err, ErrNotFound)
+		// VHost counts the vhost's publishes and the unroutable ones.
+		require.NoError(t, ch.PublishWithContext(ctx, "", "no-such-queue", false, false, amqp.Publishing{Body: []byte("lost")}))
+		assert.EventuallyWithT(t, func(c *assert.CollectT) {
+			got, err := in.VHost(ctx, vhost)
+			require.NoError(c, err)
+			assert.Equal(c, VHostInfo{Published: 3, Unroutable: 1}, got)
+		}, 15*time.Second, 100*time.Millisecond, "vhost %s", vhost)
 
 		require.NoError(t, in.DeleteVHost(ctx, vhost))
 		require.NoError(t, in.DeleteVHost(ctx, vhost), "deleting a missing vhost is fine")

@@ -451,6 +451,16 @@ func (d *Docker) DeleteVHost(ctx context.Context, name string) error {
 	return nil
 }
 
+// VHost implements Infra.
+func (d *Docker) VHost(ctx context.Context, vhost string) (VHostInfo, error) {
+	_, m := d.broker()
+	v, err := m.vhost(ctx, vhost)
+	if err != nil {
+		return VHostInfo{}, fmt.Errorf("docker infra: %w", err)
+	}
+	return v, nil
+}
+
 // Queue implements Infra; the counters are emitted every 500 ms.
 func (d *Docker) Queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {
 	_, m := d.broker()

@@ -215,6 +215,15 @@ func (e *External) DeleteVHost(ctx context.Context, name string) error {
 	return nil
 }
 
+// VHost implements Infra.
+func (e *External) VHost(ctx context.Context, vhost string) (VHostInfo, error) {
+	v, err := e.mgmt.vhost(ctx, vhost)
+	if err != nil {
+		return VHostInfo{}, fmt.Errorf("external infra: %w", err)
+	}
+	return v, nil
+}
+
 // Queue implements Infra. The counters lag by the broker's
 // collect_statistics_interval (5 s unless configured).
 func (e *External) Queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {

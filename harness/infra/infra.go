@@ -14,7 +14,11 @@
 // file again at Stop. Both are locked with random credentials made for the
 // run: PostgreSQL asks every connection (TCP and socket) for the password
 // (scram-sha-256), and RabbitMQ has one random administrator and no guest. A run that dies without Stop is cleaned up by the next
-// StartLocal (see sweepStale).
+// StartLocal (see sweepStale). With LocalOptions.Standby, PostgreSQL is a
+// primary with a streaming standby, and Local.Replicated gives the
+// Replicated provider (see local_standby.go). With LocalOptions.BrokerNodes
+// 3 its broker is a three-node cluster whose inter-node traffic goes
+// through Toxiproxy links, and it implements Cluster (see local_cluster.go).
 package infra
 
 import (
@@ -63,6 +67,9 @@ type Infra interface {
 	// (500 ms on the local provider), so poll rather than read once. A
 	// missing queue gives an error that matches ErrNotFound.
 	Queue(ctx context.Context, vhost, queue string) (QueueInfo, error)
+	// VHost reads a vhost's message counters from the management API,
+	// eventually consistent as Queue's are.
+	VHost(ctx context.Context, vhost string) (VHostInfo, error)
 
 	// LinkUpstreams are the addresses a Toxiproxy link forwards to, as the
 	// Toxiproxy server sees them: PostgresAddr and AMQPAddr where the
@@ -99,6 +106,15 @@ type Infra interface {
 	Stop(ctx context.Context) error
 }
 
+// Replicable is a provider that can start another instance of itself: its
+// own PostgreSQL and broker, with credentials of its own, on the same
+// port allocator. A run that restarts the broker runs on one, so that it
+// stops no other run (the local provider: about 5 s to start, 150 MiB).
+// The caller stops the instance.
+type Replicable interface {
+	Replicate(ctx context.Context) (Infra, error)
+}
+
 // StartTimer is a provider that timed its services' start-up; the local
 // provider starts postgres and rabbitmq side by side.
 type StartTimer interface {
@@ -114,6 +130,25 @@ type QueueInfo struct {
 	// Redelivered is the broker's count of deliveries it redelivered
 	// (message_stats.redeliver; lags by the statistics interval).
 	Redelivered int
+	// Delivered is the broker's count of deliveries to consumers and gets
+	// (message_stats.deliver_get; lags likewise).
+	Delivered int
+	// DeliveryLimit is the queue's x-delivery-limit (its argument, or a
+	// policy's delivery-limit), 0 for none: a quorum queue drops, or
+	// dead-letters, a message delivered that many times.
+	DeliveryLimit int
+	// DeadLetterExchange is the queue's x-dead-letter-exchange (its
+	// argument, or a policy's dead-letter-exchange), "" for none.
+	DeadLetterExchange string
+}
+
+// VHostInfo are a vhost's message counters since it was created, as the
+// management API reports them.
+type VHostInfo struct {
+	Published int
+	// Unroutable counts the messages the vhost's exchanges could route to
+	// no queue: returned to a mandatory publisher or dropped.
+	Unroutable int
 }
 
 // ErrNotFound is matched (errors.Is) by errors about a queue that does not

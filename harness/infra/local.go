@@ -21,6 +21,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/ports"
 	"github.com/faultline-dev/faultline/harness/safe"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // LocalOptions configures StartLocal.
@@ -32,6 +33,20 @@ type LocalOptions struct {
 	KeepDir bool
 	// Ports hands out the services' ports; nil: an allocator of its own.
 	Ports *ports.Allocator
+	// Standby gives PostgreSQL a streaming standby: "" (StandbyNone) none,
+	// "async" (StandbyAsync) or "sync" (StandbySync, the primary's commits
+	// wait for it). With one, Local.Replicated returns the Replicated
+	// provider. See local_standby.go.
+	Standby string
+	// BrokerNodes is how many RabbitMQ nodes to start: 0 or 1, one node
+	// (Infra only); 2 or more, a cluster, and the *Local implements
+	// Cluster (three is what production runs, see StartLocal).
+	BrokerNodes int
+	// Proxies is the Toxiproxy server the cluster's inter-node
+	// (Erlang distribution) links go through, so that Partition is a real
+	// network cut. Required when BrokerNodes > 1; the caller stops it after
+	// the Local.
+	Proxies *proxies.Server
 }
 
 // Timeouts of the local provider. Start-ups are bounded by them and by the
@@ -60,21 +75,30 @@ type Local struct {
 	cred    *syscall.Credential // nil: children run as this process's user
 	http    *http.Client
 
-	pgPort, amqpPort, mgmtPort, distPort, epmdPort int
+	pgPort int
 
 	// Credentials of this run, random, set by prepare and fixed after: no
 	// service trusts a connection without them (see credentials).
 	pgPass           string // of the superuser postgres (scram-sha-256, TCP and socket)
 	rmqUser, rmqPass string // the broker's only user, an administrator; there is no guest
+	cookie           string // the cluster's Erlang cookie; "" for one node (Erlang makes its own)
 
-	rabbitArgv, rabbitEnv []string
+	// nodes are the broker's nodes, one unless a cluster; fixed after
+	// prepare (their children are guarded by mu).
+	nodes []*rabbitNode
+	// proxies carries a cluster's inter-node links, links[from][to] the
+	// one node from dials node to through; set once by startRabbit.
+	proxies *proxies.Server
+	links   [][]*proxies.Link
 
-	pgTook, rabbitTook time.Duration // start-up of each, set once by StartLocal
+	pgTook, rabbitTook time.Duration            // start-up of each, set once by StartLocal
+	rabbitParts        map[string]time.Duration // a cluster's first node and joins, set once
 
-	mu      sync.Mutex // guards the fields below; held by broker restarts and Stop
+	rep *standby // nil without LocalOptions.Standby
+
+	mu      sync.Mutex // guards the fields below and the nodes' children; held by Stop
 	pg      *child
-	epmd    *child
-	rabbit  *child
+	regs    []net.Conn // a cluster's epmd registrations, open while they hold
 	stopped bool
 	stopErr error
 }
@@ -82,7 +106,29 @@ type Local struct {
 var (
 	_ Infra      = (*Local)(nil)
 	_ StartTimer = (*Local)(nil)
+	_ Replicable = (*Local)(nil)
+	_ Cluster    = (*Local)(nil)
 )
+
+// Replicate implements Replicable: a second private PostgreSQL and
+// RabbitMQ, as StartLocal starts them, on l's port allocator: with a
+// standby as l has (then the Infra is a *LocalReplicated), and a cluster
+// of as many nodes, on the same Toxiproxy server, where l is one.
+func (l *Local) Replicate(ctx context.Context) (Infra, error) {
+	mode := StandbyNone
+	if l.rep != nil {
+		mode = l.rep.mode
+	}
+	in, err := StartLocal(ctx, LocalOptions{Log: l.logw, KeepDir: l.keepDir, Ports: l.alloc, Standby: mode,
+		BrokerNodes: len(l.nodes), Proxies: l.proxies})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := in.Replicated(); ok {
+		return r, nil
+	}
+	return in, nil
+}
 
 // StartLocal starts a private PostgreSQL 15 and RabbitMQ 3.10 (with the
 // management plugin) on free loopback ports in a new folder
@@ -93,6 +139,12 @@ var (
 // FAULTLINE_RUN_AS, or nobody. Every child runs in its own process group and
 // is SIGKILLed by the kernel if the test binary dies. ctx bounds the
 // start-up only; the services live until Stop.
+//
+// With BrokerNodes > 1 the broker is a cluster (see local_cluster.go):
+// the first node starts alone, the others join it side by side, and
+// their distribution traffic goes through links on opts.Proxies. The
+// *Local then implements Cluster; with one node, its Cluster methods know
+// node 0 only and Partition fails.
 func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
 	begin := time.Now()
 	logw := opts.Log
@@ -103,7 +155,23 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
 	if alloc == nil {
 		alloc = ports.New()
 	}
-	l := &Local{logw: logw, keepDir: opts.KeepDir, alloc: alloc, http: &http.Client{Timeout: 10 * time.Second}}
+	if err := checkStandbyMode(opts.Standby); err != nil {
+		return nil, fmt.Errorf("local infra: %w", err)
+	}
+	n := opts.BrokerNodes
+	switch {
+	case n < 0:
+		return nil, fmt.Errorf("local infra: BrokerNodes %d: want 0, 1 or a cluster's count", n)
+	case n == 0:
+		n = 1
+	case n > 1 && opts.Proxies == nil:
+		return nil, fmt.Errorf("local infra: a cluster of %d nodes needs LocalOptions.Proxies for its inter-node links", n)
+	}
+	l := &Local{logw: logw, keepDir: opts.KeepDir, alloc: alloc, http: &http.Client{Timeout: 10 * time.Second},
+		nodes: make([]*rabbitNode, n), proxies: opts.Proxies}
+	if opts.Standby != StandbyNone {
+		l.rep = &standby{mode: opts.Standby}
+	}
 	sweepStale(os.TempDir(), l.logf)
 
 	if err := l.prepare(); err != nil {
@@ -139,16 +207,27 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
 		return nil, fmt.Errorf("local infra: %w", err)
 	}
 	l.pgTook, l.rabbitTook = pgTook, rabbitTook
-	l.logf("local infra: postgres %s, rabbitmq %s (total %s) in %s",
-		pgTook.Round(100*time.Millisecond), rabbitTook.Round(100*time.Millisecond),
+	l.logf("local infra: postgres %s, rabbitmq %s (%d node(s), total %s) in %s",
+		pgTook.Round(100*time.Millisecond), rabbitTook.Round(100*time.Millisecond), len(l.nodes),
 		time.Since(begin).Round(100*time.Millisecond), l.dir)
 	return l, nil
 }
 
 // StartTimes implements StartTimer: how long PostgreSQL and RabbitMQ took
 // to answer at start-up (side by side, so the slower is the start-up).
+// With a standby, "postgres" includes it and "postgres-standby" is the
+// part from the primary answering to the standby streaming. A cluster
+// adds "rabbitmq-first", its first node alone, and "rabbitmq-join", the
+// others joining it until all see each other.
 func (l *Local) StartTimes() map[string]time.Duration {
-	return map[string]time.Duration{"postgres": l.pgTook, "rabbitmq": l.rabbitTook}
+	out := map[string]time.Duration{"postgres": l.pgTook, "rabbitmq": l.rabbitTook}
+	if l.rep != nil {
+		out["postgres-standby"] = l.rep.took
+	}
+	for k, v := range l.rabbitParts {
+		out[k] = v
+	}
+	return out
 }
 
 // prepare creates the folder with its owner.pid and configuration, picks
@@ -190,14 +269,31 @@ func (l *Local) prepare() error {
 		return fmt.Errorf("postgres socket folder: %w", err)
 	}
 
-	for _, p := range []*int{&l.pgPort, &l.amqpPort, &l.mgmtPort, &l.distPort, &l.epmdPort} {
-		if *p, err = l.alloc.Port(); err != nil {
-			return fmt.Errorf("service port: %w", err)
+	if l.pgPort, err = l.alloc.Port(); err != nil {
+		return fmt.Errorf("service port: %w", err)
+	}
+	if len(l.nodes) > 1 {
+		if l.cookie, err = erlangCookie(); err != nil {
+			return err
 		}
 	}
 
-	if err := l.prepareRabbit(); err != nil {
-		return err
+	if l.rep != nil {
+		if err := l.prepareStandby(); err != nil {
+			return err
+		}
+	}
+	for i := range l.nodes {
+		n := &rabbitNode{i: i}
+		l.nodes[i] = n
+		for _, p := range []*int{&n.amqpPort, &n.mgmtPort, &n.distPort, &n.epmdPort} {
+			if *p, err = l.alloc.Port(); err != nil {
+				return fmt.Errorf("service port: %w", err)
+			}
+		}
+		if err := l.prepareRabbit(n); err != nil {
+			return err
+		}
 	}
 	if cred != nil {
 		if err := chownTree(l.dir, uid, gid); err != nil {
@@ -219,8 +315,19 @@ func credentials() (pgPass, rmqUser, rmqPass string, err error) {
 	return hex.EncodeToString(b[:24]), "faultline-" + hex.EncodeToString(b[24:30]), hex.EncodeToString(b[30:]), nil
 }
 
-// Secrets implements Infra: the run's PostgreSQL and RabbitMQ passwords.
-func (l *Local) Secrets() []string { return []string{l.pgPass, l.rmqPass} }
+// Secrets implements Infra: the run's PostgreSQL and RabbitMQ passwords,
+// the replication role's where there is a standby, and a cluster's
+// Erlang cookie.
+func (l *Local) Secrets() []string {
+	out := []string{l.pgPass, l.rmqPass}
+	if l.rep != nil {
+		out = append(out, l.rep.pass)
+	}
+	if l.cookie != "" {
+		out = append(out, l.cookie)
+	}
+	return out
+}
 
 // runAs returns the user children run as: when root, FAULTLINE_RUN_AS or
 // nobody (PostgreSQL refuses to run as root); otherwise the current user
@@ -302,7 +409,8 @@ func waitReady(ctx context.Context, c *child, what string, probe func(context.Co
 	}
 }
 
-// Stop implements Infra. It SIGKILLs the broker and epmd, shuts PostgreSQL
+// Stop implements Infra. It SIGKILLs the brokers and epmds (and closes a
+// cluster's epmd registrations and removes its inter-node links), shuts PostgreSQL
 // down fast (SIGINT, then SIGKILL after 5 s or when ctx ends), kills any
 // process still working in the folder, checks that no port still listens,
 // and removes the folder (unless KeepDir). Killing does not wait for ctx:
@@ -319,32 +427,48 @@ func (l *Local) Stop(ctx context.Context) error {
 
 	var errs []error
 	groups := map[int]bool{}
-	for _, c := range []*child{l.rabbit, l.epmd} {
-		if c == nil {
-			continue
-		}
+	brokers := l.brokerChildren()
+	for _, c := range brokers {
 		groups[c.pid] = true
 		c.kill(syscall.SIGKILL)
 	}
-	if l.pg != nil {
-		groups[l.pg.pid] = true
-		l.pg.signalLeader(syscall.SIGINT)
-		gctx, cancel := context.WithTimeout(ctx, pgFastShutdown)
-		if err := l.pg.wait(gctx); err != nil {
-			l.logf("local infra: postgres fast shutdown: %v; killing it", err)
-			l.pg.kill(syscall.SIGKILL)
+	if l.rep != nil && l.rep.fwd != nil {
+		if err := l.rep.fwd.Close(); err != nil {
+			errs = append(errs, err)
 		}
-		cancel()
 	}
+	for _, c := range l.regs {
+		_ = c.Close()
+	}
+	l.regs = nil
+	if l.rep != nil && l.rep.front != nil {
+		if err := l.rep.front.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	pgs := l.pgChildren()
+	for _, c := range pgs {
+		groups[c.pid] = true
+		c.signalLeader(syscall.SIGINT)
+	}
+	// Side by side: a standby's shutdown does not wait for the primary's.
+	gctx, gcancel := context.WithTimeout(ctx, pgFastShutdown)
+	for _, c := range pgs {
+		if err := c.wait(gctx); err != nil {
+			l.logf("local infra: %s fast shutdown: %v; killing it", c.name, err)
+			c.kill(syscall.SIGKILL)
+		}
+	}
+	gcancel()
 	kctx, cancel := context.WithTimeout(context.Background(), killWait)
 	defer cancel()
-	for _, c := range []*child{l.rabbit, l.epmd, l.pg} {
-		if c == nil {
-			continue
-		}
+	for _, c := range append(brokers, pgs...) {
 		if err := c.wait(kctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := l.removeLinks(kctx); err != nil {
+		errs = append(errs, err)
 	}
 	if left := killStrays(l.dir, groups, killWait); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("processes %v survive SIGKILL", left))
@@ -369,11 +493,50 @@ func (l *Local) Stop(ctx context.Context) error {
 	return nil
 }
 
+// pgChildren are the PostgreSQL servers' postmasters: the primary's and
+// the standby's.
+func (l *Local) pgChildren() []*child {
+	var out []*child
+	if l.pg != nil {
+		out = append(out, l.pg)
+	}
+	if l.rep != nil && l.rep.child != nil {
+		out = append(out, l.rep.child)
+	}
+	return out
+}
+
 func (l *Local) ports() []int {
+	all := []int{l.pgPort}
+	for _, n := range l.nodes {
+		if n != nil {
+			all = append(all, n.amqpPort, n.mgmtPort, n.distPort, n.epmdPort)
+		}
+	}
 	var out []int
-	for _, p := range []int{l.pgPort, l.amqpPort, l.mgmtPort, l.distPort, l.epmdPort} {
+	if l.rep != nil {
+		all = append(all, l.rep.port)
+	}
+	for _, p := range all {
 		if p != 0 {
 			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// brokerChildren are the nodes' brokers and epmds that were started; l.mu
+// is held.
+func (l *Local) brokerChildren() []*child {
+	var out []*child
+	for _, n := range l.nodes {
+		if n == nil {
+			continue
+		}
+		for _, c := range []*child{n.rabbit, n.epmd} {
+			if c != nil {
+				out = append(out, c)
+			}
 		}
 	}
 	return out
@@ -421,8 +584,9 @@ func checkPortsClosed(ports []int, dir string) error {
 func (l *Local) pids() []int {
 	l.mu.Lock()
 	groups := map[int]bool{}
-	for _, c := range []*child{l.pg, l.epmd, l.rabbit} {
-		if c != nil && !c.exited() {
+	cs := append(l.brokerChildren(), l.pgChildren()...)
+	for _, c := range cs {
+		if !c.exited() {
 			groups[c.pid] = true
 		}
 	}

@@ -59,33 +59,49 @@ func (l *Local) startPostgres(ctx context.Context) error {
 		return fmt.Errorf("postgres: remove the password file: %w", err)
 	}
 
-	pg, err := spawn(l.dir, "postgres", []string{
-		filepath.Join(pgBin, "postgres"),
-		"-D", data,
-		"-p", strconv.Itoa(l.pgPort),
-		"-k", l.socketDir(),
-		"-c", "listen_addresses=127.0.0.1",
-		"-c", "max_connections=500",
-		"-c", "shared_buffers=128MB",
-	}, env, l.cred)
+	pg, err := spawn(l.dir, "postgres", pgServerArgv(data, l.pgPort, l.socketDir(), l.primaryArgs()...), env, l.cred)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	l.pg = pg // l is not shared yet: StartLocal has not returned
 
-	err = waitReady(ctx, pg, "postgres", func(ctx context.Context) error {
-		conn, err := pgx.Connect(ctx, l.PostgresURL("postgres"))
+	err = waitReady(ctx, pg, "postgres", l.pgAnswers(l.PostgresURL("postgres")))
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if l.rep != nil {
+		return l.startStandby(ctx, env)
+	}
+	return nil
+}
+
+// pgServerArgv is the command line of a PostgreSQL server of this
+// provider: its data folder, loopback port and socket folder, the
+// settings every one has (a hot standby refuses to start with fewer
+// max_connections than its primary's), then extra -c settings.
+func pgServerArgv(data string, port int, socketDir string, extra ...string) []string {
+	return append([]string{
+		filepath.Join(pgBin, "postgres"),
+		"-D", data,
+		"-p", strconv.Itoa(port),
+		"-k", socketDir,
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "max_connections=500",
+		"-c", "shared_buffers=128MB",
+	}, extra...)
+}
+
+// pgAnswers is a readiness probe: a query answered at url.
+func (l *Local) pgAnswers(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
 			return err
 		}
 		defer conn.Close(context.WithoutCancel(ctx))
 		var one int
 		return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
-	})
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
 	}
-	return nil
 }
 
 // writePwfile writes the superuser's password for initdb --pwfile, mode
@@ -113,18 +129,25 @@ func (l *Local) writePwfile() (string, error) {
 // socketDir is the folder of the server's unix socket, mode 0700.
 func (l *Local) socketDir() string { return filepath.Join(l.dir, "pgsock") }
 
-// PostgresAddr implements Infra.
+// PostgresAddr implements Infra: the primary's address (after a Failover,
+// the promoted standby's).
 func (l *Local) PostgresAddr() string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.pgPort))
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.primaryPort()))
 }
 
 // PostgresURL implements Infra: the superuser postgres with the run's
-// password.
+// password, on the primary.
 func (l *Local) PostgresURL(database string) string {
+	return l.urlOn(l.primaryPort(), database)
+}
+
+// urlOn is PostgresURL on the server at port (the primary's or the
+// standby's: they share the superuser and its password).
+func (l *Local) urlOn(port int, database string) string {
 	u := url.URL{
 		Scheme:   "postgres",
 		User:     url.UserPassword("postgres", l.pgPass),
-		Host:     l.PostgresAddr(),
+		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		Path:     "/" + database,
 		RawQuery: "sslmode=disable",
 	}

@@ -12,10 +12,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/faultline-dev/faultline/harness/safe"
 )
 
 // rabbitServer is the broker's start script. /usr/sbin/rabbitmq-server
@@ -30,10 +33,61 @@ const rabbitServer = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 // unacked count for up to 5 s.
 const quorumTickConfig = "[{rabbit, [{quorum_tick_interval, 500}]}].\n"
 
-// prepareRabbit writes the broker's configuration under <dir>/rmq and
-// builds its command line and environment.
-func (l *Local) prepareRabbit() error {
+// rabbitNode is one RabbitMQ node of the local provider: its folder, its
+// ports (fixed for the run, so a restarted node keeps them), its epmd and
+// its broker.
+type rabbitNode struct {
+	i    int    // its index in Local.nodes
+	name string // Erlang node name, alive@localhost
+	dir  string // data, configuration and HOME
+	// childName names its children's logs and pid files in the folder.
+	childName func(what string) string
+
+	amqpPort, mgmtPort, distPort, epmdPort int
+	argv, env                              []string
+
+	// ops serialises the node operations (start, kill, pause, resume) on
+	// this node; they take Local.mu only to read and swap the children.
+	ops sync.Mutex
+
+	// Guarded by Local.mu.
+	epmd, rabbit *child
+	paused       bool
+}
+
+// alive is the node name's part before '@', as epmd knows it.
+func (n *rabbitNode) alive() string {
+	a, _, _ := strings.Cut(n.name, "@")
+	return a
+}
+
+func (n *rabbitNode) amqpAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.amqpPort))
+}
+
+// running says whether the node's broker process lives and is not frozen
+// by PauseNode; l.mu is held.
+func (n *rabbitNode) running() bool {
+	return n.rabbit != nil && !n.rabbit.exited() && !n.paused
+}
+
+// prepareRabbit writes node n's configuration under <dir>/rmq (one node)
+// or <dir>/rmq-<i+1> (a cluster) and builds its command line and
+// environment.
+func (l *Local) prepareRabbit(n *rabbitNode) error {
+	cluster := len(l.nodes) > 1
+	// The folder's random suffix makes the node names unique on this host.
+	alive := "fl" + strings.TrimPrefix(filepath.Base(l.dir), strings.TrimSuffix(dirPattern, "*"))
 	rmq := filepath.Join(l.dir, "rmq")
+	n.childName = func(what string) string { return what }
+	if cluster {
+		suffix := "-" + strconv.Itoa(n.i+1)
+		alive += suffix
+		rmq += suffix
+		n.childName = func(what string) string { return what + suffix }
+	}
+	n.name = alive + "@localhost"
+	n.dir = rmq
 	for _, d := range []string{rmq, filepath.Join(rmq, "mnesia"), filepath.Join(rmq, "log")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("rabbitmq: %w", err)
@@ -57,26 +111,36 @@ management.sample_retention_policies.global.hour = 60
 management.sample_retention_policies.basic.minute = 1
 management.sample_retention_policies.basic.hour = 60
 management.sample_retention_policies.detailed.10 = 1
-`, l.amqpPort, l.mgmtPort, l.rmqUser, l.rmqPass)
+`, n.amqpPort, n.mgmtPort, l.rmqUser, l.rmqPass)
 	files := map[string]string{
-		"rabbitmq.conf":     conf,
 		"advanced.config":   quorumTickConfig,
 		"enabled_plugins":   "[rabbitmq_management].\n",
 		"rabbitmq-env.conf": "# empty: keeps /etc/rabbitmq/rabbitmq-env.conf out\n",
 	}
+	erlArgs := "-start_epmd false -kernel inet_dist_use_interface {127,0,0,1}"
+	if cluster {
+		conf += clusterConfig(l.nodes[0].name, n.i)
+		// Erlang reads the cookie from $HOME/.erlang.cookie, which only
+		// its owner may read; every node has the run's.
+		files[".erlang.cookie"] = l.cookie
+		// A node that has not been heard from for net_ticktime (±25%) is
+		// down to the others: a node frozen for longer counts as cut off.
+		// rabbitmq.conf has no key for it in 3.10, and the VM reads it at
+		// boot, so it goes on the command line.
+		erlArgs += " -kernel net_ticktime " + strconv.Itoa(netTicktime)
+	}
+	files["rabbitmq.conf"] = conf
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(rmq, name), []byte(content), 0o600); err != nil {
 			return fmt.Errorf("rabbitmq: %w", err)
 		}
 	}
-	// The folder's random suffix makes the node name unique on this host.
-	node := "fl" + strings.TrimPrefix(filepath.Base(l.dir), strings.TrimSuffix(dirPattern, "*")) + "@localhost"
-	l.rabbitArgv = []string{rabbitServer}
-	l.rabbitEnv = []string{
+	n.argv = []string{rabbitServer}
+	n.env = []string{
 		"PATH=" + pathEnv(),
 		"HOME=" + rmq,
 		"LANG=C.UTF-8",
-		"RABBITMQ_NODENAME=" + node,
+		"RABBITMQ_NODENAME=" + n.name,
 		"RABBITMQ_CONF_ENV_FILE=" + filepath.Join(rmq, "rabbitmq-env.conf"),
 		"RABBITMQ_CONFIG_FILE=" + filepath.Join(rmq, "rabbitmq"),
 		"RABBITMQ_ADVANCED_CONFIG_FILE=" + filepath.Join(rmq, "advanced.config"),
@@ -84,43 +148,56 @@ management.sample_retention_policies.detailed.10 = 1
 		"RABBITMQ_MNESIA_BASE=" + filepath.Join(rmq, "mnesia"),
 		"RABBITMQ_LOG_BASE=" + filepath.Join(rmq, "log"),
 		"RABBITMQ_LOGS=-",
-		"RABBITMQ_DIST_PORT=" + strconv.Itoa(l.distPort),
-		"ERL_EPMD_PORT=" + strconv.Itoa(l.epmdPort),
+		"RABBITMQ_DIST_PORT=" + strconv.Itoa(n.distPort),
+		"ERL_EPMD_PORT=" + strconv.Itoa(n.epmdPort),
 		// Exec erl directly instead of forking it behind a signal-handling shell.
 		"RUNNING_UNDER_SYSTEMD=true",
 		// Never start an `epmd -daemon` (it would outlive us): ours runs
 		// already. Keep Erlang distribution on loopback.
-		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false -kernel inet_dist_use_interface {127,0,0,1}",
+		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=" + erlArgs,
 	}
 	return nil
 }
 
-// startRabbit starts epmd and then the broker.
+// startRabbit starts the broker: epmd and the node, or a cluster (see
+// startCluster).
 func (l *Local) startRabbit(ctx context.Context) error {
-	epmdPath, err := findEpmd()
-	if err != nil {
+	if len(l.nodes) > 1 {
+		if err := l.startCluster(ctx); err != nil {
+			return fmt.Errorf("rabbitmq cluster: %w", err)
+		}
+		return nil
+	}
+	n := l.nodes[0]
+	if err := l.startEpmd(ctx, n); err != nil {
 		return fmt.Errorf("rabbitmq: %w", err)
 	}
-	epmd, err := spawn(l.dir, "epmd", []string{
-		epmdPath, "-port", strconv.Itoa(l.epmdPort), "-address", "127.0.0.1",
-	}, []string{"PATH=" + pathEnv(), "HOME=" + l.dir}, l.cred)
-	if err != nil {
-		return fmt.Errorf("rabbitmq: %w", err)
-	}
-	l.epmd = epmd
-	err = waitReady(ctx, epmd, "epmd", func(ctx context.Context) error {
-		return dialOK(ctx, l.epmdPort)
-	})
-	if err != nil {
-		return fmt.Errorf("rabbitmq: %w", err)
-	}
-
 	// Not locked: l is not shared yet, and the PostgreSQL start-up running
 	// alongside must not wait for the lock.
-	if err := l.startBrokerLocked(ctx); err != nil {
+	if err := l.startNode(ctx, n); err != nil {
 		return fmt.Errorf("rabbitmq: %w", err)
 	}
 	return nil
+}
+
+// startEpmd starts node n's epmd and waits until it answers.
+func (l *Local) startEpmd(ctx context.Context, n *rabbitNode) error {
+	epmdPath, err := findEpmd()
+	if err != nil {
+		return err
+	}
+	epmd, err := spawn(l.dir, n.childName("epmd"), []string{
+		epmdPath, "-port", strconv.Itoa(n.epmdPort), "-address", "127.0.0.1",
+	}, []string{"PATH=" + pathEnv(), "HOME=" + l.dir}, l.cred)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	n.epmd = epmd
+	l.mu.Unlock()
+	return waitReady(ctx, epmd, "epmd", func(ctx context.Context) error {
+		return dialOK(ctx, n.epmdPort)
+	})
 }
 
 // findEpmd finds the epmd binary of the installed Erlang.
@@ -135,31 +212,37 @@ func findEpmd() (string, error) {
 	return p, nil
 }
 
-// startBrokerLocked spawns the broker and waits until AMQP and the
-// management API answer. l.mu is held, or l is not shared yet.
-func (l *Local) startBrokerLocked(ctx context.Context) error {
-	if l.stopped {
+// startNode spawns node n's broker and waits until its AMQP and
+// management API answer. n.ops is held, or l is not shared yet.
+func (l *Local) startNode(ctx context.Context, n *rabbitNode) error {
+	l.mu.Lock()
+	switch {
+	case l.stopped:
+		l.mu.Unlock()
 		return errors.New("start broker: infrastructure is stopped")
-	}
-	if l.rabbit != nil && !l.rabbit.exited() {
+	case n.rabbit != nil && !n.rabbit.exited():
+		l.mu.Unlock()
 		return errors.New("start broker: already running")
-	}
-	if l.epmd == nil || l.epmd.exited() {
+	case n.epmd == nil || n.epmd.exited():
+		l.mu.Unlock()
 		return errors.New("start broker: epmd is not running")
 	}
-	c, err := spawn(l.dir, "rabbitmq", l.rabbitArgv, l.rabbitEnv, l.cred)
+	// Spawned under the lock, so that Stop either comes first (and the
+	// node is not started) or finds the child and kills it.
+	c, err := spawn(l.dir, n.childName("rabbitmq"), n.argv, n.env, l.cred)
+	if err == nil {
+		n.rabbit, n.paused = c, false
+	}
+	l.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	l.rabbit = c
-	err = waitReady(ctx, c, "rabbitmq", func(ctx context.Context) error {
-		if err := l.amqpOK(ctx); err != nil {
+	api := l.nodeAPI(n)
+	err = waitReady(ctx, c, n.childName("rabbitmq"), func(ctx context.Context) error {
+		if err := l.amqpOK(ctx, n); err != nil {
 			return err
 		}
-		var overview struct {
-			Node string `json:"node"`
-		}
-		_, err := l.mgmt(ctx, http.MethodGet, "/api/overview", nil, &overview, http.StatusOK)
+		_, err := api.do(ctx, http.MethodGet, "/api/overview", nil, nil, http.StatusOK)
 		return err
 	})
 	if err != nil {
@@ -171,13 +254,13 @@ func (l *Local) startBrokerLocked(ctx context.Context) error {
 	return nil
 }
 
-func (l *Local) amqpOK(ctx context.Context) error {
+func (l *Local) amqpOK(ctx context.Context, n *rabbitNode) error {
 	deadline, ok := ctx.Deadline()
 	timeout := probeTimeout
 	if ok {
 		timeout = time.Until(deadline)
 	}
-	conn, err := amqp.DialConfig(l.AMQPURL("/"), amqp.Config{Dial: amqp.DefaultDial(timeout)})
+	conn, err := amqp.DialConfig(l.amqpURL(n, "/"), amqp.Config{Dial: amqp.DefaultDial(timeout)})
 	if err != nil {
 		return err
 	}
@@ -193,24 +276,52 @@ func dialOK(ctx context.Context, port int) error {
 	return c.Close()
 }
 
-// StopBroker implements Infra: it SIGKILLs the node's process group (a
-// crash, not a clean stop) and waits until the node is gone and its AMQP
-// port is closed. epmd keeps running. See Infra.StopBroker for quorum
-// queues declared just before the crash.
+// StopBroker implements Infra: it SIGKILLs every node's process group (a
+// crash, not a clean stop) and waits until the nodes are gone and their
+// AMQP ports are closed. The epmds keep running. See Infra.StopBroker for
+// quorum queues declared just before the crash.
 func (l *Local) StopBroker(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stopped {
+	if l.isStopped() {
 		return errors.New("local infra: stop broker: infrastructure is stopped")
 	}
-	if err := l.stopBrokerLocked(ctx); err != nil {
+	err := l.eachNode(func(n *rabbitNode) error { return l.killNode(ctx, n) })
+	if err != nil {
 		return fmt.Errorf("local infra: stop broker: %w", err)
 	}
 	return nil
 }
 
-func (l *Local) stopBrokerLocked(ctx context.Context) error {
-	c := l.rabbit
+func (l *Local) isStopped() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stopped
+}
+
+// eachNode runs fn on every node side by side, each under its node's
+// ops lock.
+func (l *Local) eachNode(fn func(n *rabbitNode) error) error {
+	errs := make([]error, len(l.nodes))
+	var wg sync.WaitGroup
+	for i, n := range l.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.ops.Lock()
+			defer n.ops.Unlock()
+			errs[i] = safe.Do("node "+n.name, func() error { return fn(n) })
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// killNode SIGKILLs node n's broker and waits until it is gone and its
+// AMQP port closed. n.ops is held.
+func (l *Local) killNode(ctx context.Context, n *rabbitNode) error {
+	l.mu.Lock()
+	c := n.rabbit
+	n.paused = false
+	l.mu.Unlock()
 	if c == nil {
 		return nil
 	}
@@ -225,25 +336,41 @@ func (l *Local) stopBrokerLocked(ctx context.Context) error {
 		return fmt.Errorf("processes %v of the broker survive SIGKILL", left)
 	}
 	for {
-		err := dialOK(ctx, l.amqpPort)
+		err := dialOK(ctx, n.amqpPort)
 		if err != nil && ctx.Err() == nil {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for AMQP port %d to close: %w", l.amqpPort, ctx.Err())
+			return fmt.Errorf("wait for AMQP port %d to close: %w", n.amqpPort, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 	return nil
 }
 
-// StartBroker implements Infra.
+// StartBroker implements Infra: every node starts again on its data, side
+// by side (a cluster's nodes wait for each other's tables at boot, so none
+// can come up alone), and for a cluster it waits until they see each
+// other.
 func (l *Local) StartBroker(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	t := time.Now()
-	if err := l.startBrokerLocked(ctx); err != nil {
+	err := l.eachNode(func(n *rabbitNode) error {
+		err := l.startNode(ctx, n)
+		if err != nil && len(l.nodes) > 1 && ctx.Err() == nil {
+			// Nodes of a cluster that start side by side sync their
+			// feature flags with each other; on 3.10 one of them may stop
+			// doing so (incompatible_feature_flags, a badrpc from a peer
+			// still booting). Its data is the cluster's: it starts again.
+			l.logf("local infra: node %s stopped while the cluster started (%v); starting it again", n.name, firstLine(err.Error()))
+			err = l.startNode(ctx, n)
+		}
+		return err
+	})
+	if err == nil && len(l.nodes) > 1 {
+		err = l.WaitHealthy(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("local infra: start broker: %w", err)
 	}
 	l.logf("local infra: broker started in %s", time.Since(t).Round(100*time.Millisecond))
@@ -258,48 +385,234 @@ func (l *Local) RestartBroker(ctx context.Context) error {
 	return l.StartBroker(ctx)
 }
 
-// AMQPAddr implements Infra.
+// AMQPAddr implements Infra: the first node's, or on a cluster the first
+// node that runs (neither killed nor paused).
 func (l *Local) AMQPAddr() string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.amqpPort))
+	return l.firstRunning().amqpAddr()
 }
 
-// AMQPURL implements Infra: the run's user and password.
+// firstRunning is the first node that runs, or the first node.
+func (l *Local) firstRunning() *rabbitNode {
+	if c := l.candidates(); len(c) > 0 {
+		return c[0]
+	}
+	return l.nodes[0]
+}
+
+// candidates are the nodes to ask, in order: those running (neither
+// killed nor paused).
+func (l *Local) candidates() []*rabbitNode {
+	if len(l.nodes) == 1 {
+		return l.nodes
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*rabbitNode
+	for _, n := range l.nodes {
+		if n.running() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// AMQPURL implements Infra: the run's user and password, on AMQPAddr.
 func (l *Local) AMQPURL(vhost string) string {
-	u := url.URL{Scheme: "amqp", User: url.UserPassword(l.rmqUser, l.rmqPass), Host: l.AMQPAddr(),
+	return l.amqpURL(l.firstRunning(), vhost)
+}
+
+func (l *Local) amqpURL(n *rabbitNode, vhost string) string {
+	u := url.URL{Scheme: "amqp", User: url.UserPassword(l.rmqUser, l.rmqPass), Host: n.amqpAddr(),
 		Path: "/" + vhost, RawPath: "/" + url.PathEscape(vhost)}
 	return u.String()
 }
 
-// ManagementURL is the base URL of the management HTTP API, without
-// credentials: the API wants the run's user and password (AMQPURL's) as
-// basic authentication.
+// ManagementURL is the base URL of the management HTTP API (of the first
+// running node of a cluster), without credentials: the API wants the
+// run's user and password (AMQPURL's) as basic authentication.
 func (l *Local) ManagementURL() string {
-	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(l.mgmtPort))
+	return l.managementURL(l.firstRunning())
 }
 
-// api is the management API client of this node, as the run's user.
-func (l *Local) api() mgmtAPI {
-	return mgmtAPI{base: l.ManagementURL(), user: l.rmqUser, pass: l.rmqPass, http: l.http}
+func (l *Local) managementURL(n *rabbitNode) string {
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(n.mgmtPort))
 }
 
-// CreateVHost implements Infra; the run's user gets all permissions.
+// nodeAPI is the management API client of node n, as the run's user.
+func (l *Local) nodeAPI(n *rabbitNode) mgmtAPI {
+	return mgmtAPI{base: l.managementURL(n), user: l.rmqUser, pass: l.rmqPass, http: l.http}
+}
+
+// clusterCallTimeout bounds one management call to one node of a cluster
+// before the next node is asked: a paused node's API accepts and never
+// answers, and a node cut off from the others can hang on what it would
+// ask them.
+const clusterCallTimeout = 5 * time.Second
+
+// clusterFailover bounds how long onNode goes round a cluster's running
+// nodes when none answers: a frozen node that the others do not yet count
+// as down (up to net_ticktime, 12.5 s) holds up what needs every node,
+// such as creating a vhost, on all of them.
+const clusterFailover = 4 * netTicktime * time.Second
+
+// onNode calls call with the management API of the first running node.
+// On a cluster, a node that gives no answer (refused, timed out, or a 5xx)
+// passes the call to the next running node, round the running nodes again
+// until one answers, ctx ends or clusterFailover has passed.
+func (l *Local) onNode(ctx context.Context, call func(ctx context.Context, api mgmtAPI) error) error {
+	if len(l.nodes) == 1 {
+		return call(ctx, l.nodeAPI(l.nodes[0]))
+	}
+	ctx, cancel := context.WithTimeout(ctx, clusterFailover)
+	defer cancel()
+	var errs []error
+	for {
+		nodes := l.candidates()
+		if len(nodes) == 0 {
+			return errors.New("no broker node is running")
+		}
+		errs = errs[:0]
+		for _, n := range nodes {
+			cctx, cancel := context.WithTimeout(ctx, clusterCallTimeout)
+			err := call(cctx, l.nodeAPI(n))
+			cancel()
+			if err == nil || answered(err) {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("node %s: %w", n.name, err))
+			if ctx.Err() != nil {
+				return errors.Join(errs...)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(errs...)
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// answered says whether err is the broker's answer (a status below 500,
+// a missing queue or vhost), which another node would give too.
+func answered(err error) bool {
+	var status *statusError
+	if errors.As(err, &status) {
+		return status.Code < 500
+	}
+	return errors.Is(err, ErrNotFound) || errors.Is(err, errVHostExists)
+}
+
+// CreateVHost implements Infra; the run's user gets all permissions. On a
+// cluster, a vhost that exists on the next node after a node that did not
+// answer is the one that node created.
 func (l *Local) CreateVHost(ctx context.Context, name string) error {
-	return l.api().createVHost(ctx, name, l.rmqUser)
+	if len(l.nodes) == 1 {
+		return l.nodeAPI(l.nodes[0]).createVHost(ctx, name, l.rmqUser)
+	}
+	unanswered := false
+	err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
+		err := api.createVHost(ctx, name, l.rmqUser)
+		if errors.Is(err, errVHostExists) && unanswered {
+			return api.grantAll(ctx, name, l.rmqUser)
+		}
+		if err != nil && !answered(err) {
+			unanswered = true
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return l.vhostRunning(ctx, name)
 }
+
+// vhostRunning waits until vhost name runs on every running node of a
+// cluster, starting it on a node that reports it stopped: a vhost is
+// started on each node when it is created (or the node boots), and on a
+// loaded machine that start can fail on one node, which then refuses
+// every connection to the vhost ("vhost is down") until it is started.
+func (l *Local) vhostRunning(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, vhostStartTimeout)
+	defer cancel()
+	err := poll(ctx, func(ctx context.Context) error {
+		var v struct {
+			State map[string]string `json:"cluster_state"`
+		}
+		var notRunning []string
+		err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
+			_, err := api.do(ctx, http.MethodGet, "/api/vhosts/"+url.PathEscape(name), nil, &v, http.StatusOK)
+			if err != nil {
+				return err
+			}
+			for _, n := range l.candidates() {
+				switch v.State[n.name] {
+				case "running", "nodedown", "":
+					// nodedown, or not listed: cut off (a partition); it
+					// starts its vhosts when it comes back.
+				case "stopped":
+					notRunning = append(notRunning, n.name)
+					// Best effort: the next poll says whether it took.
+					_, _ = api.do(ctx, http.MethodPost, "/api/vhosts/"+url.PathEscape(name)+"/start/"+url.PathEscape(n.name), nil, nil, http.StatusNoContent, http.StatusOK)
+				default:
+					notRunning = append(notRunning, n.name)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(notRunning) > 0 {
+			return fmt.Errorf("vhost %q not running on %v (%v)", name, notRunning, v.State)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("local infra: create vhost %q: %w", name, err)
+	}
+	return nil
+}
+
+// vhostStartTimeout bounds the wait for a new vhost to run on every node.
+const vhostStartTimeout = time.Minute
 
 // DeleteVHost implements Infra.
 func (l *Local) DeleteVHost(ctx context.Context, name string) error {
-	return l.api().deleteVHost(ctx, name)
+	return l.onNode(ctx, func(ctx context.Context, api mgmtAPI) error { return api.deleteVHost(ctx, name) })
 }
 
 // Queue implements Infra. The counters are eventually consistent: the
 // broker emits them every 500 ms (collect_statistics_interval), so a just
 // published message shows up within about a second.
 func (l *Local) Queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {
-	return l.api().queue(ctx, vhost, queue)
+	var q QueueInfo
+	err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) (err error) {
+		q, err = api.queue(ctx, vhost, queue)
+		return err
+	})
+	return q, err
 }
 
-// mgmt calls the management API as the run's user (see mgmtAPI.do).
+// VHost implements Infra.
+func (l *Local) VHost(ctx context.Context, vhost string) (VHostInfo, error) {
+	var v VHostInfo
+	err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) (err error) {
+		v, err = api.vhost(ctx, vhost)
+		return err
+	})
+	return v, err
+}
+
+// mgmt calls the management API of the first running node as the run's
+// user (see mgmtAPI.do).
 func (l *Local) mgmt(ctx context.Context, method, path string, in, out any, want ...int) (int, error) {
-	return l.api().do(ctx, method, path, in, out, want...)
+	return l.nodeAPI(l.firstRunning()).do(ctx, method, path, in, out, want...)
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }

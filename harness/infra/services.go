@@ -2,6 +2,7 @@ package infra
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -190,7 +192,7 @@ func (m mgmtAPI) do(ctx context.Context, method, path string, in, out any, want 
 	}
 	if !ok {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return resp.StatusCode, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+		return resp.StatusCode, &statusError{Method: method, Path: path, Status: resp.Status, Code: resp.StatusCode, Body: strings.TrimSpace(string(b))}
 	}
 	if out != nil && resp.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
@@ -227,21 +229,78 @@ func (m mgmtAPI) createVHost(ctx context.Context, name, user string) error {
 	if name == "" {
 		return errors.New("create vhost: empty name")
 	}
-	// 201: created; 204: it already existed (PUT is an upsert).
-	code, err := m.do(ctx, http.MethodPut, "/api/vhosts/"+url.PathEscape(name), nil, nil, http.StatusCreated, http.StatusNoContent)
+	// 201: created; 204: it already existed (PUT is an upsert). A loaded
+	// node can take longer than the client's timeout to create a vhost, and
+	// the PUT may still take effect: it is sent again, and after an attempt
+	// whose answer never came a 204 is that attempt's vhost (the names are
+	// the run's own), not somebody else's.
+	var code int
+	err := retryUnanswered(ctx, func(ctx context.Context) (err error) {
+		code, err = m.do(ctx, http.MethodPut, "/api/vhosts/"+url.PathEscape(name), nil, nil, http.StatusCreated, http.StatusNoContent)
+		return err
+	}, func(unanswered int) {
+		if unanswered > 0 && code == http.StatusNoContent {
+			code = http.StatusCreated
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("create vhost %q: %w", name, err)
 	}
 	if code == http.StatusNoContent {
-		return fmt.Errorf("create vhost %q: it already exists", name)
+		return fmt.Errorf("create vhost %q: %w", name, errVHostExists)
 	}
+	return m.grantAll(ctx, name, user)
+}
+
+// errVHostExists is createVHost's error for a vhost that exists.
+var errVHostExists = errors.New("it already exists")
+
+// grantAll grants user all permissions on vhost name.
+func (m mgmtAPI) grantAll(ctx context.Context, name, user string) error {
 	perms := map[string]string{"configure": ".*", "write": ".*", "read": ".*"}
-	_, err = m.do(ctx, http.MethodPut, "/api/permissions/"+url.PathEscape(name)+"/"+url.PathEscape(user), perms, nil,
-		http.StatusCreated, http.StatusNoContent)
+	err := retryUnanswered(ctx, func(ctx context.Context) error {
+		_, err := m.do(ctx, http.MethodPut, "/api/permissions/"+url.PathEscape(name)+"/"+url.PathEscape(user), perms, nil,
+			http.StatusCreated, http.StatusNoContent)
+		return err
+	}, nil)
 	if err != nil {
 		return fmt.Errorf("create vhost %q: grant %s: %w", name, user, err)
 	}
 	return nil
+}
+
+// unansweredAttempts is how many times an idempotent management call is
+// sent when no answer comes: a node under load answers vhost changes in
+// seconds, and a run must not end indeterminate for one slow answer.
+const unansweredAttempts = 3
+
+// retryUnanswered calls call until it gets an answer (nil, or an error
+// carrying an HTTP status), at most unansweredAttempts times, and stops
+// at once when ctx ends. after, if not nil, is told how many attempts
+// went unanswered before the last one.
+func retryUnanswered(ctx context.Context, call func(context.Context) error, after func(unanswered int)) error {
+	var err error
+	for n := 0; n < unansweredAttempts; n++ {
+		err = call(ctx)
+		var status *statusError
+		if err == nil || errors.As(err, &status) || ctx.Err() != nil {
+			if after != nil {
+				after(n)
+			}
+			return err
+		}
+	}
+	return fmt.Errorf("no answer after %d attempts: %w", unansweredAttempts, err)
+}
+
+// statusError is an answer with a status the caller did not want.
+type statusError struct {
+	Method, Path, Status, Body string
+	Code                       int
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s %s: %s: %s", e.Method, e.Path, e.Status, e.Body)
 }
 
 // deleteVHost deletes vhost name; a missing vhost is not an error.
@@ -249,8 +308,11 @@ func (m mgmtAPI) deleteVHost(ctx context.Context, name string) error {
 	if name == "" {
 		return errors.New("delete vhost: empty name")
 	}
-	_, err := m.do(ctx, http.MethodDelete, "/api/vhosts/"+url.PathEscape(name), nil, nil,
-		http.StatusNoContent, http.StatusNotFound)
+	err := retryUnanswered(ctx, func(ctx context.Context) error {
+		_, err := m.do(ctx, http.MethodDelete, "/api/vhosts/"+url.PathEscape(name), nil, nil,
+			http.StatusNoContent, http.StatusNotFound)
+		return err
+	}, nil)
 	if err != nil {
 		return fmt.Errorf("delete vhost %q: %w", name, err)
 	}
@@ -264,8 +326,17 @@ func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (QueueInfo, err
 		Unacked   int `json:"messages_unacknowledged"`
 		Consumers int `json:"consumers"`
 		Stats     struct {
-			Redeliver int `json:"redeliver"`
+			Redeliver  int `json:"redeliver"`
+			DeliverGet int `json:"deliver_get"`
 		} `json:"message_stats"`
+		Arguments struct {
+			DeliveryLimit int    `json:"x-delivery-limit"`
+			DeadLetter    string `json:"x-dead-letter-exchange"`
+		} `json:"arguments"`
+		Policy struct {
+			DeliveryLimit int    `json:"delivery-limit"`
+			DeadLetter    string `json:"dead-letter-exchange"`
+		} `json:"effective_policy_definition"`
 	}
 	path := "/api/queues/" + url.PathEscape(vhost) + "/" + url.PathEscape(queue)
 	code, err := m.do(ctx, http.MethodGet, path, nil, &q, http.StatusOK, http.StatusNotFound)
@@ -275,7 +346,28 @@ func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (QueueInfo, err
 	if code == http.StatusNotFound {
 		return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, ErrNotFound)
 	}
-	return QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers, Redelivered: q.Stats.Redeliver}, nil
+	// A queue's own argument wins over a policy's, as RabbitMQ applies them.
+	return QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers, Redelivered: q.Stats.Redeliver, Delivered: q.Stats.DeliverGet,
+		DeliveryLimit:      cmp.Or(q.Arguments.DeliveryLimit, q.Policy.DeliveryLimit),
+		DeadLetterExchange: cmp.Or(q.Arguments.DeadLetter, q.Policy.DeadLetter)}, nil
+}
+
+func (m mgmtAPI) vhost(ctx context.Context, vhost string) (VHostInfo, error) {
+	var v struct {
+		Stats struct {
+			Publish          int `json:"publish"`
+			ReturnUnroutable int `json:"return_unroutable"`
+			DropUnroutable   int `json:"drop_unroutable"`
+		} `json:"message_stats"`
+	}
+	code, err := m.do(ctx, http.MethodGet, "/api/vhosts/"+url.PathEscape(vhost), nil, &v, http.StatusOK, http.StatusNotFound)
+	if err != nil {
+		return VHostInfo{}, fmt.Errorf("vhost %q: %w", vhost, err)
+	}
+	if code == http.StatusNotFound {
+		return VHostInfo{}, fmt.Errorf("vhost %q: %w", vhost, ErrNotFound)
+	}
+	return VHostInfo{Published: v.Stats.Publish, Unroutable: v.Stats.ReturnUnroutable + v.Stats.DropUnroutable}, nil
 }
 
 // waitBroker polls until the broker answers (AMQP and the management API)
@@ -293,8 +385,10 @@ func waitBroker(ctx context.Context, a amqpServer, m mgmtAPI, up bool, timeout t
 		}
 		pcancel()
 		// Down means refused or closed, not slow: a probe that timed out on
-		// a loaded machine says nothing about whether the broker is gone.
-		if up && err == nil || !up && err != nil && !timedOut(err) && ctx.Err() == nil {
+		// a loaded machine (amqp091 reports a handshake that timed out as a
+		// frame error, not as a timeout) says nothing about whether the
+		// broker is gone.
+		if up && err == nil || !up && gone(err) && ctx.Err() == nil {
 			return nil
 		}
 		last = err
@@ -342,9 +436,16 @@ func parseServiceURL(variable, raw string, defaultPort map[string]string) (*url.
 	return u, nil
 }
 
-// timedOut reports whether err is a probe that ran out of time rather than
-// an answer (refused, reset, closed).
-func timedOut(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+// gone says whether a probe's error shows the broker gone: the connection
+// refused, or closed before the handshake (a port forwarder whose broker
+// is down accepts, then closes).
+func gone(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var ae *amqp.Error
+	return errors.As(err, &ae) && (ae.Reason == io.EOF.Error() || strings.Contains(ae.Reason, "connection reset"))
 }

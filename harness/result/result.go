@@ -27,6 +27,12 @@ const (
 	Indeterminate = "indeterminate"
 	// NotRun: the target does not offer what the scenario needs.
 	NotRun = "not-run"
+	// Limit: the run showed a documented limit — what the scenario exists
+	// to measure (a replay past the inbox retention, a failover that lost
+	// committed facts), its invariants broken exactly as expected and
+	// reported with their numbers — and nothing else broke. Never a pass,
+	// and no failure of the pipeline's: the gate does not fail on it.
+	Limit = "limit"
 )
 
 // Interrupted is the reason of a run cut short by an interrupt.
@@ -51,7 +57,12 @@ type Scenario struct {
 	// Attempt numbers the runs of one scenario on one variant when the
 	// gate ran it again after an indeterminate run (1: the first; 0: never
 	// retried).
-	Attempt  int       `json:"attempt,omitempty"`
+	Attempt int `json:"attempt,omitempty"`
+	// Known: a run of the correct pipeline that failed with the violations
+	// of a known finding the target file declares, and no other (see
+	// ShowsOnly): its Verdict stays fail, and the gate does not count it
+	// as failed. Absent on every other run.
+	Known    bool      `json:"known,omitempty"`
 	Phases   []Phase   `json:"phases,omitempty"`
 	Timeline *Timeline `json:"timeline,omitempty"`
 }
@@ -75,7 +86,7 @@ type Counts struct {
 	DuplicatesDelivered int `json:"duplicates_delivered"` // eventIds delivered more than once (extra deliveries)
 	DuplicatesAbsorbed  int `json:"duplicates_absorbed"`  // deliveries the inbox recognised
 	DuplicateEffects    int `json:"duplicate_effects"`    // extra effect rows for one eventId
-	Lost                int `json:"lost"`                 // committed events with no effect (not flagged Failed)
+	Lost                int `json:"lost"`                 // committed events with no effect (not flagged Failed, not still queued or in the outbox)
 	Phantom             int `json:"phantom"`              // effects or messages with no committed order
 	FencedWrites        int `json:"fenced_writes"`        // status writes refused to a stale claim
 	StaleWrites         int `json:"stale_writes"`         // status writes accepted from a stale claim
@@ -104,6 +115,20 @@ type Fault struct {
 	UndoError string `json:"undo_error,omitempty"`
 	// EventIDs are events the fault itself chose (e.g. the one it replayed).
 	EventIDs []string `json:"event_ids,omitempty"`
+	// States are what the fault saw of the infrastructure's state while it
+	// acted: a queue's leader, nodes seen down, partitions, a promotion and
+	// the WAL it lost. They go on the timeline's infrastructure lanes.
+	States []State `json:"states,omitempty"`
+}
+
+// State is one reading of the infrastructure's state: Lane names what it
+// is about ("broker cluster", "database"), Kind what changed (leader,
+// down, partitioned, healed, promoted), Label says it in words.
+type State struct {
+	At    time.Time `json:"at"`
+	Lane  string    `json:"lane"`
+	Kind  string    `json:"kind"`
+	Label string    `json:"label"`
 }
 
 // Evidence is one thing the scenario had to see to show its window opened.
@@ -127,6 +152,12 @@ type Invariant struct {
 	// NotChecked: the target gave nothing to check this on (no outbox
 	// query, no event log): neither ok nor broken, and never a pass.
 	NotChecked bool `json:"not_checked,omitempty"`
+	// Unconverged: broken only because the run had not converged when it
+	// was checked (the wait for convergence ran out, messages still in the
+	// queue, events still queued or in the outbox): the run is
+	// indeterminate on its account, never failed — faultline cannot tell
+	// a pipeline that would have finished from one that never will.
+	Unconverged bool `json:"unconverged,omitempty"`
 	// RestsOn names the observations the verdict rests on: contract,
 	// outbox, event log, broker, audit trail, tap queue.
 	RestsOn    []string    `json:"rests_on,omitempty"`
@@ -139,7 +170,65 @@ type Violation struct {
 	EventIDs []string `json:"event_ids"`
 	Message  string   `json:"message"`
 	Timeline []string `json:"timeline,omitempty"` // merged log lines of those events
+	// Stages places each event of a lost violation where the run's end
+	// state shows it stopped (Stage* below): stage -> every eventId there,
+	// uncapped. Empty for kinds that have no stage.
+	Stages map[Stage][]string `json:"stages,omitempty"`
 }
+
+// Stage is where a violating event was found at the end of a run, read from
+// the contract, the outbox, the tap queue, the broker's queue and the
+// effects.
+type Stage string
+
+const (
+	// StageNeverCommitted: an event the workload was told of whose fact
+	// never committed.
+	StageNeverCommitted Stage = "never-committed"
+	// StageInOutbox: committed, still pending in the outbox (stuck): the
+	// run did not converge; never "lost".
+	StageInOutbox Stage = "still-in-outbox"
+	// StageRoutedNowhere: published while no queue was bound for it.
+	StageRoutedNowhere Stage = "routed-nowhere"
+	// StageQueued: ready or unacked in the target's queue: the run did not
+	// converge; never "lost".
+	StageQueued Stage = "still-queued"
+	// StageConsumedNoEffect: delivered to the consumer, gone from the queue,
+	// and no effect.
+	StageConsumedNoEffect Stage = "consumed-without-effect"
+	// StageDroppedAtLimit: delivered as many times as the queue's delivery
+	// limit, which has no dead-letter exchange: the broker dropped it
+	// (RabbitMQ 4's quorum queues have a limit of 20 by default).
+	StageDroppedAtLimit Stage = "dropped-by-delivery-limit"
+	// StageSkipped: the relay moved past it and it was never published.
+	StageSkipped Stage = "skipped"
+	// StageUnknown: the run gave nothing to place it by (no tap queue and
+	// no consumer event log, no outbox query, no publish time while the
+	// queue was unbound): said so rather than guessed. It counts as lost.
+	StageUnknown Stage = "unknown"
+)
+
+// Stages lists the stages in pipeline order, unknown last.
+func Stages() []Stage {
+	return []Stage{StageNeverCommitted, StageInOutbox, StageSkipped, StageRoutedNowhere, StageQueued, StageDroppedAtLimit, StageConsumedNoEffect, StageUnknown}
+}
+
+// StageSummary is one line per stage of the violation, in pipeline order:
+// the stage, how many events stopped there, and every one of their
+// eventIds. Empty for a violation without stages.
+func (v Violation) StageSummary() []string {
+	var out []string
+	for _, st := range Stages() {
+		if ids := v.Stages[st]; len(ids) > 0 {
+			out = append(out, fmt.Sprintf("%s %d: %s", st, len(ids), strings.Join(ids, ", ")))
+		}
+	}
+	return out
+}
+
+// Unconverged says whether an event in this stage means only that the run
+// had not finished when it was checked.
+func (s Stage) Unconverged() bool { return s == StageInOutbox || s == StageQueued }
 
 // Phase is a span of the run: infra, workload, faults, converging, checking.
 type Phase struct {
@@ -209,7 +298,7 @@ func (s Scenario) NotUndone() []string {
 func (s Scenario) Broken() []string {
 	var out []string
 	for _, inv := range s.Invariants {
-		if !inv.OK && !inv.Expected && !inv.NotChecked {
+		if !inv.OK && !inv.Expected && !inv.NotChecked && !inv.Unconverged {
 			out = append(out, "invariant broken: "+inv.Name+detailSuffix(inv.Detail))
 		}
 	}
@@ -227,7 +316,10 @@ func (s Scenario) Broken() []string {
 // shows its window opened (a row claimed twice, an event held back), never
 // what catches a broken guard (the invariants do), so a run without it
 // showed nothing either way although its faults happened (timing, on a
-// loaded machine). All else is a pass.
+// loaded machine). A run that did not converge (invariants broken only on
+// that account, Invariant.Unconverged: events still queued or still in the
+// outbox) is indeterminate too: an event not yet through is not lost. All
+// else is a pass.
 func (s Scenario) Judge(err error) (verdict, reason string) {
 	if notUndone := s.NotUndone(); len(notUndone) > 0 {
 		return Indeterminate, strings.Join(notUndone, "; ")
@@ -241,10 +333,54 @@ func (s Scenario) Judge(err error) (verdict, reason string) {
 	if unopened := s.Unopened(); len(unopened) > 0 {
 		return Indeterminate, strings.Join(unopened, "; ")
 	}
+	if why := s.NotConverged(); why != "" {
+		return Indeterminate, why
+	}
 	if failed := s.Failed(); len(failed) > 0 {
 		return Indeterminate, "window not shown: " + strings.Join(failed, "; ")
 	}
+	if limits := s.Limits(); len(limits) > 0 {
+		return Limit, "documented limit: " + strings.Join(limits, "; ")
+	}
 	return Pass, ""
+}
+
+// Limits are the invariants broken as the scenario expected (a documented
+// limit), each with its detail.
+func (s Scenario) Limits() []string {
+	var out []string
+	for _, inv := range s.Invariants {
+		if !inv.OK && inv.Expected {
+			out = append(out, inv.Name+detailSuffix(inv.Detail))
+		}
+	}
+	return out
+}
+
+// Passed says whether the run showed nothing wrong with the pipeline: a
+// pass, or a documented limit and nothing else.
+func (s Scenario) Passed() bool { return s.Verdict == Pass || s.Verdict == Limit }
+
+// NotConverged says, in one line, that the run did not converge — how many
+// events were still queued and still in the outbox, and the invariants
+// broken only on that account — or "" if it converged.
+func (s Scenario) NotConverged() string {
+	var lines []string
+	queued, inOutbox := 0, 0
+	for _, inv := range s.Invariants {
+		if inv.OK || !inv.Unconverged || inv.Expected || inv.NotChecked {
+			continue
+		}
+		lines = append(lines, inv.Name+detailSuffix(inv.Detail))
+		for _, v := range inv.Violations {
+			queued += len(v.Stages[StageQueued])
+			inOutbox += len(v.Stages[StageInOutbox])
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("did not converge: %d still queued, %d still in the outbox (%s)", queued, inOutbox, strings.Join(lines, "; "))
 }
 
 func errSuffix(s string) string {
@@ -275,6 +411,16 @@ type Variant struct {
 	Indeterminate []string `json:"indeterminate,omitempty"`
 }
 
+// TargetVariant is one variant as the target file lists it: the guard it
+// removes, the violation kind that missing guard causes, and the scenarios
+// that must catch it.
+type TargetVariant struct {
+	Name     string   `json:"name"`
+	Guard    string   `json:"guard,omitempty"`
+	Expect   string   `json:"expect,omitempty"`
+	CaughtBy []string `json:"caught_by"`
+}
+
 // Run is a whole run of faultline: results.json.
 type Run struct {
 	Schema string `json:"schema"`
@@ -298,6 +444,13 @@ type Run struct {
 	Scenarios []Scenario `json:"scenarios"`
 	Retried   []Scenario `json:"retried,omitempty"`
 	Variants  []Variant  `json:"variants"`
+	// TargetVariants are the variants the target file lists, whether run
+	// or not: what the report's window table is drawn from. Empty: the
+	// target lists none; absent (nil) in results written before it.
+	TargetVariants []TargetVariant `json:"target_variants"`
+	// KnownFindings are the target file's known findings and what the
+	// gate saw of each; absent when it declares none.
+	KnownFindings []KnownFinding `json:"known_findings,omitempty"`
 	// Timing is how long the verdict took; absent in results written
 	// before it was recorded.
 	Timing *Timing `json:"timing,omitempty"`
@@ -329,7 +482,7 @@ func (s Scenario) HasViolation(kind string) bool {
 func (s Scenario) UnexpectedViolations() []Violation {
 	var out []Violation
 	for _, inv := range s.Invariants {
-		if inv.OK || inv.Expected || inv.NotChecked {
+		if inv.OK || inv.Expected || inv.NotChecked || inv.Unconverged {
 			continue
 		}
 		out = append(out, inv.Violations...)
@@ -345,6 +498,113 @@ func (s Scenario) ViolationKinds() []string {
 	}
 	slices.Sort(kinds)
 	return slices.Compact(kinds)
+}
+
+// ShowsOnly reports whether a failed run failed with violations of the
+// given kinds and nothing else: every invariant it broke (unexpected,
+// checked, converged) names its violations, each of one of kinds. Such a
+// run shows a known finding; one that also broke anything else, or broke
+// an invariant naming no violation, does not.
+func (s Scenario) ShowsOnly(kinds []string) bool {
+	if s.Verdict != Fail {
+		return false
+	}
+	shown := false
+	for _, inv := range s.Invariants {
+		if inv.OK || inv.Expected || inv.NotChecked || inv.Unconverged {
+			continue
+		}
+		if len(inv.Violations) == 0 {
+			return false
+		}
+		for _, v := range inv.Violations {
+			if !slices.Contains(kinds, v.Kind) {
+				return false
+			}
+			shown = true
+		}
+	}
+	return shown
+}
+
+// ViolationCount is how many events broke the invariant in v: every event
+// its stages place, else the run's count of that kind (the eventIds named
+// are capped), else the eventIds named.
+func (s Scenario) ViolationCount(v Violation) int {
+	n := 0
+	for _, ids := range v.Stages {
+		n += len(ids)
+	}
+	if n > 0 {
+		return n
+	}
+	c := s.Counts
+	byKind := map[string]int{"lost": c.Lost, "phantom": c.Phantom, "stale-write": c.StaleWrites, "stuck-row": c.StuckRows}
+	return max(byKind[v.Kind], len(v.EventIDs))
+}
+
+// KnownFinding is a weakness of the pipeline as built that its target file
+// declares (known_findings), and what the gate saw of it on the correct
+// pipeline.
+type KnownFinding struct {
+	Scenario   string   `json:"scenario"`
+	Violations []string `json:"violations"` // the kinds it shows
+	Cause      string   `json:"cause"`      // the behaviour it comes from
+	Status     string   `json:"status"`     // Known* below
+	// Detail says in one line why the status is not shown.
+	Detail string `json:"detail,omitempty"`
+	// Shown are the runs that showed it, with their figures.
+	Shown []KnownRun `json:"shown,omitempty"`
+}
+
+// Status of a known finding in a gate.
+const (
+	// KnownShown: a run of its scenario showed it, and none passed.
+	KnownShown = "shown"
+	// KnownNotReproduced: a run of its scenario passed, or the scenario
+	// was not run on the target: the entry is stale, and the gate fails.
+	KnownNotReproduced = "not-reproduced"
+	// KnownOther: its scenario's runs failed, each with a violation the
+	// finding does not list: those runs fail the gate.
+	KnownOther = "other-violations"
+	// KnownIndeterminate: its scenario's runs showed nothing.
+	KnownIndeterminate = "indeterminate"
+)
+
+// KnownRun is one run that showed a known finding.
+type KnownRun struct {
+	Seed    int64    `json:"seed"`
+	Figures []Figure `json:"figures"` // per kind of the run, in the finding's order
+}
+
+// Figure is how many events showed one violation kind.
+type Figure struct {
+	Kind  string `json:"kind"`
+	Count int    `json:"count"`
+}
+
+// String says a known run's figures in a line: "lost 73, stuck-row 2".
+func (k KnownRun) String() string {
+	parts := make([]string, len(k.Figures))
+	for i, f := range k.Figures {
+		parts[i] = fmt.Sprintf("%s %d", f.Kind, f.Count)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Line says in one line what the gate saw of the finding: the runs that
+// showed it with their figures ("seed 1: lost 73"), or why none did.
+func (k KnownFinding) Line() string {
+	switch k.Status {
+	case KnownShown:
+		var runs []string
+		for _, r := range k.Shown {
+			runs = append(runs, fmt.Sprintf("seed %d: %s", r.Seed, r))
+		}
+		return strings.Join(runs, "; ")
+	default:
+		return k.Detail
+	}
 }
 
 // Timeline is what a scenario's timeline picture is drawn from. Times are

@@ -46,6 +46,9 @@ func TestJudge(t *testing.T) {
 	held := Invariant{Name: "no lost event", OK: true}
 	unseen := Evidence{Name: "relay-1 was killed"}
 	notUndone := Fault{Kind: "link-down", Target: "consumer.pg", Hit: true, UndoError: "link up: connection refused"}
+	pending := Invariant{Name: "no lost event", Unconverged: true, Violations: []Violation{{Kind: "not-converged",
+		Stages: map[Stage][]string{StageQueued: {"E1", "E2"}, StageInOutbox: {"E3"}}}}}
+	timedOut := Invariant{Name: "converged", Unconverged: true, Detail: "not converged after 5s"}
 	cases := []struct {
 		name   string
 		s      Scenario
@@ -65,7 +68,11 @@ func TestJudge(t *testing.T) {
 		{"not every optional fault", Scenario{Faults: []Fault{optional, optional}, Invariants: []Invariant{held}}, nil, Indeterminate, "none of the 2 faults drawn happened"},
 		{"a link not restored: indeterminate, its violations the harness's", Scenario{Faults: []Fault{notUndone}, Invariants: []Invariant{lost}}, nil, Indeterminate, "fault not undone: link-down consumer.pg: link up: connection refused"},
 		{"a link not restored, the invariants held", Scenario{Faults: []Fault{hit, notUndone}, Invariants: []Invariant{held}}, nil, Indeterminate, "fault not undone: link-down consumer.pg"},
-		{"an expected break is no violation", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{{Name: "retention", Expected: true}}}, nil, Pass, ""},
+		{"not converged: indeterminate, with what is still on its way", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{timedOut, pending}}, nil, Indeterminate,
+			"did not converge: 2 still queued, 1 still in the outbox (converged: not converged after 5s; no lost event)"},
+		{"not converged beside a violation: a fail", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{timedOut, lost}}, nil, Fail, "invariant broken: no lost event"},
+		{"a fault never happened says more than not converged", Scenario{Faults: []Fault{missed}, Invariants: []Invariant{pending}}, nil, Indeterminate, "fault never happened"},
+		{"an expected break is no violation", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{{Name: "retention", Expected: true}}}, nil, Limit, "documented limit: retention"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -74,4 +81,18 @@ func TestJudge(t *testing.T) {
 			assert.Contains(t, reason, c.reason)
 		})
 	}
+}
+
+// A run that did not converge reported no violation the gate may count as
+// a catch, and its stages read one line each, every eventId listed.
+func TestUnconvergedIsNoCatch(t *testing.T) {
+	pending := Invariant{Name: "no-lost-event", Unconverged: true, Violations: []Violation{{Kind: "not-converged",
+		Stages: map[Stage][]string{StageQueued: {"E1", "E2"}}}}}
+	s := Scenario{Verdict: Indeterminate, Invariants: []Invariant{pending}}
+	assert.Empty(t, s.UnexpectedViolations())
+	assert.Empty(t, s.Broken())
+	assert.False(t, s.Caught(""))
+	v := Violation{Stages: map[Stage][]string{StageConsumedNoEffect: {"E9"}, StageSkipped: {"E4", "E5"}, StageUnknown: {"A#3"}}}
+	assert.Equal(t, []string{"skipped 2: E4, E5", "consumed-without-effect 1: E9", "unknown 1: A#3"}, v.StageSummary())
+	assert.Empty(t, Violation{}.StageSummary())
 }

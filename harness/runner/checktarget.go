@@ -2,22 +2,19 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/faultline-dev/faultline/harness/check"
-	"github.com/faultline-dev/faultline/harness/fault"
-	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/harness/workload"
-	"github.com/faultline-dev/faultline/proxies"
 )
 
 // TargetProblem is one thing wrong with a target, found by starting it.
@@ -50,10 +47,7 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 		problems = append(problems, TargetProblem{Field: field, Line: line, Message: red.String(fmt.Sprintf(format, args...))})
 	}
 	sc := Scenario{Name: "check-target", Workload: workload.Spec{Orders: 1, Concurrency: 1, EventsPerOrder: 1 + len(t.Workload.Steps)}}
-	r := &run{sh: sh, sc: sc, links: map[string]*proxies.Link{}, dbs: map[string]string{}, pools: map[string]*pgxpool.Pool{},
-		res: &result.Scenario{Name: sc.Name, Variant: "correct", Started: time.Now()}}
-	r.id = ident(sc.Name) + "_" + randomHex(3)
-	r.dir = filepath.Join(sh.Root, "check-target-"+r.id[len(r.id)-6:])
+	r := sh.newRun(sc, Options{}, "correct", func(suffix string) string { return "check-target-" + suffix })
 	sh.track(r.dir, nil)
 	defer func() {
 		teardownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -62,26 +56,22 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 		sh.untrack(r.dir)
 		_ = os.RemoveAll(r.dir)
 	}()
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		add("run folder", 0, "%v", err)
+	p, err := r.provision(ctx)
+	if err != nil {
+		field := "databases / schema"
+		if errors.Is(err, errRunFolder) {
+			field = "run folder"
+		}
+		add(field, 0, "%v", err)
 		return held, problems
 	}
-	r.instances = r.plan()
-	r.roles = fault.NewRoles(r.faultInstances())
-	if err := r.setupInfra(ctx); err != nil {
-		add("databases / schema", 0, "%v", err)
-		return held, problems
-	}
+	p.watchAlways = true // every observer must install on a target
 	held = append(held, fmt.Sprintf("databases %s and a vhost created, schema in place", strings.Join(t.Databases, ", ")))
 
 	// Every process, consumers first; one that fails is reported and the
 	// others are still tried.
-	if err := r.newSupervisor(); err != nil {
-		add("run folder", 0, "%v", err)
-		return held, problems
-	}
 	failed := map[string]bool{}
-	r.startInstances(ctx, nil, func(in instance, err error) bool {
+	s, err := r.start(ctx, p, func(in instance, err error) bool {
 		if in.name == "" {
 			failed["queue"] = true
 			add("topology.queue", 0, "the target never declared queue %q with a consumer on it: %v", t.Topology.Queue, err)
@@ -92,6 +82,10 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 		add(field, line, "%s never became ready: %s", in.name, lastLines(err.Error(), 8))
 		return true
 	})
+	if err != nil {
+		add("run folder", 0, "%v", err)
+		return held, problems
+	}
 	for _, in := range r.instances {
 		if _, ok := r.sup.Process(in.name); ok {
 			held = append(held, fmt.Sprintf("%s (%s) started and became ready", in.name, in.proc.Role))
@@ -102,12 +96,10 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 	}
 	r.checkTopology(ctx, add, &held)
 	r.checkCrashPoints(ctx, add, &held)
-	r.obsv = &observers{commits: fault.NewCommits()}
-	r.installObservers(ctx)
-	if len(r.obsv.why) == 0 {
+	if len(s.watch.Missing()) == 0 {
 		held = append(held, "observe: triggers on the outbox, facts and effects tables, and the tap queue, in place")
 	}
-	for _, why := range r.obsv.why {
+	for _, why := range s.watch.Missing() {
 		add("observe", 0, "%s", why)
 	}
 	if failed["producer"] || failed["consumer"] || failed["queue"] {
@@ -119,19 +111,18 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 	// One fact through the whole pipeline.
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	wl := workload.New(sc.Workload, t.Workload, 1, r.producerAddr())
-	err := wl.Run(wctx)
+	err = wl.Run(wctx)
 	cancel()
 	if err != nil {
 		add("workload", t.Workload.Create.Line, "one fact with its %d steps did not go through: %v", len(t.Workload.Steps), err)
 	} else {
 		held = append(held, fmt.Sprintf("one fact created and its %d follow-up steps answered", len(t.Workload.Steps)))
 	}
-	src := r.sources()
 	eventID := ""
 	if err == nil {
-		if _, err := check.WaitConverged(ctx, src, 30*time.Second, QuietWindow); err != nil {
+		if _, err := s.watch.WaitConverged(ctx, r.sup.Down, 30*time.Second, QuietWindow); err != nil {
 			add("contract.effects", t.Contract.Effects.Line, "the fact never took effect as the contract reads it: %v", err)
-		} else if obs, err := check.Observe(ctx, src); err == nil {
+		} else if obs, err := s.watch.End(ctx, r.ends()); err == nil {
 			switch {
 			case len(obs.Facts) == 0:
 				add("contract.facts", t.Contract.Facts.Line, "the facts query returns no row after a fact was created")
@@ -152,6 +143,7 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 			}
 		}
 	}
+	r.checkPosition(s.watch, p.env.Commits, eventID != "", add, &held)
 	r.checkQueries(ctx, eventID, add, &held)
 	return held, problems
 }
@@ -246,8 +238,6 @@ func (r *run) checkCrashPoints(ctx context.Context, add func(string, int, string
 // transaction that is rolled back.
 func (r *run) checkQueries(ctx context.Context, eventID string, add func(string, int, string, ...any), held *[]string) {
 	c := r.sh.Target.Contract
-	src := r.sources()
-	src.Queue = nil
 	one := func(name string, q *target.Query, run func() error) {
 		if q == nil {
 			return
@@ -260,30 +250,31 @@ func (r *run) checkQueries(ctx context.Context, eventID string, add func(string,
 	}
 	only := func(name string, q *target.Query) func() error {
 		return func() error {
-			s := src
 			// every other query a no-op, so one problem is reported once
-			s.Contract = target.Contract{
+			alone := target.Contract{
 				Facts:   target.Query{Database: c.Facts.Database, SQL: "SELECT '' AS aggregate_id WHERE false"},
 				Effects: target.Query{Database: c.Effects.Database, SQL: "SELECT '' AS event_id, '' AS aggregate_id WHERE false"},
 			}
 			switch name {
 			case "facts":
-				s.Contract.Facts = c.Facts
+				alone.Facts = c.Facts
 			case "effects":
-				s.Contract.Effects = c.Effects
+				alone.Effects = c.Effects
 			case "outbox":
-				s.Contract.Outbox = q
+				alone.Outbox = q
 			case "held_back":
-				s.Contract.HeldBack = q
+				alone.HeldBack = q
+			case "pending":
+				alone.Pending = q
 			}
-			_, err := check.Observe(ctx, s)
-			return err
+			return observe.ReadContract(ctx, r.pools, alone, r.sh.Target.Relay.Model, &check.Observation{})
 		}
 	}
 	one("facts", &c.Facts, only("facts", &c.Facts))
 	one("effects", &c.Effects, only("effects", &c.Effects))
 	one("outbox", c.Outbox, only("outbox", c.Outbox))
 	one("held_back", c.HeldBack, only("held_back", c.HeldBack))
+	one("pending", c.Pending, only("pending", c.Pending))
 	one("inbox", c.Inbox, func() error {
 		return check.ReadOnly(ctx, r.pools[c.Inbox.Database], func(tx pgx.Tx) error {
 			rows, err := tx.Query(ctx, c.Inbox.SQL)

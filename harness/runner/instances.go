@@ -13,10 +13,12 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/ports"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // instance is one process instance of the target in a run.
@@ -157,6 +159,7 @@ func (r *run) values(in *instance) target.Values {
 			return viaLink(r.sh.Infra.PostgresURL(run), pgLink, in.name), nil
 		},
 		AMQP:        viaLink(r.sh.Infra.AMQPURL(r.id), amqpLink, ""),
+		AMQPURLs:    r.amqpURLs(in.name, amqpLink),
 		ControlAddr: in.control,
 		HTTPAddr:    in.http,
 		Instance:    in.name,
@@ -165,6 +168,26 @@ func (r *run) values(in *instance) target.Values {
 		BuildDir:    r.sh.BuildDir,
 		TargetDir:   t.Dir,
 	}
+}
+
+// amqpURLs are the run's vhost on every broker node, through the
+// instance's links, its own node first; "" on one node ({{amqp_urls}} is
+// then {{amqp}}).
+func (r *run) amqpURLs(instance string, own *proxies.Link) string {
+	c, ok := r.sh.Infra.(infra.Cluster)
+	if !ok || r.clientNodes == nil {
+		return ""
+	}
+	urls := []string{viaLink(r.sh.Infra.AMQPURL(r.id), own, "")}
+	for k := range c.Nodes() {
+		if k == r.clientNodes[instance] {
+			continue
+		}
+		if l, ok := r.links[otherNodeLink(instance, k)]; ok {
+			urls = append(urls, viaLink(c.AMQPURLOf(k, r.id), l, ""))
+		}
+	}
+	return strings.Join(urls, ",")
 }
 
 // spec renders the instance's supervisor spec: its command, environment

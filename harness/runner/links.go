@@ -87,7 +87,7 @@ func probeLink(ctx context.Context, name, addr string) error {
 	switch {
 	case strings.HasSuffix(name, ".pg"):
 		hello = pgSSLRequest
-	case strings.HasSuffix(name, ".amqp"):
+	case strings.HasSuffix(name, ".amqp"), strings.Contains(name, ".amqp-n"):
 		hello = amqpHeader
 	}
 	d := net.Dialer{Timeout: time.Second}

@@ -42,7 +42,7 @@ func TestKeptRunHoldsNoPassword(t *testing.T) {
 
 	dir := filepath.Join(t.TempDir(), "run")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	r := &run{sh: &Shared{Infra: secretInfra{pass: pass}}, dir: dir,
+	r := &run{sh: &Shared{Infra: secretInfra{pass: pass}, tracker: &tracker{}}, dir: dir,
 		res: &result.Scenario{Name: "redact", Variant: "correct", Verdict: result.Fail}}
 	require.NoError(t, r.newSupervisor())
 	_, err := r.sup.Start(ctx, supervisor.Spec{

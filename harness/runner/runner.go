@@ -22,12 +22,12 @@ import (
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/ports"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/safe"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/target"
-	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/proxies"
 )
@@ -56,22 +56,39 @@ type Shared struct {
 	// exclusive is held by a run that touches the shared broker, and read
 	// by every other run — of every target on this infrastructure.
 	exclusive *sync.RWMutex
+	// apart, if not nil, is where those runs go instead.
+	apart *apart
+	// cluster, if not nil, is the clustered broker the runs that need one
+	// go to (fault.CapCluster).
+	cluster *apart
 	// ports hands the processes of every run their addresses.
 	ports *ports.Allocator
 	logMu sync.Mutex
 
-	activeMu sync.Mutex
-	active   map[string]*supervisor.Supervisor // runs under way: folder → its processes (nil before they start)
+	// tracker knows the runs under way of this Shared and of the copies
+	// that share its cleanup (Reading, the exclusive runs' infrastructure
+	// apart); WithTarget has one of its own, with its own cleanup, which
+	// must not stop other targets' runs.
+	tracker *tracker
 }
 
-// RemoveUnfinished stops the processes of the runs still under way (no
-// restart can follow: a stopped supervisor starts nothing) and removes
-// their folders, so an interrupted run leaves nothing behind.
+// tracker records the runs under way: folder → its processes (nil before
+// they start).
+type tracker struct {
+	mu     sync.Mutex
+	active map[string]*supervisor.Supervisor
+}
+
+// RemoveUnfinished stops the processes of the runs still under way that
+// its tracker knows (no restart can follow: a stopped supervisor starts
+// nothing), and removes their folders, so an interrupted run leaves
+// nothing behind.
 func (sh *Shared) RemoveUnfinished(ctx context.Context) {
-	sh.activeMu.Lock()
-	active := sh.active
-	sh.active = nil
-	sh.activeMu.Unlock()
+	t := sh.tracker
+	t.mu.Lock()
+	active := t.active
+	t.active = nil
+	t.mu.Unlock()
 	for dir, sup := range active {
 		if sup != nil {
 			_ = sup.StopAll(ctx)
@@ -82,18 +99,20 @@ func (sh *Shared) RemoveUnfinished(ctx context.Context) {
 
 // track records a run under way and, once they start, its processes.
 func (sh *Shared) track(dir string, sup *supervisor.Supervisor) {
-	sh.activeMu.Lock()
-	defer sh.activeMu.Unlock()
-	if sh.active == nil {
-		sh.active = map[string]*supervisor.Supervisor{}
+	t := sh.tracker
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.active == nil {
+		t.active = map[string]*supervisor.Supervisor{}
 	}
-	sh.active[dir] = sup
+	t.active[dir] = sup
 }
 
 func (sh *Shared) untrack(dir string) {
-	sh.activeMu.Lock()
-	defer sh.activeMu.Unlock()
-	delete(sh.active, dir)
+	t := sh.tracker
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.active, dir)
 }
 
 // Options of one run.
@@ -153,8 +172,9 @@ const (
 	// broker with RabbitMQ's defaults the count lags up to 5 s.)
 	QuietWindow = 1500 * time.Millisecond
 	// ConsumerPoll is how often a run asks, with a passive declare, whether
-	// the consumer consumes yet, before it starts the relays.
-	ConsumerPoll = 20 * time.Millisecond
+	// the consumer consumes yet, before it starts the relays (and, once its
+	// processes stopped, whether the queue has no consumer left).
+	ConsumerPoll = observe.ConsumerPoll
 )
 
 func (sh *Shared) logf(format string, args ...any) {
@@ -181,11 +201,15 @@ type run struct {
 	pools     map[string]*pgxpool.Pool // the target's database name → a pool on the run's copy
 	instances []instance               // the target's process instances, in start order
 	roles     *fault.Roles
-	obsv      *observers // what faultline watches from outside
 	cleanup   []func(context.Context)
 	phase     *result.Phase
 	obs       *check.Observation // the end state, once observed
-	qprobe    *queueProbe        // see probe; nil until first asked for
+	// noInfra says why the run, which needs a clustered broker or a
+	// database with a standby, got none.
+	noInfra error
+	// clientNodes maps an instance to the cluster node its broker link
+	// goes to (fault.Env.ClientNodes); nil on one node.
+	clientNodes map[string]int
 
 	panicMu  sync.Mutex
 	panicErr error // the first panic of a goroutine of the run
@@ -207,10 +231,39 @@ func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) (res resul
 }
 
 func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Scenario {
-	if sc.Exclusive {
-		sh.exclusive.Lock()
-		defer sh.exclusive.Unlock()
-	} else {
+	var noInfra error
+	caps := needs(sc.Schedule(opts.Seed))
+	switch {
+	case slices.Contains(caps, fault.CapStandby) || slices.Contains(caps, fault.CapStandbySync):
+		// A failover destroys its primary: each such run gets a database
+		// with a standby (and a broker) of its own, stopped after it.
+		in, stop, err := sh.startReplicated(ctx, slices.Contains(caps, fault.CapStandbySync))
+		if err == nil {
+			defer stop()
+			sh = sh.on(in)
+		} else {
+			noInfra = err
+		}
+		sh.exclusive.RLock()
+		defer sh.exclusive.RUnlock()
+	case slices.Contains(caps, fault.CapCluster):
+		// Its runs go one at a time to a cluster of their own; where there
+		// is none, the run is not run (provision says why).
+		if in, release, err := sh.cluster.take(ctx, sh.logf); err == nil {
+			defer release()
+			sh = sh.on(in)
+		} else {
+			noInfra = err
+		}
+	case sc.Exclusive:
+		if in, release, err := sh.apart.take(ctx, sh.logf); err == nil {
+			defer release()
+			sh = sh.on(in)
+		} else {
+			sh.exclusive.Lock()
+			defer sh.exclusive.Unlock()
+		}
+	default:
 		sh.exclusive.RLock()
 		defer sh.exclusive.RUnlock()
 	}
@@ -218,11 +271,10 @@ func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	if variant == "" {
 		variant = "correct"
 	}
-	r := &run{sh: sh, sc: sc, opts: opts, links: map[string]*proxies.Link{},
-		res: &result.Scenario{Name: sc.Name, Variant: variant, Seed: opts.Seed, Window: sc.Window, Started: time.Now()}}
-	r.id = ident(sc.Name) + "_" + randomHex(3)
-	r.dbs, r.pools = map[string]string{}, map[string]*pgxpool.Pool{}
-	r.dir = filepath.Join(sh.Root, fmt.Sprintf("%s-%s-seed%d-%s", sc.Name, variant, opts.Seed, r.id[len(r.id)-6:]))
+	r := sh.newRun(sc, opts, variant, func(suffix string) string {
+		return fmt.Sprintf("%s-%s-seed%d-%s", sc.Name, variant, opts.Seed, suffix)
+	})
+	r.noInfra = noInfra
 	err := r.safeExecute(ctx)
 	r.endPhase()
 	teardownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -248,6 +300,16 @@ func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	r.res.DurationMS = time.Since(r.res.Started).Milliseconds()
 	sh.logf("%s [%s seed %d]: %s in %s", sc.Name, variant, opts.Seed, r.res.Verdict, time.Duration(r.res.DurationMS)*time.Millisecond)
 	return *r.res
+}
+
+// newRun is a run of sc, not begun: its id, and its folder below sh.Root,
+// named by folder from the end of the id.
+func (sh *Shared) newRun(sc Scenario, opts Options, variant string, folder func(suffix string) string) *run {
+	r := &run{sh: sh, sc: sc, opts: opts, links: map[string]*proxies.Link{}, dbs: map[string]string{}, pools: map[string]*pgxpool.Pool{},
+		res: &result.Scenario{Name: sc.Name, Variant: variant, Seed: opts.Seed, Window: sc.Window, Started: time.Now()}}
+	r.id = ident(sc.Name) + "_" + randomHex(3)
+	r.dir = filepath.Join(sh.Root, folder(r.id[len(r.id)-6:]))
+	return r
 }
 
 // finish masks the passwords in the result (errors can quote URLs and the
@@ -416,137 +478,6 @@ func (r *run) goroutinePanic() error {
 	return r.panicErr
 }
 
-// execute is the run proper; an error is a failure to run, not a verdict.
-func (r *run) execute(ctx context.Context) error {
-	r.startPhase(PhaseInfra)
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		return fmt.Errorf("run folder: %w", err)
-	}
-	faults := r.sc.Schedule(r.opts.Seed)
-	for _, need := range needs(faults) {
-		if need == fault.CapBrokerRestart && !r.sh.Infra.CanRestartBroker() {
-			r.res.Verdict = result.NotRun
-			return fmt.Errorf("not run: needs a broker restart, which the %s provider cannot do", r.sh.Infra.Name())
-		}
-	}
-	r.instances = r.plan()
-	r.roles = fault.NewRoles(r.faultInstances())
-	r.obsv = &observers{commits: fault.NewCommits()}
-	env := &fault.Env{
-		Roles: r.roles, Links: r.links, Infra: r.sh.Infra, VHost: r.id, DB: r.pools, Commits: r.obsv.commits,
-		Contract: r.sh.Target.Contract, Topology: r.sh.Target.Topology, Deadline: cmp.Or(r.opts.FaultDeadline, DefaultFaultDeadline),
-		Logf: func(format string, args ...any) { r.sh.logf(r.sc.Name+": "+format, args...) },
-	}
-	var notOffered []result.Fault
-	if r.sc.FaultsOptional {
-		faults, notOffered = offered(env, faults)
-	}
-	if why := r.unsupported(env, faults); why != "" {
-		r.res.Verdict = result.NotRun
-		return fmt.Errorf("not run on target %s: %s", r.sh.Target.Name, why)
-	}
-	if err := r.setupInfra(ctx); err != nil {
-		return err
-	}
-	if err := r.startProcesses(ctx, faults); err != nil {
-		return err
-	}
-	need := r.observeNeeds(faults)
-	if r.watches(need) {
-		r.installObservers(ctx)
-	}
-	if r.obsv.tapped {
-		env.Tap = TapQueue
-	}
-	if why := r.unobservable(need); why != "" {
-		r.res.Verdict = result.NotRun
-		return fmt.Errorf("not run on target %s: %s", r.sh.Target.Name, why)
-	}
-
-	r.startPhase(PhaseWorkload)
-	workloadStart := time.Now()
-	wl := workload.New(r.sc.Workload, r.sh.Target.Workload, uint64(r.opts.Seed), r.producerAddr())
-	env.Processes = r.sup
-	env.Acknowledged = wl.Acknowledged
-	runCtx, cancelRun := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancelRun()
-	faultsDone := r.inject(runCtx, env, faults)
-	stopTick := r.tick(PhaseWorkload, func() float64 {
-		return float64(wl.Acknowledged()) / float64(max(r.sc.Workload.Orders*max(r.sc.Workload.EventsPerOrder, 1), 1))
-	})
-	wlErr := wl.Run(runCtx)
-	stopTick()
-	r.startPhase(PhaseFaults)
-	faultResults := faultsDone()
-	r.res.Faults = append(faultResults, notOffered...)
-	if wlErr != nil {
-		return fmt.Errorf("workload: %w (%d orders acknowledged)", wlErr, wl.Acknowledged())
-	}
-	// Every fault has ended. What one could not undo, and a link that does
-	// not carry traffic, would keep the pipeline from converging for the
-	// harness's reasons: the run shows nothing, and waits for nothing.
-	if notUndone := r.res.NotUndone(); len(notUndone) > 0 {
-		return fmt.Errorf("not waiting for convergence: %s", strings.Join(notUndone, "; "))
-	}
-	if err := checkLinks(runCtx, r.links, linkCheckTimeout); err != nil {
-		return fmt.Errorf("after the faults: %w", err)
-	}
-
-	r.startPhase(PhaseConverging)
-	src := r.sources()
-	timeout := r.sc.Converge
-	if timeout == 0 {
-		timeout = 45 * time.Second
-	}
-	if r.opts.Converge > 0 {
-		timeout = r.opts.Converge
-	}
-	convStart := time.Now()
-	stopTick = r.tick(PhaseConverging, func() float64 { return time.Since(convStart).Seconds() / timeout.Seconds() })
-	convergedAt, convErr := check.WaitConverged(runCtx, src, timeout, QuietWindow)
-	stopTick()
-	if isDown(convErr) {
-		return convErr
-	}
-	lastFault := time.Time{}
-	for _, f := range faultResults {
-		if f.End.After(lastFault) {
-			lastFault = f.End
-		}
-	}
-	converged := result.Invariant{Name: check.Converged, OK: convErr == nil}
-	if convErr != nil {
-		converged.Detail = convErr.Error()
-		converged.Violations = []result.Violation{{Kind: "not-converged", Message: convErr.Error()}}
-		r.res.RecoveryMS = -1
-	} else if !lastFault.IsZero() {
-		r.res.RecoveryMS = max(convergedAt.Sub(lastFault).Milliseconds(), 0)
-	}
-
-	r.startPhase(PhaseChecking)
-	stopCtx, cancelStop := context.WithTimeout(ctx, 20*time.Second)
-	_ = r.sup.StopAll(stopCtx)
-	cancelStop()
-	src.LogPaths = r.logPaths()
-	obs, err := check.Observe(ctx, src)
-	if err != nil {
-		return fmt.Errorf("observe: %w", err)
-	}
-	r.obs = obs
-	checked, counts := check.Check(obs, check.Options{Ordered: r.sc.Ordered, NoneFailed: r.sc.NoneFailed})
-	invs := append([]result.Invariant{converged}, checked...)
-	evidence := check.Evaluate(obs, r.sc.Evidence)
-	if r.sc.Expect != nil {
-		evidence = append(evidence, r.sc.Expect(obs, faultResults, invs))
-	}
-	r.res.Invariants = invs
-	r.res.Evidence = evidence
-	r.res.Counts = counts
-	r.res.Timeline = check.BuildTimeline(obs, workloadStart, time.Now(), faultResults, invs)
-	r.markSupervised(r.res.Timeline, workloadStart)
-	return nil
-}
-
 // inject starts every fault at once; the function it returns waits for
 // them all and returns their results, in schedule order. A fault that
 // panics is recorded as erred (the panic's stack in the run's folder).
@@ -598,21 +529,24 @@ func (r *run) markSupervised(tl *result.Timeline, start time.Time) {
 			tl.Lanes[i].Marks = append(tl.Lanes[i].Marks, result.Mark{AtMS: e.At.Sub(start).Milliseconds(), Kind: e.Kind, Label: e.Detail})
 		}
 	}
+	// A lane reads in time order: the supervisor's marks came after the
+	// event log's.
+	for i := range tl.Lanes {
+		slices.SortStableFunc(tl.Lanes[i].Marks, func(a, b result.Mark) int { return cmp.Compare(a.AtMS, b.AtMS) })
+	}
 }
 
-func (r *run) sources() check.Sources {
-	t := r.sh.Target
-	src := check.Sources{DB: r.pools, Contract: t.Contract, Topology: t.Topology, Queue: r.probe().queue,
-		LogRoles: r.logRoles(), Windows: map[string]map[string]string{}, Instances: map[string]string{}}
-	if r.sup != nil {
-		src.Down = r.sup.Down
-	}
+// ends is what the run tells the reading of its end state of its
+// processes: the roles that write event logs, the role references'
+// instances, and each instance's crash points by window.
+func (r *run) ends() observe.Ends {
+	e := observe.Ends{LogRoles: r.logRoles(), Windows: map[string]map[string]string{}, Instances: map[string]string{}}
 	count := map[string]int{}
 	for _, in := range r.instances {
 		count[in.proc.Role]++
-		src.Instances[fault.Ref(in.proc.Role, count[in.proc.Role])] = in.name
+		e.Instances[fault.Ref(in.proc.Role, count[in.proc.Role])] = in.name
 		if count[in.proc.Role] == 1 {
-			src.Instances[in.proc.Role] = in.name
+			e.Instances[in.proc.Role] = in.name
 		}
 	}
 	for _, in := range r.instances {
@@ -620,38 +554,9 @@ func (r *run) sources() check.Sources {
 		for window, own := range in.proc.CrashPoints {
 			w[own] = window
 		}
-		src.Windows[in.name] = w
+		e.Windows[in.name] = w
 	}
-	if r.obsv != nil && r.obsv.audit {
-		src.Audit = r.readAudit
-	}
-	if r.obsv != nil && r.obsv.tapped {
-		src.Tap = r.readTap
-	}
-	return src
-}
-
-// unobservable says why a scenario that watches the target from outside
-// cannot run ("" if it can): what it needs was not installed.
-func (r *run) unobservable(need map[check.Need]bool) string {
-	var why []string
-	if (need[check.NeedAudit] && !r.obsv.audit) || (need[check.NeedCommits] && r.obsv.commits.Err() != nil) {
-		why = append(why, strings.Join(r.obsv.why, "; "))
-	}
-	if need[check.NeedTap] && !r.obsv.tapped {
-		why = append(why, "the tap queue could not be bound")
-	}
-	return strings.Join(why, "; ")
-}
-
-// probe is the run's one queue probe, closed at teardown.
-func (r *run) probe() *queueProbe {
-	if r.qprobe == nil {
-		p := &queueProbe{infra: r.sh.Infra, vhost: r.id}
-		r.cleanup = append(r.cleanup, func(context.Context) { p.close() })
-		r.qprobe = p
-	}
-	return r.qprobe
+	return e
 }
 
 func (r *run) logPaths() []string {
@@ -732,16 +637,30 @@ func (r *run) setupInfra(ctx context.Context) error {
 		return err
 	}
 
+	// Each instance's links: to the database, to the broker, and on a
+	// clustered broker one to each other node besides its own
+	// (<instance>.amqp-n<k>, k 1-based).
+	pgUpstream, amqpUpstream := in.LinkUpstreams()
+	upstreams := map[string]string{}
 	var names []string
 	for _, inst := range r.instances {
 		names = append(names, inst.name+".pg", inst.name+".amqp")
-	}
-	pgUpstream, amqpUpstream := in.LinkUpstreams()
-	for _, name := range names {
-		upstream := pgUpstream
-		if strings.HasSuffix(name, ".amqp") {
-			upstream = amqpUpstream
+		upstreams[inst.name+".pg"], upstreams[inst.name+".amqp"] = pgUpstream, amqpUpstream
+		if c, ok := in.(infra.Cluster); ok && r.clientNodes != nil {
+			nodes := c.Nodes()
+			for k, n := range nodes {
+				if k == r.clientNodes[inst.name] {
+					upstreams[inst.name+".amqp"] = n.Upstream
+					continue
+				}
+				name := otherNodeLink(inst.name, k)
+				names = append(names, name)
+				upstreams[name] = n.Upstream
+			}
 		}
+	}
+	for _, name := range names {
+		upstream := upstreams[name]
 		proxyName := r.id + "." + name
 		link, err := r.sh.Proxies.AddLink(ctx, proxyName, upstream)
 		if err != nil {
@@ -751,6 +670,28 @@ func (r *run) setupInfra(ctx context.Context) error {
 		r.cleanup = append(r.cleanup, func(ctx context.Context) { _ = r.sh.Proxies.RemoveLink(ctx, proxyName) })
 	}
 	return nil
+}
+
+// otherNodeLink names an instance's link to cluster node k (0-based) other
+// than its own.
+func otherNodeLink(instance string, k int) string {
+	return fmt.Sprintf("%s.amqp-n%d", instance, k+1)
+}
+
+// nodesOf spreads the instances over the cluster's nodes, one after the
+// other in start order (the consumer, which declares the queue, on the
+// first): the node each instance's own broker link goes to. Nil on one
+// node.
+func (r *run) nodesOf() map[string]int {
+	c, ok := r.sh.Infra.(infra.Cluster)
+	if !ok || len(c.Nodes()) < 2 {
+		return nil
+	}
+	out := map[string]int{}
+	for i, in := range r.instances {
+		out[in.name] = i % len(c.Nodes())
+	}
+	return out
 }
 
 // viaLink rewrites a URL's host to the link's listen address and, for
@@ -768,22 +709,6 @@ func viaLink(raw string, link *proxies.Link, appName string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.String()
-}
-
-// startProcesses starts the target's consumers first (they declare the
-// queue) and waits until the queue has a consumer, then the relays, then
-// the producers — each instance through its own links. The first failure
-// ends it.
-func (r *run) startProcesses(ctx context.Context, faults []fault.Fault) error {
-	if err := r.newSupervisor(); err != nil {
-		return err
-	}
-	var first error
-	r.startInstances(ctx, faults, func(_ instance, err error) bool {
-		first = err
-		return false
-	})
-	return first
 }
 
 // newSupervisor makes the run's supervisor, its log in the run's folder,
@@ -814,7 +739,7 @@ func (r *run) newSupervisor() error {
 // consumer is up, waits until the queue has a consumer. A failure — an
 // instance that does not become ready (in is it), the queue never consumed
 // (in is zero) — goes to failed, which says whether to go on.
-func (r *run) startInstances(ctx context.Context, faults []fault.Fault, failed func(in instance, err error) bool) {
+func (r *run) startInstances(ctx context.Context, faults []fault.Fault, watch *observe.Watch, failed func(in instance, err error) bool) {
 	consumers := 0
 	for _, in := range r.instances {
 		if in.proc.Role == protocol.Consumer {
@@ -843,7 +768,7 @@ func (r *run) startInstances(ctx context.Context, faults []fault.Fault, failed f
 			continue
 		}
 		if started++; started == consumers && up == consumers {
-			if err := r.waitConsuming(ctx); err != nil && !failed(instance{}, err) {
+			if err := r.waitConsuming(ctx, watch); err != nil && !failed(instance{}, err) {
 				return
 			}
 		}
@@ -856,10 +781,10 @@ func (r *run) startInstances(ctx context.Context, faults []fault.Fault, failed f
 // a passive declare every ConsumerPoll: the management API's view of a queue
 // declared a moment ago lags by seconds, and waiting on it cost each run
 // about 5 s. It gives up after consumerStartTimeout.
-func (r *run) waitConsuming(ctx context.Context) error {
+func (r *run) waitConsuming(ctx context.Context, watch *observe.Watch) error {
 	ctx, cancel := context.WithTimeout(ctx, consumerStartTimeout)
 	defer cancel()
-	if err := r.probe().waitConsumer(ctx, r.sh.Target.Topology.Queue, ConsumerPoll); err != nil {
+	if err := watch.WaitConsumer(ctx, r.sh.Target.Topology.Queue, ConsumerPoll); err != nil {
 		return fmt.Errorf("the consumer did not start consuming: %w", err)
 	}
 	return nil

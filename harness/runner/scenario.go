@@ -8,12 +8,15 @@
 package runner
 
 import (
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/harness/workload"
 )
 
@@ -21,15 +24,34 @@ import (
 type Scenario struct {
 	Name        string
 	Description string
-	// Window is the failure window (docs/design.md's table) the scenario
-	// opens.
+	// Window names the window the scenario opens, as the protocol does
+	// (protocol.DescribeWindow: a crash-point window, one faultline opens
+	// from outside, a black-box one); "" for none of its own (a random
+	// mix). Reports and list word it from there.
 	Window string
 
 	Workload workload.Spec
 	// Settings are knobs of the target the scenario turns (the target
-	// file's settings: retry-budget, lease-renewal, ...), name → value. A
-	// target that does not offer one does not run the scenario.
+	// file's settings: retry-budget, lease-renewal, ...), name → value,
+	// that it cannot do without: a target that does not offer one does not
+	// run the scenario.
 	Settings map[string]string
+	// Prefers are settings that only tune the scenario's timing (how long
+	// a relay rides out an unbound queue): applied where the target offers
+	// them, as Settings are; where it does not, the scenario still runs,
+	// as Without makes it.
+	Prefers map[string]string
+	// Without is the scenario as it runs on a target that does not offer
+	// every preferred setting (missing names those it lacks, sorted): its
+	// timing bounded instead, and how in a line; or an error saying why it
+	// cannot run there (not run). Nil: it runs unchanged, untuned.
+	Without func(sc Scenario, t *target.Target, missing []string) (Scenario, string, error)
+	// Relay, when set, is the scenario as it runs on the target's relay
+	// model (target.Relay): re-timed by what that relay shows from
+	// outside, and how in a line; or an error saying why the model offers
+	// no such window (the scenario is not offered there, never run to
+	// fail). Nil: the scenario is the same on every relay.
+	Relay func(sc Scenario, t *target.Target) (Scenario, string, error)
 	// Instances overrides the target's instance count of a role (e.g.
 	// one relay, so one claim holds every row).
 	Instances map[string]int
@@ -37,17 +59,19 @@ type Scenario struct {
 	Faults func(rng *rand.Rand) []fault.Fault
 	// Evidence the run must show: a scenario that never opened its window fails.
 	Evidence []check.Evidence
-	// Ordered checks per-aggregate order.
-	Ordered bool
-	// NoneFailed: the scenario's outage is shorter than the retry budget's
-	// backoff, so an event the pipeline gave up on (Failed) is a violation.
-	NoneFailed bool
+	// Invariants names the optional invariants (check.AllInvariants) the
+	// run is judged by besides the always-on ones: check.NoneGaveUp where
+	// the outage is shorter than the retry budget's backoff, so an event
+	// the pipeline gave up on (Failed) is a violation; check.AggregateOrder
+	// where the pipeline promises per-aggregate order.
+	Invariants []string
 	// Expect accepts violations the scenario exists to show (a documented
 	// limit): it marks those invariants Expected in place and returns the
 	// evidence that the checker reported exactly them.
 	Expect func(o *check.Observation, faults []result.Fault, invs []result.Invariant) result.Evidence
-	// Exclusive scenarios touch shared infrastructure (the broker) and run
-	// alone.
+	// Exclusive scenarios restart the broker: they run on an
+	// infrastructure of their own where the provider can start one, else
+	// alone on the shared one.
 	Exclusive bool
 	// FaultsOptional: the faults are drawn at random and one may find
 	// nothing to hit (a crash point of a process with no batch left); a
@@ -56,6 +80,44 @@ type Scenario struct {
 	FaultsOptional bool
 	// Converge bounds the wait for convergence (default 45s).
 	Converge time.Duration
+}
+
+// On is the scenario as it runs on t: the preferred settings t offers
+// join its Settings; for those it lacks, Without says how it runs instead
+// (the line says how, "" when nothing was missing), or why it cannot.
+func (s Scenario) On(t *target.Target) (Scenario, string, error) {
+	s, how, err := s.onRelay(t)
+	if err != nil {
+		return s, "", err
+	}
+	out, settingsHow, err := s.onSettings(t)
+	return out, JoinLines(how, settingsHow), err
+}
+
+// onSettings is On for the preferred settings.
+func (s Scenario) onSettings(t *target.Target) (Scenario, string, error) {
+	if len(s.Prefers) == 0 {
+		return s, "", nil
+	}
+	var missing []string
+	settings := maps.Clone(s.Settings)
+	if settings == nil {
+		settings = map[string]string{}
+	}
+	for name, v := range s.Prefers {
+		if _, ok := t.Settings[name]; ok {
+			settings[name] = v
+		} else {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	out := s
+	out.Settings, out.Prefers, out.Without = settings, nil, nil
+	if len(missing) == 0 || s.Without == nil {
+		return out, "", nil
+	}
+	return s.Without(out, t, missing)
 }
 
 // Schedule resolves the scenario's faults for a seed.
@@ -67,12 +129,4 @@ func (s Scenario) Schedule(seed int64) []fault.Fault {
 }
 
 // needs lists the capabilities a schedule's faults need.
-func needs(faults []fault.Fault) []string {
-	var out []string
-	for _, f := range faults {
-		if n, ok := f.(fault.Needs); ok {
-			out = append(out, n.Needs()...)
-		}
-	}
-	return out
-}
+func needs(faults []fault.Fault) []string { return fault.NeedsOf(faults) }

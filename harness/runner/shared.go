@@ -158,7 +158,14 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	took := time.Since(started)
 	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", took.Round(time.Millisecond), filepath.Clean(root))
 	sh := &Shared{Infra: in, Proxies: px, Target: opts.Target, BuildDir: b.BuildDir, Root: root, Log: log, StartedIn: took, StartParts: parts,
-		exclusive: &sync.RWMutex{}, ports: b.Ports}
+		exclusive: &sync.RWMutex{}, apart: newApart(in), ports: b.Ports, tracker: &tracker{}}
+	if srv, ok := px.(*proxies.Server); ok {
+		sh.cluster = newClusterApart(in, srv)
+	}
+	// Registered after the infrastructure's stop, so run before it (and
+	// the runs' processes stop before the infrastructure they use).
+	cleanup.Add("stop the infrastructure for broker restarts", sh.apart.stop)
+	cleanup.Add("stop the clustered broker", sh.cluster.stop)
 	cleanup.Add("stop and remove unfinished runs", func(ctx context.Context) error {
 		sh.RemoveUnfinished(ctx)
 		return nil
@@ -184,7 +191,8 @@ func (sh *Shared) WithTarget(ctx context.Context, t *target.Target, cleanup *sup
 		return nil, err
 	}
 	other := &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: dir, Root: sh.Root, Log: sh.Log,
-		StartedIn: time.Since(started), StartParts: map[string]time.Duration{"build": time.Since(started)}, exclusive: sh.exclusive, ports: sh.ports}
+		StartedIn: time.Since(started), StartParts: map[string]time.Duration{"build": time.Since(started)}, exclusive: sh.exclusive,
+		apart: sh.apart, cluster: sh.cluster, ports: sh.ports, tracker: &tracker{}} // its runs are its cleanup's
 	cleanup.Add("stop and remove unfinished runs of "+t.Name, func(ctx context.Context) error {
 		other.RemoveUnfinished(ctx)
 		return nil
@@ -197,7 +205,7 @@ func (sh *Shared) WithTarget(ctx context.Context, t *target.Target, cleanup *sup
 // no event log): the same programs, infrastructure and broker lock.
 func (sh *Shared) Reading(t *target.Target) *Shared {
 	return &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: sh.BuildDir, Root: sh.Root, Log: sh.Log,
-		StartedIn: sh.StartedIn, StartParts: sh.StartParts, exclusive: sh.exclusive, ports: sh.ports}
+		StartedIn: sh.StartedIn, StartParts: sh.StartParts, exclusive: sh.exclusive, apart: sh.apart, cluster: sh.cluster, ports: sh.ports, tracker: sh.tracker}
 }
 
 // Timing is the time to a verdict as far as the shared infrastructure and

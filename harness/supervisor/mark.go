@@ -74,18 +74,25 @@ func marked(mark string) ([]int, error) {
 }
 
 // KillMarked sends SIGKILL to every process marked with mark (see
-// EnvRunMark), and scans again until a scan finds none: a marked process
+// EnvRunMark), and scans again until two scans in a row find none: a marked process
 // may fork between the scan and its kill. It returns the pids it killed,
 // and an error if some are still there when ctx ends.
 func KillMarked(ctx context.Context, mark string) ([]int, error) {
 	var killed []int
+	// A process in the middle of an exec shows an empty environment for a
+	// moment: one scan that finds nothing is not enough, two in a row are.
+	empty := 0
 	for {
 		pids, err := marked(mark)
 		if err != nil {
 			return killed, err
 		}
 		if len(pids) == 0 {
-			return killed, nil
+			if empty++; empty == 2 {
+				return killed, nil
+			}
+		} else {
+			empty = 0
 		}
 		for _, pid := range pids {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {

@@ -126,6 +126,11 @@ func TestHostileFields(t *testing.T) {
 		{"build timeout a century", "topology:", "build: {command: [make], timeout: 876000h}\ntopology:", 13, "build.timeout", `bad duration "876000h": at most 1h0m0s`},
 		{"ready timeout too long", `ready: {tcp: "{{http_addr}}"}`, `ready: {tcp: "{{http_addr}}", timeout: 2h}`, 10, "processes[0].ready.timeout", "at most 1h0m0s"},
 		{"lease too long", "topology:", "timing: {lease: 48h}\ntopology:", 13, "timing.lease", "at most 1h0m0s"},
+		{"too many known findings", "topology:", "known_findings: [" + strings.Repeat("{scenario: a, violations: [lost], cause: c}, ", 257) + "]\ntopology:", 13, "known_findings", "257 items: at most 256"},
+		{"too many kinds in a known finding", "topology:", "known_findings: [{scenario: a, violations: [" + strings.Repeat("lost, ", 257) + "], cause: c}]\ntopology:", 13, "known_findings[0].violations", "257 items: at most 256"},
+		{"known finding's cause a novel", "topology:", "known_findings: [{scenario: a, violations: [lost], cause: " + strings.Repeat("x", 2001) + "}]\ntopology:", 13, "known_findings[0].cause", "2001 bytes: at most 2000"},
+		{"known finding's cause rewrites the terminal", "topology:", "known_findings: [{scenario: a, violations: [lost], cause: \"red \\e[31m\"}]\ntopology:", 13, "known_findings[0].cause", "control character U+001B at byte 4"},
+		{"known finding's scenario a path", "topology:", "known_findings: [{scenario: ../../etc, violations: [lost], cause: c}]\ntopology:", 13, "known_findings[0].scenario", "is not a scenario name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

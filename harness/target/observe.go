@@ -49,9 +49,10 @@ func (t Table) ArticleStatus(v string) string {
 // Ident splits a possibly schema-qualified name for pgx.Identifier.
 func Ident(name string) []string { return strings.Split(name, ".") }
 
-func (d *decoder) decodeObserve(m *mapping, c Contract) Observe {
+func (d *decoder) decodeObserve(m *mapping, c Contract, model string) Observe {
+	status, claim := d.outboxDefaults(model)
 	o := Observe{
-		Outbox:  Table{Database: c.Facts.Database, Name: "outbox_messages", EventID: "event_id", Status: "status", Claim: "locked_by", Default: true},
+		Outbox:  Table{Database: c.Facts.Database, Name: "outbox_messages", EventID: "event_id", Status: status, Claim: claim, Default: true},
 		Facts:   Table{Database: c.Facts.Database, Name: "orders", Default: true},
 		Effects: Table{Database: c.Effects.Database, Name: "inventory_reservations", EventID: "event_id", Default: true},
 	}

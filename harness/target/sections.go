@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/faultline-dev/faultline/protocol"
 	"go.yaml.in/yaml/v3"
@@ -24,6 +26,10 @@ var (
 	// ".." (checked apart, as RE2 has no lookahead).
 	pipelineName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 	processName  = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+	// scenarioName is the shape of a catalogue scenario's name; whether
+	// the catalogue has it is checked where the catalogue is known (the
+	// gate, list).
+	scenarioName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,99}$`)
 	yamlError    = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 	// yamlParserError matches the errors of the YAML parser (not of its
 	// scanner), whose line yaml.v3 reports counted from 0: the line where
@@ -56,7 +62,7 @@ func (d *decoder) decode(data []byte) *Target {
 	}
 	root := doc.Content[0]
 	m, ok := d.mapping(val{n: root, line: root.Line}, "faultline", "name", "build", "databases", "schema",
-		"processes", "timing", "workload", "topology", "contract", "observe", "settings", "variants")
+		"processes", "relay", "timing", "workload", "topology", "contract", "observe", "settings", "variants", "known_findings")
 	if !ok {
 		return nil
 	}
@@ -93,12 +99,15 @@ func (d *decoder) decode(data []byte) *Target {
 			t.RidesOut = d.optDuration(tm, "rides_out", 0)
 		}
 	}
+	t.Relay = d.decodeRelay(m)
 	t.Workload = d.decodeWorkload(m)
 	t.Topology = d.decodeTopology(m)
-	t.Contract = d.decodeContract(m)
-	t.Observe = d.decodeObserve(m, t.Contract)
+	t.Contract = d.decodeContract(m, t.Relay.Model)
+	t.Observe = d.decodeObserve(m, t.Contract, t.Relay.Model)
+	d.checkRelay(t, m.vals["contract"].line)
 	t.Settings = d.decodeSettings(m, t.Processes)
 	t.Variants = d.decodeVariants(m)
+	t.KnownFindings = d.decodeKnownFindings(m)
 	return t
 }
 
@@ -394,6 +403,22 @@ func (d *decoder) decodeProcess(v val) (Process, int) {
 // placeholder name: "postgres" (it talks to PostgreSQL), "amqp" (to
 // RabbitMQ), "control_addr".
 func (p Process) Uses(name string) bool { return usesAny(p.Command, p.Env, name) }
+
+// TakesBrokerNodes says why the target cannot be handed several broker
+// nodes ("" if it can): every process that talks to the broker must take
+// {{amqp_urls}}, or it would hold on to one node a cluster fault kills.
+func (t *Target) TakesBrokerNodes() string {
+	var not []string
+	for _, p := range t.Processes {
+		if p.Uses("amqp") && !p.Uses("amqp_urls") {
+			not = append(not, p.Name)
+		}
+	}
+	if len(not) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the target file hands %s no {{amqp_urls}} (every node's address): it cannot use several broker nodes", strings.Join(not, ", "))
+}
 
 func usesAny(args []Template, env []EnvVar, name string) bool {
 	for _, a := range args {
@@ -778,13 +803,13 @@ func (d *decoder) decodeTopology(m *mapping) Topology {
 	return t
 }
 
-func (d *decoder) decodeContract(m *mapping) Contract {
+func (d *decoder) decodeContract(m *mapping, model string) Contract {
 	var c Contract
 	cv, present := m.get("contract")
 	var cm *mapping
 	if present {
 		var ok bool
-		if cm, ok = d.mapping(cv, "facts", "effects", "outbox", "inbox", "held_back", "payload", "inbox_expire"); !ok {
+		if cm, ok = d.mapping(cv, "facts", "effects", "outbox", "inbox", "held_back", "payload", "inbox_expire", "pending"); !ok {
 			return c
 		}
 	}
@@ -852,11 +877,12 @@ func (d *decoder) decodeContract(m *mapping) Contract {
 		}
 		return &Query{Database: db, SQL: def, Default: true}
 	}
-	c.Outbox = optional("outbox", c.Facts.Database, defaultOutboxSQL)
+	c.Outbox = optional("outbox", c.Facts.Database, defaultOutbox(model))
 	c.Inbox = optional("inbox", c.Effects.Database, defaultInboxSQL)
 	c.HeldBack = optional("held_back", "", "")
 	c.Payload = optional("payload", c.Facts.Database, defaultPayloadSQL)
 	c.InboxExpire = optional("inbox_expire", c.Effects.Database, defaultInboxExpireSQL)
+	c.Pending = optional("pending", "", "")
 	return c
 }
 
@@ -964,8 +990,10 @@ func (d *decoder) settingExplore(v val) *SettingExplore {
 	return x
 }
 
-func (d *decoder) decodeVariants(m *mapping) []Variant {
-	v, ok := m.get("variants")
+// entries reads key of m, when given, as a list of mappings of the known
+// fields; an item that is not such a mapping is reported and left out.
+func (d *decoder) entries(m *mapping, key string, known ...string) []*mapping {
+	v, ok := m.get(key)
 	if !ok {
 		return nil
 	}
@@ -973,14 +1001,20 @@ func (d *decoder) decodeVariants(m *mapping) []Variant {
 	if !ok {
 		return nil
 	}
+	var out []*mapping
+	for _, item := range items {
+		if e, ok := d.mapping(item, known...); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (d *decoder) decodeVariants(m *mapping) []Variant {
 	first := map[string]int{}
 	var vs []Variant
-	for _, item := range items {
-		vr := Variant{Line: item.line}
-		m, ok := d.mapping(item, "name", "guard", "expect", "caught_by", "env")
-		if !ok {
-			continue
-		}
+	for _, m := range d.entries(m, "variants", "name", "guard", "expect", "caught_by", "env") {
+		vr := Variant{Line: m.v.line}
 		if nv, ok := d.require(m, "name", ""); ok {
 			if name, ok := d.nonEmpty(nv); ok {
 				switch line, dup := first[name]; {
@@ -1020,4 +1054,94 @@ func (d *decoder) decodeVariants(m *mapping) []Variant {
 		}
 	}
 	return vs
+}
+
+// maxCause bounds a known finding's cause: a sentence or a short
+// paragraph, printed in the gate's summary and the report.
+const maxCause = 2000
+
+func (d *decoder) decodeKnownFindings(m *mapping) []KnownFinding {
+	first := map[string]int{}
+	var out []KnownFinding
+	for _, m := range d.entries(m, "known_findings", "scenario", "violations", "cause") {
+		k := KnownFinding{Line: m.v.line}
+		if sv, ok := d.require(m, "scenario", "the scenario that shows the finding"); ok {
+			const what = "a scenario name (lowercase letters, digits and -, from a letter, at most 100)"
+			if name, ok := d.matching(sv, scenarioName, what); ok {
+				if line, dup := first[name]; dup {
+					d.problem(sv.line, sv.field, "known finding of scenario %q given twice (first at line %d): list every kind it shows in one entry", name, line)
+				} else {
+					first[name] = sv.line
+					k.Scenario = name
+				}
+			}
+		}
+		if vv, ok := d.require(m, "violations", "the violation kinds the finding shows"); ok {
+			k.Violations = d.kinds(vv)
+		}
+		if cv, ok := d.require(m, "cause", "the behaviour of the pipeline or its library the finding comes from"); ok {
+			k.Cause = d.cause(cv)
+		}
+		if k.Scenario != "" && len(k.Violations) > 0 && k.Cause != "" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// kinds reads a non-empty list of violation kinds, each once.
+func (d *decoder) kinds(v val) []string {
+	items, ok := d.seq(v)
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		d.problem(v.line, v.field, "must name at least one violation kind (%s)", strings.Join(expects(), ", "))
+		return nil
+	}
+	var kinds []string
+	bad := false
+	for _, item := range items {
+		kind, ok := d.oneOf(item, "violation kind", expects())
+		switch {
+		case !ok:
+			bad = true
+		case slices.Contains(kinds, kind):
+			d.problem(item.line, item.field, "violation kind %q given twice", kind)
+			bad = true
+		default:
+			kinds = append(kinds, kind)
+		}
+	}
+	if bad {
+		return nil
+	}
+	return kinds
+}
+
+// cause reads a known finding's cause: text for a person, bounded, without
+// control characters (it is printed on a terminal), its spaces trimmed.
+func (d *decoder) cause(v val) string {
+	s, ok := d.nonEmpty(v)
+	if !ok {
+		return ""
+	}
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		d.problem(v.line, v.field, "must not be empty")
+		return ""
+	case len(s) > maxCause:
+		d.problem(v.line, v.field, "%d bytes: at most %d (say the cause in a sentence or two; the details belong in the pipeline's README)", len(s), maxCause)
+		return ""
+	case !utf8.ValidString(s):
+		d.problem(v.line, v.field, "not valid UTF-8")
+		return ""
+	}
+	if i := strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		d.problem(v.line, v.field, "control character %U at byte %d: the cause is printed on a terminal", r, i)
+		return ""
+	}
+	return s
 }

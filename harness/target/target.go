@@ -42,12 +42,18 @@ type Target struct {
 	// bindings the relays ride out: an unroutable spell no longer than this
 	// must leave no row Failed. 0: not said, and not checked.
 	RidesOut time.Duration
+	Relay    Relay // how the relay takes work from the outbox
 	Workload Workload
 	Topology Topology
 	Contract Contract
 	Observe  Observe
 	Settings map[string]Setting
 	Variants []Variant
+	// KnownFindings are weaknesses of the pipeline as built (of a library
+	// it uses) that the gate finds and the file declares: the gate passes
+	// when a scenario shows exactly its finding, and fails when it no
+	// longer does.
+	KnownFindings []KnownFinding
 }
 
 // Command is a program to run, in the target file's folder.
@@ -150,6 +156,10 @@ type Topology struct {
 type Contract struct {
 	Facts, Effects                                Query
 	Outbox, Inbox, HeldBack, Payload, InboxExpire *Query
+	// Pending lists (column event_id) the committed outbox events the
+	// relay has not settled yet: for an offset relay, those beyond its
+	// committed position.
+	Pending *Query
 }
 
 // Query is one query of the contract.
@@ -201,6 +211,29 @@ type Variant struct {
 	CaughtBy            []string // scenario names
 	Env                 []EnvVar // added to every process
 	Line                int
+}
+
+// KnownFinding is a weakness the gate finds in the pipeline as built,
+// declared so that it does not fail the gate: the scenario that shows it,
+// the violation kinds it shows (a run of that scenario on the correct
+// pipeline failing with these kinds only is the finding; any other kind
+// still fails), and the behaviour of the pipeline or its library it comes
+// from.
+type KnownFinding struct {
+	Scenario   string
+	Violations []string // violation kinds, each once, in file order
+	Cause      string
+	Line       int
+}
+
+// KnownFinding returns the known finding of that scenario.
+func (t *Target) KnownFinding(scenario string) (KnownFinding, bool) {
+	for _, k := range t.KnownFindings {
+		if k.Scenario == scenario {
+			return k, true
+		}
+	}
+	return KnownFinding{}, false
 }
 
 // Load reads, parses and checks the target file at path, and applies its

@@ -198,7 +198,7 @@ func TestBroken(t *testing.T) {
 		field   string
 		message string
 	}{
-		{14, "processes[0].command[1]", `unknown placeholder "pg_url" (known: amqp, build_dir, control_addr,`},
+		{14, "processes[0].command[1]", `unknown placeholder "pg_url" (known: amqp, amqp_urls, build_dir, control_addr,`},
 		{17, "processes[0].ready", "give exactly one of http, tcp, log"},
 		{21, "processes[0].crashpoints", `"relay.after-confirm" is not a consumer window (consumer windows: consumer.after-receive,`},
 		{25, "processes[1].command[1]", `unknown database "nope" (databases: orders, inventory)`},
@@ -425,6 +425,8 @@ func TestRender(t *testing.T) {
 		"{{instance}}", "relay-2",
 		`{{postgres "orders"}}`, "postgres://proxy:6001/orders",
 		"{{amqp}}", "amqp://guest:guest@127.0.0.1:5672/run-1",
+		// one node: {{amqp_urls}} is {{amqp}}
+		"{{amqp_urls}}", "amqp://guest:guest@127.0.0.1:5672/run-1",
 		"{{event_log}}", "/tmp/run/relay-2.jsonl",
 		"{{control_addr}}", "127.0.0.1:7101",
 	)
@@ -560,4 +562,73 @@ func TestObserveStatuses(t *testing.T) {
 	ref, err := Parse("faultline.yaml", []byte(minimal))
 	require.NoError(t, err)
 	assert.Equal(t, "Processing", ref.Observe.Outbox.ArticleStatus("Processing"), "no statuses: the article's names")
+}
+
+func TestKnownFindings(t *testing.T) {
+	data := minimal + `known_findings:
+  - scenario: blackbox-unroutable-then-routable
+    violations: [lost]
+    cause: "  the library registers no basic.return listener  "
+  - scenario: random-chaos
+    violations: [lost, stuck-row]
+    cause: >
+      a folded
+      cause
+`
+	tg, err := parseWithin(t, "faultline.yaml", []byte(data))
+	require.NoError(t, err)
+	require.Len(t, tg.KnownFindings, 2)
+	assert.Equal(t, KnownFinding{Scenario: "blackbox-unroutable-then-routable", Violations: []string{"lost"},
+		Cause: "the library registers no basic.return listener", Line: 18}, tg.KnownFindings[0])
+	assert.Equal(t, []string{"lost", "stuck-row"}, tg.KnownFindings[1].Violations)
+	assert.Equal(t, "a folded cause", tg.KnownFindings[1].Cause)
+	k, ok := tg.KnownFinding("random-chaos")
+	assert.True(t, ok)
+	assert.Equal(t, 21, k.Line)
+	_, ok = tg.KnownFinding("broker-restart")
+	assert.False(t, ok)
+
+	tg, err = parseWithin(t, "faultline.yaml", []byte(minimal))
+	require.NoError(t, err)
+	assert.Empty(t, tg.KnownFindings)
+}
+
+// Each mistake in known_findings is one problem naming its line and field.
+func TestKnownFindingsMistakes(t *testing.T) {
+	entry := func(body string) string { return minimal + "known_findings:\n" + body }
+	tests := []struct {
+		name    string
+		data    string
+		line    int
+		field   string
+		message string
+	}{
+		{"not a list", minimal + "known_findings: {scenario: x}\n", 17, "known_findings", "want a list"},
+		{"no scenario", entry("  - {violations: [lost], cause: c}\n"), 18, "known_findings[0].scenario", "required"},
+		{"empty scenario", entry("  - {scenario: '', violations: [lost], cause: c}\n"), 18, "known_findings[0].scenario", "must not be empty"},
+		{"scenario not a name", entry("  - {scenario: '../x', violations: [lost], cause: c}\n"), 18, "known_findings[0].scenario", "is not a scenario name"},
+		{"scenario too long", entry("  - {scenario: " + strings.Repeat("a", 101) + ", violations: [lost], cause: c}\n"), 18, "known_findings[0].scenario", "at most 100"},
+		{"scenario a list", entry("  - {scenario: [a], violations: [lost], cause: c}\n"), 18, "known_findings[0].scenario", "want a string"},
+		{"duplicate scenario", entry("  - {scenario: a, violations: [lost], cause: c}\n  - {scenario: a, violations: [phantom], cause: d}\n"), 19,
+			"known_findings[1].scenario", `known finding of scenario "a" given twice (first at line 18)`},
+		{"no violations", entry("  - {scenario: a, cause: c}\n"), 18, "known_findings[0].violations", "required"},
+		{"empty violations", entry("  - {scenario: a, violations: [], cause: c}\n"), 18, "known_findings[0].violations", "must name at least one violation kind"},
+		{"violations a string", entry("  - {scenario: a, violations: lost, cause: c}\n"), 18, "known_findings[0].violations", "want a list"},
+		{"unknown kind", entry("  - {scenario: a, violations: [lose], cause: c}\n"), 18, "known_findings[0].violations[0]", "did you mean lost?"},
+		{"duplicate kind", entry("  - {scenario: a, violations: [lost, lost], cause: c}\n"), 18, "known_findings[0].violations[1]", `violation kind "lost" given twice`},
+		{"no cause", entry("  - {scenario: a, violations: [lost]}\n"), 18, "known_findings[0].cause", "required"},
+		{"empty cause", entry("  - {scenario: a, violations: [lost], cause: ''}\n"), 18, "known_findings[0].cause", "must not be empty"},
+		{"blank cause", entry("  - {scenario: a, violations: [lost], cause: '   '}\n"), 18, "known_findings[0].cause", "must not be empty"},
+		{"cause a mapping", entry("  - {scenario: a, violations: [lost], cause: {a: b}}\n"), 18, "known_findings[0].cause", "want a string"},
+		{"unknown field", entry("  - {scenario: a, violations: [lost], cause: c, seeds: [1]}\n"), 18, "known_findings[0].seeds", "unknown field"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseWithin(t, "faultline.yaml", []byte(tt.data))
+			p := oneProblem(t, err)
+			assert.Equal(t, tt.line, p.Line, "%v", p)
+			assert.Equal(t, tt.field, p.Field, "%v", p)
+			assert.Contains(t, p.Message, tt.message)
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package target
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -25,7 +26,11 @@ type Values struct {
 	// Postgres returns the URL of a database of the run.
 	Postgres func(database string) (string, error)
 
-	AMQP        string // broker URL of the run's vhost
+	AMQP string // broker URL of the run's vhost
+	// AMQPURLs are the broker URLs of the run's vhost on every node of a
+	// clustered broker, comma-separated, the instance's own node first
+	// (AMQP); on one node, AMQP alone.
+	AMQPURLs    string
 	ControlAddr string // host:port of the instance's /crashpoints endpoints
 	HTTPAddr    string // host:port the instance serves its API on
 	Instance    string // instance name, e.g. relay-2
@@ -99,6 +104,7 @@ func (v Values) funcs() template.FuncMap {
 			return v.Postgres(database)
 		},
 		"amqp":         constant(v.AMQP),
+		"amqp_urls":    constant(cmp.Or(v.AMQPURLs, v.AMQP)),
 		"control_addr": constant(v.ControlAddr),
 		"http_addr":    constant(v.HTTPAddr),
 		"instance":     constant(v.Instance),
@@ -144,9 +150,9 @@ const (
 func (s scope) placeholders() []string {
 	switch s {
 	case scopeProcess:
-		return []string{"amqp", "build_dir", "control_addr", "event_log", "http_addr", "instance", "postgres", "target_dir", "variant"}
+		return []string{"amqp", "amqp_urls", "build_dir", "control_addr", "event_log", "http_addr", "instance", "postgres", "target_dir", "variant"}
 	case scopeSetting:
-		return []string{"amqp", "build_dir", "control_addr", "event_log", "http_addr", "instance", "postgres", "target_dir", "value", "variant"}
+		return []string{"amqp", "amqp_urls", "build_dir", "control_addr", "event_log", "http_addr", "instance", "postgres", "target_dir", "value", "variant"}
 	case scopeBuild:
 		return []string{"build_dir", "target_dir"}
 	case scopeSchema:

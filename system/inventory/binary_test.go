@@ -42,6 +42,8 @@ func TestBadFlagsExitTwo(t *testing.T) {
 		{"db url not a URL", []string{"--db-url", "not a url", "--amqp-url", ok[3]}, nil, "--db-url: not a PostgreSQL URL"},
 		{"amqp url not a URL", []string{"--db-url", ok[1], "--amqp-url", "http://example"}, nil, "--amqp-url: not an AMQP URL"},
 		{"missing urls", nil, nil, "--db-url is required"},
+		{"amqp urls bad entry", []string{"--db-url", ok[1], "--amqp-urls", ok[3] + ",http://example"}, nil, "--amqp-urls: address 2 is not an AMQP URL"},
+		{"heartbeat 0", append([]string{"--amqp-heartbeat", "0s"}, ok...), nil, "--amqp-heartbeat must be > 0"},
 		{"tx-batch 0", append([]string{"--tx-batch", "0"}, ok...), nil, "--tx-batch must be >= 1"},
 		{"control not loopback", append([]string{"--control-addr", "0.0.0.0:0"}, ok...), nil, "only loopback"},
 		{"not a duration", append([]string{"--cleanup-interval", "soon"}, ok...), nil, "invalid value"},
@@ -66,7 +68,7 @@ func TestBadFlagsExitTwo(t *testing.T) {
 		t.Parallel()
 		out, err := exec.CommandContext(t.Context(), bin, "--help").CombinedOutput()
 		require.NoError(t, err, "--help exits 0")
-		for _, flag := range []string{"db-url", "amqp-url", "instance", "consumer-name", "prefetch", "tx-batch", "inbox-retention",
+		for _, flag := range []string{"db-url", "amqp-url", "amqp-urls", "amqp-heartbeat", "instance", "consumer-name", "prefetch", "tx-batch", "inbox-retention",
 			"cleanup-interval", "queue-max-length", "event-log", "control-addr", "reconnect-max", "INVENTORY_"} {
 			assert.Contains(t, string(out), flag)
 		}

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/faultline-dev/faultline/protocol/control"
+	"github.com/faultline-dev/faultline/system/broker"
 	"github.com/faultline-dev/faultline/system/variant"
 )
 
@@ -22,6 +22,8 @@ const EnvPrefix = "INVENTORY"
 type Config struct {
 	DBURL           string        // PostgreSQL URL of the inventory database
 	AMQPURL         string        // RabbitMQ URL (the vhost is part of it)
+	AMQPURLs        string        // the cluster's nodes, comma-separated, preferred first; replaces AMQPURL when set
+	Heartbeat       time.Duration // AMQP heartbeat: a connection silent for three of them is lost
 	Instance        string        // process name in the event log
 	ConsumerName    string        // the inbox key: inbox_messages.consumer_name
 	Prefetch        int           // basic.qos prefetch count, > 1
@@ -35,6 +37,11 @@ type Config struct {
 	ReconnectMax    time.Duration // cap of the reconnect and retry backoff
 	MaxDBConns      int32         // size of the PostgreSQL pool (not a flag)
 	Variant         string        // a deliberately broken variant (package variant); empty = correct
+	// ExitOnBrokerLoss: once no worker has had a broker session for this
+	// long (from the start, or since the last one ended), Run returns a
+	// *BrokerLostError, so the process exits non-zero and its supervisor
+	// restarts it; 0 (the default) reconnects forever.
+	ExitOnBrokerLoss time.Duration
 }
 
 // DefaultConfig returns the defaults of every setting.
@@ -49,6 +56,7 @@ func DefaultConfig() Config {
 		CleanupInterval: time.Minute,
 		ControlAddr:     "127.0.0.1:0",
 		ReconnectMax:    2 * time.Second,
+		Heartbeat:       broker.Heartbeat,
 		MaxDBConns:      4,
 	}
 }
@@ -57,7 +65,9 @@ func DefaultConfig() Config {
 // the defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DBURL, "db-url", c.DBURL, "PostgreSQL URL of the inventory database (required)")
-	fs.StringVar(&c.AMQPURL, "amqp-url", c.AMQPURL, "RabbitMQ URL, e.g. amqp://guest:guest@127.0.0.1:5672/vhost (required)")
+	fs.StringVar(&c.AMQPURL, "amqp-url", c.AMQPURL, "RabbitMQ URL, e.g. amqp://guest:guest@127.0.0.1:5672/vhost (this or --amqp-urls is required)")
+	fs.StringVar(&c.AMQPURLs, "amqp-urls", c.AMQPURLs, "RabbitMQ URLs of a cluster's nodes, comma-separated, the preferred first; replaces --amqp-url: each worker connects to the first that answers and, when its connection is lost, to the next")
+	fs.DurationVar(&c.Heartbeat, "amqp-heartbeat", c.Heartbeat, "AMQP heartbeat: a connection that reads nothing for three of them is lost (a frozen node)")
 	fs.StringVar(&c.Instance, "instance", c.Instance, "process name written on every event log line")
 	fs.StringVar(&c.ConsumerName, "consumer-name", c.ConsumerName, "consumer name: the key of this consumer's inbox rows")
 	fs.IntVar(&c.Prefetch, "prefetch", c.Prefetch, "unacknowledged deliveries the broker may send ahead (basic.qos), must be > 1")
@@ -69,6 +79,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.EventLog, "event-log", c.EventLog, "path of the JSON-lines event log; empty = stderr")
 	fs.StringVar(&c.ControlAddr, "control-addr", c.ControlAddr, "loopback host:port of the control HTTP server (/healthz, /crashpoints, /inbox/cleanup); port 0 = any free port")
 	fs.DurationVar(&c.ReconnectMax, "reconnect-max", c.ReconnectMax, "max backoff between reconnect attempts and transaction retries")
+	fs.DurationVar(&c.ExitOnBrokerLoss, "exit-on-broker-loss", c.ExitOnBrokerLoss, "exit non-zero once the broker has been unreachable this long (since its last session ended; not before its first), for a supervisor to restart the consumer; 0 = reconnect forever")
 	variant.Register(fs, &c.Variant)
 }
 
@@ -81,10 +92,11 @@ func (c Config) Validate() error {
 	} else if _, err := pgxpool.ParseConfig(c.DBURL); err != nil {
 		bad("--db-url: not a PostgreSQL URL: %v", err)
 	}
-	if c.AMQPURL == "" {
-		bad("--amqp-url is required")
-	} else if _, err := amqp.ParseURI(c.AMQPURL); err != nil {
-		bad("--amqp-url: not an AMQP URL: %v", err)
+	if _, err := broker.URLs(c.AMQPURLs, c.AMQPURL); err != nil {
+		bad("%v", err)
+	}
+	if c.Heartbeat <= 0 {
+		bad("--amqp-heartbeat must be > 0 (got %s)", c.Heartbeat)
 	}
 	if c.Instance == "" {
 		bad("--instance must not be empty")
@@ -113,14 +125,26 @@ func (c Config) Validate() error {
 	if c.ReconnectMax <= 0 {
 		bad("--reconnect-max must be > 0 (got %s)", c.ReconnectMax)
 	}
+	if c.ExitOnBrokerLoss < 0 {
+		bad("--exit-on-broker-loss must not be negative (got %s); 0 reconnects forever", c.ExitOnBrokerLoss)
+	}
 	if err := control.RequireLoopback(c.ControlAddr); err != nil {
 		bad("--control-addr: %v", err)
 	}
 	if c.MaxDBConns < 2 {
 		bad("MaxDBConns must be >= 2 (consumer and cleanup each need one)")
 	}
-	if _, err := variant.Lookup(c.Variant); err != nil {
+	if set, err := variant.Parse(c.Variant); err != nil {
+		bad("--variant: %v", err)
+	} else if _, err := set.One(variant.Inventory); err != nil {
 		bad("--variant: %v", err)
 	}
 	return errors.Join(errs...)
+}
+
+// nodes is the broker addresses in order: --amqp-urls, else --amqp-url
+// (nil for a configuration Validate rejects).
+func (c Config) nodes() []string {
+	nodes, _ := broker.URLs(c.AMQPURLs, c.AMQPURL)
+	return nodes
 }

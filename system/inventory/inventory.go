@@ -36,6 +36,10 @@
 //	commit-error-ignored   commit swallows a failed COMMIT, so the batch is
 //	                       logged and acked as if it had committed
 //
+// One variant changes the queue rather than a step (queueVariants):
+//
+//	classic-queue          the queue is declared classic (one node), not quorum
+//
 // Run picks the steps of Config.Variant (see variant.go); a variant of
 // another process leaves the consumer correct.
 //
@@ -66,6 +70,7 @@ import (
 
 	"github.com/faultline-dev/faultline/protocol/control"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/broker"
 	"github.com/faultline-dev/faultline/system/dbutil"
 	"github.com/faultline-dev/faultline/system/schema"
 	"github.com/faultline-dev/faultline/system/service"
@@ -76,15 +81,14 @@ import (
 // Process is the crash point catalogue's name for this service.
 const Process = "inventory"
 
-const (
-	amqpHeartbeat   = 5 * time.Second
-	amqpDialTimeout = 5 * time.Second
-)
+const amqpDialTimeout = 5 * time.Second
 
 // Run consumes until ctx ends, then finishes the transaction in flight and
 // returns nil. It survives PostgreSQL and RabbitMQ going away and coming
-// back. It returns an error only for a bad configuration or a failed start
-// (event log, crash point arming, control server).
+// back. It returns an error for a bad configuration or a failed start
+// (event log, crash point arming, control server), and a *BrokerLostError
+// when Config.ExitOnBrokerLoss is set and the broker stayed unreachable
+// that long.
 func Run(ctx context.Context, cfg Config) error {
 	newSteps, err := stepsFor(cfg.Variant)
 	if err != nil {
@@ -99,6 +103,9 @@ type consumer struct {
 	log     *eventlog.Log
 	store   *store
 	handler *handler
+	broker  *brokerWatch // which workers consume: --exit-on-broker-loss
+	nodes   []string     // the broker addresses, each worker dials them in turn
+	queue   topology.QueueOptions
 }
 
 func run(ctx context.Context, cfg Config, newSteps func(*store, *eventlog.Log) steps) error {
@@ -113,7 +120,7 @@ func run(ctx context.Context, cfg Config, newSteps func(*store, *eventlog.Log) s
 	defer base.Close()
 	log, points, pool := base.Log, base.Points, base.DB
 	st := &store{pool: pool, consumer: cfg.ConsumerName}
-	c := &consumer{cfg: cfg, log: log, store: st, handler: &handler{pool: pool, steps: newSteps(st, log), log: log,
+	c := &consumer{cfg: cfg, log: log, store: st, nodes: cfg.nodes(), queue: queueOptionsFor(cfg), handler: &handler{pool: pool, steps: newSteps(st, log), log: log,
 		points: points, retryMax: cfg.ReconnectMax, dbUp: new(atomic.Bool)}}
 
 	// The control server stops with ctx; wait for nothing else of it.
@@ -121,7 +128,7 @@ func run(ctx context.Context, cfg Config, newSteps func(*store, *eventlog.Log) s
 		map[string]http.Handler{"POST /inbox/cleanup": http.HandlerFunc(c.serveCleanup)}); err != nil {
 		return err
 	}
-	v, _ := variant.Lookup(cfg.Variant) // checked by Validate
+	v, _ := variant.Parse(cfg.Variant) // checked by Validate
 	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: fmt.Sprintf("inventory consumer=%s prefetch=%d tx-batch=%d workers=%d retention=%s %s",
 		cfg.ConsumerName, cfg.Prefetch, cfg.TxBatch, cfg.Workers, cfg.InboxRetention, v.Detail(variant.Inventory))})
 
@@ -132,23 +139,46 @@ func run(ctx context.Context, cfg Config, newSteps func(*store, *eventlog.Log) s
 	c.handler.dbUp.Store(true)
 	log.Log(eventlog.Entry{Event: eventlog.Connected, Detail: "postgres"})
 
+	// Under --exit-on-broker-loss a watcher ends the workers once the
+	// broker has been lost that long: they stop as on SIGTERM (no batch is
+	// in flight, as no session is), and Run returns why. Its clock starts
+	// here, with the database there: at the workers' first dial.
+	c.broker = newBrokerWatch(time.Now())
+	work, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
 	var wg sync.WaitGroup
+	if cfg.ExitOnBrokerLoss > 0 {
+		wg.Go(func() {
+			if err := watchBroker(work, c.broker, cfg.ExitOnBrokerLoss); err != nil {
+				log.Errorf("%v", err)
+				giveUp(err)
+			}
+		})
+	}
 	if cfg.CleanupInterval > 0 {
-		wg.Go(func() { c.cleanupLoop(ctx) })
+		wg.Go(func() { c.cleanupLoop(work) })
 	}
 	for range cfg.Workers {
-		wg.Go(func() { c.consumeLoop(ctx) })
+		wg.Go(func() { c.consumeLoop(work) })
 	}
 	wg.Wait()
+	var lost *BrokerLostError
+	if ctx.Err() == nil && errors.As(context.Cause(work), &lost) {
+		return lost
+	}
 	return nil
 }
 
 // consumeLoop connects, consumes until the connection fails, and connects
-// again, with capped exponential backoff and jitter, until ctx ends.
+// again, with capped exponential backoff and jitter, until ctx ends. Each
+// connection goes to the node after the last one's (the first that answers
+// of a full round): a lost node is left for the next. The broker redelivers
+// what the lost connection had taken and not acked.
 func (c *consumer) consumeLoop(ctx context.Context) {
 	bo := newBackoff(100*time.Millisecond, c.cfg.ReconnectMax)
+	ring := broker.NewRing(c.nodes)
 	for attempt := 1; ctx.Err() == nil; attempt++ {
-		connected, err := c.session(ctx)
+		connected, err := c.session(ctx, ring)
 		if ctx.Err() != nil {
 			return
 		}
@@ -171,8 +201,8 @@ func (c *consumer) consumeLoop(ctx context.Context) {
 
 // session is one AMQP connection: dial, declare, consume batches until the
 // channel or ctx ends. connected reports whether consuming had started.
-func (c *consumer) session(ctx context.Context) (connected bool, err error) {
-	conn, err := c.dial(ctx)
+func (c *consumer) session(ctx context.Context, ring *broker.Ring) (connected bool, err error) {
+	conn, node, err := broker.DialFirst(ctx, ring, c.dial)
 	if err != nil {
 		return false, err
 	}
@@ -186,7 +216,7 @@ func (c *consumer) session(ctx context.Context) (connected bool, err error) {
 	if err := ch.Qos(c.cfg.Prefetch, 0, false); err != nil {
 		return false, fmt.Errorf("qos %d: %w", c.cfg.Prefetch, err)
 	}
-	if err := topology.DeclareConsumer(ch, topology.QueueOptions{MaxLength: c.cfg.QueueMaxLength}); err != nil {
+	if err := topology.DeclareConsumer(ch, c.queue); err != nil {
 		return false, err
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
@@ -210,7 +240,9 @@ func (c *consumer) session(ctx context.Context) (connected bool, err error) {
 			deliveries <- d
 		}
 	}()
-	c.log.Log(eventlog.Entry{Event: eventlog.Connected, Detail: "amqp consumer=" + tag})
+	c.log.Log(eventlog.Entry{Event: eventlog.Connected, Detail: fmt.Sprintf("amqp consumer=%s node=%d/%d", tag, node+1, len(c.nodes))})
+	c.broker.up()
+	defer func() { c.broker.down(time.Now()) }()
 
 	for {
 		var first amqp.Delivery
@@ -248,13 +280,13 @@ func (c *consumer) session(ctx context.Context) (connected bool, err error) {
 	}
 }
 
-// dial connects to RabbitMQ; the TCP connect and the AMQP handshake are
-// bounded by amqpDialTimeout and by ctx.
-func (c *consumer) dial(ctx context.Context) (*amqp.Connection, error) {
+// dial connects to the RabbitMQ node at url; the TCP connect and the AMQP
+// handshake are bounded by amqpDialTimeout and by ctx.
+func (c *consumer) dial(ctx context.Context, url string) (*amqp.Connection, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(c.cfg.Instance)
-	conn, err := amqp.DialConfig(c.cfg.AMQPURL, amqp.Config{
-		Heartbeat:  amqpHeartbeat,
+	conn, err := amqp.DialConfig(url, amqp.Config{
+		Heartbeat:  c.cfg.Heartbeat,
 		Properties: props,
 		Dial: func(network, addr string) (net.Conn, error) {
 			ctx, cancel := context.WithTimeout(ctx, amqpDialTimeout)

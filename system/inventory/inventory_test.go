@@ -3,6 +3,7 @@ package inventory_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
@@ -346,6 +347,38 @@ func TestBrokerConnectionLoss(t *testing.T) {
 	e.waitCount(eventlog.Acked, "evt-2", 1)
 	e.waitDrained()
 	assert.Equal(t, []string{"evt-1", "evt-2"}, e.reservations())
+}
+
+// Under --exit-on-broker-loss the consumer gives up on a broker gone that
+// long: Run returns a *BrokerLostError (the process exits non-zero for its
+// supervisor to restart it) after what it had consumed was committed and
+// acked, and says why in its event log. The default, reconnecting forever,
+// is TestBrokerConnectionLoss.
+func TestExitsOnBrokerLoss(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	fw := newForwarder(t, testInfra.AMQPAddr())
+	cfg := e.config()
+	cfg.AMQPURL = e.amqpURLVia(fw.addr)
+	cfg.Workers = 2 // the broker is lost only once neither worker holds a session
+	cfg.ExitOnBrokerLoss = 500 * time.Millisecond
+	r := e.start(cfg)
+	e.publish(event("evt-1", "order-1", 1))
+	e.waitCount(eventlog.Acked, "evt-1", 1)
+
+	cut := time.Now()
+	fw.cut()
+	select {
+	case err := <-r.done:
+		close(r.done) // stop, at the test's end, has nothing left to wait for
+		var lost *inventory.BrokerLostError
+		require.True(t, errors.As(err, &lost), "want a *BrokerLostError, got %v", err)
+		assert.GreaterOrEqual(t, time.Since(cut), cfg.ExitOnBrokerLoss, "it gave up before the broker was lost that long")
+	case <-time.After(waitTimeout):
+		require.FailNow(t, "the consumer kept running with its broker gone", "for %s", waitTimeout)
+	}
+	assert.Contains(t, dump(e.events()), "exit-on-broker-loss")
+	assert.Equal(t, []string{"evt-1"}, e.reservations())
 }
 
 // Several workers in one consumer: every event of 20 aggregates × 10

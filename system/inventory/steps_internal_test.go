@@ -96,3 +96,30 @@ type fakeAcknowledger int
 func (*fakeAcknowledger) Ack(uint64, bool) error        { return nil }
 func (*fakeAcknowledger) Nack(uint64, bool, bool) error { return nil }
 func (*fakeAcknowledger) Reject(uint64, bool) error     { return nil }
+
+// A combined --variant value gives the consumer the steps of its own
+// variant, and the correct steps when it names only other processes'; two
+// consumer variants at once are refused.
+func TestStepsForCombinedVariants(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    steps
+		wantErr string
+	}{
+		{value: "", want: correctSteps{}},
+		{value: "ignore-return", want: correctSteps{}},
+		{value: "ignore-return,ack-before-commit", want: ackBeforeCommit{}},
+		{value: "no-inbox,no-fencing", want: noInbox{}},
+		{value: "ack-before-commit,no-inbox", wantErr: "all break inventory"},
+		{value: "ignore-return,nope", wantErr: `unknown variant "nope"`},
+	}
+	for _, tt := range tests {
+		mk, err := stepsFor(tt.value)
+		if tt.wantErr != "" {
+			assert.ErrorContains(t, err, tt.wantErr, tt.value)
+			continue
+		}
+		require.NoError(t, err, tt.value)
+		assert.IsType(t, tt.want, mk(nil, nil), tt.value)
+	}
+}

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/topology"
 	"github.com/faultline-dev/faultline/system/variant"
 )
 
@@ -14,11 +15,35 @@ var stepVariants = map[string]func(correctSteps) steps{
 	variant.CommitErrorIgnored:  func(c correctSteps) steps { return commitErrorIgnored{c} },
 }
 
-// stepsFor returns the steps constructor of the named variant: the correct
-// steps for the correct pipeline and for variants of another process. An
-// unknown name is an error.
+// queueVariants are the consumer's broken variants that change the queue it
+// declares rather than a step (variant_*.go).
+var queueVariants = map[string]func(*topology.QueueOptions){
+	variant.ClassicQueue: classicQueue,
+}
+
+// queueOptionsFor is the queue cfg's consumer declares: the correct quorum
+// queue (with --queue-max-length), or its variant's.
+func queueOptionsFor(cfg Config) topology.QueueOptions {
+	opts := topology.QueueOptions{MaxLength: cfg.QueueMaxLength}
+	set, _ := variant.Parse(cfg.Variant) // checked by Validate
+	if v, err := set.One(variant.Inventory); err == nil {
+		if change, ok := queueVariants[v.Name]; ok {
+			change(&opts)
+		}
+	}
+	return opts
+}
+
+// stepsFor returns the steps constructor of the named variant (or
+// variants, joined by commas): the correct steps for the correct pipeline
+// and for variants of another process. An unknown name, or two consumer
+// variants at once (each replaces a step of the correct ones), is an error.
 func stepsFor(name string) (func(*store, *eventlog.Log) steps, error) {
-	v, err := variant.Lookup(name)
+	set, err := variant.Parse(name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := set.One(variant.Inventory)
 	if err != nil {
 		return nil, err
 	}

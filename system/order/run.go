@@ -9,10 +9,9 @@ import (
 	"net/http"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/faultline-dev/faultline/protocol/control"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/broker"
 	"github.com/faultline-dev/faultline/system/dbutil"
 	"github.com/faultline-dev/faultline/system/schema"
 	"github.com/faultline-dev/faultline/system/service"
@@ -26,7 +25,13 @@ type Config struct {
 	Instance string
 	EventLog string
 	AMQPURL  string // only for the variants without an outbox, which publish themselves
-	Variant  string // a deliberately broken variant (package variant); empty: correct
+	// AMQPURLs are a cluster's nodes, comma-separated, preferred first
+	// (replaces AMQPURL when set); Heartbeat is the AMQP heartbeat. Both
+	// only for the variants without an outbox; Heartbeat 0 is
+	// broker.Heartbeat.
+	AMQPURLs  string
+	Heartbeat time.Duration
+	Variant   string // a deliberately broken variant (package variant); empty: correct
 }
 
 // Flags defines the configuration's flags on fs.
@@ -36,7 +41,18 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Instance, "instance", "order", "instance name in the event log")
 	fs.StringVar(&c.EventLog, "event-log", "", "path of the JSON-lines event log (empty: stderr)")
 	fs.StringVar(&c.AMQPURL, "amqp-url", "", "RabbitMQ URL; used (and required) only by the variants without an outbox: "+variant.CommitThenPublish+", "+variant.PublishThenCommit)
+	fs.StringVar(&c.AMQPURLs, "amqp-urls", "", "RabbitMQ URLs of a cluster's nodes, comma-separated, the preferred first; replaces --amqp-url (used only as --amqp-url is): the service connects to the first that answers and, when its connection is lost, to the next")
+	fs.DurationVar(&c.Heartbeat, "amqp-heartbeat", broker.Heartbeat, "AMQP heartbeat: a connection that reads nothing for three of them is lost (a frozen node)")
 	variant.Register(fs, &c.Variant)
+}
+
+// nodes is the broker addresses in order: --amqp-urls, else --amqp-url;
+// none when neither is given.
+func (c *Config) nodes() ([]string, error) {
+	if c.AMQPURLs == "" && c.AMQPURL == "" {
+		return nil, nil
+	}
+	return broker.URLs(c.AMQPURLs, c.AMQPURL)
 }
 
 // Validate checks values flags cannot.
@@ -47,16 +63,23 @@ func (c *Config) Validate() error {
 	if c.Instance == "" {
 		return errors.New("--instance must not be empty")
 	}
-	v, err := variant.Lookup(c.Variant)
+	set, err := variant.Parse(c.Variant)
 	if err != nil {
 		return fmt.Errorf("--variant: %w", err)
 	}
-	if c.AMQPURL != "" {
-		if _, err := amqp.ParseURI(c.AMQPURL); err != nil {
-			return fmt.Errorf("--amqp-url: not an AMQP URL: %v", err)
-		}
-	} else if v.Breaks(variant.Order) {
-		return fmt.Errorf("--amqp-url is required with --variant %s: it publishes without an outbox", v.Name)
+	v, err := set.One(variant.Order)
+	if err != nil {
+		return fmt.Errorf("--variant: %w", err)
+	}
+	nodes, err := c.nodes()
+	if err != nil {
+		return err
+	}
+	if len(nodes) == 0 && v.Breaks(variant.Order) {
+		return fmt.Errorf("--amqp-url is required with --variant %s (or --amqp-urls): it publishes without an outbox", v.Name)
+	}
+	if c.Heartbeat < 0 {
+		return fmt.Errorf("--amqp-heartbeat must not be negative, got %s", c.Heartbeat)
 	}
 	return control.RequireLoopback(c.Listen)
 }
@@ -76,9 +99,15 @@ func Run(ctx context.Context, cfg Config) error {
 		func(err error) { log.Errorf("schema: %v (retrying)", err) }); err != nil {
 		return err
 	}
+	set, _ := variant.Parse(cfg.Variant) // checked by Validate
+	own, _ := set.One(variant.Order)
 	svc := New(db, log, points)
-	defer svc.useVariant(cfg.Variant, cfg.AMQPURL, log)()
-	v, _ := variant.Lookup(cfg.Variant) // checked by Validate
+	nodes, _ := cfg.nodes() // checked by Validate
+	heartbeat := cfg.Heartbeat
+	if heartbeat == 0 {
+		heartbeat = broker.Heartbeat
+	}
+	defer svc.useVariant(own.Name, nodes, heartbeat, log)()
 	mux := http.NewServeMux()
 	control.Mount(mux, points, db.Ping)
 	svc.Register(mux)
@@ -88,7 +117,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: "order service " + v.Detail(variant.Order)})
+	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: "order service " + set.Detail(variant.Order)})
 	log.Log(eventlog.Entry{Event: eventlog.Control, Detail: ln.Addr().String()})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

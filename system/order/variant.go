@@ -1,6 +1,8 @@
 package order
 
 import (
+	"time"
+
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"github.com/faultline-dev/faultline/system/variant"
 )
@@ -13,14 +15,15 @@ var emitterVariants = map[string]func(*directPublisher) emitter{
 }
 
 // useVariant switches the service to the named variant's emitter when it is
-// an order variant, publishing to amqpURL; it returns what to close at the
-// end. Any other name leaves the service correct.
-func (s *Service) useVariant(name, amqpURL string, log *eventlog.Log) (closer func()) {
+// an order variant, publishing to the broker's nodes (dialled in turn); it
+// returns what to close at the end. Any other name leaves the service
+// correct.
+func (s *Service) useVariant(name string, nodes []string, heartbeat time.Duration, log *eventlog.Log) (closer func()) {
 	mk, ok := emitterVariants[name]
 	if !ok {
 		return func() {}
 	}
-	pub := newDirectPublisher(amqpURL, log)
+	pub := newDirectPublisher(nodes, heartbeat, log)
 	s.emit = mk(pub)
 	return pub.close
 }

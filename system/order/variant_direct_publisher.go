@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/broker"
 	"github.com/faultline-dev/faultline/system/message"
 	"github.com/faultline-dev/faultline/system/topology"
 )
@@ -21,19 +22,21 @@ import (
 //
 // Requests share one confirm-mode channel: the publish call itself is
 // serialised (one publisher per channel), the confirms are awaited
-// concurrently. After a failure the next publish dials again.
+// concurrently. After a failure the next publish dials again, the node
+// after the lost one first.
 type directPublisher struct {
-	url            string
 	log            *eventlog.Log
 	confirmTimeout time.Duration
+	heartbeat      time.Duration
 
-	mu   sync.Mutex
-	conn *amqp.Connection
-	ch   *amqp.Channel
+	mu    sync.Mutex
+	nodes *broker.Ring
+	conn  *amqp.Connection
+	ch    *amqp.Channel
 }
 
-func newDirectPublisher(url string, log *eventlog.Log) *directPublisher {
-	return &directPublisher{url: url, log: log, confirmTimeout: 10 * time.Second}
+func newDirectPublisher(nodes []string, heartbeat time.Duration, log *eventlog.Log) *directPublisher {
+	return &directPublisher{nodes: broker.NewRing(nodes), heartbeat: heartbeat, log: log, confirmTimeout: 10 * time.Second}
 }
 
 // publish sends ev and waits for its confirm. It logs `published` once the
@@ -74,7 +77,7 @@ func (p *directPublisher) send(ctx context.Context, ev message.Event, body []byt
 	defer p.mu.Unlock()
 	if p.ch == nil || p.ch.IsClosed() || p.conn.IsClosed() {
 		p.closeLocked()
-		if err := p.connectLocked(); err != nil {
+		if err := p.connectLocked(ctx); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -93,11 +96,13 @@ func (p *directPublisher) send(ctx context.Context, ev message.Event, body []byt
 	return dc, p.ch, nil
 }
 
-func (p *directPublisher) connectLocked() error {
-	conn, err := amqp.DialConfig(p.url, amqp.Config{
-		Heartbeat:  5 * time.Second,
-		Dial:       amqp.DefaultDial(5 * time.Second),
-		Properties: amqp.Table{"connection_name": "faultline order (direct publish)"},
+func (p *directPublisher) connectLocked(ctx context.Context) error {
+	conn, node, err := broker.DialFirst(ctx, p.nodes, func(_ context.Context, url string) (*amqp.Connection, error) {
+		return amqp.DialConfig(url, amqp.Config{
+			Heartbeat:  p.heartbeat,
+			Dial:       amqp.DefaultDial(5 * time.Second),
+			Properties: amqp.Table{"connection_name": "faultline order (direct publish)"},
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("dial amqp: %w", err)
@@ -114,7 +119,7 @@ func (p *directPublisher) connectLocked() error {
 		return fmt.Errorf("amqp channel: %w", err)
 	}
 	p.conn, p.ch = conn, ch
-	p.log.Log(eventlog.Entry{Event: eventlog.Connected, Detail: "amqp"})
+	p.log.Log(eventlog.Entry{Event: eventlog.Connected, Detail: fmt.Sprintf("amqp node=%d/%d", node+1, p.nodes.Len())})
 	return nil
 }
 

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/faultline-dev/faultline/protocol/control"
+	"github.com/faultline-dev/faultline/system/broker"
 	"github.com/faultline-dev/faultline/system/topology"
 	"github.com/faultline-dev/faultline/system/variant"
 )
@@ -16,6 +16,8 @@ import (
 type Config struct {
 	DBURL          string
 	AMQPURL        string
+	AMQPURLs       string        // the cluster's nodes, comma-separated, preferred first; replaces AMQPURL when set
+	Heartbeat      time.Duration // AMQP heartbeat: a connection silent for three of them is lost
 	Instance       string
 	Lease          time.Duration
 	BatchSize      int
@@ -32,12 +34,16 @@ type Config struct {
 	ControlAddr    string
 	ReconnectMax   time.Duration
 	Variant        string // a deliberately broken variant (package variant); empty: correct
+
+	nodes []string // the broker addresses in order (AMQPURLs, else AMQPURL), filled by Validate
 }
 
 // Flags defines the configuration's flags on fs.
 func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DBURL, "db-url", "postgres://postgres@127.0.0.1:5432/orders?sslmode=disable", "PostgreSQL URL of the orders database (the outbox)")
-	fs.StringVar(&c.AMQPURL, "amqp-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
+	fs.StringVar(&c.AMQPURL, "amqp-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL (one node; see --amqp-urls)")
+	fs.StringVar(&c.AMQPURLs, "amqp-urls", "", "RabbitMQ URLs of a cluster's nodes, comma-separated, the preferred first; replaces --amqp-url: the relay connects to the first that answers and, when its connection is lost, to the next")
+	fs.DurationVar(&c.Heartbeat, "amqp-heartbeat", relayHeartbeat, "AMQP heartbeat: a connection that reads nothing for three of them is lost (a frozen node)")
 	fs.StringVar(&c.Instance, "instance", "relay-1", "instance name: the first half of every claim id (instance:uuid)")
 	fs.DurationVar(&c.Lease, "lease", 30*time.Second, "how long a claim holds its rows (must cover claim → publish → confirm → mark)")
 	fs.IntVar(&c.BatchSize, "batch-size", 500, "rows claimed, published and confirmed together (larger batches spread the claim's and the mark's per-statement cost; a crash leaves up to --in-flight batches to the lease)")
@@ -62,13 +68,15 @@ func (c *Config) Validate() error {
 	if c.DBURL == "" {
 		errs = append(errs, errors.New("--db-url is required"))
 	}
-	if u, err := url.Parse(c.AMQPURL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
-		errs = append(errs, fmt.Errorf("--amqp-url %q: want amqp://user:pass@host:port/vhost", c.AMQPURL))
+	if nodes, err := broker.URLs(c.AMQPURLs, c.AMQPURL); err != nil {
+		errs = append(errs, fmt.Errorf("%w: want amqp://user:pass@host:port/vhost", err))
+	} else {
+		c.nodes = nodes
 	}
 	if c.Instance == "" {
 		errs = append(errs, errors.New("--instance must not be empty"))
 	}
-	positive := map[string]time.Duration{"--lease": c.Lease, "--poll-interval": c.PollInterval, "--backoff-base": c.BackoffBase, "--backoff-max": c.BackoffMax, "--confirm-timeout": c.ConfirmTimeout, "--reconnect-max": c.ReconnectMax}
+	positive := map[string]time.Duration{"--lease": c.Lease, "--poll-interval": c.PollInterval, "--backoff-base": c.BackoffBase, "--backoff-max": c.BackoffMax, "--confirm-timeout": c.ConfirmTimeout, "--reconnect-max": c.ReconnectMax, "--amqp-heartbeat": c.Heartbeat}
 	for name, d := range positive {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
@@ -98,8 +106,14 @@ func (c *Config) Validate() error {
 	if err := control.RequireLoopback(c.ControlAddr); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := variant.Lookup(c.Variant); err != nil {
+	if _, err := variant.Parse(c.Variant); err != nil {
 		errs = append(errs, fmt.Errorf("--variant: %w", err))
 	}
 	return errors.Join(errs...)
 }
+
+// relayHeartbeat is the relay's AMQP heartbeat: amqp091-go's default. A
+// relay frozen past its lease (5 s in faultline's scenarios) must thaw on a
+// live connection, or the stale writes a broken guard lets through never
+// show; a dead node's connection drops at once whatever the heartbeat.
+const relayHeartbeat = 10 * time.Second

@@ -36,9 +36,9 @@ type publishKey struct{ claimID, eventID string }
 // exchange. The return buffer holds every message that can be in flight
 // (inFlight of them), so the client's reader never blocks on it (which
 // would deadlock the connection).
-func dialPublisher(ctx context.Context, url string, inFlight int) (*publisher, error) {
+func dialPublisher(ctx context.Context, url string, inFlight int, heartbeat time.Duration) (*publisher, error) {
 	conn, err := amqp.DialConfig(url, amqp.Config{
-		Heartbeat:  5 * time.Second,
+		Heartbeat:  heartbeat,
 		Dial:       amqp.DefaultDial(5 * time.Second),
 		Properties: amqp.Table{"connection_name": "faultline relay"},
 	})

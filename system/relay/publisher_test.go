@@ -21,7 +21,7 @@ func TestEachClaimGetsItsOwnReturn(t *testing.T) {
 	require.NoError(t, topology.DeclareExchange(e.channel())) // no queue bound: unroutable
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := dialPublisher(ctx, e.amqp, 4)
+	p, err := dialPublisher(ctx, e.amqp, 4, time.Second)
 	require.NoError(t, err)
 	defer p.close()
 

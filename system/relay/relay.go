@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/broker"
 	"github.com/faultline-dev/faultline/system/crashpoint"
 )
 
@@ -28,6 +29,7 @@ type Relay struct {
 	log    *eventlog.Log
 	points *crashpoint.Set
 	pub    *publisher
+	nodes  *broker.Ring // the broker addresses, dialled in turn
 	// guards are the pipeline's protections; variants switch one off.
 	guards Guards
 	// settling is closed when the status writes in progress are done
@@ -45,12 +47,20 @@ type Guards struct {
 	FenceRetries   bool // the retry and Failed writes conditional on the claim id
 	FenceRenewal   bool // the lease renewal conditional on the claim id
 	Backoff        bool // a retry is due after an exponential backoff, not at once
+	// ClaimByStatus: rows are taken by their status under a claim (FOR
+	// UPDATE SKIP LOCKED), so a row is found whenever it commits; never by
+	// a position in the table, which a row committed late is already behind.
+	ClaimByStatus bool
+	HonourNacks   bool // a basic.nack keeps the row from Published (it is retried)
+	// Failover: after losing its connection the relay dials the next node
+	// of --amqp-urls, not only the first.
+	Failover bool
 }
 
 // AllGuards is the correct relay.
 func AllGuards() Guards {
 	return Guards{Mandatory: true, HonourReturns: true, AwaitConfirm: true, FenceByClaimID: true, LeaseExpiry: true,
-		FenceRetries: true, FenceRenewal: true, Backoff: true}
+		FenceRetries: true, FenceRenewal: true, Backoff: true, ClaimByStatus: true, HonourNacks: true, Failover: true}
 }
 
 // outcome of one row's publish.
@@ -164,6 +174,8 @@ func (r *Relay) finishBatch(ctx context.Context, b *batch) {
 			// amqp091-go resolves pending confirms as nacks when the channel
 			// closes: the broker may have the message. Unknown, not a nack.
 			res.outcome[id], res.reason[id] = outcomeUnknown, "channel closed before the confirm"
+		case !ok && !r.guards.HonourNacks:
+			res.outcome[id] = outcomeConfirmed // variant: a nack taken for an ack
 		case !ok:
 			res.outcome[id], res.reason[id] = outcomeNacked, "nacked by the broker"
 		case wasReturned && r.guards.HonourReturns:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/faultline-dev/faultline/protocol/control"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/system/broker"
 	"github.com/faultline-dev/faultline/system/crashpoint"
 	"github.com/faultline-dev/faultline/system/dbutil"
 	"github.com/faultline-dev/faultline/system/schema"
@@ -45,14 +46,25 @@ func RunWithGuards(ctx context.Context, cfg Config, guards Guards) error {
 		func(err error) { log.Errorf("schema: %v (retrying)", err) }); err != nil {
 		return nil // stopped before the database came
 	}
+	if !guards.ClaimByStatus {
+		// reads-by-id: the position it reads by, a bigserial id
+		if err := dbutil.Retry(ctx, cfg.ReconnectMax, func(ctx context.Context) error { return schema.ApplyOutboxID(ctx, db) },
+			func(err error) { log.Errorf("schema: %v (retrying)", err) }); err != nil {
+			return nil
+		}
+	}
 	r := &Relay{
 		cfg:    cfg,
 		store:  newStore(db, guards),
 		log:    log,
 		points: points,
 		guards: guards,
+		nodes:  broker.NewRing(cfg.nodes),
 	}
-	v, _ := variant.Lookup(cfg.Variant) // checked by Validate
+	if !guards.Failover {
+		r.nodes = broker.Pinned(cfg.nodes) // single-node
+	}
+	v, _ := variant.Parse(cfg.Variant) // checked by Validate
 	log.Log(eventlog.Entry{Event: eventlog.Started, Detail: fmt.Sprintf("relay lease=%s batch=%d renew=%t %s", cfg.Lease, cfg.BatchSize, cfg.Renew, v.Detail(variant.Relay))})
 	r.loop(ctx)
 	r.pub.close()
@@ -61,8 +73,14 @@ func RunWithGuards(ctx context.Context, cfg Config, guards Guards) error {
 
 // newStore is the relay's SQL with the guards' fencing and lease expiry.
 func newStore(db *pgxpool.Pool, guards Guards) store {
-	return store{db: db, unfenced: !guards.FenceByClaimID, noExpiry: !guards.LeaseExpiry,
+	s := store{db: db, unfenced: !guards.FenceByClaimID, noExpiry: !guards.LeaseExpiry,
 		unfencedRetry: !guards.FenceRetries, unfencedRenewal: !guards.FenceRenewal}
+	if !guards.ClaimByStatus {
+		// Nothing is claimed, so no status write has a claim to be
+		// conditional on.
+		s.byID, s.unfenced = &cursor{}, true
+	}
+	return s
 }
 
 // loop is the relay's life: connect, claim, publish, settle, again. Up to
@@ -90,7 +108,12 @@ func (r *Relay) loop(ctx context.Context) {
 				finishAll()
 				continue
 			}
-			pub, err := dialPublisher(ctx, r.cfg.AMQPURL, r.cfg.BatchSize*r.cfg.InFlight)
+			// The node after the one this relay lost (or the first that
+			// answers, at start): a node killed, cut off or frozen is left
+			// for the next while the relay goes on.
+			pub, node, err := broker.DialFirst(ctx, r.nodes, func(ctx context.Context, url string) (*publisher, error) {
+				return dialPublisher(ctx, url, r.cfg.BatchSize*r.cfg.InFlight, r.cfg.Heartbeat)
+			})
 			if err != nil {
 				if failures == 0 {
 					r.log.Log(eventlog.Entry{Event: eventlog.Disconnected, Error: err.Error()})
@@ -100,7 +123,7 @@ func (r *Relay) loop(ctx context.Context) {
 				continue
 			}
 			r.pub = pub
-			r.log.Log(eventlog.Entry{Event: eventlog.Connected, Detail: "amqp"})
+			r.log.Log(eventlog.Entry{Event: eventlog.Connected, Detail: fmt.Sprintf("amqp node=%d/%d", node+1, len(r.cfg.nodes))})
 			failures = 0
 		}
 		claimID := r.newClaimID()
@@ -129,11 +152,13 @@ func (r *Relay) loop(ctx context.Context) {
 			r.sleep(ctx, r.cfg.PollInterval)
 			continue
 		}
-		lines := make([]eventlog.Entry, len(rows))
-		for i, row := range rows {
-			lines[i] = eventlog.Entry{Event: eventlog.Claimed, EventID: row.EventID, ClaimID: claimID, AggregateID: row.AggregateID, Sequence: row.Sequence, Attempt: row.AttemptCount + 1}
+		if r.guards.ClaimByStatus { // reads-by-id claims nothing
+			lines := make([]eventlog.Entry, len(rows))
+			for i, row := range rows {
+				lines[i] = eventlog.Entry{Event: eventlog.Claimed, EventID: row.EventID, ClaimID: claimID, AggregateID: row.AggregateID, Sequence: row.Sequence, Attempt: row.AttemptCount + 1}
+			}
+			r.log.Batch(lines)
 		}
-		r.log.Batch(lines)
 		r.points.Hit(crashpoint.RelayAfterClaim)
 		pending = append(pending, r.publishBatch(ctx, claimID, rows))
 		// A short batch means the outbox is drained: finish before claiming

@@ -33,7 +33,14 @@ type store struct {
 	// (unfenced-renewal).
 	unfencedRetry   bool
 	unfencedRenewal bool
+	// byID reads rows past the last id seen instead of claiming them
+	// (reads-by-id); nil for the correct relay.
+	byID *cursor
 }
+
+// cursor is the reads-by-id relay's position: the last outbox id it read.
+// Only the relay's loop reads and moves it.
+type cursor struct{ lastID int64 }
 
 // fence is the condition every status write carries.
 const fence = "AND status = 'Processing' AND locked_by = $2"
@@ -87,8 +94,46 @@ FROM candidates
 WHERE outbox.event_id = candidates.event_id
 RETURNING outbox.event_id, outbox.aggregate_id, outbox.sequence, outbox.event_type, outbox.payload, outbox.attempt_count`
 
-// claim takes up to limit due rows for claimID.
+// readByIDSQL is how a relay that reads the outbox by position takes its
+// next rows (reads-by-id): past the last id it saw, in id order, without a
+// claim. The id is drawn at the INSERT, the row is visible at its COMMIT:
+// a row whose transaction commits after a later row's was not there when
+// the position moved past it, and no read comes back for it.
+const readByIDSQL = `
+SELECT id, event_id, aggregate_id, sequence, event_type, payload, attempt_count
+FROM outbox_messages
+WHERE id > $1 AND status = 'Pending'
+ORDER BY id
+LIMIT $2`
+
+// readByID reads up to limit rows past the cursor and moves it to the last.
+func (s store) readByID(ctx context.Context, limit int) ([]Row, error) {
+	rows, err := s.db.Query(ctx, readByIDSQL, s.byID.lastID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read by id: %w", err)
+	}
+	defer rows.Close()
+	var out []Row
+	last := s.byID.lastID
+	for rows.Next() {
+		var r Row
+		if err := rows.Scan(&last, &r.EventID, &r.AggregateID, &r.Sequence, &r.EventType, &r.Payload, &r.AttemptCount); err != nil {
+			return nil, fmt.Errorf("read by id: scan: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read by id: %w", err)
+	}
+	s.byID.lastID = last
+	return out, nil
+}
+
+// claim takes up to limit due rows for claimID (reads-by-id: reads them).
 func (s store) claim(ctx context.Context, claimID string, limit int, lease time.Duration) ([]Row, error) {
+	if s.byID != nil {
+		return s.readByID(ctx, limit)
+	}
 	rows, err := s.db.Query(ctx, s.sql(claimSQL), claimID, limit, lease.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("claim batch: %w", err)

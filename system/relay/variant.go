@@ -15,19 +15,25 @@ var guardVariants = map[string]func(*Guards){
 	variant.UnfencedRetry:          unfencedRetry,
 	variant.UnfencedRenewal:        unfencedRenewal,
 	variant.NoBackoff:              noBackoff,
+	variant.ReadsByID:              readsByID,
+	variant.NackAsSuccess:          nackAsSuccess,
+	variant.SingleNode:             singleNode,
 }
 
-// GuardsFor returns the guards of the named variant: every guard for the
-// correct pipeline and for variants that break another process, one guard
-// fewer for a relay variant. An unknown name is an error.
+// GuardsFor returns the guards of the named variant (or variants, joined
+// by commas): every guard for the correct pipeline and for variants that
+// break another process, one guard fewer for each relay variant named. An
+// unknown name is an error.
 func GuardsFor(name string) (Guards, error) {
-	v, err := variant.Lookup(name)
+	set, err := variant.Parse(name)
 	if err != nil {
 		return Guards{}, err
 	}
 	g := AllGuards()
-	if off, ok := guardVariants[v.Name]; ok {
-		off(&g)
+	for _, v := range set.Of(variant.Relay) {
+		if off, ok := guardVariants[v.Name]; ok {
+			off(&g)
+		}
 	}
 	return g, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"github.com/faultline-dev/faultline/system/crashpoint"
+	"github.com/faultline-dev/faultline/system/schema"
 	"github.com/faultline-dev/faultline/system/topology"
 	"github.com/faultline-dev/faultline/system/variant"
 )
@@ -28,8 +29,11 @@ func TestGuardsForEachVariant(t *testing.T) {
 		variant.UnfencedRetry:          func(g Guards) bool { return !g.FenceRetries },
 		variant.UnfencedRenewal:        func(g Guards) bool { return !g.FenceRenewal },
 		variant.NoBackoff:              func(g Guards) bool { return !g.Backoff },
+		variant.ReadsByID:              func(g Guards) bool { return !g.ClaimByStatus },
+		variant.NackAsSuccess:          func(g Guards) bool { return !g.HonourNacks },
+		variant.SingleNode:             func(g Guards) bool { return !g.Failover },
 	}
-	assert.Len(t, off, 8, "eight of the fourteen variants break the relay")
+	assert.Len(t, off, 11, "eleven of the eighteen variants break the relay")
 	for _, v := range variant.Catalogue() {
 		g, err := GuardsFor(v.Name)
 		require.NoError(t, err)
@@ -42,7 +46,8 @@ func TestGuardsForEachVariant(t *testing.T) {
 		all := AllGuards()
 		diff := 0
 		for _, pair := range [][2]bool{{g.Mandatory, all.Mandatory}, {g.HonourReturns, all.HonourReturns}, {g.AwaitConfirm, all.AwaitConfirm}, {g.FenceByClaimID, all.FenceByClaimID}, {g.LeaseExpiry, all.LeaseExpiry},
-			{g.FenceRetries, all.FenceRetries}, {g.FenceRenewal, all.FenceRenewal}, {g.Backoff, all.Backoff}} {
+			{g.FenceRetries, all.FenceRetries}, {g.FenceRenewal, all.FenceRenewal}, {g.Backoff, all.Backoff}, {g.ClaimByStatus, all.ClaimByStatus},
+			{g.HonourNacks, all.HonourNacks}, {g.Failover, all.Failover}} {
 			if pair[0] != pair[1] {
 				diff++
 			}
@@ -55,6 +60,21 @@ func TestGuardsForEachVariant(t *testing.T) {
 		assert.Equal(t, AllGuards(), g)
 	}
 	_, err := GuardsFor("nope")
+	assert.ErrorContains(t, err, `unknown variant "nope"`)
+
+	// Combined: each relay variant named switches its guard off; another
+	// process's leaves the relay's guards alone.
+	g, err := GuardsFor("ignore-return,ack-before-commit")
+	require.NoError(t, err)
+	want := AllGuards()
+	want.HonourReturns = false
+	assert.Equal(t, want, g)
+	g, err = GuardsFor("no-fencing,no-lease")
+	require.NoError(t, err)
+	want = AllGuards()
+	want.FenceByClaimID, want.LeaseExpiry = false, false
+	assert.Equal(t, want, g)
+	_, err = GuardsFor("ignore-return,nope")
 	assert.ErrorContains(t, err, `unknown variant "nope"`)
 }
 
@@ -561,4 +581,40 @@ func TestNoBackoffFailsInAShortOutage(t *testing.T) {
 			assert.Zero(t, count(e.log("relay-1"), eventlog.FailedAlert))
 		})
 	}
+}
+
+// The reads-by-id relay's position passes a row whose transaction commits
+// after a later row's: the id was drawn at its INSERT, so once it commits
+// it is behind the position and no read returns it. The correct relay's
+// claim, by status, takes it as soon as it is committed.
+func TestReadsByIDSkipsARowCommittedAfterALaterOne(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for range 2 { // idempotent: two relays start at once
+		require.NoError(t, schema.ApplyOutboxID(ctx, e.db))
+	}
+	g, err := GuardsFor(variant.ReadsByID)
+	require.NoError(t, err)
+	byID := newStore(e.db, g)
+
+	late, err := e.db.Begin(ctx)
+	require.NoError(t, err)
+	defer late.Rollback(ctx) //nolint:errcheck // committed below
+	_, err = late.Exec(ctx, `INSERT INTO outbox_messages (event_id, aggregate_id, sequence, event_type, payload, occurred_at)
+VALUES ('EV-LATE', 'ORD-LATE', 1, 'order.created', '{"eventId":"EV-LATE"}', now())`)
+	require.NoError(t, err)
+	later := e.insertMore(1, 1) // drawn its id after EV-LATE's, committed first
+
+	rows, err := byID.claim(ctx, "relay-1:read", 10, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, later, ids(rows), "only the committed row is visible")
+	require.NoError(t, late.Commit(ctx))
+	rows, err = byID.claim(ctx, "relay-1:read", 10, time.Minute)
+	require.NoError(t, err)
+	assert.Empty(t, rows, "EV-LATE committed behind the position: never read")
+	assert.Equal(t, "Pending", e.row("EV-LATE").status)
+
+	claimed, err := newStore(e.db, AllGuards()).claim(ctx, "relay-2:claim", 10, time.Minute)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, append([]string{"EV-LATE"}, later...), ids(claimed), "a claim by status takes every Pending row")
 }

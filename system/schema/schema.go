@@ -30,6 +30,21 @@ func ApplyInventory(ctx context.Context, pool *pgxpool.Pool) error {
 	return apply(ctx, pool, "inventory", inventorySQL)
 }
 
+// outboxIDSQL gives the outbox the bigserial id that libraries reading the
+// outbox by position have. The article's table has none; only the
+// reads-by-id variant's relay adds it, under the schema lock (two relays
+// start at once), before it reads by it. Rows already there get ids too.
+// (No table name in a quoted string: the renamed test target rewrites SQL
+// identifiers, never string literals.)
+const outboxIDSQL = `
+ALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS id bigserial;
+CREATE INDEX IF NOT EXISTS ix_outbox_id ON outbox_messages (id)`
+
+// ApplyOutboxID adds the outbox's bigserial id if missing (reads-by-id).
+func ApplyOutboxID(ctx context.Context, pool *pgxpool.Pool) error {
+	return apply(ctx, pool, "outbox id", outboxIDSQL)
+}
+
 func apply(ctx context.Context, pool *pgxpool.Pool, name, sql string) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {

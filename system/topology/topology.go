@@ -33,6 +33,13 @@ type QueueOptions struct {
 	// MaxLength > 0 adds x-max-length with x-overflow reject-publish, so a
 	// full queue nacks publishes (the broker-nack scenario).
 	MaxLength int
+	// Classic declares the queue as a classic durable queue, which lives
+	// on one node, instead of a quorum queue replicated across the
+	// cluster: the classic-queue variant only. Every process that
+	// declares the queue must agree on its type (a redeclaration with
+	// another x-queue-type fails with PRECONDITION_FAILED); only the
+	// inventory consumer declares it.
+	Classic bool
 }
 
 // DeclareConsumer declares everything the inventory consumer needs: the
@@ -54,6 +61,9 @@ func DeclareConsumer(ch *amqp.Channel, opts QueueOptions) error {
 	args := amqp.Table{
 		"x-queue-type":           "quorum",
 		"x-dead-letter-exchange": DeadLetterExchange,
+	}
+	if opts.Classic {
+		args["x-queue-type"] = "classic"
 	}
 	if opts.MaxLength > 0 {
 		args["x-max-length"] = int64(opts.MaxLength)

@@ -8,13 +8,16 @@
 // environment fallback. The harness sets one variant for every process of a
 // run, so each program accepts every name here and applies only the variants
 // whose Process is its own; an unknown name is an error. Empty or "correct"
-// is the correct pipeline.
+// is the correct pipeline. Names joined by commas combine variants
+// ("ignore-return,ack-before-commit": two independent bugs in one
+// pipeline, each in its own process), see Parse.
 package variant
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -43,10 +46,14 @@ const (
 	UnfencedRetry          = "unfenced-retry"
 	UnfencedRenewal        = "unfenced-renewal"
 	NoBackoff              = "no-backoff"
+	ReadsByID              = "reads-by-id"
 	AckBeforeCommit        = "ack-before-commit"
 	NoInbox                = "no-inbox"
 	InboxOwnTransaction    = "inbox-own-transaction"
 	CommitErrorIgnored     = "commit-error-ignored"
+	NackAsSuccess          = "nack-as-success"
+	SingleNode             = "single-node"
+	ClassicQueue           = "classic-queue"
 )
 
 // Variant is one broken pipeline.
@@ -57,7 +64,7 @@ type Variant struct {
 	Removes string `json:"removes"` // what the variant does instead, and what that breaks
 }
 
-// Catalogue returns the fourteen variants, in pipeline order.
+// Catalogue returns the eighteen variants, in pipeline order.
 func Catalogue() []Variant {
 	return []Variant{
 		{CommitThenPublish, Order,
@@ -90,6 +97,15 @@ func Catalogue() []Variant {
 		{NoBackoff, Relay,
 			"retries back off: next_attempt_at by exponential backoff with jitter, capped",
 			"retries are due at once (next_attempt_at = now): a short outage burns the retry budget in milliseconds and the events end Failed"},
+		{ReadsByID, Relay,
+			"rows are taken by their status (Pending, FOR UPDATE SKIP LOCKED) under a claim, never by a position in the table",
+			"reads the outbox by a bigserial id past the last id it saw (WHERE id > last ORDER BY id), publishing without claiming: the id is taken at insert, the row becomes visible at its commit, so a row whose transaction commits after a later row's is behind the position already and is never published: lost"},
+		{NackAsSuccess, Relay,
+			"a basic.nack keeps the row from Published: it is retried with backoff",
+			"waits for every confirm but takes a basic.nack for an ack and marks the row Published: a message a quorum queue refused (no leader, no majority, or full with reject-publish) is lost"},
+		{SingleNode, Relay,
+			"failover: after losing its node the relay connects to the next address of --amqp-urls, round robin",
+			"connects only to the first address of --amqp-urls and keeps retrying it after losing it: while that node is dead, cut off or frozen nothing is published although the cluster could take it, and a node that stays away stalls the pipeline"},
 		{AckBeforeCommit, Inventory,
 			"manual ack only after the transaction committed",
 			"acks each delivery as soon as it is received, before the transaction: a crash before the commit loses the effect"},
@@ -102,6 +118,9 @@ func Catalogue() []Variant {
 		{CommitErrorIgnored, Inventory,
 			"a failed COMMIT is never acked: the transaction is retried, or the broker redelivers",
 			"a COMMIT that fails (the connection cut while it is in flight: outcome unknown) is taken for done and the batch is acked: if nothing committed, the effect is lost"},
+		{ClassicQueue, Inventory,
+			"the consumer's queue is a quorum queue (x-queue-type quorum), replicated on a majority of the cluster's nodes",
+			"declares the consumer's queue as a classic durable queue, which lives on one node (the one the consumer declared it on): while that node is down the queue is gone from the cluster, messages routed to it are not enqueued and its content cannot be consumed"},
 	}
 }
 
@@ -127,6 +146,79 @@ func Lookup(name string) (Variant, error) {
 		}
 	}
 	return Variant{}, fmt.Errorf("unknown variant %q (known: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Set is the variants of one --variant value: none for the correct
+// pipeline.
+type Set []Variant
+
+// Parse reads a --variant value: one name, or several joined by commas,
+// each removing its own guard. Empty or "correct" is the correct pipeline
+// (and "correct" combines with nothing); an unknown name, or one given
+// twice, is an error.
+func Parse(value string) (Set, error) {
+	if value == "" || value == Correct {
+		return nil, nil
+	}
+	var s Set
+	for _, name := range strings.Split(value, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || name == Correct {
+			return nil, fmt.Errorf("variant %q: %q combines with no other name (known: %s)", value, Correct, strings.Join(Names(), ", "))
+		}
+		v, err := Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(s, func(w Variant) bool { return w.Name == v.Name }) {
+			return nil, fmt.Errorf("variant %q names %s twice", value, name)
+		}
+		s = append(s, v)
+	}
+	return s, nil
+}
+
+// Of returns the variants of the set that break process, in the order
+// given.
+func (s Set) Of(process string) []Variant {
+	var out []Variant
+	for _, v := range s {
+		if v.Breaks(process) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// One returns the one variant of the set that breaks process (the correct
+// pipeline's if none), for a process that applies one variant of its own at
+// a time; two of its own are an error.
+func (s Set) One(process string) (Variant, error) {
+	own := s.Of(process)
+	switch len(own) {
+	case 0:
+		return Variant{Name: Correct, Removes: "nothing: every guard in place"}, nil
+	case 1:
+		return own[0], nil
+	}
+	names := make([]string, len(own))
+	for i, v := range own {
+		names[i] = v.Name
+	}
+	return Variant{}, fmt.Errorf("variants %s all break %s: it runs one of its own at a time", strings.Join(names, ", "), process)
+}
+
+// Detail is how process names the set in its `started` line: each variant,
+// and whether this process runs it or stays correct.
+func (s Set) Detail(process string) string {
+	if len(s) == 0 {
+		return Variant{}.Detail(process)
+	}
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = v.Detail(process)
+	}
+	return strings.Join(parts, " ")
 }
 
 // Breaks reports whether the variant removes a guard of process.

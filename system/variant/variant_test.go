@@ -17,12 +17,14 @@ import (
 	"github.com/faultline-dev/faultline/system/variant"
 )
 
-func TestCatalogueHasTheFourteenVariants(t *testing.T) {
+func TestCatalogueHasTheEighteenVariants(t *testing.T) {
 	want := []string{
 		variant.CommitThenPublish, variant.PublishThenCommit,
 		variant.NoMandatory, variant.IgnoreReturn, variant.PublishedBeforeConfirm, variant.NoFencing, variant.NoLease,
-		variant.UnfencedRetry, variant.UnfencedRenewal, variant.NoBackoff,
+		variant.UnfencedRetry, variant.UnfencedRenewal, variant.NoBackoff, variant.ReadsByID,
+		variant.NackAsSuccess, variant.SingleNode,
 		variant.AckBeforeCommit, variant.NoInbox, variant.InboxOwnTransaction, variant.CommitErrorIgnored,
+		variant.ClassicQueue,
 	}
 	var got []string
 	processes := map[string]bool{}
@@ -39,7 +41,7 @@ func TestCatalogueHasTheFourteenVariants(t *testing.T) {
 		assert.Equal(t, "variant="+v.Name, found.Detail(v.Process))
 	}
 	assert.Equal(t, want, got)
-	assert.Len(t, got, 14)
+	assert.Len(t, got, 18)
 	assert.Len(t, processes, 3)
 	assert.Equal(t, append([]string{variant.Correct}, want...), variant.Names())
 
@@ -76,6 +78,73 @@ func TestLookup(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, v.Breaks(variant.Relay))
 	assert.Equal(t, "variant=no-inbox (breaks inventory; this process is correct)", v.Detail(variant.Relay))
+}
+
+// A --variant value may combine variants, joined by commas: each process
+// applies the ones whose Process is its own; unknown or repeated names
+// are errors.
+func TestParse(t *testing.T) {
+	tests := []struct {
+		value   string
+		names   []string
+		of      map[string][]string // process → its own variants' names
+		detail  string              // the inventory's started detail
+		wantErr string
+	}{
+		{value: "", detail: "variant=correct"},
+		{value: variant.Correct, detail: "variant=correct"},
+		{value: variant.NoInbox, names: []string{variant.NoInbox}, of: map[string][]string{variant.Inventory: {variant.NoInbox}},
+			detail: "variant=no-inbox"},
+		{value: "ignore-return,ack-before-commit", names: []string{variant.IgnoreReturn, variant.AckBeforeCommit},
+			of:     map[string][]string{variant.Relay: {variant.IgnoreReturn}, variant.Inventory: {variant.AckBeforeCommit}},
+			detail: "variant=ignore-return (breaks relay; this process is correct) variant=ack-before-commit"},
+		{value: "no-fencing, no-lease", names: []string{variant.NoFencing, variant.NoLease},
+			of:     map[string][]string{variant.Relay: {variant.NoFencing, variant.NoLease}},
+			detail: "variant=no-fencing (breaks relay; this process is correct) variant=no-lease (breaks relay; this process is correct)"},
+		{value: "ignore-return,nope", wantErr: `unknown variant "nope"`},
+		{value: "no-inbox,no-inbox", wantErr: "names no-inbox twice"},
+		{value: "correct,no-inbox", wantErr: `"correct" combines with no other name`},
+		{value: "no-inbox,", wantErr: `"correct" combines with no other name`},
+	}
+	for _, tt := range tests {
+		set, err := variant.Parse(tt.value)
+		if tt.wantErr != "" {
+			assert.ErrorContains(t, err, tt.wantErr, tt.value)
+			continue
+		}
+		require.NoError(t, err, tt.value)
+		var names []string
+		for _, v := range set {
+			names = append(names, v.Name)
+		}
+		assert.Equal(t, tt.names, names, tt.value)
+		for _, p := range []string{variant.Order, variant.Relay, variant.Inventory} {
+			var own []string
+			for _, v := range set.Of(p) {
+				own = append(own, v.Name)
+			}
+			assert.Equal(t, tt.of[p], own, "%s: %s", tt.value, p)
+		}
+		assert.Equal(t, tt.detail, set.Detail(variant.Inventory), tt.value)
+	}
+}
+
+// A process whose variants replace one of its steps runs one of its own at
+// a time; another process's variants leave it correct.
+func TestOne(t *testing.T) {
+	set, err := variant.Parse("ignore-return,ack-before-commit")
+	require.NoError(t, err)
+	v, err := set.One(variant.Inventory)
+	require.NoError(t, err)
+	assert.Equal(t, variant.AckBeforeCommit, v.Name)
+	v, err = set.One(variant.Order)
+	require.NoError(t, err)
+	assert.Equal(t, variant.Correct, v.Name)
+	assert.False(t, v.Breaks(variant.Order))
+	two, err := variant.Parse("ack-before-commit,no-inbox")
+	require.NoError(t, err)
+	_, err = two.One(variant.Inventory)
+	assert.ErrorContains(t, err, "variants ack-before-commit, no-inbox all break inventory")
 }
 
 func TestRegisterFallsBackToTheEnvironment(t *testing.T) {

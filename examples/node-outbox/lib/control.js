@@ -5,10 +5,13 @@
 import http from 'node:http';
 import { UnknownPoint } from './crashpoints.js';
 
+// send answers the request and returns true, so that a route can end with
+// `return send(...)` and tell serveControl it answered (see app below).
 export function send(res, status, body) {
   const text = body === undefined ? '' : typeof body === 'string' ? body : JSON.stringify(body);
   res.writeHead(status, body === undefined || typeof body === 'string' ? {} : { 'Content-Type': 'application/json' });
   res.end(text);
+  return true;
 }
 
 export async function readBody(req) {

@@ -3,15 +3,20 @@
 // for its confirm. Everything is right about this publish except where it
 // sits: a crash between the commit and here loses the event for good.
 import { connect, drop } from './amqp.js';
+import { ring } from './nodes.js';
 import { declareExchange, EXCHANGE } from './topology.js';
 
-export async function directPublisher(url, log) {
-  if (!url) throw new Error('the publish-after-commit variant needs --amqp-url');
+// urls are the broker's nodes, the preferred first: after a lost
+// connection the next one is dialled first.
+export async function directPublisher(urls, log, { heartbeatMs = 2000 } = {}) {
+  if (urls.length === 0) throw new Error('the publish-after-commit variant needs --amqp-url or --amqp-urls');
+  const nodes = ring(urls);
   let link = null;
   let connecting = null;
   const open = () =>
-    (connecting ??= connect(url, {
+    (connecting ??= connect(nodes, {
       log,
+      heartbeatMs,
       confirm: true,
       setup: declareExchange,
       onLost: () => {

@@ -10,6 +10,8 @@ import { parseDuration } from '../lib/config.js';
 import { crashPoints, parseArming } from '../lib/crashpoints.js';
 import { openEventLog } from '../lib/eventlog.js';
 import { uuidv7 } from '../lib/ids.js';
+import { send, serveControl } from '../lib/control.js';
+import { brokerUrls, heartbeatSeconds, ring } from '../lib/nodes.js';
 
 test('durations read like Go', () => {
   assert.equal(parseDuration('2s'), 2000);
@@ -70,4 +72,77 @@ test('uuidv7 ids sort by time', async () => {
   const b = uuidv7();
   assert.match(a, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   assert.ok(a < b);
+});
+
+test('a route that answered with send is not answered again', async () => {
+  let answered = 0;
+  const returned = [];
+  const server = await serveControl('127.0.0.1:0', {
+    points: crashPoints(openEventLog(path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ctl-')), 'e.jsonl'), 'p-1'), []),
+    healthy: async () => true,
+    app: async (req, res, url) => {
+      if (url.pathname !== '/orders') return false;
+      answered++;
+      const done = send(res, 201, { ok: true });
+      returned.push(done);
+      return done;
+    },
+  });
+  const errors = [];
+  server.on('request', (req, res) => res.on('error', (err) => errors.push(err.code)));
+  try {
+    const base = `http://127.0.0.1:${server.address().port}`;
+    const created = await fetch(`${base}/orders`, { method: 'POST' });
+    assert.equal(created.status, 201);
+    assert.deepEqual(await created.json(), { ok: true });
+    assert.equal((await fetch(`${base}/nothing`)).status, 404);
+    assert.equal((await fetch(`${base}/healthz`)).status, 200);
+    assert.equal(answered, 1);
+    assert.deepEqual(errors, []);
+    // serveControl answers 404 after a route that returns falsy: send must
+    // say it answered (Node 18 crashed the order service with
+    // ERR_STREAM_WRITE_AFTER_END when it did not).
+    assert.deepEqual(returned, [true]);
+  } finally {
+    server.close();
+  }
+});
+
+test('broker addresses: --amqp-urls replaces --amqp-url, errors never show a URL', () => {
+  const a = 'amqp://u:p@127.0.0.1:1/v';
+  const b = 'amqp://u:p@127.0.0.1:2/v';
+  assert.deepEqual(brokerUrls('', a), [a]);
+  assert.deepEqual(brokerUrls(`${a}, ${b}`, 'amqp://ignored/'), [a, b]);
+  assert.deepEqual(brokerUrls(` ${b} `, ''), [b]);
+  for (const [urls, url, want] of [
+    ['', '', /no broker address/],
+    [`${a},,${b}`, '', /address 2 is not an AMQP URL/],
+    [`${a},http://u:p@x/`, '', /address 2 is not an AMQP URL/],
+    ['', 'http://u:p@x/', /address 1 is not an AMQP URL/],
+  ]) {
+    assert.throws(() => brokerUrls(urls, url), (err) => want.test(err.message) && !err.message.includes('u:p'), `${urls} | ${url}`);
+  }
+});
+
+test('the ring gives the next node after each one, round robin; pinned stays on the first', () => {
+  const urls = ['amqp://a/', 'amqp://b/', 'amqp://c/'];
+  for (const [name, r, want] of [
+    ['one node', ring(urls.slice(0, 1)), [0, 0, 0]],
+    ['three nodes', ring(urls), [0, 1, 2, 0, 1, 2, 0]],
+    ['pinned', ring(urls, { pinned: true }), [0, 0, 0]],
+  ]) {
+    assert.deepEqual(
+      want.map(() => r.next()),
+      want.map((i) => ({ url: urls[i], index: i })),
+      name,
+    );
+  }
+  assert.equal(ring(urls).size, 3);
+  assert.equal(ring(urls, { pinned: true }).size, 1);
+});
+
+test('heartbeat in whole seconds, at least one', () => {
+  assert.equal(heartbeatSeconds(2000), 2);
+  assert.equal(heartbeatSeconds(1500), 2);
+  assert.equal(heartbeatSeconds(200), 1);
 });

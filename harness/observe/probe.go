@@ -1,4 +1,4 @@
-package runner
+package observe
 
 import (
 	"context"
@@ -11,6 +11,10 @@ import (
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/infra"
 )
+
+// ConsumerPoll is how often a wait on a queue's consumers asks, with a
+// passive declare, whether it has them yet.
+const ConsumerPoll = 20 * time.Millisecond
 
 // queueProbe asks the broker about a queue of the run's vhost. Depths and
 // consumer counts come from a passive declare over AMQP, which the queue
@@ -34,7 +38,8 @@ func (p *queueProbe) queue(ctx context.Context, queue string) (check.QueueInfo, 
 	if err != nil {
 		return check.QueueInfo{}, err
 	}
-	return check.QueueInfo{Ready: q.Messages, Unacked: m.Unacked, Messages: q.Messages + m.Unacked, Consumers: q.Consumers, Redelivered: m.Redelivered}, nil
+	return check.QueueInfo{Ready: q.Messages, Unacked: m.Unacked, Messages: q.Messages + m.Unacked, Consumers: q.Consumers, Redelivered: m.Redelivered,
+		DeliveryLimit: m.DeliveryLimit, DeadLettered: m.DeadLetterExchange != ""}, nil
 }
 
 // declare passively declares queue: its exact ready count and consumer
@@ -63,22 +68,35 @@ func (p *queueProbe) declare(queue string) (amqp.Queue, error) {
 	return q, nil
 }
 
-// waitConsumer polls, every interval, until queue exists and has a
+// WaitConsumer polls, every interval, until queue exists and has a
 // consumer, or ctx ends.
-func (p *queueProbe) waitConsumer(ctx context.Context, queue string, interval time.Duration) error {
+func (w *Watch) WaitConsumer(ctx context.Context, queue string, interval time.Duration) error {
+	return w.probe.wait(ctx, queue, interval, "a consumer", func(q amqp.Queue) bool { return q.Consumers > 0 })
+}
+
+// waitNoConsumer polls, every interval, until queue exists and has no
+// consumer, or ctx ends: the broker has then taken back what its consumers
+// held unacked.
+func (p *queueProbe) waitNoConsumer(ctx context.Context, queue string, interval time.Duration) error {
+	return p.wait(ctx, queue, interval, "no consumer", func(q amqp.Queue) bool { return q.Consumers == 0 })
+}
+
+// wait polls, every interval, until queue exists and is as wanted (what
+// says how), or ctx ends.
+func (p *queueProbe) wait(ctx context.Context, queue string, interval time.Duration, what string, want func(amqp.Queue) bool) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		q, err := p.declare(queue)
-		if err == nil && q.Consumers > 0 {
+		if err == nil && want(q) {
 			return nil
 		}
 		if err == nil {
-			err = fmt.Errorf("queue %s has no consumer", queue)
+			err = fmt.Errorf("queue %s has %d consumers", queue, q.Consumers)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for a consumer on %s: %w (last: %v)", queue, ctx.Err(), err)
+			return fmt.Errorf("wait for %s on %s: %w (last: %v)", what, queue, ctx.Err(), err)
 		case <-tick.C:
 		}
 	}

@@ -1,0 +1,278 @@
+package check
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
+)
+
+// placer places each committed event that has no effect at the stage of
+// the pipeline where the run's end state shows it stopped. It reads the
+// outbox, the target's queue at the end, the tap queue, the event logs, the
+// audit trail and the spans the queue was unbound, each indexed once.
+//
+// The rules, first match wins (the furthest an event can still get from
+// where it is):
+//
+//   - still-queued: a message of it is in the target's queue at the end
+//     (read after the processes stopped, so unacked ones are back). Without
+//     that read, a queue the broker says is not empty places it unknown.
+//   - skipped, moved past: its outbox row is still Pending, and a row after
+//     it in the outbox query's order (the contract orders it as the relay
+//     reads it: occurred_at, or the id) was published. The run is checked
+//     after the convergence wait, with the relays up (a process down makes
+//     the run indeterminate), so a relay that reads by position has moved
+//     past a row it will never publish: the commit-order window.
+//   - still-in-outbox: its outbox row is Processing, or Pending with no
+//     published row after it: a relay may still publish it.
+//   - consumed-without-effect: it reached the consumer's queue and left it:
+//     the consumer's event log says it was delivered or, without one, it
+//     was routed to the tap queue (bound with the queue's routing keys and
+//     unbound before it, bound again after it, so what reached the tap
+//     reached the queue). With neither a consumer log nor a tap it is
+//     unknown.
+//   - routed-nowhere: it never reached the queue, and the broker returned
+//     it as unroutable (a relay logged the return), or it was published
+//     while the queue was unbound: a relay's published line, or without a
+//     relay log its claim-to-Published span in the audit trail, inside an
+//     unbound span. With the queue unbound at some time and neither a
+//     relay log nor an audit trail, it is unknown.
+//   - skipped: it never reached the queue, was not published while the
+//     queue was unbound, and the outbox has no pending row for it (settled,
+//     or none at all): the relay moved past it without the broker ever
+//     taking it. Without an outbox query it is unknown (it may be pending).
+//
+// never-committed is not placed here: an event without a committed fact is
+// never expected to take effect, and the workload keeps no eventIds of its
+// own to miss.
+type placer struct {
+	o          *Observation
+	outbox     map[string]string // eventId → outbox status
+	pending    map[string]bool   // beyond an offset relay's position (the pending query)
+	passed     map[string]bool   // Pending, with a Published row after it
+	delivered  map[string]bool   // a consumer logged its delivery
+	deliveries map[string]int    // how many times a consumer logged its delivery
+	returned   map[string]bool   // a relay logged its return
+	published  map[string][]time.Time
+	// marked: per eventId, the spans from a claim to the Published write
+	// after it, from the audit trail (read only if the queue was unbound).
+	marked map[string][]Interval
+}
+
+func newPlacer(o *Observation) *placer {
+	p := &placer{o: o, outbox: make(map[string]string, len(o.Outbox)), delivered: map[string]bool{}, deliveries: map[string]int{}, returned: map[string]bool{},
+		published: map[string][]time.Time{}, marked: map[string][]Interval{}}
+	for _, r := range o.Outbox {
+		p.outbox[r.EventID] = r.Status
+	}
+	p.passed = movedPast(o.Outbox)
+	p.pending = make(map[string]bool, len(o.Pending))
+	for _, id := range o.Pending {
+		p.pending[id] = true
+	}
+	for _, e := range o.Log {
+		switch e.Event {
+		case eventlog.Delivered:
+			p.delivered[e.EventID] = true
+			p.deliveries[e.EventID]++
+		case eventlog.Returned:
+			p.returned[e.EventID] = true
+		case eventlog.Published:
+			p.published[e.EventID] = append(p.published[e.EventID], e.Time)
+		}
+	}
+	if len(o.Unbound) > 0 && o.HasAudit {
+		claimed := map[string]time.Time{}
+		for _, a := range o.Audit {
+			switch {
+			case a.NewStatus == "Processing":
+				claimed[a.EventID] = a.At
+			case a.NewStatus == "Published" && a.OldStatus != "Published":
+				from, ok := claimed[a.EventID]
+				if !ok {
+					from = a.At
+				}
+				p.marked[a.EventID] = append(p.marked[a.EventID], Interval{Start: from, End: a.At})
+			}
+		}
+	}
+	return p
+}
+
+// place is the stage of one committed event without effect.
+func (p *placer) place(id string) result.Stage {
+	o := p.o
+	switch {
+	case id == "":
+		return result.StageUnknown // no eventId to trace it by
+	case o.HasQueued && o.Queued[id] > 0:
+		return result.StageQueued
+	case !o.HasQueued && o.Queue.Messages+o.Queue.Unacked > 0:
+		return result.StageUnknown
+	}
+	if p.passed[id] {
+		return result.StageSkipped
+	}
+	if status := p.outbox[id]; status == "Pending" || status == "Processing" || p.pending[id] {
+		return result.StageInOutbox
+	}
+	reached, known := p.reachedQueue(id)
+	switch {
+	case reached && o.Queue.DeliveryLimit > 0 && !o.Queue.DeadLettered && p.deliveries[id] >= o.Queue.DeliveryLimit:
+		return result.StageDroppedAtLimit
+	case reached:
+		return result.StageConsumedNoEffect
+	case !known:
+		return result.StageUnknown
+	case p.returned[id]:
+		return result.StageRoutedNowhere
+	}
+	if len(o.Unbound) > 0 {
+		unbound, known := p.publishedWhileUnbound(id)
+		switch {
+		case unbound:
+			return result.StageRoutedNowhere
+		case !known:
+			return result.StageUnknown
+		}
+	}
+	if !o.outboxSettles() {
+		// No status and no pending query: whether a relay still has it
+		// to publish is not shown.
+		return result.StageUnknown
+	}
+	// Its row settled (by its status, or the relay's position passed it),
+	// or there is none: no relay will publish it.
+	return result.StageSkipped
+}
+
+// movedPast are the Pending rows that a published row follows in the
+// outbox query's order.
+func movedPast(rows []OutboxRow) map[string]bool {
+	out := map[string]bool{}
+	later := false // a published row comes after the one at hand
+	for i := len(rows) - 1; i >= 0; i-- {
+		r := rows[i]
+		if r.Status == "Pending" && later {
+			out[r.EventID] = true
+		}
+		if r.Published || r.Status == "Published" {
+			later = true
+		}
+	}
+	return out
+}
+
+// reachedQueue says whether the event got into the target's queue, and
+// whether the run shows it either way.
+func (p *placer) reachedQueue(id string) (reached, known bool) {
+	if p.o.HasLog("consumer") {
+		if p.delivered[id] {
+			return true, true
+		}
+		known = true
+	}
+	if p.o.HasTap {
+		if p.o.Tap[id] > 0 {
+			return true, true
+		}
+		known = true
+	}
+	return false, known
+}
+
+// publishedWhileUnbound says whether the event was published while the
+// queue was unbound, and whether the run shows it either way.
+func (p *placer) publishedWhileUnbound(id string) (unbound, known bool) {
+	if p.o.HasLog("relay") {
+		for _, t := range p.published[id] {
+			if p.unboundAt(t, t) {
+				return true, true
+			}
+		}
+		known = true
+	}
+	if p.o.HasAudit {
+		for _, iv := range p.marked[id] {
+			if p.unboundAt(iv.Start, iv.End) {
+				return true, true
+			}
+		}
+		known = true
+	}
+	return false, known
+}
+
+func (p *placer) unboundAt(from, to time.Time) bool {
+	for _, iv := range p.o.Unbound {
+		if iv.overlaps(from, to) {
+			return true
+		}
+	}
+	return false
+}
+
+// placed are the committed events without effect, by stage, each stage's
+// eventIds in the order given.
+type placed map[result.Stage][]string
+
+// placeAll places every missing event (ids: its eventId, "" if none is
+// known; labels: aggregate#sequence, which stands in for an eventId the
+// run does not know).
+func placeAll(o *Observation, ids, labels []string) placed {
+	if len(ids) == 0 {
+		return nil
+	}
+	p := newPlacer(o)
+	out := placed{}
+	for i, id := range ids {
+		st := p.place(id)
+		if id == "" {
+			id = labels[i]
+		}
+		out[st] = append(out[st], id)
+	}
+	return out
+}
+
+// split parts the stages into those that mean the run did not converge and
+// those that mean the events are lost.
+func (pl placed) split() (lost, unconverged placed) {
+	for st, ids := range pl {
+		if st.Unconverged() {
+			if unconverged == nil {
+				unconverged = placed{}
+			}
+			unconverged[st] = ids
+		} else {
+			if lost == nil {
+				lost = placed{}
+			}
+			lost[st] = ids
+		}
+	}
+	return lost, unconverged
+}
+
+// ids are every eventId placed, in pipeline order of their stages.
+func (pl placed) ids() []string {
+	var out []string
+	for _, st := range result.Stages() {
+		out = append(out, pl[st]...)
+	}
+	return out
+}
+
+// summary is "3 skipped, 2 routed-nowhere", in pipeline order.
+func (pl placed) summary() string {
+	var parts []string
+	for _, st := range result.Stages() {
+		if n := len(pl[st]); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,183 @@
+package check
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
+)
+
+// lostOne is a run whose one committed event, E1 of aggregate A, has no
+// effect; its outbox row has the given status ("" for no row), the logs of
+// roles are read, and the queue was read empty.
+func lostOne(status string, roles []string, log ...eventlog.Entry) *Observation {
+	var outbox []OutboxRow
+	if status != "" {
+		outbox = []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: status, Published: status == "Published"}}
+	}
+	o := obs(map[string]int64{"A": 1}, outbox, nil, log...)
+	o.Facts[0].EventID = "E1"
+	o.LogRoles = map[string]bool{}
+	for _, r := range roles {
+		o.LogRoles[r] = true
+	}
+	o.HasQueued, o.Queued = true, map[string]int{}
+	return o
+}
+
+func with(o *Observation, change func(*Observation)) *Observation {
+	change(o)
+	return o
+}
+
+// TestStageOfALostEvent: each rule of the placer, from the evidence it
+// rests on, and "unknown" where that evidence is missing.
+func TestStageOfALostEvent(t *testing.T) {
+	logs := []string{"relay", "consumer"}
+	published := ev(100, "relay-1", eventlog.Published, "E1", "c1")
+	unbound := []Interval{{Start: at(50), End: at(200)}}
+	audit := func(claimMS, markMS int) []AuditRow {
+		return []AuditRow{
+			{At: at(claimMS), Op: "UPDATE", EventID: "E1", OldStatus: "Pending", NewStatus: "Processing", NewClaim: "c1"},
+			{At: at(markMS), Op: "UPDATE", EventID: "E1", OldStatus: "Processing", NewStatus: "Published", OldClaim: "c1", NewClaim: "c1"},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		o    *Observation
+		want result.Stage
+	}{
+		{"in the queue at the end", with(lostOne("Published", logs, published), func(o *Observation) { o.Queued["E1"] = 1 }), result.StageQueued},
+		{"in the queue beats a pending row (it was published once already)",
+			with(lostOne("Processing", logs, published), func(o *Observation) { o.Queued["E1"] = 1 }), result.StageQueued},
+		{"queue not read, the broker says it holds messages", with(lostOne("Published", logs, published), func(o *Observation) {
+			o.HasQueued, o.Queued, o.Queue = false, nil, QueueInfo{Messages: 3, Ready: 3}
+		}), result.StageUnknown},
+		{"queue not read, the broker says it is empty: on to the next rule", with(lostOne("Published", logs, published), func(o *Observation) {
+			o.HasQueued, o.Queued = false, nil
+		}), result.StageSkipped},
+		{"pending in the outbox", lostOne("Pending", logs), result.StageInOutbox},
+		{"claimed and never settled (a relay died holding it)", lostOne("Processing", logs), result.StageInOutbox},
+		{"pending, and a row after it was published: the relay moved past it", with(lostOne("Pending", logs), func(o *Observation) {
+			o.Outbox = append(o.Outbox, OutboxRow{EventID: "E2", AggregateID: "B", Sequence: 1, Status: "Published", Published: true})
+		}), result.StageSkipped},
+		{"pending after a published row: not reached yet", with(lostOne("Pending", logs), func(o *Observation) {
+			o.Outbox = append([]OutboxRow{{EventID: "E0", AggregateID: "B", Sequence: 1, Status: "Published", Published: true}}, o.Outbox...)
+		}), result.StageInOutbox},
+		{"claimed, and a row after it was published: a claim, not a skip", with(lostOne("Processing", logs), func(o *Observation) {
+			o.Outbox = append(o.Outbox, OutboxRow{EventID: "E2", AggregateID: "B", Sequence: 1, Status: "Published", Published: true})
+		}), result.StageInOutbox},
+		{"delivered to the consumer, no effect", lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", "")),
+			result.StageConsumedNoEffect},
+		{"delivered as often as the delivery limit of a queue without a dead-letter exchange: dropped",
+			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(160, "inventory", eventlog.Delivered, "E1", "")),
+				func(o *Observation) { o.Queue.DeliveryLimit = 2 }), result.StageDroppedAtLimit},
+		{"at the delivery limit, but dead-lettered: consumed without effect",
+			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(160, "inventory", eventlog.Delivered, "E1", "")),
+				func(o *Observation) { o.Queue.DeliveryLimit, o.Queue.DeadLettered = 2, true }), result.StageConsumedNoEffect},
+		{"below the delivery limit: consumed without effect",
+			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", "")),
+				func(o *Observation) { o.Queue.DeliveryLimit = 2 }), result.StageConsumedNoEffect},
+		{"on the tap, no consumer log", with(lostOne("Published", []string{"relay"}, published), func(o *Observation) {
+			o.HasTap, o.Tap = true, map[string]int{"E1": 1}
+		}), result.StageConsumedNoEffect},
+		{"no consumer log and no tap: whether it reached the queue is unknown", lostOne("Published", []string{"relay"}, published), result.StageUnknown},
+		{"returned by the broker as unroutable, marked anyway (ignore-return)",
+			lostOne("Published", logs, published, ev(101, "relay-1", eventlog.Returned, "E1", "c1")), result.StageRoutedNowhere},
+		{"published while the queue was unbound (no mandatory: no return)",
+			with(lostOne("Published", logs, published), func(o *Observation) { o.Unbound = unbound }), result.StageRoutedNowhere},
+		{"published after an unbind that was never restored",
+			with(lostOne("Published", logs, published), func(o *Observation) { o.Unbound = []Interval{{Start: at(90)}} }), result.StageRoutedNowhere},
+		{"published before the queue was unbound: skipped",
+			with(lostOne("Published", logs, published), func(o *Observation) { o.Unbound = []Interval{{Start: at(300), End: at(400)}} }), result.StageSkipped},
+		{"no relay log: claimed and marked while unbound, from the audit trail", with(lostOne("Published", []string{"consumer"}), func(o *Observation) {
+			o.Unbound, o.HasAudit, o.Audit = unbound, true, audit(40, 60)
+		}), result.StageRoutedNowhere},
+		{"no relay log: claimed and marked after the binding came back", with(lostOne("Published", []string{"consumer"}), func(o *Observation) {
+			o.Unbound, o.HasAudit, o.Audit = unbound, true, audit(250, 260)
+		}), result.StageSkipped},
+		{"no relay log, no audit trail, the queue unbound: unknown", with(lostOne("Published", []string{"consumer"}), func(o *Observation) {
+			o.Unbound = unbound
+		}), result.StageUnknown},
+		{"the relay moved past it, never published (reads by id)", lostOne("Published", logs), result.StageSkipped},
+		{"published, never reached the queue, the binding always there (published-before-confirm)", lostOne("Published", logs, published), result.StageSkipped},
+		{"no outbox row at all (published by the producer, who died first)", lostOne("", logs), result.StageSkipped},
+		{"no outbox query: it may still be pending", with(lostOne("", logs), func(o *Observation) { o.HasOutbox = false }), result.StageUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Len(t, missingEffects(tc.o), 1, "the run has one committed event without effect")
+			pl := findingsOf(tc.o).placed
+			assert.Equal(t, placed{tc.want: {"E1"}}, pl)
+		})
+	}
+}
+
+// TestNoLostByStage: events only still queued or still in the outbox make
+// the run not converged, never lost; any other stage is lost, every
+// eventId listed by stage even past the report's cap.
+func TestNoLostByStage(t *testing.T) {
+	many := func(n int, status string, queued int) *Observation {
+		o := obs(nil, nil, nil)
+		o.LogRoles = map[string]bool{"consumer": true} // a relay log would want each Published row confirmed
+		o.HasQueued, o.Queued = true, map[string]int{}
+		for i := range n {
+			id := fmt.Sprintf("E%02d", i)
+			o.Facts = append(o.Facts, Fact{AggregateID: "A" + id, Sequence: 1, EventID: id})
+			st := status
+			if i < queued {
+				o.Queued[id] = 1
+				st = "Published"
+			}
+			o.Outbox = append(o.Outbox, OutboxRow{EventID: id, AggregateID: "A" + id, Sequence: 1, Status: st, Published: st == "Published"})
+		}
+		return o
+	}
+
+	t.Run("only not converged", func(t *testing.T) {
+		o := many(3, "Pending", 2)
+		inv := find(Invariants(o, nil), NoLost)
+		assert.False(t, inv.OK)
+		assert.True(t, inv.Unconverged)
+		require.Len(t, inv.Violations, 1)
+		v := inv.Violations[0]
+		assert.Equal(t, "not-converged", v.Kind)
+		assert.Equal(t, map[result.Stage][]string{result.StageQueued: {"E00", "E01"}, result.StageInOutbox: {"E02"}}, v.Stages)
+		assert.Equal(t, 0, Counts(o).Lost, "not converged is not lost")
+		s := result.Scenario{Invariants: Invariants(o, nil)}
+		verdict, reason := s.Judge(nil)
+		// The stuck row still fails the run (outbox-truth); without it the
+		// run would be indeterminate.
+		assert.Equal(t, result.Fail, verdict)
+		assert.NotContains(t, reason, "no-lost-event")
+		assert.False(t, s.HasViolation("lost"))
+	})
+
+	t.Run("only queued: indeterminate", func(t *testing.T) {
+		o := many(2, "Published", 2)
+		s := result.Scenario{Invariants: Invariants(o, nil)}
+		verdict, reason := s.Judge(nil)
+		assert.Equal(t, result.Indeterminate, verdict)
+		assert.Contains(t, reason, "did not converge: 2 still queued, 0 still in the outbox")
+	})
+
+	t.Run("lost beside not converged", func(t *testing.T) {
+		o := many(30, "Published", 1) // E00 queued, E01..E29 skipped
+		inv := find(Invariants(o, nil), NoLost)
+		assert.False(t, inv.OK)
+		assert.False(t, inv.Unconverged, "a lost event fails the run")
+		require.Len(t, inv.Violations, 2)
+		lost, pending := inv.Violations[0], inv.Violations[1]
+		assert.Equal(t, "lost", lost.Kind)
+		assert.Len(t, lost.EventIDs, maxNamedInReport, "the message names a few")
+		require.Len(t, lost.Stages, 1)
+		assert.Len(t, lost.Stages[result.StageSkipped], 29, "the stages name them all")
+		assert.Contains(t, lost.Message, "29 committed events never took effect (29 skipped)")
+		assert.Equal(t, "not-converged", pending.Kind)
+		assert.Equal(t, map[result.Stage][]string{result.StageQueued: {"E00"}}, pending.Stages)
+		assert.Equal(t, 29, Counts(o).Lost)
+	})
+}

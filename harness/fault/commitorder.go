@@ -1,0 +1,282 @@
+package fault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/protocol"
+)
+
+// KindCommitOrder is the commit-order fault's kind, as results name it.
+const KindCommitOrder = "commit-order"
+
+// CommitOrder inverts the commit order of outbox inserts, with no change
+// in the target: faultline owns the run's databases, so after the trigger
+// it puts two triggers on the target's outbox table (observe.outbox). One
+// numbers each insert as it is made (the order a SERIAL id would give);
+// the other, a constraint trigger DEFERRABLE INITIALLY DEFERRED, runs at
+// the inserting transaction's COMMIT and, for every Every-th insert (up
+// to Holds of them), sleeps Hold there, so the inserts made after it
+// commit first. A relay that reads the outbox by a position (an id, an
+// offset) has moved past such a row by the time it commits; one that
+// claims rows by their status finds it.
+//
+// After Duration the triggers are dropped (that waits for the held
+// transactions). The fault happened when a held insert saw, once its hold
+// was over and before its commit, at least one later insert committed:
+// the inversion itself. Its result names the held rows' eventIds.
+type CommitOrder struct {
+	Trigger  Trigger
+	Every    int           // hold every Every-th insert after the triggers are in place
+	Holds    int           // hold at most this many
+	Hold     time.Duration // how long a held insert waits at its commit
+	Duration time.Duration // how long the triggers stay in place
+}
+
+func init() {
+	register(Desc[CommitOrder, commitOrderParams]{
+		Name:    KindCommitOrder,
+		Example: CommitOrder{Trigger: Trigger{AfterOrders: 20}, Every: 4, Holds: 5, Hold: 600 * time.Millisecond, Duration: 3 * time.Second},
+		Doc:     "every n-th outbox insert held at its COMMIT while later ones commit (a relay reading by position moves past it)",
+		Opens:   protocol.OutboxCommitOrder,
+		Params: func(c CommitOrder) (commitOrderParams, error) {
+			return commitOrderParams{Hold: Duration(c.Hold), Duration: Duration(c.Duration), Every: c.Every, Holds: c.Holds, Trigger: c.Trigger.Data()}, nil
+		},
+		Fault: func(p commitOrderParams) (CommitOrder, error) {
+			if err := errors.Join(Need(KindCommitOrder, p.Every > 0, "every of 1 or more"), Need(KindCommitOrder, p.Holds > 0, "holds of 1 or more"),
+				Need(KindCommitOrder, p.Hold > 0, "a hold")); err != nil {
+				return CommitOrder{}, err
+			}
+			return CommitOrder{Trigger: p.Trigger.Trigger(), Every: p.Every, Holds: p.Holds, Hold: time.Duration(p.Hold), Duration: time.Duration(p.Duration)}, nil
+		},
+		Window:  func(CommitOrder) (string, string) { return "", protocol.OutboxCommitOrder },
+		Trigger: func(c CommitOrder) Trigger { return c.Trigger },
+		// Explored when faultline watches the outbox: every 4th insert, five
+		// of them, 600 ms each at its commit — many poll intervals of a
+		// relay, so the inserts behind it commit and are read while it waits
+		// (as in blackbox-outbox-commit-order).
+		Enumerate: func(s *Surface, _ int) []Candidate {
+			if !s.Watches(TableOutbox) {
+				return nil
+			}
+			c := CommitOrder{Trigger: Trigger{AfterOrders: PlainAfter}, Every: 4, Holds: 5, Hold: 600 * time.Millisecond, Duration: 3 * time.Second}
+			return []Candidate{{Faults: []Fault{c}, Keys: []string{KindCommitOrder}}}
+		},
+		Offered: func(s *Surface) []Offer {
+			if !s.Watches(TableOutbox) {
+				return nil
+			}
+			return []Offer{{Name: protocol.OutboxCommitOrder, Role: protocol.Producer, By: []string{"(the outbox's commits)"}}}
+		},
+		Shrink: func(_ CommitOrder, sh *Shrink[CommitOrder]) {
+			sh.Trigger(func(c *CommitOrder) *Trigger { return &c.Trigger })
+			sh.Shorter("hold", func(c *CommitOrder) *time.Duration { return &c.Hold })
+			sh.Fewer("holds", func(c *CommitOrder) *int { return &c.Holds }, 1)
+		},
+	})
+}
+
+// commitOrderParams are a CommitOrder as a schedule writes it.
+type commitOrderParams struct {
+	Hold     Duration     `json:"hold,omitempty"`
+	Duration Duration     `json:"duration,omitempty"`
+	Every    int          `json:"every,omitempty"`
+	Holds    int          `json:"holds,omitempty"`
+	Trigger  *TriggerData `json:"trigger,omitempty"`
+}
+
+// Names of what the fault creates in the target's database.
+const (
+	commitOrderInserts = "faultline_commit_order_inserts" // each insert's number, by eventId
+	commitOrderHeld    = "faultline_commit_order_held"    // each held insert: its hold, the later inserts committed first
+	commitOrderNumber  = "faultline_commit_order_number"  // trigger and function: number the insert
+	commitOrderHoldFn  = "faultline_commit_order_hold"    // trigger and function: hold it at its commit
+)
+
+// Describe implements Fault.
+func (c CommitOrder) Describe() result.Fault {
+	return result.Fault{Kind: KindCommitOrder, Target: "outbox",
+		Detail: fmt.Sprintf("every %s outbox insert (up to %d) held %s at its commit while later ones commit, for %s, %s",
+			ordinal(c.Every), c.Holds, c.Hold, c.Duration, c.Trigger)}
+}
+
+// ordinal is 1st, 2nd, 3rd, 4th, ...
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
+}
+
+// Require implements Requirer: the target file names its outbox table and
+// the table's eventId column, and the fault's numbers are sound.
+func (c CommitOrder) Require(env *Env) error {
+	var errs []error
+	if ob := env.Observe.Outbox; ob.Name == "" || ob.EventID == "" || ob.Database == "" {
+		errs = append(errs, errors.New("commit-order fault: the target file names no outbox table with its database and event_id column (observe.outbox)"))
+	}
+	if c.Every < 1 || c.Holds < 1 || c.Hold <= 0 {
+		errs = append(errs, fmt.Errorf("commit-order fault: every %d, holds %d, hold %s: want each above 0", c.Every, c.Holds, c.Hold))
+	}
+	return errors.Join(errs...)
+}
+
+// Inject implements Fault.
+func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
+	start := time.Now()
+	ob := env.Observe.Outbox
+	pool, ok := env.DB[ob.Database]
+	if !ok {
+		return record(c, start, false, fmt.Errorf("no database %q in this run", ob.Database))
+	}
+	if err := env.Wait(ctx, c.Trigger); err != nil {
+		return record(c, start, false, err)
+	}
+	start = time.Now()
+	// One transaction: on an error nothing of it stays in place.
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for _, s := range c.install(ob) {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return record(c, start, false, fmt.Errorf("install the commit-order triggers on %s: %w", ob.Name, err))
+	}
+	env.Logf("commit-order triggers on %s: every %s insert held %s at its commit", ob.Name, ordinal(c.Every), c.Hold)
+	onErr := pause(ctx, c.Duration)
+
+	// Undone on its own clock even when ctx ended: dropping the triggers
+	// waits for the transactions they hold (each at most Hold), then the
+	// held rows, all committed by then, are read in the same transaction.
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+c.Hold)
+	defer cancel()
+	var held []heldInsert
+	inserts := 0
+	if err := pgx.BeginFunc(uctx, pool, func(tx pgx.Tx) error {
+		table := pgx.Identifier(target.Ident(ob.Name)).Sanitize()
+		for _, trg := range []string{commitOrderHoldFn, commitOrderNumber} {
+			if _, err := tx.Exec(uctx, fmt.Sprintf("DROP TRIGGER %s ON %s", trg, table)); err != nil {
+				return err
+			}
+		}
+		var err error
+		if held, inserts, err = readHeld(uctx, tx); err != nil {
+			return err
+		}
+		_, err = tx.Exec(uctx, fmt.Sprintf("DROP FUNCTION %s(), %s(); DROP TABLE %s, %s", commitOrderHoldFn, commitOrderNumber, commitOrderHeld, commitOrderInserts))
+		return err
+	}); err != nil {
+		return notUndone(record(c, start, true, onErr), fmt.Errorf("drop the commit-order triggers from %s: %w", ob.Name, err))
+	}
+
+	var inverted []string
+	var b strings.Builder
+	for _, h := range held {
+		if h.later > 0 {
+			inverted = append(inverted, h.eventID)
+		}
+		fmt.Fprintf(&b, "; %s (insert #%d) held %dms, %d later inserts committed first", h.eventID, h.number, h.heldMS, h.later)
+	}
+	err := onErr
+	switch {
+	case err != nil:
+	case len(held) == 0:
+		err = fmt.Errorf("no outbox insert was held (%d inserts while the triggers were in place)", inserts)
+	case len(inverted) == 0:
+		err = fmt.Errorf("%d inserts held, none while a later insert committed", len(held))
+	}
+	r := record(c, start, len(inverted) > 0, err)
+	r.Detail += fmt.Sprintf(" — %d inserts, %d held%s", inserts, len(held), b.String())
+	r.EventIDs = inverted
+	return r
+}
+
+// heldInsert is one insert the fault held at its commit.
+type heldInsert struct {
+	number  int64 // its place among the inserts
+	eventID string
+	heldMS  int64
+	later   int64 // inserts made after it that had committed when its hold ended
+}
+
+// readHeld reads the held inserts, in insert order, and how many inserts
+// the fault numbered.
+func readHeld(ctx context.Context, tx pgx.Tx) ([]heldInsert, int, error) {
+	var inserts int
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+commitOrderInserts).Scan(&inserts); err != nil {
+		return nil, 0, err
+	}
+	rows, err := tx.Query(ctx, "SELECT ins, event_id, held_ms, later FROM "+commitOrderHeld+" ORDER BY ins")
+	if err != nil {
+		return nil, 0, err
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (heldInsert, error) {
+		var h heldInsert
+		err := row.Scan(&h.number, &h.eventID, &h.heldMS, &h.later)
+		return h, err
+	})
+	return out, inserts, err
+}
+
+// install is the SQL that puts the fault in place. The numbers in it are
+// the fault's own, written by Go; the table and column names come from
+// the target file (checked as identifiers when it was loaded) and are
+// quoted.
+//
+// The number is drawn in the inserting transaction, as a SERIAL id would
+// be, and becomes visible to others when that transaction commits. The
+// held transaction counts the later numbers once its hold is over: in
+// READ COMMITTED (PostgreSQL's default) that statement sees exactly the
+// inserts committed by then — before its own commit, which follows.
+func (c CommitOrder) install(ob target.Table) []string {
+	table := pgx.Identifier(target.Ident(ob.Name)).Sanitize()
+	eventID := "NEW." + pgx.Identifier{ob.EventID}.Sanitize() + "::text"
+	return []string{
+		fmt.Sprintf("CREATE TABLE %s (ins bigserial PRIMARY KEY, event_id text NOT NULL)", commitOrderInserts),
+		fmt.Sprintf("CREATE INDEX ON %s (event_id)", commitOrderInserts),
+		fmt.Sprintf("CREATE TABLE %s (ins bigint PRIMARY KEY, event_id text NOT NULL, held_ms bigint NOT NULL, later bigint NOT NULL)", commitOrderHeld),
+		fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $fl$
+BEGIN
+  INSERT INTO %s (event_id) VALUES (%s);
+  RETURN NULL;
+END
+$fl$`, commitOrderNumber, commitOrderInserts, eventID),
+		fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $fl$
+DECLARE
+  mine bigint;
+  later bigint;
+  since timestamptz;
+BEGIN
+  SELECT ins INTO mine FROM %[2]s WHERE event_id = %[3]s;
+  IF mine IS NULL OR mod(mine, %[4]d) <> 0 OR mine > %[5]d THEN
+    RETURN NULL;
+  END IF;
+  since := clock_timestamp();
+  PERFORM pg_sleep(%[6]f);
+  SELECT count(*) INTO later FROM %[2]s WHERE ins > mine;
+  INSERT INTO %[7]s (ins, event_id, held_ms, later)
+    VALUES (mine, %[3]s, (1000 * extract(epoch FROM clock_timestamp() - since))::bigint, later);
+  RETURN NULL;
+END
+$fl$`, commitOrderHoldFn, commitOrderInserts, eventID, c.Every, c.Every*c.Holds, c.Hold.Seconds(), commitOrderHeld),
+		fmt.Sprintf("CREATE TRIGGER %s AFTER INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s()", commitOrderNumber, table, commitOrderNumber),
+		fmt.Sprintf("CREATE CONSTRAINT TRIGGER %s AFTER INSERT ON %s DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION %s()", commitOrderHoldFn, table, commitOrderHoldFn),
+	}
+}

@@ -1,0 +1,196 @@
+package fault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/protocol"
+)
+
+// KindFailover is the failover fault's kind, as a schedule names it.
+const KindFailover = "failover"
+
+// Failover cuts the database's standby off from its primary for Hold, so
+// the commits made meanwhile reach the primary only, then SIGKILLs the
+// primary and promotes the standby: the promoted server never had them.
+// The processes and faultline reach "the primary" through an address the
+// infrastructure re-points on promotion. Its result says which WAL range
+// was lost; the window opened only if some was (LostBytes above zero).
+//
+// On a synchronous standby the commits made during Hold wait for it; a
+// client whose wait is cancelled (a statement timeout) has its commit
+// visible on the primary, and lost with it.
+//
+// With CancelWaits (a synchronous standby), faultline cancels, as a
+// client's statement timeout would, every commit waiting for the standby
+// during Hold: each is then visible on the primary, and a relay may
+// publish it before the primary dies.
+type Failover struct {
+	Trigger     Trigger
+	Hold        time.Duration
+	Synchronous bool // the standby is synchronous: the run needs one
+	CancelWaits bool
+}
+
+func init() {
+	register(Desc[Failover, failoverParams]{
+		Name:    KindFailover,
+		Example: Failover{Trigger: Trigger{AfterOrders: 40}, Hold: 2 * time.Second},
+		Doc:     "the database's primary killed with commits its standby never received, and the standby promoted",
+		Opens:   protocol.PrimaryFailover,
+		Params: func(f Failover) (failoverParams, error) {
+			return failoverParams{Trigger: f.Trigger.Data(), Hold: Duration(f.Hold), Synchronous: f.Synchronous, CancelWaits: f.CancelWaits}, nil
+		},
+		Fault: func(p failoverParams) (Failover, error) {
+			if err := Need(KindFailover, p.Hold > 0, "hold"); err != nil {
+				return Failover{}, err
+			}
+			return Failover{Trigger: p.Trigger.Trigger(), Hold: time.Duration(p.Hold), Synchronous: p.Synchronous, CancelWaits: p.CancelWaits}, nil
+		},
+		Window:  func(Failover) (string, string) { return "", "" },
+		Touches: func(Failover) Touch { return Touch{Shared: []string{"database"}} },
+		Trigger: func(f Failover) Trigger { return f.Trigger },
+		// Explored where the target has a database: an asynchronous
+		// failover mid-stream. What it loses (a phantom downstream of a
+		// fact gone) is a finding — the documented limit of asynchronous
+		// promotion, which database-failover-async measures.
+		Enumerate: func(s *Surface, _ int) []Candidate {
+			if !s.Standby {
+				return nil
+			}
+			return []Candidate{{Faults: []Fault{Failover{Trigger: Trigger{AfterOrders: 20}, Hold: 2 * time.Second}}}}
+		},
+		Shrink: func(_ Failover, sh *Shrink[Failover]) {
+			sh.Trigger(func(f *Failover) *Trigger { return &f.Trigger })
+		},
+	})
+}
+
+// failoverParams are a Failover as a schedule writes it.
+type failoverParams struct {
+	Trigger     *TriggerData `json:"trigger,omitempty"`
+	Hold        Duration     `json:"hold,omitempty"`
+	Synchronous bool         `json:"synchronous,omitempty"`
+	CancelWaits bool         `json:"cancel_waits,omitempty"`
+}
+
+// Describe implements Fault.
+func (f Failover) Describe() result.Fault {
+	standby := "asynchronous"
+	if f.Synchronous {
+		standby = "synchronous"
+	}
+	cancel := ""
+	if f.CancelWaits {
+		cancel = ", the commits waiting for it cancelled as a client timeout would"
+	}
+	return result.Fault{Kind: KindFailover, Target: "database", Detail: fmt.Sprintf("%s standby cut off %s for %s%s, then the primary killed (SIGKILL) and the standby promoted", standby, f.Trigger, f.Hold, cancel)}
+}
+
+// Needs implements Needs: a database with a standby of the kind asked.
+func (f Failover) Needs() []string {
+	if f.Synchronous {
+		return []string{CapStandbySync}
+	}
+	return []string{CapStandby}
+}
+
+// Require implements Requirer.
+func (f Failover) Require(env *Env) error {
+	_, err := replicated(env, f.Synchronous)
+	return err
+}
+
+// replicated is the run's database with a standby of the kind asked.
+func replicated(env *Env, synchronous bool) (infra.Replicated, error) {
+	r, ok := env.Infra.(infra.Replicated)
+	if !ok {
+		return nil, errors.New("needs a database with a standby, and the run's has none")
+	}
+	if r.Synchronous() != synchronous {
+		return nil, fmt.Errorf("needs a standby with synchronous %t, and the run's has %t", synchronous, r.Synchronous())
+	}
+	return r, nil
+}
+
+// syncWaitPoll is how often the commits waiting for a synchronous standby
+// are looked for and cancelled.
+const syncWaitPoll = 100 * time.Millisecond
+
+// cancelSyncWaits cancels, for hold, every backend waiting for the
+// synchronous standby (wait_event SyncRep): PostgreSQL then ends the
+// wait with a warning, the commit already written and visible locally.
+// It says how many it cancelled.
+func cancelSyncWaits(ctx context.Context, env *Env, hold time.Duration) (int, error) {
+	var pool *pgxpool.Pool
+	for _, p := range env.DB {
+		pool = p
+		break
+	}
+	if pool == nil {
+		return 0, errors.New("cancel the commits waiting for the standby: the run has no database")
+	}
+	ctx, cancel := context.WithTimeout(ctx, hold)
+	defer cancel()
+	n := 0
+	for {
+		var k int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep') c`).Scan(&k)
+		if err == nil {
+			n += k
+		}
+		if pause(ctx, syncWaitPoll) != nil {
+			return n, nil
+		}
+	}
+}
+
+// Inject implements Fault.
+func (f Failover) Inject(ctx context.Context, env *Env) result.Fault {
+	start := time.Now()
+	var seen states
+	done := func(hit bool, err error) result.Fault {
+		r := record(f, start, hit, err)
+		r.States = seen
+		return r
+	}
+	db, err := replicated(env, f.Synchronous)
+	if err != nil {
+		return done(false, err)
+	}
+	if err := env.Wait(ctx, f.Trigger); err != nil {
+		return done(false, err)
+	}
+	start = time.Now()
+	if err := db.HoldReplication(ctx); err != nil {
+		return done(false, fmt.Errorf("hold replication: %w", err))
+	}
+	seen.add(LaneDatabase, "held", "standby cut off from the primary")
+	env.Logf("standby cut off from the primary")
+	if f.CancelWaits {
+		n, err := cancelSyncWaits(ctx, env, f.Hold)
+		if err != nil {
+			return done(false, err)
+		}
+		seen.add(LaneDatabase, "cancelled", "%d commits waiting for the standby cancelled: visible on the primary only", n)
+		env.Logf("%d commits waiting for the standby cancelled", n)
+	} else if err := pause(ctx, f.Hold); err != nil {
+		return done(false, err)
+	}
+	fo, err := db.Failover(context.WithoutCancel(ctx))
+	if err != nil {
+		return done(false, fmt.Errorf("fail over: %w", err))
+	}
+	seen.add(LaneDatabase, "promoted", "primary killed at %s; standby promoted at %s in %s: %d bytes of WAL lost", fo.PrimaryLSN, fo.StandbyLSN, fo.Took.Round(time.Millisecond), fo.LostBytes)
+	env.Logf("primary killed at WAL %s, standby promoted at %s in %s: %d bytes lost", fo.PrimaryLSN, fo.StandbyLSN, fo.Took.Round(time.Millisecond), fo.LostBytes)
+	if fo.LostBytes <= 0 {
+		return done(false, fmt.Errorf("the standby had every commit when it was promoted (primary %s, standby %s): no commit was lost", fo.PrimaryLSN, fo.StandbyLSN))
+	}
+	return done(true, nil)
+}

@@ -1,0 +1,299 @@
+package fault
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Kind is one fault kind as the rest of faultline sees it, beyond its
+// Inject: its name and parameters as a schedule file writes them, the
+// window a fault of it opens, what it touches, how explore enumerates it
+// on a target and how the shrinker makes it smaller, and what `faultline
+// list` says of it. Each kind declares its Kind in its own file, next to
+// its Fault type, as a Desc, and registers it there; Kinds is the table
+// that explore's spec, plan, coverage and shrink and `faultline list` read.
+type Kind interface {
+	// Name is the kind as a schedule file names it: "crash", "toxic".
+	Name() string
+	// Doc says what a fault of the kind does, in one line.
+	Doc() string
+	// Opens names the window(s) a fault of the kind opens, for people.
+	Opens() string
+	// Owns reports whether f is a fault of this kind.
+	Owns(f Fault) bool
+	// Encode is f as data: a JSON object whose first field is "kind".
+	Encode(f Fault) ([]byte, error)
+	// Decode is the fault an object of this kind's (with its "kind"
+	// field) says, checked: an unknown field or a missing or unsound
+	// parameter is an error.
+	Decode(data []byte) (Fault, error)
+	// Window is the window f opens ("" if none) and the instance whose it
+	// is ("" if none).
+	Window(f Fault) (instance, window string)
+	// Touches is what f acts on.
+	Touches(f Fault) Touch
+	// Trigger is when f is armed (zero: at start, or no trigger).
+	Trigger(f Fault) Trigger
+	// Enumerate is every single fault of the kind the surface offers to
+	// explore, with what its window needs around it (none: explore does
+	// not try the kind on its own).
+	Enumerate(s *Surface, hits int) []Candidate
+	// Offered are the windows the kind opens from outside (no crash point)
+	// that the surface offers, for the coverage table.
+	Offered(s *Surface) []Offer
+	// Shrink is f made smaller in one way each, the biggest first.
+	Shrink(f Fault) []Smaller
+	// Example is one fault of the kind, with its parameters set: what the
+	// table's tests write and read back for every kind.
+	Example() Fault
+}
+
+// Touch is what a fault acts on: instances and links by reference, the
+// shared parts by name ("queue", "broker"), and whether it leaves the
+// queue unroutable.
+type Touch struct {
+	Instances  []string
+	Links      []string
+	Shared     []string
+	Unroutable bool
+}
+
+// Candidate is one single fault explore may run — with the faults and
+// settings its window needs around it to open at all — and what makes two
+// of them collide.
+type Candidate struct {
+	Faults   []Fault
+	Settings map[string]string
+	// Invariants are the optional invariants the run is judged by too
+	// (check.NoneGaveUp: the outage is one the target rides out, so no row
+	// may end Failed).
+	Invariants []string
+	// Depth orders the singles: higher is a later hit, a later instance, a
+	// link fault at a window.
+	Depth int
+	// Keys are what the candidate takes, one per run: a crash point of an
+	// instance, a link, the bindings.
+	Keys []string
+}
+
+// Offer is one window a target offers, and who offers it.
+type Offer struct {
+	Name string
+	Role string
+	By   []string
+}
+
+// Smaller is a fault made smaller in one way, and what changed.
+type Smaller struct {
+	Change string
+	Fault  Fault
+}
+
+// Desc is a Kind whose faults are F and whose parameters, as a schedule
+// writes them, are P (a struct with JSON tags; its fields follow "kind" in
+// the object). Name, Doc, Example, Params and Fault are required; a nil func
+// means the kind has none of that (opens no window of its own, touches
+// nothing, is not enumerated, is not shrunk but by dropping it).
+type Desc[F Fault, P any] struct {
+	Name  string
+	Doc   string
+	Opens string
+	// Example is one fault of the kind with its parameters set.
+	Example F
+	// Params is f as data; Fault is the data as a fault, checked.
+	Params func(f F) (P, error)
+	Fault  func(p P) (F, error)
+
+	Window    func(f F) (instance, window string)
+	Touches   func(f F) Touch
+	Trigger   func(f F) Trigger
+	Enumerate func(s *Surface, hits int) []Candidate
+	Offered   func(s *Surface) []Offer
+	// Shrink adds f's smaller versions to sh.
+	Shrink func(f F, sh *Shrink[F])
+}
+
+// kind is a Desc as a Kind.
+type kind[F Fault, P any] struct{ d Desc[F, P] }
+
+func (k kind[F, P]) Name() string  { return k.d.Name }
+func (k kind[F, P]) Doc() string   { return k.d.Doc }
+func (k kind[F, P]) Opens() string { return k.d.Opens }
+
+func (k kind[F, P]) Example() Fault { return k.d.Example }
+
+func (k kind[F, P]) Owns(f Fault) bool {
+	_, ok := f.(F)
+	return ok
+}
+
+func (k kind[F, P]) Encode(f Fault) ([]byte, error) {
+	p, err := k.d.Params(f.(F))
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("%s fault: %w", k.d.Name, err)
+	}
+	name, _ := json.Marshal(k.d.Name)
+	out := append([]byte(`{"kind":`), name...)
+	if rest := bytes.TrimPrefix(body, []byte("{")); len(rest) > 1 {
+		out = append(out, ',')
+		out = append(out, rest...)
+	} else {
+		out = append(out, '}')
+	}
+	return out, nil
+}
+
+func (k kind[F, P]) Decode(data []byte) (Fault, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, fmt.Errorf("%s fault: %w", k.d.Name, err)
+	}
+	delete(fields, "kind")
+	rest, err := json.Marshal(fields)
+	if err != nil {
+		return nil, fmt.Errorf("%s fault: %w", k.d.Name, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(rest))
+	dec.DisallowUnknownFields()
+	var p P
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s fault: %w", k.d.Name, err)
+	}
+	return k.d.Fault(p)
+}
+
+func (k kind[F, P]) Window(f Fault) (string, string) {
+	if k.d.Window == nil {
+		return "", ""
+	}
+	return k.d.Window(f.(F))
+}
+
+func (k kind[F, P]) Touches(f Fault) Touch {
+	if k.d.Touches == nil {
+		return Touch{}
+	}
+	return k.d.Touches(f.(F))
+}
+
+func (k kind[F, P]) Trigger(f Fault) Trigger {
+	if k.d.Trigger == nil {
+		return Trigger{}
+	}
+	return k.d.Trigger(f.(F))
+}
+
+func (k kind[F, P]) Enumerate(s *Surface, hits int) []Candidate {
+	if k.d.Enumerate == nil {
+		return nil
+	}
+	return k.d.Enumerate(s, hits)
+}
+
+func (k kind[F, P]) Offered(s *Surface) []Offer {
+	if k.d.Offered == nil {
+		return nil
+	}
+	return k.d.Offered(s)
+}
+
+func (k kind[F, P]) Shrink(f Fault) []Smaller {
+	if k.d.Shrink == nil {
+		return nil
+	}
+	sh := &Shrink[F]{f: f.(F)}
+	k.d.Shrink(sh.f, sh)
+	return sh.out
+}
+
+// table is the kinds by name. It is written while the package
+// initialises and only read after: the first read seals it, and a write
+// after that is refused, so no kind can appear or change while explore or
+// a run reads the table.
+type table struct {
+	mu     sync.Mutex
+	kinds  map[string]Kind
+	sealed bool
+}
+
+// add adds k; a second kind of the same name, or one added after the table
+// was read, is refused.
+func (t *table) add(k Kind) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sealed {
+		return fmt.Errorf("fault kind %q added after the table was read", k.Name())
+	}
+	if _, dup := t.kinds[k.Name()]; dup {
+		return fmt.Errorf("fault kind %q added twice", k.Name())
+	}
+	if t.kinds == nil {
+		t.kinds = map[string]Kind{}
+	}
+	t.kinds[k.Name()] = k
+	return nil
+}
+
+// all is every kind, by name; it seals the table.
+func (t *table) all() []Kind {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sealed = true
+	out := make([]Kind, 0, len(t.kinds))
+	for _, k := range t.kinds {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b Kind) int { return strings.Compare(a.Name(), b.Name()) })
+	return out
+}
+
+// registry is the table of kinds. Each kind's file adds its own from an
+// init (register), so that adding a kind is adding one file: no list
+// elsewhere to extend. It is the package's one piece of state, written
+// once: register is unexported, called only from the kinds' inits (which
+// run before any other package can read the table), and the table refuses
+// a write once read.
+var registry table
+
+// register adds the kind d describes to the table; a kind without a name,
+// Params or Fault, or a second kind of one name, is a programming error
+// found when the package loads.
+func register[F Fault, P any](d Desc[F, P]) {
+	if d.Name == "" || d.Doc == "" || d.Params == nil || d.Fault == nil {
+		panic(fmt.Sprintf("fault kind %q: needs a name, a Doc, Params and Fault", d.Name))
+	}
+	if err := registry.add(kind[F, P]{d}); err != nil {
+		panic(err)
+	}
+}
+
+// Kinds is every fault kind, by name.
+func Kinds() []Kind { return registry.all() }
+
+// KindNamed is the kind a schedule names.
+func KindNamed(name string) (Kind, bool) {
+	for _, k := range Kinds() {
+		if k.Name() == name {
+			return k, true
+		}
+	}
+	return nil, false
+}
+
+// KindOf is the kind of f.
+func KindOf(f Fault) (Kind, bool) {
+	for _, k := range Kinds() {
+		if k.Owns(f) {
+			return k, true
+		}
+	}
+	return nil, false
+}

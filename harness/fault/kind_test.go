@@ -1,0 +1,85 @@
+package fault
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Every kind on the table: found by its name and by its example's kind;
+// it writes its example as an object that starts with its kind and reads
+// it back the same, refuses a field it does not have, and says where its
+// example is armed. A new kind's file is tested here with no list to edit.
+func TestKinds(t *testing.T) {
+	kinds := Kinds()
+	require.GreaterOrEqual(t, len(kinds), 9, "crash, toxic, link-down, unbind, poison, broker-restart, replay, on-commit, commit-order at least")
+	for i, k := range kinds {
+		t.Run(k.Name(), func(t *testing.T) {
+			if i > 0 {
+				assert.Less(t, kinds[i-1].Name(), k.Name(), "by name, once each")
+			}
+			assert.NotEmpty(t, k.Doc())
+			byName, ok := KindNamed(k.Name())
+			require.True(t, ok)
+			assert.Equal(t, k.Name(), byName.Name())
+			f := k.Example()
+			require.NotNil(t, f)
+			of, ok := KindOf(f)
+			require.True(t, ok, "%T", f)
+			assert.Equal(t, k.Name(), of.Name())
+
+			data, err := k.Encode(f)
+			require.NoError(t, err)
+			var head struct{ Kind string }
+			require.NoError(t, json.Unmarshal(data, &head), "%s", data)
+			assert.Equal(t, k.Name(), head.Kind)
+			back, err := k.Decode(data)
+			require.NoError(t, err, "%s", data)
+			assert.Equal(t, f, back)
+
+			_, err = k.Decode([]byte(`{"kind":"` + k.Name() + `","colour":"red"}`))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), `unknown field "colour"`)
+		})
+	}
+	_, ok := KindNamed("meteor")
+	assert.False(t, ok)
+}
+
+// A table is written once: a second kind of one name is refused, and so is
+// any kind once the table has been read.
+func TestTableIsWrittenOnce(t *testing.T) {
+	var tb table
+	crash := kind[Crash, crashParams]{Desc[Crash, crashParams]{Name: "crash"}}
+	unbind := kind[Unbind, unbindParams]{Desc[Unbind, unbindParams]{Name: "unbind"}}
+	require.NoError(t, tb.add(crash))
+	err := tb.add(crash)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "added twice")
+	assert.Len(t, tb.all(), 1)
+	err = tb.add(unbind)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "after the table was read")
+	assert.Len(t, tb.all(), 1)
+}
+
+// The shrink helpers make a copy smaller in one field each, never f itself.
+func TestShrinkHelpers(t *testing.T) {
+	c := CommitOrder{Trigger: Trigger{AfterOrders: 20, Delay: time.Second}, Every: 4, Holds: 5, Hold: 600 * time.Millisecond}
+	var got []string
+	for _, s := range mustKind(t, c).Shrink(c) {
+		got = append(got, s.Change)
+	}
+	assert.Equal(t, []string{"trigger after 20 → 10 orders", "trigger delay 1s → 0", "hold 600ms → 300ms", "hold 600ms → 450ms", "holds 5 → 2", "holds 5 → 3"}, got)
+	assert.Equal(t, 5, c.Holds, "f itself unchanged")
+}
+
+// mustKind is f's kind, which the test needs.
+func mustKind(t *testing.T, f Fault) Kind {
+	k, ok := KindOf(f)
+	require.True(t, ok, "%T", f)
+	return k
+}

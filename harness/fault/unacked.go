@@ -1,0 +1,221 @@
+package fault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/faultline-dev/faultline/harness/result"
+)
+
+// KindUnacked is the unacked-deliveries fault's kind, as a schedule names
+// it.
+const KindUnacked = "unacked"
+
+// Unacked opens the window after a consumer received, before it committed,
+// from outside: after the trigger it polls the broker's management API
+// until the target's queue has deliveries held by its consumer and not yet
+// acked (messages_unacknowledged above zero), then kills the consumer
+// (SIGKILL, restarted after RestartAfter) or freezes it (SIGSTOP for Hold).
+//
+// With Cut, the consumer's database link goes down first (and comes back
+// at the kill), so nothing it receives from then on can commit: the
+// deliveries it holds are received, not committed, whether the broker
+// counts them unacked or — a consumer that acks on receipt — counts them
+// delivered since the cut. Its result says which the broker counted.
+type Unacked struct {
+	Process      string // the consumer instance reference
+	Trigger      Trigger
+	Action       string // ActKill or ActPause
+	Hold         time.Duration
+	RestartAfter time.Duration
+	Cut          string // a link reference ("consumer.pg") down from the trigger to the action; "" none
+}
+
+func init() {
+	register(Desc[Unacked, unackedParams]{
+		Name:    KindUnacked,
+		Example: Unacked{Process: "consumer", Trigger: Trigger{AfterOrders: 5}, Action: ActKill, RestartAfter: RestartAfter},
+		Doc:     "the consumer killed or frozen while the broker counts deliveries it holds unacked on the target's queue",
+		Opens:   "consumer.after-receive (from outside)",
+		Params: func(u Unacked) (unackedParams, error) {
+			return unackedParams{Process: u.Process, Action: u.Action, Hold: Duration(u.Hold), RestartAfter: Duration(u.RestartAfter), Cut: u.Cut, Trigger: u.Trigger.Data()}, nil
+		},
+		Fault: func(p unackedParams) (Unacked, error) {
+			errs := []error{Need(KindUnacked, p.Process != "", "process")}
+			if p.Action != ActKill && p.Action != ActPause {
+				errs = append(errs, fmt.Errorf("unacked fault: action %q: want %s or %s", p.Action, ActKill, ActPause))
+			}
+			if err := errors.Join(errs...); err != nil {
+				return Unacked{}, err
+			}
+			return Unacked{Process: p.Process, Action: p.Action, Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter), Cut: p.Cut, Trigger: p.Trigger.Trigger()}, nil
+		},
+		Window: func(u Unacked) (string, string) { return u.Process, "consumer.after-receive" },
+		Touches: func(u Unacked) Touch {
+			t := Touch{Instances: []string{u.Process}}
+			if u.Cut != "" {
+				t.Links = []string{u.Cut}
+			}
+			return t
+		},
+		Trigger: func(u Unacked) Trigger { return u.Trigger },
+	})
+}
+
+// unackedParams are an Unacked as a schedule writes it.
+type unackedParams struct {
+	Process      string       `json:"process,omitempty"`
+	Action       string       `json:"action,omitempty"`
+	Hold         Duration     `json:"hold,omitempty"`
+	RestartAfter Duration     `json:"restart_after,omitempty"`
+	Cut          string       `json:"cut,omitempty"`
+	Trigger      *TriggerData `json:"trigger,omitempty"`
+}
+
+// Describe implements Fault.
+func (u Unacked) Describe() result.Fault {
+	kind, detail := "crash", fmt.Sprintf("%s killed (SIGKILL) holding deliveries unacked, %s, restarted after %s", u.Process, u.Trigger, u.RestartAfter)
+	if u.Action == ActPause {
+		kind, detail = "pause", fmt.Sprintf("%s frozen (SIGSTOP) holding deliveries unacked, %s, held %s", u.Process, u.Trigger, u.Hold)
+	}
+	if u.Cut != "" {
+		detail = fmt.Sprintf("link %s down, then ", u.Cut) + detail
+	}
+	return result.Fault{Kind: kind, Target: u.Process, Detail: detail}
+}
+
+// Require implements Requirer: the instance and the target's queue.
+func (u Unacked) Require(env *Env) error {
+	if _, err := env.Roles.Instance(u.Process); err != nil {
+		return err
+	}
+	if env.Topology.Queue == "" {
+		return errors.New("unacked fault: the target's topology names no queue")
+	}
+	if u.Cut != "" {
+		if _, err := env.Roles.Link(u.Cut); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Inject implements Fault.
+func (u Unacked) Inject(ctx context.Context, env *Env) result.Fault {
+	start := time.Now()
+	p, err := env.Process(u.Process)
+	if err != nil {
+		return record(u, start, false, err)
+	}
+	if err := env.Wait(ctx, u.Trigger); err != nil {
+		return record(u, start, false, err)
+	}
+	start = time.Now()
+	var up func() error
+	if u.Cut != "" {
+		link, err := env.Link(u.Cut)
+		if err != nil {
+			return record(u, start, false, err)
+		}
+		if err := link.Down(ctx); err != nil {
+			return record(u, start, false, fmt.Errorf("cut %s: %w", u.Cut, err))
+		}
+		env.Logf("link %s down", u.Cut)
+		up = func() error { return link.Up(context.WithoutCancel(ctx)) }
+	}
+	linkUp := func(r result.Fault) result.Fault {
+		if up != nil {
+			if err := up(); err != nil {
+				r.UndoError = err.Error()
+			}
+			up = nil
+		}
+		return r
+	}
+	seen, err := waitHeldDeliveries(ctx, env, u.Cut != "")
+	if err != nil {
+		return linkUp(record(u, start, false, err))
+	}
+	done := func(hit bool, err error) result.Fault {
+		r := record(u, start, hit, err)
+		r.Detail += " — " + seen
+		return linkUp(r)
+	}
+	switch u.Action {
+	case ActKill:
+		if err := p.Kill(); err != nil {
+			return done(false, err)
+		}
+		if up != nil {
+			if err := up(); err != nil {
+				return notUndone(done(true, nil), err)
+			}
+			up = nil
+		}
+		env.Logf("%s killed (SIGKILL): %s", u.Process, seen)
+		if err := pause(ctx, u.RestartAfter); err != nil {
+			return done(true, err)
+		}
+		if err := p.Restart(ctx); err != nil {
+			return notUndone(done(true, nil), fmt.Errorf("restart %s: %w", u.Process, err))
+		}
+	case ActPause:
+		if err := p.Pause(); err != nil {
+			return done(false, err)
+		}
+		env.Logf("%s frozen (SIGSTOP): %s", u.Process, seen)
+		holdErr := pause(ctx, u.Hold)
+		if err := p.Resume(); err != nil {
+			return notUndone(done(true, holdErr), fmt.Errorf("resume %s: %w", u.Process, err))
+		}
+		return done(true, holdErr)
+	}
+	return done(true, nil)
+}
+
+// waitHeldDeliveries polls the target queue's counters (published by the
+// broker every statistics interval) until its consumer holds deliveries
+// unacked — or, when nothing can commit (cut), until the broker counts
+// deliveries made since the cut took hold (a reading a statistics
+// interval after it is the baseline) — up to the fault deadline. It says
+// what the broker counted.
+func waitHeldDeliveries(ctx context.Context, env *Env, cut bool) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, env.Deadline)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	from := time.Now()
+	baseline := -1
+	var last error
+	for {
+		q, err := env.Infra.Queue(ctx, env.VHost, env.Topology.Queue)
+		now := time.Now().Format("15:04:05.000")
+		switch {
+		case err != nil:
+			last = err
+		case q.Unacked > 0 && q.Consumers > 0 && (!cut || time.Since(from) >= statsInterval):
+			// After a cut, only a reading a statistics interval later
+			// shows deliveries taken since: an earlier one may be of
+			// deliveries from before it, which a consumer that acks on
+			// receipt has acked already.
+			return fmt.Sprintf("the broker counted %d deliveries unacked on %s (%d consumer(s)) at %s", q.Unacked, env.Topology.Queue, q.Consumers, now), nil
+		case cut && baseline < 0 && time.Since(from) >= statsInterval:
+			baseline = q.Delivered
+		case cut && baseline >= 0 && q.Delivered > baseline:
+			return fmt.Sprintf("the broker counted %d deliveries on %s since the consumer's database link was cut, none unacked (acked on receipt, none committed) at %s",
+				q.Delivered-baseline, env.Topology.Queue, now), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("the broker counted no delivery held by the consumer on %s within %s (last error: %v)", env.Topology.Queue, env.Deadline, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// statsInterval bounds how stale the management API's counters are: the
+// broker publishes them every collect_statistics_interval (500 ms on the
+// local and docker providers) plus a margin.
+const statsInterval = 600 * time.Millisecond

@@ -1,0 +1,44 @@
+package fault
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/faultline-dev/faultline/harness/check"
+)
+
+// A measured outage ends once it has held its least and its round trips
+// fitted (or a row ended Failed inside it), or at its most; at its most it
+// opened its window only if the relays retried in it.
+func TestUnbindSettled(t *testing.T) {
+	u := Unbind{Duration: 3 * time.Second, Rounds: 45, Max: 10 * time.Second}
+	fast := check.RetryPace{RoundTrip: 30 * time.Millisecond, ClaimWait: 20 * time.Millisecond, Retries: 40}  // 45 fit in 2.25 s
+	slow := check.RetryPace{RoundTrip: 150 * time.Millisecond, ClaimWait: 50 * time.Millisecond, Retries: 40} // 45 fit in 9 s
+	for _, tc := range []struct {
+		name         string
+		u            Unbind
+		held         time.Duration
+		pace         check.RetryPace
+		stop, opened bool
+	}{
+		{name: "fast round trips, not yet its least", u: u, held: 2500 * time.Millisecond, pace: fast, opened: true},
+		{name: "fast round trips, past its least", u: u, held: 3 * time.Second, pace: fast, stop: true, opened: true},
+		{name: "slow round trips, not yet fitted", u: u, held: 5 * time.Second, pace: slow},
+		{name: "slow round trips fitted", u: u, held: 9 * time.Second, pace: slow, stop: true, opened: true},
+		{name: "no retry seen yet", u: u, held: 4 * time.Second, pace: check.RetryPace{ClaimWait: 20 * time.Millisecond}},
+		{name: "at its most, too few fitted, the relays retrying: ridden out", u: u, held: 10 * time.Second, pace: check.RetryPace{RoundTrip: time.Second, ClaimWait: 50 * time.Millisecond, Retries: 5}, stop: true, opened: true},
+		{name: "at its most, no retry at all: window not opened", u: u, held: 10 * time.Second, pace: check.RetryPace{ClaimWait: 50 * time.Millisecond}, stop: true},
+		{name: "at its most, rows claimed and never retried (returns ignored): opened", u: u, held: 10 * time.Second, pace: check.RetryPace{ClaimWait: 50 * time.Millisecond, Claims: 9}, stop: true, opened: true},
+		{name: "a row Failed inside it, past its least", u: u, held: 3100 * time.Millisecond, pace: check.RetryPace{RoundTrip: time.Second, Retries: 5, Failed: 2}, stop: true, opened: true},
+		{name: "a row Failed, not yet its least", u: u, held: time.Second, pace: check.RetryPace{Failed: 1}, opened: true},
+		{name: "most below least: the least bounds it", u: Unbind{Duration: 2 * time.Second, Rounds: 12, Max: time.Second}, held: 2 * time.Second, pace: slow, stop: true, opened: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stop, opened := tc.u.settled(tc.held, tc.pace)
+			assert.Equal(t, tc.stop, stop, "stop")
+			assert.Equal(t, tc.opened, opened, "opened")
+		})
+	}
+}

@@ -1,0 +1,30 @@
+package observe
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/faultline-dev/faultline/harness/check"
+)
+
+// Audit reads the outbox's audit trail, in the order the writes were
+// made: the rows with an id above after (0: all of it).
+func (w *Watch) Audit(ctx context.Context, after int64) ([]check.AuditRow, error) {
+	outbox := w.run.Target.Observe.Outbox
+	pool := w.run.DB[outbox.Database]
+	rows, err := pool.Query(ctx, `SELECT id, at, writer, op, coalesce(event_id, ''), coalesce(old_status, ''), coalesce(new_status, ''), coalesce(old_claim, ''), coalesce(new_claim, '') FROM faultline_audit WHERE id > $1 ORDER BY id`, after)
+	if err != nil {
+		return nil, fmt.Errorf("audit trail: %w", err)
+	}
+	defer rows.Close()
+	var out []check.AuditRow
+	for rows.Next() {
+		var a check.AuditRow
+		if err := rows.Scan(&a.ID, &a.At, &a.Writer, &a.Op, &a.EventID, &a.OldStatus, &a.NewStatus, &a.OldClaim, &a.NewClaim); err != nil {
+			return nil, fmt.Errorf("audit trail: %w", err)
+		}
+		a.OldStatus, a.NewStatus = outbox.ArticleStatus(a.OldStatus), outbox.ArticleStatus(a.NewStatus)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,81 @@
+package observe
+
+import (
+	"context"
+
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
+)
+
+// Ends is what reading a run's end state needs from the run besides its
+// target: its processes' event logs and names, and the faults' record.
+type Ends struct {
+	// LogPaths are the event logs of the processes that write one.
+	LogPaths []string
+	// LogRoles are the roles whose processes write an event log.
+	LogRoles map[string]bool
+	// Windows translate each process's own crash point names into the
+	// protocol's windows: instance → its point name → window.
+	Windows map[string]map[string]string
+	// Instances maps the role references scenarios use ("relay-1",
+	// "consumer") to the run's instance names, which its logs carry.
+	Instances map[string]string
+	// Unbound are the spans of the run in which faultline had removed the
+	// target queue's bindings, from the faults' own record.
+	Unbound []check.Interval
+	// Queued reads, without taking them, the messages still in the
+	// target's queue. Only once the processes have stopped: what a consumer
+	// held unacked is ready again then.
+	Queued bool
+}
+
+// End reads the run's end state: the target's tables through its contract,
+// the target queue's and dead-letter queue's counters, the messages left in
+// the queue (when asked), the audit trail and the tap where they were
+// installed, and the event logs, merged in time order.
+func (w *Watch) End(ctx context.Context, e Ends) (*check.Observation, error) {
+	o := &check.Observation{ByEvent: map[string][]eventlog.Entry{}, LogRoles: e.LogRoles, Instances: e.Instances, Unbound: e.Unbound}
+	if err := ReadContract(ctx, w.run.DB, w.run.Target.Contract, w.run.Target.Relay.Model, o); err != nil {
+		return nil, err
+	}
+	w.readRelay(o)
+	var err error
+	topology := w.run.Target.Topology
+	if o.Queue, err = w.Queue(ctx, topology.Queue); err != nil {
+		return nil, err
+	}
+	if topology.DeadLetterQueue != "" {
+		if o.DeadLetters, err = w.Queue(ctx, topology.DeadLetterQueue); err != nil {
+			return nil, err
+		}
+		o.HasDLQ = true
+	}
+	if e.Queued {
+		if o.Queued, err = w.readQueued(ctx); err != nil {
+			return nil, err
+		}
+		o.HasQueued = true
+	}
+	if w.audit {
+		if o.Audit, err = w.Audit(ctx, 0); err != nil {
+			return nil, err
+		}
+		o.HasAudit = true
+	}
+	if w.tapped {
+		if o.Tap, err = w.readTap(ctx); err != nil {
+			return nil, err
+		}
+		o.HasTap = true
+	}
+	o.Log, err = ReadLogs(e.LogPaths, e.Windows)
+	if err != nil {
+		return nil, err
+	}
+	for _, entry := range o.Log {
+		if entry.EventID != "" {
+			o.ByEvent[entry.EventID] = append(o.ByEvent[entry.EventID], entry)
+		}
+	}
+	return o, nil
+}

@@ -1,0 +1,117 @@
+// Package observe watches a run's target from outside and reads what it
+// left: the triggers faultline installs in the run's databases (a
+// notification of each committed write, the outbox's audit trail), the
+// commit stream fed from them, the tap queue, the broker's counters, the
+// messages left in the queue, the target's tables through its contract
+// queries, and the processes' event logs. It hands the checker plain data
+// (a check.Observation, progress samples); the checker judges and reads
+// nothing itself. Data flows one way: runner → observe → check.
+//
+// One file per source: triggers.go (the triggers), commits.go (the commit
+// stream), audit.go (the audit trail), tap.go (the tap queue), probe.go
+// (broker counters), queued.go (the queue after the processes stopped),
+// contract.go (the contract queries), logs.go (event logs), converge.go
+// (progress samples until convergence), end.go (the end state).
+package observe
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/safe"
+	"github.com/faultline-dev/faultline/harness/target"
+)
+
+// Run is the run a Watch looks at.
+type Run struct {
+	Infra  infra.Infra
+	VHost  string // the run's vhost
+	Target *target.Target
+	// DB maps each of the target's databases (by its name in the target
+	// file) to a pool on the run's copy of it, and DBName to the copy's
+	// name.
+	DB     map[string]*pgxpool.Pool
+	DBName map[string]string
+	// OnPanic is told a panic of a goroutine of the watch (a LISTEN loop).
+	OnPanic func(*safe.PanicError)
+}
+
+// Watch is what faultline has watching one run's target from outside:
+// triggers on the observed tables (an audit trail of every outbox write
+// with its writer, and a notification of each write when its transaction
+// commits), a listener per database feeding the commits to the faults, the
+// tap queue, and a probe of the broker's queues. Close stops it.
+type Watch struct {
+	run     Run
+	commits *fault.Commits
+	// audit is set once the outbox's audit trigger is in place.
+	audit bool
+	// position is set once an offset relay's position table is watched.
+	position bool
+	tapped   bool
+	why      []string // what could not be installed
+	probe    *queueProbe
+
+	mu      sync.Mutex
+	closers []func() // the listeners' stops
+	// withStatus: whether the outbox query returns a status column, once
+	// asked.
+	withStatus *bool
+}
+
+// New watches run; the commits its triggers notify go to commits.
+// Nothing is installed until Install.
+func New(run Run, commits *fault.Commits) *Watch {
+	return &Watch{run: run, commits: commits, probe: &queueProbe{infra: run.Infra, vhost: run.VHost}}
+}
+
+// Close stops the listeners and closes the probe's connection.
+func (w *Watch) Close() {
+	w.mu.Lock()
+	closers := w.closers
+	w.closers = nil
+	w.mu.Unlock()
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
+	}
+	w.probe.close()
+}
+
+func (w *Watch) onClose(stop func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closers = append(w.closers, stop)
+}
+
+// Audited reports whether the outbox's audit trigger is in place.
+func (w *Watch) Audited() bool { return w.audit }
+
+// Tapped reports whether the tap queue is bound.
+func (w *Watch) Tapped() bool { return w.tapped }
+
+// Missing is what could not be installed, one sentence each.
+func (w *Watch) Missing() []string { return w.why }
+
+// Unobservable says why a scenario that watches the target from outside
+// cannot run ("" if it can): what it needs was not installed.
+func (w *Watch) Unobservable(need map[check.Need]bool) string {
+	var why []string
+	if (need[check.NeedAudit] && !w.audit) || (need[check.NeedCommits] && w.commits.Err() != nil) {
+		why = append(why, strings.Join(w.why, "; "))
+	}
+	if need[check.NeedTap] && !w.tapped {
+		why = append(why, "the tap queue could not be bound")
+	}
+	return strings.Join(why, "; ")
+}
+
+// Queue asks the broker about a queue of the run's vhost.
+func (w *Watch) Queue(ctx context.Context, queue string) (check.QueueInfo, error) {
+	return w.probe.queue(ctx, queue)
+}

@@ -1,0 +1,81 @@
+package observe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// queuedWait bounds the wait, once the processes have stopped, for the
+// broker to drop their consumers from the target's queue.
+const queuedWait = 10 * time.Second
+
+// readQueued reads the eventIds of the messages still in the target's
+// queue, ready or unacked, without taking them. It runs once the processes
+// have stopped: it waits until the queue has no consumer (the broker has
+// then returned what they held unacked to ready), gets every message
+// without acknowledging it, and puts them all back with one nack.
+func (w *Watch) readQueued(ctx context.Context) (map[string]int, error) {
+	queue := w.run.Target.Topology.Queue
+	wctx, cancel := context.WithTimeout(ctx, queuedWait)
+	err := w.probe.waitNoConsumer(wctx, queue, ConsumerPoll)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("read the messages left in %s: %w", queue, err)
+	}
+	conn, ch, err := w.dialVHost()
+	if err != nil {
+		return nil, fmt.Errorf("read the messages left in %s: %w", queue, err)
+	}
+	defer conn.Close()
+	defer ch.Close()
+	out := map[string]int{}
+	var last uint64
+	for ctx.Err() == nil {
+		d, ok, err := ch.Get(queue, false)
+		if err != nil {
+			return nil, fmt.Errorf("read the messages left in %s: %w", queue, err)
+		}
+		if !ok {
+			break
+		}
+		out[eventIDOf(d)]++
+		last = d.DeliveryTag
+	}
+	if last > 0 {
+		if err := ch.Nack(last, true, true); err != nil {
+			return nil, fmt.Errorf("put back the messages left in %s: %w", queue, err)
+		}
+	}
+	return out, ctx.Err()
+}
+
+// dialVHost opens a connection and a channel to the run's vhost.
+func (w *Watch) dialVHost() (*amqp.Connection, *amqp.Channel, error) {
+	conn, err := amqp.DialConfig(w.run.Infra.AMQPURL(w.run.VHost), amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, ch, nil
+}
+
+// eventIDOf is the eventId a message carries: its MessageId, else the
+// body's eventId.
+func eventIDOf(d amqp.Delivery) string {
+	if d.MessageId != "" {
+		return d.MessageId
+	}
+	var body struct {
+		EventID string `json:"eventId"`
+	}
+	_ = json.Unmarshal(d.Body, &body)
+	return body.EventID
+}

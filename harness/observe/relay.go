@@ -1,0 +1,224 @@
+package observe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/safe"
+	"github.com/faultline-dev/faultline/harness/target"
+)
+
+// observedTable is a table of the target faultline puts its commit
+// trigger on, by the name faults and the commit stream know it by.
+type observedTable struct {
+	name string
+	tbl  target.Table
+}
+
+// observedTables are the tables faultline watches in a run: the outbox,
+// the facts and the effects, and an offset relay's position table, whose
+// committed writes are the relay's marks.
+func observedTables(t *target.Target) []observedTable {
+	out := []observedTable{{fault.TableOutbox, t.Observe.Outbox}, {fault.TableFacts, t.Observe.Facts}, {fault.TableEffects, t.Observe.Effects}}
+	if p := t.Relay.Position; t.Relay.Model == target.ModelOffset && p != nil {
+		out = append(out, observedTable{fault.TablePosition, *p})
+	}
+	return out
+}
+
+// PositionWatched reports whether an offset relay's position table has
+// its commit trigger.
+func (w *Watch) PositionWatched() bool { return w.position }
+
+// positionTrail is what the commit stream saw of the position table so
+// far.
+func (w *Watch) positionTrail() check.PositionTrail {
+	seen := w.commits.Seen(fault.TablePosition)
+	return check.PositionTrail{Writes: seen.Commits, Last: seen.Last, Until: time.Now()}
+}
+
+// queryColumns are the names of the columns q's answer has, read without
+// reading a row.
+func queryColumns(ctx context.Context, pool *pgxpool.Pool, q target.Query, what string) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT * FROM (`+q.SQL+`) AS q LIMIT 0`)
+		if err != nil {
+			return queryError(what, q, err)
+		}
+		for _, f := range rows.FieldDescriptions() {
+			out[f.Name] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return queryError(what, q, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// outboxHasStatus says whether the contract's outbox query returns a
+// status column; for a claim relay one is required (readOutbox says so
+// if it lacks one).
+func outboxHasStatus(ctx context.Context, db map[string]*pgxpool.Pool, model string, q target.Query) (bool, error) {
+	if model == target.ModelClaim {
+		return true, nil
+	}
+	pool, err := poolFor(db, q, "outbox")
+	if err != nil {
+		return false, err
+	}
+	cols, err := queryColumns(ctx, pool, q, "outbox")
+	if err != nil {
+		return false, err
+	}
+	return cols["status"], nil
+}
+
+// outboxHasStatus is outboxHasStatus asked once per run: the convergence
+// wait samples every 200 ms, and the query's columns do not change.
+func (w *Watch) outboxHasStatus(ctx context.Context, model string, q target.Query) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.withStatus == nil {
+		has, err := outboxHasStatus(ctx, w.run.DB, model, q)
+		if err != nil {
+			return false, err
+		}
+		w.withStatus = &has
+	}
+	return *w.withStatus, nil
+}
+
+// readPending reads the contract's pending query: the eventIds of the
+// committed outbox events the relay has not settled.
+func readPending(ctx context.Context, db map[string]*pgxpool.Pool, q target.Query) ([]string, error) {
+	pool, err := poolFor(db, q, "pending")
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	err = scanAll(ctx, pool, q, "pending", []string{"event_id"}, nil, func(get func(string) any) error {
+		out = append(out, asString(get("event_id")))
+		return nil
+	})
+	return out, err
+}
+
+// countRows counts the rows of the contract query q (named what) that
+// match where ("" for all of them).
+func countRows(ctx context.Context, db map[string]*pgxpool.Pool, q target.Query, what, where string) (int, error) {
+	pool, err := poolFor(db, q, what)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	err = check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM (`+q.SQL+`) AS q `+where).Scan(&n); err != nil {
+			return queryError(what, q, err)
+		}
+		return nil
+	})
+	return n, err
+}
+
+// unsettled counts the outbox events the relay has not settled: the
+// pending query's, and the rows Pending or Processing where the outbox
+// query has a status.
+func (w *Watch) unsettled(ctx context.Context) (int, error) {
+	c, model := w.run.Target.Contract, w.run.Target.Relay.Model
+	total := 0
+	if q := c.Pending; q != nil {
+		n, err := countRows(ctx, w.run.DB, *q, "pending", "")
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	if q := c.Outbox; q != nil {
+		withStatus, err := w.outboxHasStatus(ctx, model, *q)
+		if err != nil {
+			return 0, err
+		}
+		if withStatus {
+			n, err := countRows(ctx, w.run.DB, *q, "outbox", `WHERE status IN ('Pending', 'Processing')`)
+			if err != nil {
+				return 0, err
+			}
+			total += n
+		}
+	}
+	return total, nil
+}
+
+// readRelay gives the observation the relay's model and, where it was
+// watched, the trail of its position.
+func (w *Watch) readRelay(o *check.Observation) {
+	t := w.run.Target
+	o.Model, o.NoAuditStatus = t.Relay.Model, t.Observe.Outbox.Status == ""
+	if t.Relay.Model == target.ModelOffset && w.position {
+		o.Position, o.HasPosition = w.positionTrail(), true
+	}
+}
+
+// LiveTapQueue is the queue faultline binds beside the target's, as the
+// tap queue is, and consumes while the run lasts, when a fault is timed by
+// the target's publishes: each message routed to it is a publish, told to
+// the faults the moment the broker routes it. It is exclusive to
+// faultline's connection, so the broker removes it when the run ends.
+const LiveTapQueue = "faultline.tap.live"
+
+// WatchPublishes binds and consumes the live tap; what cannot be done
+// stops the commit feed, so the faults waiting on it say why and the run
+// is not run.
+func (w *Watch) WatchPublishes(ctx context.Context) {
+	if err := w.consumeLiveTap(ctx); err != nil {
+		w.missing("live tap queue (publishes): %v", err)
+		w.commits.Fail(errors.New(strings.Join(w.why, "; ")))
+	}
+}
+
+func (w *Watch) consumeLiveTap(ctx context.Context) error {
+	tp := w.run.Target.Topology
+	conn, ch, err := w.dialVHost()
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		conn.Close()
+		return err
+	}
+	if _, err := ch.QueueDeclare(LiveTapQueue, false, true, true, false, nil); err != nil {
+		return fail(fmt.Errorf("declare %s: %w", LiveTapQueue, err))
+	}
+	for _, key := range tp.RoutingKeys {
+		if err := ch.QueueBind(LiveTapQueue, key, tp.Exchange, false, nil); err != nil {
+			return fail(fmt.Errorf("bind %s to %s with %s: %w", LiveTapQueue, tp.Exchange, key, err))
+		}
+	}
+	deliveries, err := ch.ConsumeWithContext(ctx, LiveTapQueue, "", true, true, false, false, nil)
+	if err != nil {
+		return fail(fmt.Errorf("consume %s: %w", LiveTapQueue, err))
+	}
+	done := make(chan struct{})
+	safe.Go("publish stream (live tap)", func() {
+		defer close(done)
+		for d := range deliveries {
+			w.commits.Publish(fault.Commit{Table: fault.TablePublish, EventID: eventIDOf(d), At: time.Now()})
+		}
+	}, w.run.OnPanic)
+	w.onClose(func() {
+		conn.Close() // ends the deliveries
+		<-done
+	})
+	return nil
+}

@@ -1,0 +1,72 @@
+package observe
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/faultline-dev/faultline/harness/infra"
+)
+
+// TapQueue is the queue faultline binds to the target's exchange with the
+// target's routing keys, in the run's own vhost, to count what was routed
+// per eventId without the target's help.
+const TapQueue = "faultline.tap"
+
+// bindTap declares the tap queue and binds it to the exchange with every
+// routing key of the target's topology.
+func (w *Watch) bindTap() error {
+	tp := w.run.Target.Topology
+	conn, err := amqp.DialConfig(w.run.Infra.AMQPURL(w.run.VHost), amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+	if err != nil {
+		return err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	// On a clustered broker the tap is a quorum queue: a classic one lives
+	// on one node, and while that node is down every publish routed to it
+	// is nacked — faultline's own queue would then be the fault.
+	var args amqp.Table
+	if _, ok := w.run.Infra.(infra.Cluster); ok {
+		args = amqp.Table{"x-queue-type": "quorum"}
+	}
+	if _, err := ch.QueueDeclare(TapQueue, true, false, false, false, args); err != nil {
+		conn.Close()
+		return fmt.Errorf("declare %s: %w", TapQueue, err)
+	}
+	for _, key := range tp.RoutingKeys {
+		if err := ch.QueueBind(TapQueue, key, tp.Exchange, false, nil); err != nil {
+			conn.Close()
+			return fmt.Errorf("bind %s to %s with %s: %w", TapQueue, tp.Exchange, key, err)
+		}
+	}
+	// the queue and its bindings outlive the connection
+	return conn.CloseDeadline(time.Now().Add(time.Second))
+}
+
+// readTap drains the tap queue: how many times each eventId was routed.
+func (w *Watch) readTap(ctx context.Context) (map[string]int, error) {
+	conn, ch, err := w.dialVHost()
+	if err != nil {
+		return nil, fmt.Errorf("tap: %w", err)
+	}
+	defer conn.Close()
+	defer ch.Close()
+	out := map[string]int{}
+	for ctx.Err() == nil {
+		d, ok, err := ch.Get(TapQueue, true)
+		if err != nil {
+			return nil, fmt.Errorf("tap: %w", err)
+		}
+		if !ok {
+			return out, nil
+		}
+		out[eventIDOf(d)]++
+	}
+	return out, ctx.Err()
+}

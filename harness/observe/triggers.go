@@ -1,0 +1,115 @@
+package observe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/target"
+)
+
+// notifyChannel is the LISTEN channel of the triggers faultline installs.
+const notifyChannel = "faultline_commits"
+
+func (w *Watch) missing(format string, args ...any) {
+	w.why = append(w.why, fmt.Sprintf(format, args...))
+}
+
+// Install puts the triggers on the target's tables (they exist once its
+// processes have started: some make their own schema), listens for their
+// commits, and binds the tap queue. What cannot be installed is recorded
+// (Missing), not fatal: the checks that rest on it say so.
+func (w *Watch) Install(ctx context.Context) {
+	listen := map[string]bool{}
+	for _, tb := range observedTables(w.run.Target) {
+		if err := w.installTrigger(ctx, tb.name, tb.tbl); err != nil {
+			w.missing("observe.%s: %v", tb.name, err)
+			continue
+		}
+		switch tb.name {
+		case fault.TableOutbox:
+			w.audit = true
+		case fault.TablePosition:
+			w.position = true
+		}
+		listen[tb.tbl.Database] = true
+	}
+	for db := range listen {
+		if err := w.listen(ctx, db); err != nil {
+			w.missing("listen on %s: %v", db, err)
+		}
+	}
+	if len(w.why) > 0 {
+		w.commits.Fail(errors.New(strings.Join(w.why, "; ")))
+	}
+	if err := w.bindTap(); err != nil {
+		w.missing("tap queue: %v", err)
+	} else {
+		w.tapped = true
+	}
+}
+
+// installTrigger installs, in the table's database, the trigger that
+// notifies each committed write (and, on the outbox, audits it).
+func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Table) error {
+	pool, ok := w.run.DB[tbl.Database]
+	if !ok {
+		return fmt.Errorf("no database %q in this run", tbl.Database)
+	}
+	var exists *string
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1)::text`, tbl.Name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up table %s: %w", tbl.Name, err)
+	}
+	if exists == nil {
+		field := "observe." + name
+		if name == fault.TablePosition {
+			field = "relay.position"
+		}
+		return fmt.Errorf("table %s does not exist in database %s once the target started (give %s in the target file)", tbl.Name, tbl.Database, field)
+	}
+	table := pgx.Identifier(target.Ident(tbl.Name)).Sanitize()
+	col := func(c string) string {
+		if c == "" {
+			return "NULL"
+		}
+		return "NEW." + pgx.Identifier{c}.Sanitize() + "::text"
+	}
+	old := func(c string) string {
+		if c == "" {
+			return "NULL"
+		}
+		return "CASE WHEN TG_OP = 'UPDATE' THEN OLD." + pgx.Identifier{c}.Sanitize() + "::text END"
+	}
+	var body strings.Builder
+	fn := "faultline_observe_" + name
+	fmt.Fprintf(&body, "CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $fl$\nBEGIN\n", fn)
+	if name == fault.TableOutbox {
+		fmt.Fprintf(&body, "  INSERT INTO faultline_audit (op, event_id, old_status, new_status, old_claim, new_claim) VALUES (TG_OP, %s, %s, %s, %s, %s);\n",
+			col(tbl.EventID), old(tbl.Status), col(tbl.Status), old(tbl.Claim), col(tbl.Claim))
+	}
+	fmt.Fprintf(&body, "  PERFORM pg_notify('%s', json_build_object('table', '%s', 'op', TG_OP, 'writer', current_setting('application_name'), 'event_id', %s, 'status', %s, 'claim', %s)::text);\n",
+		notifyChannel, name, col(tbl.EventID), col(tbl.Status), col(tbl.Claim))
+	body.WriteString("  RETURN NULL;\nEND\n$fl$;\n")
+	stmts := []string{}
+	if name == fault.TableOutbox {
+		stmts = append(stmts, `CREATE TABLE IF NOT EXISTS faultline_audit (
+  id bigserial PRIMARY KEY,
+  at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  writer text NOT NULL DEFAULT current_setting('application_name'),
+  op text NOT NULL,
+  event_id text, old_status text, new_status text, old_claim text, new_claim text)`)
+	}
+	stmts = append(stmts, body.String(),
+		fmt.Sprintf("DROP TRIGGER IF EXISTS %s ON %s", fn, table),
+		fmt.Sprintf("CREATE TRIGGER %s AFTER INSERT OR UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s()", fn, table, fn))
+	for _, s := range stmts {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			return fmt.Errorf("install trigger on %s: %w", tbl.Name, err)
+		}
+	}
+	return nil
+}

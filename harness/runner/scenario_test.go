@@ -1,0 +1,59 @@
+package runner
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/target"
+)
+
+// A preferred setting the target offers is turned as a required one is; one
+// it lacks leaves the scenario to Without (which may bound its timing, or
+// refuse), or, with no Without, runs it untuned. Required settings are
+// kept either way: the runner refuses those the target lacks.
+func TestScenarioOnTarget(t *testing.T) {
+	offers := &target.Target{Settings: map[string]target.Setting{"retry-budget": {Name: "retry-budget", Role: "relay"}}}
+	lacks := &target.Target{Settings: map[string]target.Setting{}}
+	bounded := func(sc Scenario, _ *target.Target, missing []string) (Scenario, string, error) {
+		sc.Invariants = nil
+		return sc, "bounded without " + missing[0], nil
+	}
+	refuses := func(Scenario, *target.Target, []string) (Scenario, string, error) {
+		return Scenario{}, "", errors.New("no outage known to be inside the budget")
+	}
+	base := Scenario{Name: "s", Invariants: []string{check.NoneGaveUp}, Settings: map[string]string{"queue-max-length": "5"}, Prefers: map[string]string{"retry-budget": "30"}}
+	for _, tc := range []struct {
+		name       string
+		without    func(Scenario, *target.Target, []string) (Scenario, string, error)
+		t          *target.Target
+		settings   map[string]string
+		how, err   string
+		noneFailed bool
+	}{
+		{name: "offered: turned", without: bounded, t: offers, settings: map[string]string{"queue-max-length": "5", "retry-budget": "30"}, noneFailed: true},
+		{name: "not offered: bounded instead", without: bounded, t: lacks, settings: map[string]string{"queue-max-length": "5"}, how: "bounded without retry-budget"},
+		{name: "not offered: refused", without: refuses, t: lacks, err: "no outage known"},
+		{name: "not offered, no Without: untuned", t: lacks, settings: map[string]string{"queue-max-length": "5"}, noneFailed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := base
+			sc.Without = tc.without
+			got, how, err := sc.On(tc.t)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.settings, got.Settings)
+			assert.Empty(t, got.Prefers, "resolved: nothing left to prefer")
+			assert.Equal(t, tc.how, how)
+			assert.Equal(t, tc.noneFailed, slices.Contains(got.Invariants, check.NoneGaveUp))
+			assert.Equal(t, map[string]string{"queue-max-length": "5"}, base.Settings, "the catalogue's value is not changed")
+		})
+	}
+}

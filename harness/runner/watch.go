@@ -1,0 +1,59 @@
+package runner
+
+import (
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/protocol"
+)
+
+// observeNeeds are what a run needs watched from outside: what its faults
+// are timed by and its evidence read from.
+func (r *run) observeNeeds(faults []fault.Fault) map[check.Need]bool {
+	need := map[check.Need]bool{}
+	for _, e := range r.sc.Evidence {
+		for _, n := range e.Needs {
+			switch n {
+			case check.NeedAudit, check.NeedTap, check.NeedCommits:
+				need[n] = true
+			}
+		}
+	}
+	for _, f := range faults {
+		if _, ok := f.(fault.CommitWaiter); ok {
+			need[check.NeedCommits] = true
+		}
+		if w, ok := f.(fault.AuditWatcher); ok && w.WatchesAudit() {
+			need[check.NeedAudit] = true
+		}
+	}
+	return need
+}
+
+// watches says whether the run installs the observers: when it needs them,
+// or when the target's relays write no event log (then fencing rests on the
+// audit trail, and the publishes are counted by the tap). A run of a target
+// that speaks the protocol and needs none of it installs nothing: no
+// trigger slows the target's writes, no tap doubles its routing.
+func (r *run) watches(need map[check.Need]bool) bool {
+	return len(need) > 0 || !r.logRoles()[protocol.Relay]
+}
+
+// unboundSpans are the spans in which an unbind fault of the run had
+// removed the queue's bindings (faults and results in schedule order): from
+// its start to its end, or to the end of the run if it never restored them.
+func unboundSpans(faults []fault.Fault, results []result.Fault) []check.Interval {
+	var out []check.Interval
+	for i, f := range faults {
+		u, ok := f.(fault.Unbind)
+		if !ok || i >= len(results) || !results[i].Hit {
+			continue
+		}
+		iv := check.Interval{Start: results[i].Start}
+		if u.Duration > 0 {
+			iv.End = results[i].End
+		}
+		out = append(out, iv)
+	}
+	return out
+}

@@ -1,0 +1,177 @@
+package target
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Relay models: how the target's relay takes work from the outbox. The
+// windows faultline opens on a relay and the oracles it judges the outbox
+// by follow the model.
+const (
+	// ModelClaim is the article's relay: it claims rows by a status column
+	// (Processing, with a lease and a claim id), publishes them and marks
+	// them Published.
+	ModelClaim = "claim"
+	// ModelOffset is a relay that keeps a position (a consumer offset) in
+	// a table of its own and never updates the outbox rows: a row is
+	// settled once the committed position is at or past it.
+	ModelOffset = "offset"
+	// ModelLog is a relay that tails logical replication (CDC): it writes
+	// nothing to the outbox's database but its slot position.
+	ModelLog = "log"
+)
+
+// RelayModels are the models a target file may name.
+func RelayModels() []string { return []string{ModelClaim, ModelOffset, ModelLog} }
+
+// Relay is how the target's relay takes work from the outbox (relay: in
+// the target file).
+type Relay struct {
+	// Model is ModelClaim, ModelOffset, ModelLog, or "" when the file does
+	// not say: then nothing is assumed beyond what the contract gives.
+	Model string
+	// Position, for ModelOffset, is the table the relay keeps its
+	// position in: a committed write to it is the relay's mark.
+	Position *Table
+	Line     int
+}
+
+// StatusOutbox reports whether the outbox faultline watches has a status
+// column the relay writes: a claim relay's, or, when the file names no
+// model, the status column the observe section gives (the article's by
+// default). Offset and log relays never write one.
+func (t *Target) StatusOutbox() bool {
+	switch t.Relay.Model {
+	case ModelClaim:
+		return true
+	case "":
+		return t.Observe.Outbox.Status != ""
+	}
+	return false
+}
+
+// RelayModel names the relay's model for a reader: the model, or "not
+// said".
+func (t *Target) RelayModel() string {
+	if t.Relay.Model == "" {
+		return "not said"
+	}
+	return t.Relay.Model
+}
+
+// decodeRelay reads relay: (model and, for offset, position).
+func (d *decoder) decodeRelay(m *mapping) Relay {
+	v, ok := m.get("relay")
+	if !ok {
+		return Relay{}
+	}
+	r := Relay{Line: v.line}
+	rm, ok := d.mapping(v, "model", "position")
+	if !ok {
+		return r
+	}
+	if mv, ok := d.require(rm, "model", "how the relay takes work from the outbox: "+joinOr(RelayModels())); ok {
+		r.Model, _ = d.oneOf(mv, "relay model", RelayModels())
+	}
+	pv, given := rm.get("position")
+	switch {
+	case given && r.Model != ModelOffset && r.Model != "":
+		d.problem(pv.line, pv.field, "a position table is for an offset relay; this relay's model is %s", r.Model)
+	case given:
+		r.Position = d.positionTable(pv)
+	case r.Model == ModelOffset:
+		d.problem(v.line, "relay.position", "required for an offset relay: the table it keeps its position in (database, table); a write to it is the relay's mark")
+	}
+	return r
+}
+
+// positionTable reads relay.position.
+func (d *decoder) positionTable(v val) *Table {
+	pm, ok := d.mapping(v, "database", "table")
+	if !ok {
+		return nil
+	}
+	t := &Table{Line: v.line}
+	if dv, ok := d.require(pm, "database", "the database the position table is in"); ok {
+		if db, ok := d.nonEmpty(dv); ok && d.declared(dv.line, dv.field, db) {
+			t.Database = db
+		}
+	}
+	if nv, ok := d.require(pm, "table", "the position table's name"); ok {
+		t.Name, _ = d.matching(nv, identifier, "a table name (schema.table allowed)")
+	}
+	return t
+}
+
+// checkRelay checks what the relay's model needs of the contract: an
+// offset relay's pending events. (That a claim relay's outbox query
+// returns a status column is checked where it runs: check-target and
+// every run say so.)
+func (d *decoder) checkRelay(t *Target, contractLine int) {
+	if t.Relay.Model == ModelOffset && t.Contract.Pending == nil && !d.reported("contract.pending") {
+		d.problem(cmpLine(contractLine, t.Relay.Line), "contract.pending", "required for an offset relay: a query (database, sql) listing, in one column event_id, the committed outbox events beyond the relay's committed position")
+	}
+}
+
+// outboxDefaults are the columns faultline assumes of the outbox when the
+// observe section does not name them: the article's status and claim for
+// a claim relay (and when no model is said: the article's defaults), none
+// for a relay that never updates the outbox rows.
+func (d *decoder) outboxDefaults(model string) (status, claim string) {
+	if model == ModelOffset || model == ModelLog {
+		return "", ""
+	}
+	return "status", "locked_by"
+}
+
+// defaultOutbox is the default contract.outbox query for the model: the
+// article's (which reads its status column), or none for a relay that
+// writes no status.
+func defaultOutbox(model string) string {
+	if model == ModelOffset || model == ModelLog {
+		return ""
+	}
+	return defaultOutboxSQL
+}
+
+func cmpLine(lines ...int) int {
+	for _, l := range lines {
+		if l > 0 {
+			return l
+		}
+	}
+	return 0
+}
+
+func joinOr(choices []string) string {
+	switch len(choices) {
+	case 0:
+		return ""
+	case 1:
+		return choices[0]
+	}
+	out := ""
+	for i, c := range choices {
+		switch {
+		case i == 0:
+			out = c
+		case i == len(choices)-1:
+			out += fmt.Sprintf(" or %s", c)
+		default:
+			out += ", " + c
+		}
+	}
+	return out
+}
+
+// reported says whether a problem was already reported at field or
+// inside it.
+func (d *decoder) reported(field string) bool {
+	for _, p := range d.problems {
+		if p.Field == field || strings.HasPrefix(p.Field, field+".") {
+			return true
+		}
+	}
+	return false
+}
