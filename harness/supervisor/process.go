@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -393,6 +394,7 @@ func (p *Process) spawnLocked(env []string) (*incarnation, error) {
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	logOff := sizeOf(p.spec.EventLog) // before it can write its first line
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -401,6 +403,7 @@ func (p *Process) spawnLocked(env []string) (*incarnation, error) {
 		n:         p.n,
 		cmd:       cmd,
 		pid:       cmd.Process.Pid,
+		logOff:    logOff,
 		outOff:    st.Size(),
 		done:      make(chan struct{}),
 		killArmed: armsKill(env),
@@ -501,28 +504,62 @@ func dialOK(ctx context.Context, addr string) error {
 	return c.Close()
 }
 
-// outputTail is the last few KiB the incarnation wrote to stdout/stderr.
+// outputTail is the last few KiB the incarnation wrote to stdout/stderr,
+// and, for a process that writes an event log, the last lines it logged
+// there: a program that logs its errors only to its event log (the Node
+// example does) would otherwise fail to start with "(no output)" and no
+// word of why.
 func (p *Process) outputTail(inc *incarnation) string {
 	const max = 4 << 10
-	f, err := os.Open(p.OutPath())
+	out := fileTail(p.OutPath(), inc.outOff, max)
+	if out == "" {
+		out = "(no output)"
+	}
+	if p.spec.EventLog == "" {
+		return out
+	}
+	if logged := fileTail(p.spec.EventLog, inc.logOff, max); logged != "" {
+		out += "\nevent log, last lines:\n" + logged
+	}
+	return out
+}
+
+// sizeOf is the size of the file at path, 0 when there is none (yet).
+func sizeOf(path string) int64 {
+	if path == "" {
+		return 0
+	}
+	st, err := os.Stat(path)
 	if err != nil {
-		return "(output unavailable: " + err.Error() + ")"
+		return 0
+	}
+	return st.Size()
+}
+
+// fileTail is what path holds past offset from, at most its last max
+// bytes; "" when that is only blank, or "(… unavailable: why)".
+func fileTail(path string, from, max int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "(" + filepath.Base(path) + " unavailable: " + err.Error() + ")"
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return "(output unavailable: " + err.Error() + ")"
+		return "(" + filepath.Base(path) + " unavailable: " + err.Error() + ")"
 	}
-	from := inc.outOff
 	if st.Size()-from > max {
 		from = st.Size() - max
 	}
+	if from >= st.Size() {
+		return ""
+	}
 	data, err := io.ReadAll(io.NewSectionReader(f, from, st.Size()-from))
 	if err != nil {
-		return "(output unavailable: " + err.Error() + ")"
+		return "(" + filepath.Base(path) + " unavailable: " + err.Error() + ")"
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return "(no output)"
+		return ""
 	}
 	return string(data)
 }

@@ -369,7 +369,8 @@ func TestReadyLog(t *testing.T) {
 }
 
 // TestNotReady: a process that never becomes ready is killed and
-// forgotten, and the error says why and shows its output.
+// forgotten, and the error says why and shows its output and what it
+// logged to its event log.
 func TestNotReady(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -430,7 +431,8 @@ func TestNotReady(t *testing.T) {
 			require.Error(t, err)
 			assert.GreaterOrEqual(t, elapsed, 500*time.Millisecond)
 			assert.Less(t, elapsed, 10*time.Second)
-			for _, w := range append(tc.want, "testproc starting, pid") {
+			// its output, and the last lines of its event log after it
+			for _, w := range append(tc.want, "testproc starting, pid", "event log, last lines:", `"event":"started"`) {
 				assert.Contains(t, err.Error(), w)
 			}
 			m := pidRE.FindStringSubmatch(err.Error())
