@@ -2,8 +2,10 @@ package scenarios
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,4 +169,42 @@ func TestWatermillExample(t *testing.T) {
 	assert.True(t, runs[len(runs)-1].Known, "%s: %v", unroutable, runs[len(runs)-1].ViolationKinds())
 	assert.Equal(t, result.Pass, gate.Decide(result.Run{Scenarios: runs, KnownFindings: findings}, false))
 	t.Logf("known finding %s: %s; cause: %s", unroutable, findings[0].Line(), findings[0].Cause)
+}
+
+// TestNodeBuildsIntoItsOwnFolder: two builds of the Node example side by
+// side each install their packages in their own folder and leave the
+// example's folder alone. `npm ci` empties node_modules before it
+// installs; run in the example's folder, one faultline's build took the
+// packages from under another's processes (a process started meanwhile was
+// never ready).
+func TestNodeBuildsIntoItsOwnFolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs npm; not in -short")
+	}
+	t.Parallel()
+	node, err := target.Load(filepath.Join("..", "examples", "node-outbox", "faultline.yaml"))
+	require.NoError(t, err)
+	source := filepath.Join(node.Dir, "node_modules")
+	before, sourceErr := os.Stat(source)
+
+	dirs := []string{t.TempDir(), t.TempDir()}
+	errs := make([]error, len(dirs))
+	var wg sync.WaitGroup
+	for i, dir := range dirs {
+		wg.Go(func() { errs[i] = runner.Build(context.Background(), node, dir) })
+	}
+	wg.Wait()
+	for i, dir := range dirs {
+		require.NoError(t, errs[i], "build %d", i+1)
+		for _, file := range []string{"app/inventory.js", "app/relay.js", "app/order.js", "app/node_modules/amqplib/package.json", "app/node_modules/pg/package.json"} {
+			assert.FileExists(t, filepath.Join(dir, file), "build %d", i+1)
+		}
+		assert.NoDirExists(t, filepath.Join(dir, "app", "test"), "the example's own tests are not copied")
+	}
+	if sourceErr == nil {
+		after, err := os.Stat(source)
+		require.NoError(t, err, "the example's own node_modules is still there")
+		assert.True(t, os.SameFile(before, after), "the example's own node_modules was not replaced")
+		assert.Equal(t, before.ModTime(), after.ModTime(), "the example's own node_modules was not written")
+	}
 }
