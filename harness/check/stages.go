@@ -32,8 +32,15 @@ import (
 //     the consumer's event log says it was delivered or, without one, it
 //     was routed to the tap queue (bound with the queue's routing keys and
 //     unbound before it, bound again after it, so what reached the tap
-//     reached the queue). With neither a consumer log nor a tap it is
-//     unknown.
+//     reached the queue), or a relay logged its positive confirm, no return
+//     came and the queue was never unbound (the broker routed it, and the
+//     queue was bound all along). With none of these it is unknown.
+//   - dropped-by-delivery-limit: it reached a queue that drops a message
+//     past its x-delivery-limit (no dead-letter exchange) and left it
+//     without effect: the consumer logged it delivered as many times as
+//     the limit, or logs its acks and never acked it (a delivery it held
+//     when it died is returned, counted and redelivered without its
+//     consumer ever logging it).
 //   - routed-nowhere: it never reached the queue, and the broker returned
 //     it as unroutable (a relay logged the return), or it was published
 //     while the queue was unbound: a relay's published line, or without a
@@ -56,6 +63,8 @@ type placer struct {
 	delivered  map[string]bool   // a consumer logged its delivery
 	deliveries map[string]int    // how many times a consumer logged its delivery
 	returned   map[string]bool   // a relay logged its return
+	confirmed  map[string]bool   // a relay logged a positive confirm
+	acked      map[string]bool   // a consumer logged its ack
 	published  map[string][]time.Time
 	// marked: per eventId, the spans from a claim to the Published write
 	// after it, from the audit trail (read only if the queue was unbound).
@@ -64,6 +73,7 @@ type placer struct {
 
 func newPlacer(o *Observation) *placer {
 	p := &placer{o: o, outbox: make(map[string]string, len(o.Outbox)), delivered: map[string]bool{}, deliveries: map[string]int{}, returned: map[string]bool{},
+		confirmed: map[string]bool{}, acked: map[string]bool{},
 		published: map[string][]time.Time{}, marked: map[string][]Interval{}}
 	for _, r := range o.Outbox {
 		p.outbox[r.EventID] = r.Status
@@ -80,6 +90,10 @@ func newPlacer(o *Observation) *placer {
 			p.deliveries[e.EventID]++
 		case eventlog.Returned:
 			p.returned[e.EventID] = true
+		case eventlog.Confirmed:
+			p.confirmed[e.EventID] = true
+		case eventlog.Acked:
+			p.acked[e.EventID] = true
 		case eventlog.Published:
 			p.published[e.EventID] = append(p.published[e.EventID], e.Time)
 		}
@@ -121,7 +135,8 @@ func (p *placer) place(id string) result.Stage {
 	}
 	reached, known := p.reachedQueue(id)
 	switch {
-	case reached && o.Queue.DeliveryLimit > 0 && !o.Queue.DeadLettered && p.deliveries[id] >= o.Queue.DeliveryLimit:
+	case reached && o.Queue.DeliveryLimit > 0 && !o.Queue.DeadLettered &&
+		(p.deliveries[id] >= o.Queue.DeliveryLimit || len(p.acked) > 0 && !p.acked[id]):
 		return result.StageDroppedAtLimit
 	case reached:
 		return result.StageConsumedNoEffect
@@ -180,6 +195,9 @@ func (p *placer) reachedQueue(id string) (reached, known bool) {
 			return true, true
 		}
 		known = true
+	}
+	if p.confirmed[id] && !p.returned[id] && len(p.o.Unbound) == 0 {
+		return true, true
 	}
 	return false, known
 }

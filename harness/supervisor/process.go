@@ -519,10 +519,15 @@ func (p *Process) outputTail(inc *incarnation) string {
 		return out
 	}
 	if logged := fileTail(p.spec.EventLog, inc.logOff, max); logged != "" {
-		out += "\nevent log, last lines:\n" + logged
+		out += "\nevent log, last lines:\n" + lastLines(logged, eventLogLines)
 	}
 	return out
 }
+
+// eventLogLines is how many of its last event log lines a process that
+// did not start carries in its error: its last errors, not a screenful of
+// deliveries.
+const eventLogLines = 8
 
 // sizeOf is the size of the file at path, 0 when there is none (yet).
 func sizeOf(path string) int64 {
