@@ -103,6 +103,10 @@ const (
 	// ClientNodeLost: the node a process is connected to dies while the
 	// process holds unconfirmed publishes or unacked deliveries.
 	ClientNodeLost = "cluster.client-node-lost"
+	// ConsumerCrashLoop: the consumer dies again and again holding the
+	// same deliveries; each return counts against the queue's delivery
+	// limit.
+	ConsumerCrashLoop = "consumer.crash-loop"
 	// PrimaryFailover: the database's primary dies with commits its
 	// standby never received, and the standby is promoted.
 	PrimaryFailover = "database.failover"
@@ -187,6 +191,8 @@ func OutsideWindows() []Window {
 			Opens: "a broker node cut off from the others while its clients still reach it", Guard: "a quorum queue confirms only with a majority; the minority node pauses; clients reconnect elsewhere"},
 		{Name: ClientNodeLost, Role: Relay, Boundary: BoundaryPublisher,
 			Opens: "the node a process talks to dies with publishes unconfirmed and deliveries unacked", Guard: "reconnect to another node; unconfirmed rows republished; unacked deliveries redelivered"},
+		{Name: ConsumerCrashLoop, Role: Consumer, Boundary: BoundaryBroker,
+			Opens: "a consumer that dies again and again holding the same deliveries: each return counts one delivery attempt against the queue's x-delivery-limit", Guard: "a dead-letter exchange behind the delivery limit: a message past it is dead-lettered, never dropped (RabbitMQ 4 sets a limit of 20 by default)"},
 		{Name: PrimaryFailover, Role: Producer, Boundary: BoundaryApp,
 			Opens: "the primary dies with commits its standby never received; the standby is promoted", Guard: "synchronous replication (a documented limit with asynchronous: committed facts lost, their events already published)"},
 	}

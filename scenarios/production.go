@@ -13,6 +13,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // Profiles of the catalogue: the default one, what `go test ./scenarios`
@@ -57,9 +58,11 @@ func longer() workload.Spec {
 // healed rejoins and its queue replicas catch up before the backlog drains.
 const clusterConverge = 90 * time.Second
 
-// Production returns the scenarios only production's infrastructure opens:
-// a clustered broker (three nodes, the target's queues quorum queues).
-// Each is judged by liveness after heal besides the usual invariants.
+// Production returns the windows production adds: a clustered broker
+// (three nodes, the target's queues quorum queues), a failing-over
+// database, and a consumer crash loop against a queue's delivery limit.
+// Each cluster run is judged by liveness after heal besides the usual
+// invariants.
 func Production() []runner.Scenario {
 	at := clusterTrigger
 	return []runner.Scenario{
@@ -118,10 +121,41 @@ func Production() []runner.Scenario {
 			Expect:     expectFailoverLimit,
 		},
 		onCluster("cluster-consumer-node-lost", protocol.ClientNodeLost,
-			"The broker node the consumer talks to is SIGKILLed while the broker counts deliveries it holds unacked, and started again 5 s later: the consumer reconnects to another node, the queue redelivers what was unacked, and the inbox absorbs what had already committed.",
+			"Every statement the consumer sends its database is slowed by 200 ms, so it holds each delivery unacked while it commits; the broker node the consumer talks to is SIGKILLed once the broker counts deliveries it holds unacked, and started again 5 s later: the consumer reconnects to another node, the queue redelivers what was unacked, and the inbox absorbs what had already committed.",
 			func(at fault.Trigger) fault.Fault {
 				return fault.NodeKill{Node: fault.ClientNode("consumer"), Trigger: at, DownFor: 5 * time.Second, Holding: true}
-			}),
+			}, withSlowConsumerDB),
+		{
+			Name: "consumer-crash-loop", Window: protocol.ConsumerCrashLoop,
+			Description: "Every statement the consumer sends its database is slowed by 300 ms, so what it holds takes a second to commit; it is killed four times in a row, each time once the broker counts deliveries it holds unacked, and started again. The queue hands what it held back, first, to the next incarnation, and a quorum queue counts each return as a delivery attempt: past a delivery limit a message is dead-lettered — or, with no dead-letter exchange, dropped (RabbitMQ 4 gives every quorum queue a limit of 20). Every event still takes effect once.",
+			Workload:    longer(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				at := clusterTrigger(rng)
+				return []fault.Fault{fault.CrashLoop{Process: "consumer", Times: 4, Trigger: at, RestartAfter: 200 * time.Millisecond, Slow: "consumer.pg"}}
+			},
+			Converge: clusterConverge,
+		},
+	}
+}
+
+// withSlowConsumerDB slows the consumer's database link from the node
+// kill's trigger for 10 s, so the consumer holds deliveries unacked while
+// it commits and the kill finds them in hand. Unslowed, a consumer that
+// commits in a few milliseconds holds nothing at most of the broker's
+// half-second samples: on a loaded machine the kill waited 30 s for one,
+// three seeds in a row, and the window never opened.
+func withSlowConsumerDB(sc *runner.Scenario) {
+	faults := sc.Faults
+	sc.Faults = func(rng *rand.Rand) []fault.Fault {
+		fs := faults(rng)
+		var at fault.Trigger
+		for _, f := range fs {
+			if k, ok := f.(fault.NodeKill); ok {
+				at = k.Trigger
+			}
+		}
+		slow := fault.Toxic{Link: "consumer.pg", Toxic: proxies.Latency{Latency: 200 * time.Millisecond, Stream: proxies.Upstream}, Trigger: at, Duration: 10 * time.Second}
+		return append([]fault.Fault{slow}, fs...)
 	}
 }
 

@@ -36,9 +36,10 @@
 //	commit-error-ignored   commit swallows a failed COMMIT, so the batch is
 //	                       logged and acked as if it had committed
 //
-// One variant changes the queue rather than a step (queueVariants):
+// Two variants change the queue rather than a step (queueVariants):
 //
 //	classic-queue          the queue is declared classic (one node), not quorum
+//	limit-without-dlx      the queue has x-delivery-limit 2 and no dead-letter exchange
 //
 // Run picks the steps of Config.Variant (see variant.go); a variant of
 // another process leaves the consumer correct.

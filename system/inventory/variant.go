@@ -18,7 +18,8 @@ var stepVariants = map[string]func(correctSteps) steps{
 // queueVariants are the consumer's broken variants that change the queue it
 // declares rather than a step (variant_*.go).
 var queueVariants = map[string]func(*topology.QueueOptions){
-	variant.ClassicQueue: classicQueue,
+	variant.ClassicQueue:    classicQueue,
+	variant.LimitWithoutDLX: limitWithoutDLX,
 }
 
 // queueOptionsFor is the queue cfg's consumer declares: the correct quorum

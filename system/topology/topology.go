@@ -40,6 +40,11 @@ type QueueOptions struct {
 	// another x-queue-type fails with PRECONDITION_FAILED); only the
 	// inventory consumer declares it.
 	Classic bool
+	// DeliveryLimit > 0 adds x-delivery-limit, and NoDeadLetter leaves out
+	// x-dead-letter-exchange: together, a message returned more times than
+	// the limit is dropped (the limit-without-dlx variant only).
+	DeliveryLimit int
+	NoDeadLetter  bool
 }
 
 // DeclareConsumer declares everything the inventory consumer needs: the
@@ -64,6 +69,12 @@ func DeclareConsumer(ch *amqp.Channel, opts QueueOptions) error {
 	}
 	if opts.Classic {
 		args["x-queue-type"] = "classic"
+	}
+	if opts.DeliveryLimit > 0 {
+		args["x-delivery-limit"] = int64(opts.DeliveryLimit)
+	}
+	if opts.NoDeadLetter {
+		delete(args, "x-dead-letter-exchange")
 	}
 	if opts.MaxLength > 0 {
 		args["x-max-length"] = int64(opts.MaxLength)

@@ -54,6 +54,7 @@ const (
 	NackAsSuccess          = "nack-as-success"
 	SingleNode             = "single-node"
 	ClassicQueue           = "classic-queue"
+	LimitWithoutDLX        = "limit-without-dlx"
 )
 
 // Variant is one broken pipeline.
@@ -64,7 +65,7 @@ type Variant struct {
 	Removes string `json:"removes"` // what the variant does instead, and what that breaks
 }
 
-// Catalogue returns the eighteen variants, in pipeline order.
+// Catalogue returns the nineteen variants, in pipeline order.
 func Catalogue() []Variant {
 	return []Variant{
 		{CommitThenPublish, Order,
@@ -121,6 +122,9 @@ func Catalogue() []Variant {
 		{ClassicQueue, Inventory,
 			"the consumer's queue is a quorum queue (x-queue-type quorum), replicated on a majority of the cluster's nodes",
 			"declares the consumer's queue as a classic durable queue, which lives on one node (the one the consumer declared it on): while that node is down the queue is gone from the cluster, messages routed to it are not enqueued and its content cannot be consumed"},
+		{LimitWithoutDLX, Inventory,
+			"a dead-letter exchange behind the queue's delivery limit: a message past it is dead-lettered, never dropped",
+			"declares the consumer's queue with x-delivery-limit 2 (RabbitMQ 4 gives every quorum queue a limit, 20 by default) and no dead-letter exchange: a message returned more times than that — a consumer crashing in a loop on what it holds — is dropped"},
 	}
 }
 

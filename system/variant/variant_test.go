@@ -17,14 +17,14 @@ import (
 	"github.com/faultline-dev/faultline/system/variant"
 )
 
-func TestCatalogueHasTheEighteenVariants(t *testing.T) {
+func TestCatalogueHasTheNineteenVariants(t *testing.T) {
 	want := []string{
 		variant.CommitThenPublish, variant.PublishThenCommit,
 		variant.NoMandatory, variant.IgnoreReturn, variant.PublishedBeforeConfirm, variant.NoFencing, variant.NoLease,
 		variant.UnfencedRetry, variant.UnfencedRenewal, variant.NoBackoff, variant.ReadsByID,
 		variant.NackAsSuccess, variant.SingleNode,
 		variant.AckBeforeCommit, variant.NoInbox, variant.InboxOwnTransaction, variant.CommitErrorIgnored,
-		variant.ClassicQueue,
+		variant.ClassicQueue, variant.LimitWithoutDLX,
 	}
 	var got []string
 	processes := map[string]bool{}
@@ -41,7 +41,7 @@ func TestCatalogueHasTheEighteenVariants(t *testing.T) {
 		assert.Equal(t, "variant="+v.Name, found.Detail(v.Process))
 	}
 	assert.Equal(t, want, got)
-	assert.Len(t, got, 18)
+	assert.Len(t, got, 19)
 	assert.Len(t, processes, 3)
 	assert.Equal(t, append([]string{variant.Correct}, want...), variant.Names())
 

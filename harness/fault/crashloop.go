@@ -1,0 +1,193 @@
+package fault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/proxies"
+)
+
+// KindCrashLoop is the crash-loop fault's kind, as a schedule names it.
+const KindCrashLoop = "crash-loop"
+
+// maxCrashLoop bounds Times: a loop longer than a queue's delivery limit
+// needs is only a slower run.
+const maxCrashLoop = 20
+
+// CrashLoop is a consumer that crashes in a loop on what it holds: after
+// the trigger, Times times in a row, it waits until the broker counts
+// deliveries the consumer holds unacked — a reading taken a statistics
+// interval after the consumer's (re)start, so it is this incarnation's —
+// kills the consumer (SIGKILL) and starts it again RestartAfter later.
+// Each kill hands what the consumer held back to the queue, which
+// redelivers it first, to the next incarnation; a quorum queue counts each
+// return as a delivery attempt against its x-delivery-limit. With Slow,
+// the consumer's database link is slowed for the whole loop (slowLatency
+// on each statement), so none of what it holds commits before its kill
+// and the same deliveries go round each time. It needs no crash point and
+// no event log.
+type CrashLoop struct {
+	Process      string // the consumer instance reference
+	Times        int    // kills in a row, 2 to maxCrashLoop
+	Trigger      Trigger
+	RestartAfter time.Duration
+	Slow         string // a link reference ("consumer.pg") slowed from the trigger to the last restart; "" none
+}
+
+// slowLatency slows each statement on a crash loop's Slow link: a
+// transaction (BEGIN, its statements, COMMIT) takes about a second — longer
+// than the broker's half-second statistics take to show what the consumer
+// holds, so it is killed holding what it received — while a connection
+// and a ping still answer within a 2 s health check, so a restart is
+// ready (at 1 s the reference's was never ready within 15 s).
+const slowLatency = 300 * time.Millisecond
+
+func init() {
+	register(Desc[CrashLoop, crashLoopParams]{
+		Name:    KindCrashLoop,
+		Example: CrashLoop{Process: "consumer", Times: 4, Trigger: Trigger{AfterOrders: 20}, RestartAfter: RestartAfter, Slow: "consumer.pg"},
+		Doc:     "the consumer killed again and again, each time once the broker counts deliveries it holds unacked: a crash loop on what it holds",
+		Opens:   protocol.ConsumerCrashLoop,
+		Params: func(c CrashLoop) (crashLoopParams, error) {
+			return crashLoopParams{Process: c.Process, Times: c.Times, RestartAfter: Duration(c.RestartAfter), Slow: c.Slow, Trigger: c.Trigger.Data()}, nil
+		},
+		Fault: func(p crashLoopParams) (CrashLoop, error) {
+			errs := []error{Need(KindCrashLoop, p.Process != "", "process")}
+			if p.Times < 2 || p.Times > maxCrashLoop {
+				errs = append(errs, fmt.Errorf("crash-loop fault: times %d: want 2 to %d", p.Times, maxCrashLoop))
+			}
+			if err := errors.Join(errs...); err != nil {
+				return CrashLoop{}, err
+			}
+			return CrashLoop{Process: p.Process, Times: p.Times, RestartAfter: time.Duration(p.RestartAfter), Slow: p.Slow, Trigger: p.Trigger.Trigger()}, nil
+		},
+		Window: func(c CrashLoop) (string, string) { return c.Process, protocol.ConsumerCrashLoop },
+		Touches: func(c CrashLoop) Touch {
+			t := Touch{Instances: []string{c.Process}}
+			if c.Slow != "" {
+				t.Links = []string{c.Slow}
+			}
+			return t
+		},
+		Trigger: func(c CrashLoop) Trigger { return c.Trigger },
+		Enumerate: func(s *Surface, _ int) []Candidate {
+			var out []Candidate
+			for _, in := range s.Instances {
+				db := in.Ref + ".pg"
+				if in.Role != protocol.Consumer || !s.HasLink(db) {
+					continue
+				}
+				loop := CrashLoop{Process: in.Ref, Times: 4, Trigger: Trigger{AfterOrders: PlainAfter}, RestartAfter: RestartAfter, Slow: db}
+				out = append(out, Candidate{Faults: []Fault{loop}, Keys: []string{LinkKey(db)}})
+			}
+			return out
+		},
+		Shrink: func(c CrashLoop, sh *Shrink[CrashLoop]) {
+			if c.Times > 2 {
+				g := c
+				g.Times = c.Times - 1
+				sh.Add(fmt.Sprintf("times %d → %d", c.Times, g.Times), g)
+			}
+			sh.Trigger(func(c *CrashLoop) *Trigger { return &c.Trigger })
+		},
+	})
+}
+
+// crashLoopParams are a CrashLoop as a schedule writes it.
+type crashLoopParams struct {
+	Process      string       `json:"process,omitempty"`
+	Times        int          `json:"times,omitempty"`
+	RestartAfter Duration     `json:"restart_after,omitempty"`
+	Slow         string       `json:"slow,omitempty"`
+	Trigger      *TriggerData `json:"trigger,omitempty"`
+}
+
+// Describe implements Fault.
+func (c CrashLoop) Describe() result.Fault {
+	detail := fmt.Sprintf("%s killed (SIGKILL) %d times in a row, each time once the broker counts deliveries it holds unacked, %s, restarted after %s",
+		c.Process, c.Times, c.Trigger, c.RestartAfter)
+	if c.Slow != "" {
+		detail = fmt.Sprintf("link %s slowed %s a statement, and ", c.Slow, slowLatency) + detail
+	}
+	return result.Fault{Kind: KindCrashLoop, Target: c.Process, Detail: detail}
+}
+
+// Require implements Requirer: the instance and the target's queue.
+func (c CrashLoop) Require(env *Env) error {
+	if _, err := env.Roles.Instance(c.Process); err != nil {
+		return err
+	}
+	if env.Topology.Queue == "" {
+		return errors.New("crash-loop fault: the target's topology names no queue")
+	}
+	if c.Slow != "" {
+		if _, err := env.Roles.Link(c.Slow); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Inject implements Fault. The window is open once every kill happened,
+// each with deliveries in hand.
+func (c CrashLoop) Inject(ctx context.Context, env *Env) result.Fault {
+	start := time.Now()
+	p, err := env.Process(c.Process)
+	if err != nil {
+		return record(c, start, false, err)
+	}
+	if err := env.Wait(ctx, c.Trigger); err != nil {
+		return record(c, start, false, err)
+	}
+	start = time.Now()
+	var seen []string
+	var slowed *proxies.Applied
+	done := func(hit bool, err error) result.Fault {
+		r := record(c, start, hit, err)
+		if len(seen) > 0 {
+			r.Detail += " — " + strings.Join(seen, "; ")
+		}
+		if slowed != nil {
+			if err := slowed.Remove(context.WithoutCancel(ctx)); err != nil {
+				r.UndoError = fmt.Sprintf("remove the toxic on %s: %v", c.Slow, err)
+			}
+		}
+		return r
+	}
+	if c.Slow != "" {
+		link, err := env.Link(c.Slow)
+		if err != nil {
+			return done(false, err)
+		}
+		if slowed, err = link.Add(ctx, proxies.Latency{Latency: slowLatency, Stream: proxies.Upstream}); err != nil {
+			return done(false, fmt.Errorf("slow %s: %w", c.Slow, err))
+		}
+		env.Logf("link %s slowed %s a statement", c.Slow, slowLatency)
+	}
+	for i := 1; i <= c.Times; i++ {
+		// A reading with a consumer is of this incarnation: the one
+		// killed before had its connection closed by the kernel at once,
+		// and the restart took longer than a statistics interval.
+		held, err := waitHeldDeliveries(ctx, env, false)
+		if err != nil {
+			return done(false, fmt.Errorf("kill %d of %d: %w", i, c.Times, err))
+		}
+		if err := p.Kill(); err != nil {
+			return done(false, fmt.Errorf("kill %d of %d: %w", i, c.Times, err))
+		}
+		seen = append(seen, fmt.Sprintf("kill %d: %s", i, held))
+		env.Logf("%s killed (SIGKILL), %d of %d: %s", c.Process, i, c.Times, held)
+		if err := pause(ctx, c.RestartAfter); err != nil {
+			return done(i == c.Times, err)
+		}
+		if err := p.Restart(ctx); err != nil {
+			return notUndone(done(i == c.Times, nil), fmt.Errorf("restart %s after kill %d: %w", c.Process, i, err))
+		}
+	}
+	return done(true, nil)
+}
