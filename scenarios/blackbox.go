@@ -123,7 +123,7 @@ func blackBox() []runner.Scenario {
 		},
 		{
 			Name: "blackbox-consumer-db-cut-with-deliveries", Window: protocol.ConsumerAfterReceive,
-			Description: "Mid-stream the consumer's database link is cut while deliveries keep coming; once the broker's management API shows the consumer holding deliveries it took after the cut (unacked, or — a consumer that acks on receipt — delivered since the cut), the consumer is SIGKILLed with them in hand, none of them committed: none may have been acked, so the broker redelivers them and every event still takes effect once.",
+			Description: "Mid-stream the consumer's database link is cut while deliveries keep coming; once the broker's management API shows the consumer holding deliveries it took after the cut (acked since the cut — a consumer that acks on receipt, with nothing committed — or, given 3 s to show such an ack, held unacked), the consumer is SIGKILLed with them in hand, none of them committed: none may have been acked, so the broker redelivers them and every event still takes effect once.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Unacked{Process: "consumer", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))},

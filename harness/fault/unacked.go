@@ -21,9 +21,9 @@ const KindUnacked = "unacked"
 //
 // With Cut, the consumer's database link goes down first (and comes back
 // at the kill), so nothing it receives from then on can commit: the
-// deliveries it holds are received, not committed, whether the broker
-// counts them unacked or — a consumer that acks on receipt — counts them
-// delivered since the cut. Its result says which the broker counted.
+// deliveries it holds are received, not committed: the broker counts them
+// unacked or — a consumer that acks on receipt — counts acks since the
+// cut. Its result says which the broker counted.
 type Unacked struct {
 	Process      string // the consumer instance reference
 	Trigger      Trigger
@@ -177,10 +177,16 @@ func (u Unacked) Inject(ctx context.Context, env *Env) result.Fault {
 
 // waitHeldDeliveries polls the target queue's counters (published by the
 // broker every statistics interval) until its consumer holds deliveries
-// unacked — or, when nothing can commit (cut), until the broker counts
-// deliveries made since the cut took hold (a reading a statistics
-// interval after it is the baseline) — up to the fault deadline. It says
-// what the broker counted.
+// unacked, up to the fault deadline, and says what the broker counted.
+//
+// When nothing can commit (cut: the consumer's database link went down as
+// the wait began), an ack is the surer sign: the first reading a
+// two statistics intervals after the cut is the baseline, and an ack the
+// broker counts past it is of a delivery the consumer could not have
+// committed — it acked on receipt. Held deliveries alone are taken only
+// once the consumer had cutDwell to show such an ack: an ack-on-receipt
+// consumer also holds its prefetched deliveries unacked, and killed at
+// once it would have acked nothing it could lose.
 func waitHeldDeliveries(ctx context.Context, env *Env, cut bool) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, env.Deadline)
 	defer cancel()
@@ -195,17 +201,15 @@ func waitHeldDeliveries(ctx context.Context, env *Env, cut bool) (string, error)
 		switch {
 		case err != nil:
 			last = err
-		case q.Unacked > 0 && q.Consumers > 0 && (!cut || time.Since(from) >= statsInterval):
-			// After a cut, only a reading a statistics interval later
-			// shows deliveries taken since: an earlier one may be of
-			// deliveries from before it, which a consumer that acks on
-			// receipt has acked already.
+		case cut && baseline < 0 && time.Since(from) >= 2*statsInterval:
+			// two intervals: acks of commits that completed just before
+			// the cut are in the baseline, not counted after it
+			baseline = q.Acked
+		case cut && baseline >= 0 && q.Acked > baseline:
+			return fmt.Sprintf("the broker counted %d acks on %s after the consumer's database link was cut, %d unacked, at %s",
+				q.Acked-baseline, env.Topology.Queue, q.Unacked, now), nil
+		case q.Unacked > 0 && q.Consumers > 0 && (!cut || baseline >= 0 && time.Since(from) >= cutDwell):
 			return fmt.Sprintf("the broker counted %d deliveries unacked on %s (%d consumer(s)) at %s", q.Unacked, env.Topology.Queue, q.Consumers, now), nil
-		case cut && baseline < 0 && time.Since(from) >= statsInterval:
-			baseline = q.Delivered
-		case cut && baseline >= 0 && q.Delivered > baseline:
-			return fmt.Sprintf("the broker counted %d deliveries on %s since the consumer's database link was cut, none unacked (acked on receipt, none committed) at %s",
-				q.Delivered-baseline, env.Topology.Queue, now), nil
 		}
 		select {
 		case <-ctx.Done():
@@ -219,3 +223,8 @@ func waitHeldDeliveries(ctx context.Context, env *Env, cut bool) (string, error)
 // broker publishes them every collect_statistics_interval (500 ms on the
 // local and docker providers) plus a margin.
 const statsInterval = 600 * time.Millisecond
+
+// cutDwell is how long after a cut an ack-on-receipt consumer is given to
+// show an ack before held deliveries alone open the window: several of
+// its retries of a failed transaction, several statistics intervals.
+const cutDwell = 3 * time.Second

@@ -78,7 +78,7 @@ func testContract(ctx context.Context, t *testing.T, in Infra, prefix string) {
 		// Queue() is eventually consistent: poll.
 		want := map[string]QueueInfo{
 			"parked": {Messages: 1, Ready: 1},
-			"work":   {Consumers: 1, Delivered: 1},
+			"work":   {Consumers: 1, Delivered: 1, Acked: 1},
 		}
 		for q, w := range want {
 			assert.EventuallyWithT(t, func(c *assert.CollectT) {

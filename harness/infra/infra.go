@@ -133,6 +133,9 @@ type QueueInfo struct {
 	// Delivered is the broker's count of deliveries to consumers and gets
 	// (message_stats.deliver_get; lags likewise).
 	Delivered int
+	// Acked is the broker's count of acks from consumers
+	// (message_stats.ack; lags likewise).
+	Acked int
 	// DeliveryLimit is the queue's x-delivery-limit (its argument, or a
 	// policy's delivery-limit), 0 for none: a quorum queue drops, or
 	// dead-letters, a message delivered that many times.

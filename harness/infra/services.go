@@ -328,6 +328,7 @@ func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (QueueInfo, err
 		Stats     struct {
 			Redeliver  int `json:"redeliver"`
 			DeliverGet int `json:"deliver_get"`
+			Ack        int `json:"ack"`
 		} `json:"message_stats"`
 		Arguments struct {
 			DeliveryLimit int    `json:"x-delivery-limit"`
@@ -347,7 +348,7 @@ func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (QueueInfo, err
 		return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, ErrNotFound)
 	}
 	// A queue's own argument wins over a policy's, as RabbitMQ applies them.
-	return QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers, Redelivered: q.Stats.Redeliver, Delivered: q.Stats.DeliverGet,
+	return QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers, Redelivered: q.Stats.Redeliver, Delivered: q.Stats.DeliverGet, Acked: q.Stats.Ack,
 		DeliveryLimit:      cmp.Or(q.Arguments.DeliveryLimit, q.Policy.DeliveryLimit),
 		DeadLetterExchange: cmp.Or(q.Arguments.DeadLetter, q.Policy.DeadLetter)}, nil
 }
