@@ -13,7 +13,6 @@ import (
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
-	"github.com/faultline-dev/faultline/proxies"
 )
 
 // Profiles of the catalogue: the default one, what `go test ./scenarios`
@@ -121,10 +120,10 @@ func Production() []runner.Scenario {
 			Expect:     expectFailoverLimit,
 		},
 		onCluster("cluster-consumer-node-lost", protocol.ClientNodeLost,
-			"Every statement the consumer sends its database is slowed by 200 ms, so it holds each delivery unacked while it commits; the broker node the consumer talks to is SIGKILLed once the broker counts deliveries it holds unacked, and started again 5 s later: the consumer reconnects to another node, the queue redelivers what was unacked, and the inbox absorbs what had already committed.",
+			"Every statement the consumer sends its database is slowed by 300 ms, so it holds each delivery unacked while it commits; the broker node the consumer talks to is SIGKILLed once the broker counts deliveries it holds unacked, and started again 5 s later: the consumer reconnects to another node, the queue redelivers what was unacked, and the inbox absorbs what had already committed.",
 			func(at fault.Trigger) fault.Fault {
-				return fault.NodeKill{Node: fault.ClientNode("consumer"), Trigger: at, DownFor: 5 * time.Second, Holding: true}
-			}, withSlowConsumerDB),
+				return fault.NodeKill{Node: fault.ClientNode("consumer"), Trigger: at, DownFor: 5 * time.Second, Holding: true, Slow: "consumer.pg"}
+			}),
 		{
 			Name: "consumer-crash-loop", Window: protocol.ConsumerCrashLoop,
 			Description: "Every statement the consumer sends its database is slowed by 300 ms, so what it holds takes a second to commit; it is killed four times in a row, each time once the broker counts deliveries it holds unacked, and started again. The queue hands what it held back, first, to the next incarnation, and a quorum queue counts each return as a delivery attempt: past a delivery limit a message is dead-lettered — or, with no dead-letter exchange, dropped (RabbitMQ 4 gives every quorum queue a limit of 20). Every event still takes effect once.",
@@ -135,27 +134,6 @@ func Production() []runner.Scenario {
 			},
 			Converge: clusterConverge,
 		},
-	}
-}
-
-// withSlowConsumerDB slows the consumer's database link from the node
-// kill's trigger for 10 s, so the consumer holds deliveries unacked while
-// it commits and the kill finds them in hand. Unslowed, a consumer that
-// commits in a few milliseconds holds nothing at most of the broker's
-// half-second samples: on a loaded machine the kill waited 30 s for one,
-// three seeds in a row, and the window never opened.
-func withSlowConsumerDB(sc *runner.Scenario) {
-	faults := sc.Faults
-	sc.Faults = func(rng *rand.Rand) []fault.Fault {
-		fs := faults(rng)
-		var at fault.Trigger
-		for _, f := range fs {
-			if k, ok := f.(fault.NodeKill); ok {
-				at = k.Trigger
-			}
-		}
-		slow := fault.Toxic{Link: "consumer.pg", Toxic: proxies.Latency{Latency: 200 * time.Millisecond, Stream: proxies.Upstream}, Trigger: at, Duration: 10 * time.Second}
-		return append([]fault.Fault{slow}, fs...)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
-	"github.com/faultline-dev/faultline/proxies"
 )
 
 // KindCrashLoop is the crash-loop fault's kind, as a schedule names it.
@@ -38,14 +37,6 @@ type CrashLoop struct {
 	RestartAfter time.Duration
 	Slow         string // a link reference ("consumer.pg") slowed from the trigger to the last restart; "" none
 }
-
-// slowLatency slows each statement on a crash loop's Slow link: a
-// transaction (BEGIN, its statements, COMMIT) takes about a second — longer
-// than the broker's half-second statistics take to show what the consumer
-// holds, so it is killed holding what it received — while a connection
-// and a ping still answer within a 2 s health check, so a restart is
-// ready (at 1 s the reference's was never ready within 15 s).
-const slowLatency = 300 * time.Millisecond
 
 func init() {
 	register(Desc[CrashLoop, crashLoopParams]{
@@ -146,28 +137,23 @@ func (c CrashLoop) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	start = time.Now()
 	var seen []string
-	var slowed *proxies.Applied
+	var unslow func() error
 	done := func(hit bool, err error) result.Fault {
 		r := record(c, start, hit, err)
 		if len(seen) > 0 {
 			r.Detail += " — " + strings.Join(seen, "; ")
 		}
-		if slowed != nil {
-			if err := slowed.Remove(context.WithoutCancel(ctx)); err != nil {
-				r.UndoError = fmt.Sprintf("remove the toxic on %s: %v", c.Slow, err)
+		if unslow != nil {
+			if err := unslow(); err != nil {
+				r.UndoError = err.Error()
 			}
 		}
 		return r
 	}
 	if c.Slow != "" {
-		link, err := env.Link(c.Slow)
-		if err != nil {
+		if unslow, err = slowLink(ctx, env, c.Slow); err != nil {
 			return done(false, err)
 		}
-		if slowed, err = link.Add(ctx, proxies.Latency{Latency: slowLatency, Stream: proxies.Upstream}); err != nil {
-			return done(false, fmt.Errorf("slow %s: %w", c.Slow, err))
-		}
-		env.Logf("link %s slowed %s a statement", c.Slow, slowLatency)
 	}
 	for i := 1; i <= c.Times; i++ {
 		// A reading with a consumer is of this incarnation: the one

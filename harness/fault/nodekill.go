@@ -2,6 +2,7 @@ package fault
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,7 +18,9 @@ const KindNodeKill = "node-kill"
 // it again DownFor later. Killing the leader opens an election: its result
 // says which node was elected and how long it took, or the window did not
 // open. With Holding, it first waits until the broker counts deliveries
-// held unacked on the target's queue, so the node dies with them in hand.
+// held unacked on the target's queue, so the node dies with them in hand;
+// with Slow besides, the consumer's database link is slowed (slowLink)
+// from the trigger to the kill, so that it holds them while it commits.
 // With DownFor zero the node stays down for the rest of the run — a lost
 // machine — and the infrastructure starts it again before the next run.
 type NodeKill struct {
@@ -25,6 +28,7 @@ type NodeKill struct {
 	Trigger Trigger
 	DownFor time.Duration // 0: left down
 	Holding bool
+	Slow    string // with Holding: a link reference ("consumer.pg") slowed from the trigger to the kill; "" none
 }
 
 func init() {
@@ -34,16 +38,25 @@ func init() {
 		Doc:     "a node of the clustered broker killed (SIGKILL) and started again: the queue's leader, or the node a process talks to",
 		Opens:   protocol.QueueLeaderLost,
 		Params: func(k NodeKill) (nodeKillParams, error) {
-			return nodeKillParams{Node: k.Node, Trigger: k.Trigger.Data(), DownFor: Duration(k.DownFor), Holding: k.Holding}, nil
+			return nodeKillParams{Node: k.Node, Trigger: k.Trigger.Data(), DownFor: Duration(k.DownFor), Holding: k.Holding, Slow: k.Slow}, nil
 		},
 		Fault: func(p nodeKillParams) (NodeKill, error) {
 			if err := Need(KindNodeKill, p.Node != "", "node"); err != nil {
 				return NodeKill{}, err
 			}
-			return NodeKill{Node: p.Node, Trigger: p.Trigger.Trigger(), DownFor: time.Duration(p.DownFor), Holding: p.Holding}, nil
+			if p.Slow != "" && !p.Holding {
+				return NodeKill{}, errors.New("node-kill fault: slow needs holding")
+			}
+			return NodeKill{Node: p.Node, Trigger: p.Trigger.Trigger(), DownFor: time.Duration(p.DownFor), Holding: p.Holding, Slow: p.Slow}, nil
 		},
-		Window:  func(NodeKill) (string, string) { return "", "" },
-		Touches: func(NodeKill) Touch { return Touch{Shared: []string{"broker"}} },
+		Window: func(NodeKill) (string, string) { return "", "" },
+		Touches: func(k NodeKill) Touch {
+			t := Touch{Shared: []string{"broker"}}
+			if k.Slow != "" {
+				t.Links = []string{k.Slow}
+			}
+			return t
+		},
 		Trigger: func(k NodeKill) Trigger { return k.Trigger },
 		Enumerate: func(s *Surface, _ int) []Candidate {
 			if !s.Cluster {
@@ -63,6 +76,7 @@ type nodeKillParams struct {
 	Trigger *TriggerData `json:"trigger,omitempty"`
 	DownFor Duration     `json:"down_for,omitempty"`
 	Holding bool         `json:"holding,omitempty"`
+	Slow    string       `json:"slow,omitempty"`
 }
 
 // Describe implements Fault.
@@ -71,6 +85,9 @@ func (k NodeKill) Describe() result.Fault {
 	if k.Holding {
 		held = " once the broker counts deliveries unacked,"
 	}
+	if k.Slow != "" {
+		held = fmt.Sprintf(" once the broker counts deliveries unacked (link %s slowed %s a statement until then),", k.Slow, slowLatency)
+	}
 	again := fmt.Sprintf("started again after %s", k.DownFor)
 	if k.DownFor == 0 {
 		again = "left down for the rest of the run"
@@ -78,16 +95,35 @@ func (k NodeKill) Describe() result.Fault {
 	return result.Fault{Kind: KindNodeKill, Target: k.Node, Detail: fmt.Sprintf("node %s killed (SIGKILL)%s %s, %s", k.Node, held, k.Trigger, again)}
 }
 
-// Require implements Requirer: a clustered broker with such a node.
-func (k NodeKill) Require(env *Env) error { return requireNode(env, k.Node) }
+// Require implements Requirer: a clustered broker with such a node, and
+// the link it slows.
+func (k NodeKill) Require(env *Env) error {
+	if k.Slow != "" {
+		if _, err := env.Roles.Link(k.Slow); err != nil {
+			return err
+		}
+	}
+	return requireNode(env, k.Node)
+}
 
 // Inject implements Fault.
 func (k NodeKill) Inject(ctx context.Context, env *Env) result.Fault {
 	start := time.Now()
 	var seen states
+	// unslow takes the Slow link's latency off: right after the kill (the
+	// window is the node's death with deliveries in hand; taken off before
+	// it, the consumer would commit and ack them first), or when the fault
+	// ends sooner.
+	var unslow func() error
 	done := func(hit bool, err error) result.Fault {
 		r := record(k, start, hit, err)
 		r.States = seen
+		if unslow != nil {
+			if uerr := unslow(); uerr != nil {
+				r.UndoError = uerr.Error()
+			}
+			unslow = nil
+		}
 		return r
 	}
 	c, err := cluster(env)
@@ -98,6 +134,11 @@ func (k NodeKill) Inject(ctx context.Context, env *Env) result.Fault {
 		return done(false, err)
 	}
 	if k.Holding {
+		if k.Slow != "" {
+			if unslow, err = slowLink(ctx, env, k.Slow); err != nil {
+				return done(false, err)
+			}
+		}
 		held, err := waitHeldDeliveries(ctx, env, false)
 		if err != nil {
 			return done(false, err)
@@ -121,6 +162,13 @@ func (k NodeKill) Inject(ctx context.Context, env *Env) result.Fault {
 		return done(false, fmt.Errorf("kill %s: %w", name, err))
 	}
 	seen.add(LaneCluster, "down", "%s killed (SIGKILL)", name)
+	if unslow != nil {
+		err := unslow()
+		unslow = nil
+		if err != nil {
+			return notUndone(done(false, nil), err)
+		}
+	}
 	env.Logf("broker node %s (%s) killed", name, k.Node)
 	var windowErr error
 	switch {

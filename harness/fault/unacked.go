@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // KindUnacked is the unacked-deliveries fault's kind, as a schedule names
@@ -217,6 +218,39 @@ func waitHeldDeliveries(ctx context.Context, env *Env, cut bool) (string, error)
 		case <-tick.C:
 		}
 	}
+}
+
+// slowLatency is what slowLink puts on each statement: a transaction
+// (BEGIN, its statements, COMMIT) takes about a second — longer than the
+// broker's half-second statistics take to show what the consumer holds —
+// while a connection and a ping still answer within a 2 s health check, so
+// a restarted consumer is ready (at 1 s the reference's was never ready
+// within 15 s).
+const slowLatency = 300 * time.Millisecond
+
+// slowLink slows each statement sent over the link ref (a consumer's
+// database link) by slowLatency, so the consumer holds what it receives
+// unacked while it commits: a fault that waits for held deliveries
+// (waitHeldDeliveries) then finds them, where a consumer that commits in
+// milliseconds holds nothing at most of the broker's samples (on a loaded
+// machine such a wait ran out three seeds in a row). remove takes the
+// latency off again.
+func slowLink(ctx context.Context, env *Env, ref string) (remove func() error, err error) {
+	link, err := env.Link(ref)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := link.Add(ctx, proxies.Latency{Latency: slowLatency, Stream: proxies.Upstream})
+	if err != nil {
+		return nil, fmt.Errorf("slow %s: %w", ref, err)
+	}
+	env.Logf("link %s slowed %s a statement", ref, slowLatency)
+	return func() error {
+		if err := applied.Remove(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("remove the toxic on %s: %w", ref, err)
+		}
+		return nil
+	}, nil
 }
 
 // statsInterval bounds how stale the management API's counters are: the
