@@ -123,11 +123,21 @@ func blackBox() []runner.Scenario {
 		},
 		{
 			Name: "blackbox-consumer-db-cut-with-deliveries", Window: protocol.ConsumerAfterReceive,
-			Description: "Mid-stream the consumer's database link is cut while deliveries keep coming; once the broker's management API shows the consumer holding deliveries it took after the cut (acked since the cut — a consumer that acks on receipt, with nothing committed — or, given 3 s to show such an ack, held unacked), the consumer is SIGKILLed with them in hand, none of them committed: none may have been acked, so the broker redelivers them and every event still takes effect once.",
+			Description: "Every statement the consumer sends its database is slowed by 300 ms for a second, so transactions are in flight; then its database link is cut while deliveries keep coming; once the broker's management API shows the consumer holding deliveries it took after the cut (acked since the cut — a consumer that acks on receipt, with nothing committed — or, given 3 s to show such an ack, held unacked), the consumer is SIGKILLed with them in hand, none of them committed: none may have been acked, so the broker redelivers them and every event still takes effect once.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				return []fault.Fault{fault.Unacked{Process: "consumer", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))},
-					Cut: "consumer.pg", Action: fault.ActKill, RestartAfter: 200 * time.Millisecond}}
+				// Slowed first, the consumer is mid-transaction when the cut
+				// comes: a consumer that acked on receipt has acked what
+				// those transactions held, and loses it. Unslowed, it was
+				// often between deliveries, and (the reference's variant
+				// backs off from a dead database before it takes another)
+				// acked nothing it lost: one clean-clone run missed it.
+				at := fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}
+				return []fault.Fault{
+					fault.Toxic{Link: "consumer.pg", Toxic: proxies.Latency{Latency: 300 * time.Millisecond, Stream: proxies.Upstream}, Trigger: at, Duration: 1500 * time.Millisecond},
+					fault.Unacked{Process: "consumer", Trigger: fault.Trigger{AfterOrders: at.AfterOrders, Delay: time.Second},
+						Cut: "consumer.pg", Action: fault.ActKill, RestartAfter: 200 * time.Millisecond},
+				}
 			},
 			Evidence: []check.Evidence{check.BrokerRedelivered()},
 		},
