@@ -69,7 +69,7 @@ func AllInvariants() []Invariant {
 			check: func(o *Observation, _ findings) result.Invariant { return noneGaveUp(o) }},
 		{Name: FactsKept, Optional: true, Checks: "every fact the producer acknowledged is in its database at the end (a failover may lose committed ones)",
 			check: func(o *Observation, _ findings) result.Invariant { return factsKept(o) }},
-		{Name: LiveAfterHeal, Optional: true, Checks: "every committed fact took effect within a bound after the last fault healed; the bound comes from the run (how long its faults lasted, plus the lease and a reconnection) and is reported",
+		{Name: LiveAfterHeal, Optional: true, Checks: "every committed fact took effect within a bound after the last fault healed; the bound comes from the run (how long its faults lasted, plus the lease, the pipeline's lag before them and the reconnection its clients took, both measured) and is reported",
 			check: func(o *Observation, _ findings) result.Invariant { return liveAfterHeal(o) }},
 	}
 }

@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/result"
@@ -23,18 +24,165 @@ type Recovery struct {
 	BoundIs   string // e.g. "the faults' 12s + lease 2s + a reconnection 10s"
 }
 
-// ReconnectAllowance is the part of the liveness bound that lets a client
-// notice a dead node or server and reconnect elsewhere: heartbeats of a
-// few seconds, a reconnect backoff of a few more.
+// ReconnectAllowance stands in the liveness bound for the reconnection
+// where the run could not measure it (MeasureReconnection): heartbeats of
+// a few seconds to notice a dead node or server, a reconnect backoff of a
+// few more.
 const ReconnectAllowance = 10 * time.Second
+
+// ClientSample is how many clients the target had connected at one
+// moment, as the broker and the database server count them, faultline's
+// own connections left out.
+type ClientSample struct {
+	At       time.Time
+	Broker   int            // AMQP connections in the run's vhost
+	Sessions map[string]int // client sessions per target database
+	// Expected is how many effects the orders answered so far make (one
+	// per event); Effects how many the effects query counted (-1: not
+	// read). Together they give the pipeline's own lag (MeasureLag).
+	Expected int
+	Effects  int
+}
+
+// Lag is how far behind its load the pipeline ran before the first fault:
+// the longest it took the effects to reach what the orders answered at
+// some moment called for. A relay that polls its outbox every few
+// seconds lags by that much without any fault. Measured is false where
+// the run could not tell (Detail says why).
+type Lag struct {
+	Took     time.Duration
+	Measured bool
+	Detail   string
+}
+
+// MeasureLag reads the pipeline's lag before firstFault off the samples:
+// for each sample that expects effects, the time until a sample (still
+// before the fault) counts as many.
+func MeasureLag(samples []ClientSample, firstFault time.Time) Lag {
+	var lag time.Duration
+	matched := 0
+	for i, s := range samples {
+		if !s.At.Before(firstFault) {
+			break
+		}
+		if s.Expected == 0 || s.Effects < 0 {
+			continue
+		}
+		for _, later := range samples[i:] {
+			if !later.At.Before(firstFault) {
+				break
+			}
+			if later.Effects >= s.Expected {
+				lag = max(lag, later.At.Sub(s.At))
+				matched++
+				break
+			}
+		}
+	}
+	if matched == 0 {
+		return Lag{Detail: "the effects never caught up with the orders before the first fault"}
+	}
+	return Lag{Took: lag, Measured: true, Detail: fmt.Sprintf("the longest the effects took to catch up with the orders, over %d samples before the first fault", matched)}
+}
+
+// Reconnection is how long the target's clients took, after the last
+// fault healed, to be connected again as they were before the first one.
+// Measured is false where the run could not tell; Detail says what was
+// seen, or why not.
+type Reconnection struct {
+	Took     time.Duration
+	Measured bool
+	Detail   string
+}
+
+// MeasureReconnection reads the reconnection off the run's samples: the
+// baseline is the last sample before the first fault; the clients are
+// back at the first sample from the heal on with at least the baseline's
+// broker connections and a session on every database that had one (a
+// pool opens and closes sessions as it likes, so their number is no
+// measure). Clients that reconnected elsewhere while the fault lasted are
+// back at once.
+func MeasureReconnection(samples []ClientSample, firstFault, healed time.Time) Reconnection {
+	var base *ClientSample
+	for i := range samples {
+		if samples[i].At.Before(firstFault) {
+			base = &samples[i]
+		}
+	}
+	if base == nil {
+		return Reconnection{Detail: "no count of the clients before the first fault"}
+	}
+	var dbs []string
+	for db, n := range base.Sessions {
+		if n > 0 {
+			dbs = append(dbs, db)
+		}
+	}
+	slices.Sort(dbs)
+	if base.Broker == 0 && len(dbs) == 0 {
+		return Reconnection{Detail: "no client was connected before the first fault"}
+	}
+	var last *ClientSample
+	for i := range samples {
+		s := &samples[i]
+		if s.At.Before(healed) {
+			continue
+		}
+		last = s
+		back := s.Broker >= base.Broker
+		for _, db := range dbs {
+			back = back && s.Sessions[db] > 0
+		}
+		if back {
+			took := s.At.Sub(healed)
+			return Reconnection{Took: took, Measured: true, Detail: fmt.Sprintf("%d broker connections and sessions on %s as before the faults, %s after the heal",
+				base.Broker, describeDBs(dbs), took.Round(time.Millisecond))}
+		}
+	}
+	if last == nil {
+		return Reconnection{Detail: "no count of the clients after the heal"}
+	}
+	return Reconnection{Detail: fmt.Sprintf("the clients were not all back by the end of the run (%d of %d broker connections)", last.Broker, base.Broker)}
+}
+
+func describeDBs(dbs []string) string {
+	if len(dbs) == 0 {
+		return "no database"
+	}
+	return strings.Join(dbs, ", ")
+}
 
 // LivenessBound draws the bound from the run: a pipeline that keeps up
 // with its load drains what piled up during an outage in at most as long
-// as the outage lasted; rows claimed when the fault struck wait out a
-// lease; a client takes a reconnection to find a live node.
-func LivenessBound(faultsLasted, lease time.Duration) (time.Duration, string) {
-	b := faultsLasted + lease + ReconnectAllowance
-	return b, fmt.Sprintf("the faults' %s + the lease %s + a reconnection %s", faultsLasted.Round(time.Millisecond), lease, ReconnectAllowance)
+// as the outage lasted, plus the lag it runs at without faults; rows
+// claimed when the fault struck wait out a lease; the clients take the
+// reconnection the run measured to find a live node or server again.
+// What the run could not measure, ReconnectAllowance stands in for, once.
+func LivenessBound(faultsLasted, lease time.Duration, lag Lag, rc Reconnection) (time.Duration, string) {
+	b := faultsLasted + lease
+	is := fmt.Sprintf("the faults' %s + the lease %s", faultsLasted.Round(time.Millisecond), lease)
+	if lag.Measured {
+		b += lag.Took
+		is += fmt.Sprintf(" + the pipeline's lag %s (measured: %s)", lag.Took.Round(time.Millisecond), lag.Detail)
+	}
+	if rc.Measured {
+		b += rc.Took
+		is += fmt.Sprintf(" + the reconnection %s (measured: %s)", rc.Took.Round(time.Millisecond), rc.Detail)
+	}
+	if !lag.Measured || !rc.Measured {
+		var why []string
+		for _, d := range []struct {
+			measured bool
+			what     string
+		}{{lag.Measured, "lag: " + lag.Detail}, {rc.Measured, "reconnection: " + rc.Detail}} {
+			if !d.measured {
+				why = append(why, d.what)
+			}
+		}
+		b += ReconnectAllowance
+		is += fmt.Sprintf(" + an allowance %s for what was not measured (%s)", ReconnectAllowance, strings.Join(why, "; "))
+	}
+	return b, is
 }
 
 // liveAfterHeal checks the run's recovery against its bound.

@@ -84,8 +84,13 @@ func TestLookupInvariant(t *testing.T) {
 // past it, never caught up, and no fault healed.
 func TestLiveAfterHeal(t *testing.T) {
 	healed := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	bound, is := LivenessBound(5*time.Second, 2*time.Second)
-	require.Equal(t, 17*time.Second, bound)
+	bound, is := LivenessBound(5*time.Second, 2*time.Second, Lag{}, Reconnection{})
+	require.Equal(t, 17*time.Second, bound, "not measured: the allowance stands in, once")
+	require.Contains(t, is, "not measured")
+	measured, _ := LivenessBound(5*time.Second, 2*time.Second, Lag{Took: 3 * time.Second, Measured: true}, Reconnection{Took: 1500 * time.Millisecond, Measured: true})
+	require.Equal(t, 11500*time.Millisecond, measured)
+	half, _ := LivenessBound(5*time.Second, 2*time.Second, Lag{Took: 3 * time.Second, Measured: true}, Reconnection{})
+	require.Equal(t, 20*time.Second, half)
 	for _, tc := range []struct {
 		name       string
 		rec        *Recovery
@@ -105,6 +110,73 @@ func TestLiveAfterHeal(t *testing.T) {
 				assert.Contains(t, inv.Detail, "bound 17s")
 				assert.Equal(t, !tc.ok, len(inv.Violations) == 1)
 			}
+		})
+	}
+}
+
+// TestMeasureReconnection: when the target's clients were back after the
+// heal, from the broker's and the database server's counts.
+func TestMeasureReconnection(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	s := func(ms, broker, orders, inventory int) ClientSample {
+		return ClientSample{At: at(ms), Broker: broker, Sessions: map[string]int{"orders": orders, "inventory": inventory}}
+	}
+	firstFault, healed := at(1000), at(5000)
+	for _, tc := range []struct {
+		name     string
+		samples  []ClientSample
+		measured bool
+		took     time.Duration
+		detail   string
+	}{
+		{"back 750 ms after the heal",
+			[]ClientSample{s(500, 3, 2, 1), s(2000, 1, 2, 1), s(5000, 1, 2, 1), s(5500, 2, 2, 1), s(5750, 3, 1, 1)}, true, 750 * time.Millisecond, "3 broker connections and sessions on inventory, orders"},
+		{"reconnected elsewhere during the fault: back at the heal",
+			[]ClientSample{s(500, 3, 2, 1), s(2000, 1, 2, 1), s(4000, 3, 2, 1), s(5000, 3, 2, 1)}, true, 0, ""},
+		{"a database without its sessions is not back",
+			[]ClientSample{s(500, 3, 2, 1), s(5000, 3, 0, 1), s(6000, 3, 1, 1)}, true, time.Second, ""},
+		{"a database with no session before needs none after",
+			[]ClientSample{s(500, 3, 0, 1), s(5000, 3, 0, 1)}, true, 0, ""},
+		{"never back", []ClientSample{s(500, 3, 2, 1), s(5000, 2, 2, 1), s(9000, 2, 2, 1)}, false, 0, "2 of 3 broker connections"},
+		{"no sample before the first fault", []ClientSample{s(2000, 3, 2, 1), s(5000, 3, 2, 1)}, false, 0, "before the first fault"},
+		{"no client before the first fault", []ClientSample{s(500, 0, 0, 0), s(5000, 3, 2, 1)}, false, 0, "no client was connected"},
+		{"no sample after the heal", []ClientSample{s(500, 3, 2, 1), s(2000, 3, 2, 1)}, false, 0, "after the heal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := MeasureReconnection(tc.samples, firstFault, healed)
+			assert.Equal(t, tc.measured, rc.Measured, rc.Detail)
+			assert.Equal(t, tc.took, rc.Took)
+			assert.Contains(t, rc.Detail, tc.detail)
+		})
+	}
+}
+
+// TestMeasureLag: the pipeline's own lag before the first fault, from the
+// effects the answered orders called for and those counted.
+func TestMeasureLag(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	s := func(ms, expected, effects int) ClientSample {
+		return ClientSample{At: at(ms), Expected: expected, Effects: effects}
+	}
+	firstFault := at(10000)
+	for _, tc := range []struct {
+		name     string
+		samples  []ClientSample
+		measured bool
+		took     time.Duration
+	}{
+		{"a relay that polls every 3 s", []ClientSample{s(0, 0, 0), s(1000, 10, 0), s(2000, 20, 0), s(4000, 40, 40), s(5000, 50, 40), s(7000, 70, 70), s(11000, 90, 90)}, true, 3 * time.Second},
+		{"a pipeline that keeps up", []ClientSample{s(0, 5, 5), s(250, 10, 10), s(500, 15, 15)}, true, 0},
+		{"a catch-up after the fault is not the lag", []ClientSample{s(0, 5, 0), s(11000, 5, 5)}, false, 0},
+		{"effects not read", []ClientSample{s(0, 5, -1), s(250, 5, -1)}, false, 0},
+		{"nothing expected yet", []ClientSample{s(0, 0, 0), s(250, 0, 0)}, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lag := MeasureLag(tc.samples, firstFault)
+			assert.Equal(t, tc.measured, lag.Measured, lag.Detail)
+			assert.Equal(t, tc.took, lag.Took)
 		})
 	}
 }

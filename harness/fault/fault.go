@@ -280,7 +280,7 @@ func (env *Env) Admin(ctx context.Context) (*amqp.Connection, *amqp.Channel, err
 	var conn *amqp.Connection
 	var err error
 	for {
-		conn, err = amqp.DialConfig(env.Infra.AMQPURL(env.VHost), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+		conn, err = amqp.DialConfig(env.Infra.AMQPURL(env.VHost), infra.OwnAMQPConfig(5*time.Second))
 		if err == nil {
 			break
 		}

@@ -97,6 +97,16 @@ func testContract(ctx context.Context, t *testing.T, in Infra, prefix string) {
 			assert.Equal(c, VHostInfo{Published: 3, Unroutable: 1}, got)
 		}, 15*time.Second, 100*time.Millisecond, "vhost %s", vhost)
 
+		// ClientConnections counts the client above, not faultline's own.
+		own, err := amqp.DialConfig(in.AMQPURL(vhost), OwnAMQPConfig(10*time.Second))
+		require.NoError(t, err)
+		defer own.Close()
+		assert.EventuallyWithT(t, func(c *assert.CollectT) {
+			n, err := in.ClientConnections(ctx, vhost)
+			require.NoError(c, err)
+			assert.Equal(c, 1, n)
+		}, 15*time.Second, 100*time.Millisecond, "client connections of vhost %s", vhost)
+
 		require.NoError(t, in.DeleteVHost(ctx, vhost))
 		require.NoError(t, in.DeleteVHost(ctx, vhost), "deleting a missing vhost is fine")
 		_, err = in.Queue(ctx, vhost, "parked")

@@ -461,6 +461,16 @@ func (d *Docker) VHost(ctx context.Context, vhost string) (VHostInfo, error) {
 	return v, nil
 }
 
+// ClientConnections implements Infra.
+func (d *Docker) ClientConnections(ctx context.Context, vhost string) (int, error) {
+	_, m := d.broker()
+	n, err := m.clientConnections(ctx, vhost)
+	if err != nil {
+		return 0, fmt.Errorf("docker infra: %w", err)
+	}
+	return n, nil
+}
+
 // Queue implements Infra; the counters are emitted every 500 ms.
 func (d *Docker) Queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {
 	_, m := d.broker()

@@ -224,6 +224,15 @@ func (e *External) VHost(ctx context.Context, vhost string) (VHostInfo, error) {
 	return v, nil
 }
 
+// ClientConnections implements Infra.
+func (e *External) ClientConnections(ctx context.Context, vhost string) (int, error) {
+	n, err := e.mgmt.clientConnections(ctx, vhost)
+	if err != nil {
+		return 0, fmt.Errorf("external infra: %w", err)
+	}
+	return n, nil
+}
+
 // Queue implements Infra. The counters lag by the broker's
 // collect_statistics_interval (5 s unless configured).
 func (e *External) Queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {

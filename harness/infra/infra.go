@@ -70,6 +70,10 @@ type Infra interface {
 	// VHost reads a vhost's message counters from the management API,
 	// eventually consistent as Queue's are.
 	VHost(ctx context.Context, vhost string) (VHostInfo, error)
+	// ClientConnections counts the AMQP connections open in vhost, on
+	// every running node, that are not faultline's own (those carry
+	// OwnConnectionName): the target's clients, as the broker sees them.
+	ClientConnections(ctx context.Context, vhost string) (int, error)
 
 	// LinkUpstreams are the addresses a Toxiproxy link forwards to, as the
 	// Toxiproxy server sees them: PostgresAddr and AMQPAddr where the

@@ -603,6 +603,17 @@ func (l *Local) VHost(ctx context.Context, vhost string) (VHostInfo, error) {
 	return v, err
 }
 
+// ClientConnections implements Infra: the list comes from any running
+// node, which reports every running node's connections.
+func (l *Local) ClientConnections(ctx context.Context, vhost string) (int, error) {
+	var n int
+	err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) (err error) {
+		n, err = api.clientConnections(ctx, vhost)
+		return err
+	})
+	return n, err
+}
+
 // mgmt calls the management API of the first running node as the run's
 // user (see mgmtAPI.do).
 func (l *Local) mgmt(ctx context.Context, method, path string, in, out any, want ...int) (int, error) {

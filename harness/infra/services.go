@@ -450,3 +450,58 @@ func gone(err error) bool {
 	var ae *amqp.Error
 	return errors.As(err, &ae) && (ae.Reason == io.EOF.Error() || strings.Contains(ae.Reason, "connection reset"))
 }
+
+// OwnConnectionName is the connection_name faultline gives its own AMQP
+// connections (OwnAMQPConfig), so that counting a run's clients
+// (ClientConnections) leaves them out; OwnApplicationName is the same
+// for its PostgreSQL sessions.
+const (
+	OwnConnectionName  = "faultline"
+	OwnApplicationName = "faultline"
+)
+
+// OwnAMQPConfig is the amqp091 configuration of a connection of
+// faultline's own: dialled within timeout, named OwnConnectionName.
+func OwnAMQPConfig(timeout time.Duration) amqp.Config {
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(OwnConnectionName)
+	return amqp.Config{Dial: amqp.DefaultDial(timeout), Properties: props}
+}
+
+// clientConnections counts vhost's connections not named
+// OwnConnectionName. The list comes from the broker's connection
+// tracking, not from its statistics: a connection shows as soon as it is
+// open.
+func (m mgmtAPI) clientConnections(ctx context.Context, vhost string) (int, error) {
+	var conns []struct {
+		ClientProperties struct {
+			ConnectionName string `json:"connection_name"`
+		} `json:"client_properties"`
+	}
+	path := "/api/vhosts/" + url.PathEscape(vhost) + "/connections"
+	if _, err := m.do(ctx, http.MethodGet, path, nil, &conns, http.StatusOK); err != nil {
+		return 0, fmt.Errorf("connections of vhost %q: %w", vhost, err)
+	}
+	n := 0
+	for _, c := range conns {
+		if c.ClientProperties.ConnectionName != OwnConnectionName {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// OwnSession is a PostgreSQL URL (as PostgresURL gives) whose sessions
+// carry application_name OwnApplicationName, so that counting a run's
+// client sessions leaves faultline's own out. A URL that does not parse
+// is returned as it is: connecting with it fails with pgx's own error.
+func OwnSession(pgURL string) string {
+	u, err := url.Parse(pgURL)
+	if err != nil {
+		return pgURL
+	}
+	q := u.Query()
+	q.Set("application_name", OwnApplicationName)
+	u.RawQuery = q.Encode()
+	return u.String()
+}

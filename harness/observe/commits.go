@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/safe"
 )
 
@@ -15,7 +16,7 @@ import (
 // connection of its own (straight to PostgreSQL, not through a link),
 // until Close.
 func (w *Watch) listen(ctx context.Context, db string) error {
-	conn, err := pgx.Connect(ctx, w.run.Infra.PostgresURL(w.run.DBName[db]))
+	conn, err := pgx.Connect(ctx, infra.OwnSession(w.run.Infra.PostgresURL(w.run.DBName[db])))
 	if err != nil {
 		return err
 	}

@@ -17,24 +17,12 @@ const convergePoll = 200 * time.Millisecond
 // the effects, through the contract's queries, and the target queue's
 // depth.
 func (w *Watch) Progress(ctx context.Context) (check.Progress, error) {
-	c := w.run.Target.Contract
 	p := check.Progress{Queue: w.run.Target.Topology.Queue}
 	var err error
 	if p.Unsettled, err = w.unsettled(ctx); err != nil {
 		return p, err
 	}
-	q := c.Effects
-	pool, err := poolFor(w.run.DB, q, "effects")
-	if err != nil {
-		return p, err
-	}
-	err = check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM (`+q.SQL+`) AS effects`).Scan(&p.Effects); err != nil {
-			return queryError("effects", q, err)
-		}
-		return nil
-	})
-	if err != nil {
+	if p.Effects, err = w.Effects(ctx); err != nil {
 		return p, err
 	}
 	info, err := w.Queue(ctx, w.run.Target.Topology.Queue)
@@ -43,6 +31,23 @@ func (w *Watch) Progress(ctx context.Context) (check.Progress, error) {
 	}
 	p.Ready, p.Unacked = info.Ready, info.Unacked
 	return p, nil
+}
+
+// Effects counts the effects through the contract's effects query.
+func (w *Watch) Effects(ctx context.Context) (int, error) {
+	q := w.run.Target.Contract.Effects
+	pool, err := poolFor(w.run.DB, q, "effects")
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	err = check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM (`+q.SQL+`) AS effects`).Scan(&n); err != nil {
+			return queryError("effects", q, err)
+		}
+		return nil
+	})
+	return n, err
 }
 
 // WaitConverged samples the pipeline every convergePoll, the checker

@@ -50,7 +50,7 @@ func (p *queueProbe) declare(queue string) (amqp.Queue, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conn == nil || p.conn.IsClosed() {
-		conn, err := amqp.DialConfig(p.infra.AMQPURL(p.vhost), amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+		conn, err := amqp.DialConfig(p.infra.AMQPURL(p.vhost), infra.OwnAMQPConfig(3*time.Second))
 		if err != nil {
 			return amqp.Queue{}, fmt.Errorf("probe %s: %w", queue, err)
 		}

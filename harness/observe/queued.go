@@ -7,6 +7,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/faultline-dev/faultline/harness/infra"
 )
 
 // queuedWait bounds the wait, once the processes have stopped, for the
@@ -55,7 +57,7 @@ func (w *Watch) readQueued(ctx context.Context) (map[string]int, error) {
 
 // dialVHost opens a connection and a channel to the run's vhost.
 func (w *Watch) dialVHost() (*amqp.Connection, *amqp.Channel, error) {
-	conn, err := amqp.DialConfig(w.run.Infra.AMQPURL(w.run.VHost), amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+	conn, err := amqp.DialConfig(w.run.Infra.AMQPURL(w.run.VHost), infra.OwnAMQPConfig(3*time.Second))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -19,7 +19,7 @@ const TapQueue = "faultline.tap"
 // routing key of the target's topology.
 func (w *Watch) bindTap() error {
 	tp := w.run.Target.Topology
-	conn, err := amqp.DialConfig(w.run.Infra.AMQPURL(w.run.VHost), amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+	conn, err := amqp.DialConfig(w.run.Infra.AMQPURL(w.run.VHost), infra.OwnAMQPConfig(3*time.Second))
 	if err != nil {
 		return err
 	}

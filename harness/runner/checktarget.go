@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/harness/workload"
@@ -160,7 +161,7 @@ func processField(t *target.Target, p target.Process) (string, int) {
 // checkTopology declares the exchange and the dead-letter queue passively.
 func (r *run) checkTopology(ctx context.Context, add func(string, int, string, ...any), held *[]string) {
 	tp := r.sh.Target.Topology
-	conn, err := amqp.DialConfig(r.sh.Infra.AMQPURL(r.id), amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+	conn, err := amqp.DialConfig(r.sh.Infra.AMQPURL(r.id), infra.OwnAMQPConfig(3*time.Second))
 	if err != nil {
 		add("topology", 0, "broker: %v", err)
 		return

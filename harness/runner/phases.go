@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/check"
@@ -30,7 +31,7 @@ func (r *run) execute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := r.drive(ctx, p)
+	d, err := r.drive(ctx, p, s)
 	if err != nil {
 		return err
 	}
@@ -184,6 +185,10 @@ type driven struct {
 	deadline      time.Time
 	acknowledged  int64     // orders the producer answered as created
 	loadEnded     time.Time // when the workload's last order was answered
+	// clients stops the count of the target's clients (watchClients)
+	// and returns it; the converge phase calls it once the pipeline
+	// settled, so the count covers the reconnection.
+	clients func() []check.ClientSample
 }
 
 // runBound bounds a run from its workload to the end of its convergence.
@@ -193,7 +198,7 @@ const runBound = 3 * time.Minute
 // every fault to end, and makes sure each was undone and every link carries
 // traffic again: otherwise the pipeline could not converge for the
 // harness's reasons.
-func (r *run) drive(ctx context.Context, p provisioned) (driven, error) {
+func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, error) {
 	r.startPhase(PhaseWorkload)
 	d := driven{faults: p.faults, workloadStart: time.Now()}
 	wl := workload.New(r.sc.Workload, r.sh.Target.Workload, uint64(r.opts.Seed), r.producerAddr())
@@ -202,6 +207,15 @@ func (r *run) drive(ctx context.Context, p provisioned) (driven, error) {
 	runCtx, cancelRun := context.WithTimeout(ctx, runBound)
 	defer cancelRun()
 	d.deadline, _ = runCtx.Deadline()
+	perOrder := max(r.sc.Workload.EventsPerOrder, 1)
+	stopClients := r.watchClients(ctx, s.watch, func() int { return int(wl.Acknowledged()) * perOrder })
+	var once sync.Once
+	var samples []check.ClientSample
+	d.clients = func() []check.ClientSample {
+		once.Do(func() { samples = stopClients() })
+		return samples
+	}
+	r.cleanup = append(r.cleanup, func(context.Context) { d.clients() })
 	faultsDone := r.inject(runCtx, p.env, p.faults)
 	stopTick := r.tick(PhaseWorkload, func() float64 {
 		return float64(wl.Acknowledged()) / float64(max(r.sc.Workload.Orders*max(r.sc.Workload.EventsPerOrder, 1), 1))
@@ -261,6 +275,7 @@ type converged struct {
 	at         time.Time
 	err        error
 	recoveryMS int64
+	clients    []check.ClientSample // the target's clients, counted until it settled
 }
 
 // converge waits, within the run's deadline, for the pipeline to settle; a
@@ -281,6 +296,7 @@ func (r *run) converge(ctx context.Context, s started, d driven) (converged, err
 	var c converged
 	c.at, c.err = s.watch.WaitConverged(runCtx, r.sup.Down, timeout, QuietWindow)
 	stopTick()
+	c.clients = d.clients()
 	if isDown(c.err) {
 		return c, c.err
 	}
@@ -300,7 +316,8 @@ func (r *run) converge(ctx context.Context, s started, d driven) (converged, err
 
 // recovery is the run's recovery after its faults, with the liveness
 // bound drawn from it (check.LivenessBound): the span of the faults that
-// happened, and the target's lease where its file says one.
+// happened, the target's lease where its file says one, and the
+// reconnection its clients were seen to take (check.MeasureReconnection).
 func (r *run) recovery(d driven, c converged) *check.Recovery {
 	var first, last time.Time
 	for _, f := range d.results {
@@ -318,7 +335,9 @@ func (r *run) recovery(d driven, c converged) *check.Recovery {
 		return nil
 	}
 	rec := &check.Recovery{Healed: last, LoadEnded: d.loadEnded}
-	rec.Bound, rec.BoundIs = check.LivenessBound(last.Sub(first), r.sh.Target.Lease)
+	rc := check.MeasureReconnection(c.clients, first, last)
+	lag := check.MeasureLag(c.clients, first)
+	rec.Bound, rec.BoundIs = check.LivenessBound(last.Sub(first), r.sh.Target.Lease, lag, rc)
 	if c.err == nil {
 		rec.CaughtUp = c.at
 	}

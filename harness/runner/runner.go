@@ -620,7 +620,7 @@ func (r *run) setupInfra(ctx context.Context) error {
 		return err
 	}
 	for _, name := range t.Databases {
-		pool, err := pgxpool.New(ctx, in.PostgresURL(r.dbs[name]))
+		pool, err := pgxpool.New(ctx, infra.OwnSession(in.PostgresURL(r.dbs[name])))
 		if err != nil {
 			return fmt.Errorf("%s pool: %w", name, err)
 		}
