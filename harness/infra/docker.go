@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 	tcrabbitmq "github.com/testcontainers/testcontainers-go/modules/rabbitmq"
@@ -504,30 +503,7 @@ func (d *Docker) killBroker(ctx context.Context) error {
 		return err
 	}
 	defer p.Close()
-	id := d.rabbitC.GetContainerID()
-	state, err := d.rabbitC.State(ctx)
-	if err != nil {
-		return fmt.Errorf("container state: %w", err)
-	}
-	if state.Running {
-		if _, err := p.Client().ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
-			return fmt.Errorf("docker kill %.12s: %w", id, err)
-		}
-	}
-	for {
-		state, err := d.rabbitC.State(ctx)
-		if err != nil {
-			return fmt.Errorf("container state: %w", err)
-		}
-		if !state.Running {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for container %.12s to stop: %w", id, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return killContainer(ctx, p.Client(), d.rabbitC)
 }
 
 // StartBroker implements Infra: it starts the broker's container again

@@ -236,9 +236,36 @@ func (d *Docker) startCluster(ctx context.Context) (*DockerCluster, error) {
 var dockerClusterAdvanced = "[{kernel, [{net_ticktime, " + strconv.Itoa(netTicktime) + "}]},\n" +
 	" {rabbit, [{quorum_tick_interval, 500}]}].\n"
 
+// nodeStartAttempts bounds how often a node's start is tried: RabbitMQ
+// 3.10 nodes that boot at the same time (a joiner and the node it joins
+// still syncing feature flags, or every node after a whole-cluster kill)
+// now and then stop with incompatible_feature_flags on a loaded machine;
+// started again, they boot.
+const nodeStartAttempts = 3
+
 // runNode creates node n's container and waits until its broker has
-// started (for a joining node: joined) and its management API answers.
+// started (for a joining node: joined) and its management API answers. A
+// joiner whose container exits is removed and created again (a fresh
+// container: its half-joined database is gone with it).
 func (c *DockerCluster) runNode(ctx context.Context, n *dockerNode, tcLog testcontainers.LoggerOption) error {
+	for attempt := 1; ; attempt++ {
+		err := c.createNode(ctx, n, tcLog)
+		if err == nil || n.i == 0 || attempt == nodeStartAttempts || ctx.Err() != nil {
+			return err
+		}
+		state, serr := n.c.State(ctx)
+		if serr != nil || state.Running {
+			return err
+		}
+		c.logf("docker cluster: node %s stopped while it joined (attempt %d: %v); joining again from a new container", n.name(), attempt, err)
+		if terr := testcontainers.TerminateContainer(n.c, testcontainers.StopContext(ctx)); terr != nil {
+			return errors.Join(err, fmt.Errorf("remove its container: %w", terr))
+		}
+		n.c = nil
+	}
+}
+
+func (c *DockerCluster) createNode(ctx context.Context, n *dockerNode, tcLog testcontainers.LoggerOption) error {
 	d := c.parent
 	first := c.nodes[0].name()
 	ctr, err := testcontainers.Run(ctx, d.opts.RabbitMQImage, tcLog,
@@ -276,7 +303,7 @@ func (c *DockerCluster) runNode(ctx context.Context, n *dockerNode, tcLog testco
 	if err := c.refreshNode(ctx, n); err != nil {
 		return fmt.Errorf("node %s: %w", n.name(), err)
 	}
-	if err := c.waitNodeAnswers(ctx, n); err != nil {
+	if err := c.waitNodeUp(ctx, n); err != nil {
 		return fmt.Errorf("node %s: %w", n.name(), err)
 	}
 	return nil
@@ -298,10 +325,27 @@ func (c *DockerCluster) refreshNode(ctx context.Context, n *dockerNode) error {
 	return nil
 }
 
-// waitNodeAnswers waits until node n's AMQP port and management API
-// answer.
-func (c *DockerCluster) waitNodeAnswers(ctx context.Context, n *dockerNode) error {
-	return waitBroker(ctx, amqpServer{base: c.amqpBase(n)}, c.nodeAPI(n), true, startTimeout)
+// errNodeExited: a node's container stopped while it started.
+var errNodeExited = errors.New("its container stopped while it started")
+
+// waitNodeUp waits until node n's AMQP port and management API answer,
+// within startTimeout, or until its container stops (errNodeExited).
+func (c *DockerCluster) waitNodeUp(ctx context.Context, n *dockerNode) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for {
+		err := waitBroker(ctx, amqpServer{base: c.amqpBase(n)}, c.nodeAPI(n), true, 2*time.Second)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		state, serr := n.c.State(ctx)
+		if serr != nil {
+			return fmt.Errorf("container state: %w", serr)
+		}
+		if !state.Running {
+			return fmt.Errorf("%w (exit code %d)", errNodeExited, state.ExitCode)
+		}
+	}
 }
 
 func (c *DockerCluster) amqpBase(n *dockerNode) *url.URL {
@@ -661,7 +705,10 @@ func killContainer(ctx context.Context, api client.APIClient, ctr testcontainers
 
 // StartNode implements Cluster: node i's container starts again on its
 // data; StartNode reads its published ports anew and returns once it
-// answers and every other running node sees it running.
+// answers and every other running node sees it running. A node still
+// partitioned has no address for its own name (the alias is on the
+// network it is cut from), and its start is not tested: Heal it first,
+// as Restore does.
 func (c *DockerCluster) StartNode(ctx context.Context, i int) error {
 	n, err := c.node(i)
 	if err != nil {
@@ -690,24 +737,38 @@ func (c *DockerCluster) StartNode(ctx context.Context, i int) error {
 	return nil
 }
 
+// startNode starts node n's container again, and again if it stops while
+// it boots (see nodeStartAttempts).
 func (c *DockerCluster) startNode(ctx context.Context, n *dockerNode) error {
 	if state, err := n.c.State(ctx); err == nil && state.Running {
 		return errors.New("it is running")
 	}
 	t := time.Now()
-	// The wait strategy (a log line) is met by the first start's log
-	// already; waitNodeAnswers is what counts.
-	if err := n.c.Start(ctx); err != nil {
-		return err
-	}
-	if err := c.refreshNode(ctx, n); err != nil {
-		return err
-	}
-	n.mu.Lock()
-	n.down, n.paused = false, false
-	n.mu.Unlock()
-	if err := c.waitNodeAnswers(ctx, n); err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		// The wait strategy (a log line) is met by the first start's log
+		// already; waitNodeUp is what counts.
+		if err := n.c.Start(ctx); err != nil {
+			return err
+		}
+		if err := c.refreshNode(ctx, n); err != nil {
+			return err
+		}
+		n.mu.Lock()
+		n.down, n.paused = false, false
+		n.mu.Unlock()
+		err := c.waitNodeUp(ctx, n)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errNodeExited) || attempt == nodeStartAttempts {
+			if errors.Is(err, errNodeExited) {
+				n.mu.Lock()
+				n.down = true // Restore starts it again
+				n.mu.Unlock()
+			}
+			return err
+		}
+		c.logf("docker cluster: node %s stopped while it booted (attempt %d: %v); starting it again", n.name(), attempt, err)
 	}
 	c.logf("docker cluster: node %s started in %s", n.name(), time.Since(t).Round(100*time.Millisecond))
 	return nil

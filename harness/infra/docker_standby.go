@@ -569,8 +569,8 @@ func (r *DockerReplicated) failover(ctx context.Context) (Failover, error) {
 	return f, nil
 }
 
-// Stop implements Infra: it removes the two containers, the replication
-// link and the front network (after taking the provider's Toxiproxy off
+// Stop implements Infra: it removes the two containers, then the
+// replication link and the front network (after taking the provider's Toxiproxy off
 // it), and closes the front forwarder; the provider's broker stays. A
 // second Stop returns the first one's result.
 func (r *DockerReplicated) Stop(ctx context.Context) error {
@@ -587,17 +587,20 @@ func (r *DockerReplicated) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close the front forwarder: %w", err))
 		}
 	}
-	if r.repl != nil {
-		if err := r.parent.toxi.RemoveLink(ctx, r.repl.Name()); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	for _, c := range []struct {
 		name string
 		c    testcontainers.Container
 	}{{"standby", r.standbyC}, {"primary", r.primaryC}} {
 		if err := testcontainers.TerminateContainer(c.c, testcontainers.StopContext(ctx), testcontainers.StopTimeout(0)); err != nil {
 			errs = append(errs, fmt.Errorf("remove the %s container: %w", c.name, err))
+		}
+	}
+	// After the containers: a link whose connections are gone is removed
+	// at once, one with a connection to a killed primary can take the
+	// Toxiproxy API past its 25 s limit on a loaded machine.
+	if r.repl != nil {
+		if err := r.parent.toxi.RemoveLink(ctx, r.repl.Name()); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if r.toxiJoined {
