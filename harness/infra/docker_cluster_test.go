@@ -79,6 +79,43 @@ func TestDockerCluster(t *testing.T) {
 		assert.Equal(t, "quorum", typ)
 	})
 
+	t.Run("node names resolve on the distribution network only", func(t *testing.T) {
+		// The cluster's database is on the provider's network only, as
+		// the provider's Toxiproxy is.
+		for _, n := range c.nodes {
+			code, _, err := c.pgC.Exec(ctx, []string{"getent", "hosts", n.alias})
+			require.NoError(t, err)
+			assert.Zero(t, code, "%s resolves on the provider's network", n.alias)
+			code, _, err = c.pgC.Exec(ctx, []string{"getent", "hosts", n.host})
+			require.NoError(t, err)
+			assert.NotZero(t, code, "%s does not resolve on the provider's network", n.host)
+			code, _, err = n.c.Exec(ctx, []string{"getent", "hosts", c.nodes[(n.i+1)%len(c.nodes)].host})
+			require.NoError(t, err)
+			assert.Zero(t, code, "a node resolves another's name")
+		}
+	})
+
+	t.Run("a partition cuts the distribution network only", func(t *testing.T) {
+		networks := func() []string {
+			in, err := c.nodes[1].c.Inspect(ctx)
+			require.NoError(t, err)
+			var out []string
+			for name := range in.NetworkSettings.Networks {
+				out = append(out, name)
+			}
+			return out
+		}
+		assert.ElementsMatch(t, []string{d.network.Name, c.distNet.Name}, networks())
+		require.NoError(t, c.Partition(ctx, 1))
+		assert.Equal(t, []string{d.network.Name}, networks(), "still on the provider's network")
+		require.NoError(t, c.Heal(ctx, 1))
+		assert.ElementsMatch(t, []string{d.network.Name, c.distNet.Name}, networks())
+		require.NoError(t, c.Heal(ctx, 1), "healing a whole node does nothing")
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		require.NoError(t, c.WaitHealthy(hctx))
+	})
+
 	whole := func(t *testing.T) {
 		t.Helper()
 		begin := time.Now()
