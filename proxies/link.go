@@ -128,6 +128,15 @@ func (l *Link) Name() string { return l.name }
 // RemoteServer.
 func (l *Link) Addr() string { return l.addr }
 
+// Listen returns where the proxy listens as the server sees it: for a
+// RemoteServer in a container, the address inside the container's network
+// (a process on this host dials Addr instead).
+func (l *Link) Listen() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.proxy.Listen
+}
+
 // Upstream returns the address the proxy forwards to.
 func (l *Link) Upstream() string { return l.upstream }
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make test-docker: the docker provider's tests on this machine, with the
 # images `make images` builds from Debian's packages (no registry needed):
-# the provider's own test (harness/infra TestDocker: the contract, a broker
-# restart keeping a quorum queue's message, a Toxiproxy link by alias) and
-# the reference's gate on it. Ryuk (testcontainers' reaper) is off: its
+# the provider's own tests (harness/infra TestDocker: the contract, a broker
+# restart keeping a quorum queue's message, a Toxiproxy link by alias;
+# TestDockerCluster and TestDockerStandby: the production profile's cluster
+# and standby) and the reference's gate on it. Ryuk (testcontainers' reaper) is off: its
 # image cannot be pulled without a registry; faultline removes its
 # containers itself, and this script checks that none is left.
 #
@@ -35,7 +36,7 @@ if [ -f /.dockerenv ]; then export TESTCONTAINERS_HOST_OVERRIDE=localhost; fi
 before=$(docker ps -aq | sort)
 t0=$SECONDS
 go test -count=1 -run 'TestDocker' ./harness/infra
-echo "test-docker: TestDocker in $((SECONDS - t0))s"
+echo "test-docker: TestDocker* in $((SECONDS - t0))s"
 t1=$SECONDS
 go run ./cmd/faultline gate --infra docker
 echo "test-docker: the reference's gate on the docker provider in $((SECONDS - t1))s"

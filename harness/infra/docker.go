@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 	tcrabbitmq "github.com/testcontainers/testcontainers-go/modules/rabbitmq"
@@ -155,6 +154,7 @@ func describeDockerErr(err error) error {
 // Containers and network carry testcontainers' labels: Ryuk removes them
 // when this process dies, unless TESTCONTAINERS_RYUK_DISABLED=true.
 type Docker struct {
+	opts    DockerOptions // with defaults applied
 	logw    io.Writer
 	network *testcontainers.DockerNetwork
 	pgC     *tcpostgres.PostgresContainer
@@ -206,7 +206,7 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 	}
 	// testcontainers logs what it does; never the run's passwords.
 	logw = redact.New(pgPass, rmqPass).Writer(logw)
-	d := &Docker{logw: logw, pgPass: pgPass, rmqUser: rmqUser, rmqPass: rmqPass}
+	d := &Docker{opts: opts, logw: logw, pgPass: pgPass, rmqUser: rmqUser, rmqPass: rmqPass}
 	fail := func(err error) (*Docker, error) {
 		if stopErr := d.Stop(context.WithoutCancel(ctx)); stopErr != nil {
 			err = errors.Join(err, fmt.Errorf("clean up: %w", stopErr))
@@ -227,14 +227,7 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		c, err := tcpostgres.Run(ctx, opts.PostgresImage, tcLog,
-			tcnetwork.WithNetwork([]string{dockerPGAlias}, nw),
-			tcpostgres.WithPassword(pgPass),
-			tcpostgres.BasicWaitStrategies(),
-			// The module's command is postgres -c fsync=off: a crash
-			// must be real, so fsync stays on.
-			testcontainers.WithCmd("postgres", "-c", "fsync=on", "-c", "max_connections=500", "-c", "shared_buffers=128MB"),
-		)
+		c, err := runDockerPostgres(ctx, opts.PostgresImage, tcLog, nw, dockerPGAlias, pgPass)
 		if c != nil {
 			d.pgC = c
 		}
@@ -308,6 +301,22 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 	d.logf("docker infra: postgres %s, rabbitmq %s, toxiproxy %s (%d link ports), network %s, in %s",
 		pgAddr, d.AMQPAddr(), d.toxi.APIAddr(), opts.ToxiproxyPorts, nw.Name, time.Since(begin).Round(100*time.Millisecond))
 	return d, nil
+}
+
+// runDockerPostgres runs a PostgreSQL container on nw under alias, the
+// postgres user's password pass, with the provider's settings and args
+// after them.
+func runDockerPostgres(ctx context.Context, image string, tcLog testcontainers.LoggerOption, nw *testcontainers.DockerNetwork,
+	alias, pass string, args ...string) (*tcpostgres.PostgresContainer, error) {
+	// The module's command is postgres -c fsync=off: a crash must be
+	// real, so fsync stays on.
+	cmd := append([]string{"postgres", "-c", "fsync=on", "-c", "max_connections=500", "-c", "shared_buffers=128MB"}, args...)
+	return tcpostgres.Run(ctx, image, tcLog,
+		tcnetwork.WithNetwork([]string{alias}, nw),
+		tcpostgres.WithPassword(pass),
+		tcpostgres.BasicWaitStrategies(),
+		testcontainers.WithCmd(cmd...),
+	)
 }
 
 // refreshBrokerAddrs reads the broker's host-side AMQP and management
@@ -504,30 +513,7 @@ func (d *Docker) killBroker(ctx context.Context) error {
 		return err
 	}
 	defer p.Close()
-	id := d.rabbitC.GetContainerID()
-	state, err := d.rabbitC.State(ctx)
-	if err != nil {
-		return fmt.Errorf("container state: %w", err)
-	}
-	if state.Running {
-		if _, err := p.Client().ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
-			return fmt.Errorf("docker kill %.12s: %w", id, err)
-		}
-	}
-	for {
-		state, err := d.rabbitC.State(ctx)
-		if err != nil {
-			return fmt.Errorf("container state: %w", err)
-		}
-		if !state.Running {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for container %.12s to stop: %w", id, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return killContainer(ctx, p.Client(), d.rabbitC)
 }
 
 // StartBroker implements Infra: it starts the broker's container again

@@ -17,15 +17,7 @@ import (
 // answers (and can pull the images, or has them); elsewhere it is skipped
 // with the reason.
 func TestDocker(t *testing.T) {
-	pctx, pcancel := context.WithTimeout(context.Background(), 15*time.Second)
-	err := DockerAnswers(pctx)
-	pcancel()
-	if err != nil {
-		t.Skipf("docker provider: no Docker daemon answers here (%v); runs where one does", err)
-	}
-	if testing.Short() {
-		t.Skip("docker provider: pulls images and starts containers; not in -short")
-	}
+	skipWithoutDocker(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -68,4 +60,18 @@ func TestDocker(t *testing.T) {
 	require.NoError(t, d.Stop(ctx))
 	require.NoError(t, d.Stop(ctx), "Stop is idempotent")
 	assert.Error(t, d.StartBroker(ctx), "no broker after Stop")
+}
+
+// skipWithoutDocker skips t where no Docker daemon answers, or in -short.
+func skipWithoutDocker(t *testing.T) {
+	t.Helper()
+	pctx, pcancel := context.WithTimeout(context.Background(), 15*time.Second)
+	err := DockerAnswers(pctx)
+	pcancel()
+	if err != nil {
+		t.Skipf("docker provider: no Docker daemon answers here (%v); runs where one does", err)
+	}
+	if testing.Short() {
+		t.Skip("docker provider: pulls images and starts containers; not in -short")
+	}
 }

@@ -733,8 +733,13 @@ const restoreSettle = 15 * time.Second
 var _ ClusterStarter = (*Local)(nil)
 
 // StartCluster implements ClusterStarter: another Local, on l's port
-// allocator, with a three-node broker whose inter-node links are on srv.
-func (l *Local) StartCluster(ctx context.Context, srv *proxies.Server) (Cluster, error) {
+// allocator, with a three-node broker whose inter-node links are on links,
+// which must be a Toxiproxy server on this host (*proxies.Server).
+func (l *Local) StartCluster(ctx context.Context, links proxies.Links) (Cluster, error) {
+	srv, ok := links.(*proxies.Server)
+	if !ok || srv == nil {
+		return nil, fmt.Errorf("local infra: a cluster's inter-node links need a Toxiproxy server on this host, not %T", links)
+	}
 	c, err := StartLocal(ctx, LocalOptions{Log: l.logw, KeepDir: l.keepDir, Ports: l.alloc, BrokerNodes: 3, Proxies: srv})
 	if err != nil {
 		return nil, err // not a nil *Local in a non-nil Cluster

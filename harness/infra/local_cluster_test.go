@@ -186,7 +186,7 @@ func TestLocalCluster(t *testing.T) {
 
 // testKillLeader kills a quorum queue's leader: another node takes over,
 // and a publish through a surviving node is confirmed.
-func testKillLeader(ctx context.Context, t *testing.T, l *Local, vhost string) {
+func testKillLeader(ctx context.Context, t *testing.T, l Cluster, vhost string) {
 	conn, err := amqp.Dial(l.AMQPURLOf(0, vhost))
 	require.NoError(t, err)
 	ch, err := conn.Channel()
@@ -225,7 +225,7 @@ func testKillLeader(ctx context.Context, t *testing.T, l *Local, vhost string) {
 		killed.Round(10*time.Millisecond), newLeader, time.Since(begin).Round(10*time.Millisecond))
 
 	// The Infra methods go to a running node.
-	assert.NotEqual(t, l.nodes[idx].amqpAddr(), l.AMQPAddr())
+	assert.NotEqual(t, l.Nodes()[idx].AMQPAddr, l.AMQPAddr())
 	require.NoError(t, l.CreateVHost(ctx, "while-killed"))
 	require.NoError(t, l.DeleteVHost(ctx, "while-killed"))
 
@@ -250,8 +250,8 @@ func testKillLeader(ctx context.Context, t *testing.T, l *Local, vhost string) {
 
 // testPartition cuts node i off: the others see it down, and it comes
 // back once healed.
-func testPartition(ctx context.Context, t *testing.T, l *Local, i int) {
-	name := l.nodes[i].name
+func testPartition(ctx context.Context, t *testing.T, l Cluster, i int) {
+	name := l.Nodes()[i].Name
 	begin := time.Now()
 	require.NoError(t, l.Partition(ctx, i))
 	require.Eventually(t, func() bool {
@@ -272,8 +272,8 @@ func testPartition(ctx context.Context, t *testing.T, l *Local, i int) {
 
 // testPause freezes node i until the others count it down (net_ticktime),
 // then thaws it: the cluster recovers.
-func testPause(ctx context.Context, t *testing.T, l *Local, i int) {
-	name := l.nodes[i].name
+func testPause(ctx context.Context, t *testing.T, l Cluster, i int) {
+	name := l.Nodes()[i].Name
 	begin := time.Now()
 	require.NoError(t, l.PauseNode(i))
 	resumed := false
@@ -282,7 +282,7 @@ func testPause(ctx context.Context, t *testing.T, l *Local, i int) {
 			_ = l.ResumeNode(i)
 		}
 	}()
-	assert.NotEqual(t, l.nodes[i].amqpAddr(), l.AMQPAddr(), "a paused node is not handed out")
+	assert.NotEqual(t, l.Nodes()[i].AMQPAddr, l.AMQPAddr(), "a paused node is not handed out")
 	// A vhost is started on every node: it waits until the others count
 	// the frozen node down.
 	require.NoError(t, l.CreateVHost(ctx, "while-paused"), "the management calls skip a paused node")

@@ -107,11 +107,13 @@ type Replicated interface {
 }
 
 // ClusterStarter is a provider that can start a clustered broker (with a
-// database of its own beside it) on the same port allocator, its
-// inter-node links on srv so a partition is a cut of real links. The
-// caller stops it.
+// database of its own beside it). links is the Toxiproxy the runs' links
+// are on: the local provider puts the inter-node links there too (it
+// must be a *proxies.Server on this host), so a partition is a cut of
+// real links; the docker provider cuts a network of its own instead and
+// needs none of it. The caller stops the cluster.
 type ClusterStarter interface {
-	StartCluster(ctx context.Context, srv *proxies.Server) (Cluster, error)
+	StartCluster(ctx context.Context, links proxies.Links) (Cluster, error)
 }
 
 // ReplicatedStarter is a provider that can start a database with a

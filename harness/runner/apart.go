@@ -43,15 +43,16 @@ func newApart(in infra.Infra) *apart {
 	return &apart{what: "broker restarts", start: r.Replicate}
 }
 
-// newClusterApart is the clustered broker of the runs that need one, its
-// inter-node links on srv; nil where the provider cannot start one.
-func newClusterApart(in infra.Infra, srv *proxies.Server) *apart {
+// newClusterApart is the clustered broker of the runs that need one, on
+// the runs' Toxiproxy links (see infra.ClusterStarter); nil where the
+// provider cannot start one.
+func newClusterApart(in infra.Infra, links proxies.Links) *apart {
 	s, ok := in.(infra.ClusterStarter)
-	if !ok || srv == nil {
+	if !ok || links == nil {
 		return nil
 	}
 	return &apart{what: "a clustered broker",
-		start: func(ctx context.Context) (infra.Infra, error) { return s.StartCluster(ctx, srv) },
+		start: func(ctx context.Context) (infra.Infra, error) { return s.StartCluster(ctx, links) },
 		ready: func(ctx context.Context, in infra.Infra) error {
 			ctx, cancel := context.WithTimeout(ctx, clusterReadyTimeout)
 			defer cancel()

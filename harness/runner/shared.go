@@ -159,9 +159,7 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", took.Round(time.Millisecond), filepath.Clean(root))
 	sh := &Shared{Infra: in, Proxies: px, Target: opts.Target, BuildDir: b.BuildDir, Root: root, Log: log, StartedIn: took, StartParts: parts,
 		exclusive: &sync.RWMutex{}, apart: newApart(in), ports: b.Ports, tracker: &tracker{}}
-	if srv, ok := px.(*proxies.Server); ok {
-		sh.cluster = newClusterApart(in, srv)
-	}
+	sh.cluster = newClusterApart(in, px)
 	// Registered after the infrastructure's stop, so run before it (and
 	// the runs' processes stop before the infrastructure they use).
 	cleanup.Add("stop the infrastructure for broker restarts", sh.apart.stop)
