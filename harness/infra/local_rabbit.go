@@ -456,40 +456,26 @@ const clusterCallTimeout = 5 * time.Second
 const clusterFailover = 4 * netTicktime * time.Second
 
 // onNode calls call with the management API of the first running node.
-// On a cluster, a node that gives no answer (refused, timed out, or a 5xx)
-// passes the call to the next running node, round the running nodes again
-// until one answers, ctx ends or clusterFailover has passed.
+// On a cluster, a node that gives no answer passes the call to the next
+// running node (see mgmtCluster.onNode).
 func (l *Local) onNode(ctx context.Context, call func(ctx context.Context, api mgmtAPI) error) error {
 	if len(l.nodes) == 1 {
 		return call(ctx, l.nodeAPI(l.nodes[0]))
 	}
-	ctx, cancel := context.WithTimeout(ctx, clusterFailover)
-	defer cancel()
-	var errs []error
-	for {
-		nodes := l.candidates()
-		if len(nodes) == 0 {
-			return errors.New("no broker node is running")
-		}
-		errs = errs[:0]
-		for _, n := range nodes {
-			cctx, cancel := context.WithTimeout(ctx, clusterCallTimeout)
-			err := call(cctx, l.nodeAPI(n))
-			cancel()
-			if err == nil || answered(err) {
-				return err
-			}
-			errs = append(errs, fmt.Errorf("node %s: %w", n.name, err))
-			if ctx.Err() != nil {
-				return errors.Join(errs...)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(errs...)
-		case <-time.After(pollInterval):
-		}
+	return l.brokers().onNode(ctx, call)
+}
+
+// brokers is l's broker nodes as mgmtCluster sees them.
+func (l *Local) brokers() mgmtCluster {
+	return mgmtCluster{nodes: l.mgmtNodes(l.nodes), running: func() []mgmtNode { return l.mgmtNodes(l.candidates()) }}
+}
+
+func (l *Local) mgmtNodes(nodes []*rabbitNode) []mgmtNode {
+	out := make([]mgmtNode, len(nodes))
+	for k, n := range nodes {
+		out[k] = mgmtNode{name: n.name, api: func() mgmtAPI { return l.nodeAPI(n) }}
 	}
+	return out
 }
 
 // answered says whether err is the broker's answer (a status below 500,
