@@ -9,7 +9,6 @@ import (
 	"io"
 	stdlog "log"
 	"net"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -494,63 +493,19 @@ func (c *DockerCluster) LinkUpstreams() (postgres, amqp string) {
 func (c *DockerCluster) Secrets() []string { return []string{c.pgPass, c.rmqPass, c.cookie} }
 
 // CreateVHost implements Infra; the run's user gets all permissions, and
-// it returns once the vhost runs on every running node. A vhost that
-// exists on the next node after a node that did not answer is the one
-// that node created.
+// it returns once the vhost runs on every running node (see
+// mgmtCluster.createVHost and vhostRunning).
 func (c *DockerCluster) CreateVHost(ctx context.Context, name string) error {
-	unanswered := false
-	err := c.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-		err := api.createVHost(ctx, name, c.rmqUser)
-		if errors.Is(err, errVHostExists) && unanswered {
-			return api.grantAll(ctx, name, c.rmqUser)
-		}
-		if err != nil && !answered(err) {
-			unanswered = true
-		}
-		return err
-	})
-	if err != nil {
+	if err := c.brokers().createVHost(ctx, name, c.rmqUser); err != nil {
 		return fmt.Errorf("docker cluster: %w", err)
 	}
 	return c.vhostRunning(ctx, name)
 }
 
-// vhostRunning waits until vhost name runs on every running node,
-// starting it on a node that reports it stopped (see Local.vhostRunning).
+// vhostRunning waits until vhost name runs on every running node (see
+// mgmtCluster.vhostRunning).
 func (c *DockerCluster) vhostRunning(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, vhostStartTimeout)
-	defer cancel()
-	err := poll(ctx, func(ctx context.Context) error {
-		var v struct {
-			State map[string]string `json:"cluster_state"`
-		}
-		var notRunning []string
-		err := c.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-			_, err := api.do(ctx, http.MethodGet, "/api/vhosts/"+url.PathEscape(name), nil, &v, http.StatusOK)
-			if err != nil {
-				return err
-			}
-			for _, n := range c.candidates() {
-				switch v.State[n.name()] {
-				case "running", "nodedown", "":
-				case "stopped":
-					notRunning = append(notRunning, n.name())
-					_, _ = api.do(ctx, http.MethodPost, "/api/vhosts/"+url.PathEscape(name)+"/start/"+url.PathEscape(n.name()), nil, nil, http.StatusNoContent, http.StatusOK)
-				default:
-					notRunning = append(notRunning, n.name())
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if len(notRunning) > 0 {
-			return fmt.Errorf("vhost %q not running on %v (%v)", name, notRunning, v.State)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := c.brokers().vhostRunning(ctx, name); err != nil {
 		return fmt.Errorf("docker cluster: create vhost %q: %w", name, err)
 	}
 	return nil
@@ -935,20 +890,8 @@ func (c *DockerCluster) Restore(ctx context.Context) ([]string, error) {
 
 // vhostsRunning makes every vhost run on every node again.
 func (c *DockerCluster) vhostsRunning(ctx context.Context) error {
-	var vhosts []struct {
-		Name string `json:"name"`
-	}
-	err := c.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-		_, err := api.do(ctx, http.MethodGet, "/api/vhosts", nil, &vhosts, http.StatusOK)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("docker cluster: restore: list vhosts: %w", err)
-	}
-	for _, v := range vhosts {
-		if err := c.vhostRunning(ctx, v.Name); err != nil {
-			return fmt.Errorf("docker cluster: restore: %w", err)
-		}
+	if err := c.brokers().vhostsRunning(ctx, c.vhostRunning); err != nil {
+		return fmt.Errorf("docker cluster: restore: %w", err)
 	}
 	return nil
 }

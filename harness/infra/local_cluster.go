@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -574,20 +573,8 @@ func (l *Local) Restore(ctx context.Context) ([]string, error) {
 // vhostsRunning makes every vhost run on every node again (a node that
 // came back may have failed to start one).
 func (l *Local) vhostsRunning(ctx context.Context) error {
-	var vhosts []struct {
-		Name string `json:"name"`
-	}
-	err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-		_, err := api.do(ctx, http.MethodGet, "/api/vhosts", nil, &vhosts, http.StatusOK)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("local infra: restore: list vhosts: %w", err)
-	}
-	for _, v := range vhosts {
-		if err := l.vhostRunning(ctx, v.Name); err != nil {
-			return fmt.Errorf("local infra: restore: %w", err)
-		}
+	if err := l.brokers().vhostsRunning(ctx, l.vhostRunning); err != nil {
+		return fmt.Errorf("local infra: restore: %w", err)
 	}
 	return nil
 }

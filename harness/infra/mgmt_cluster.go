@@ -241,3 +241,87 @@ func (m mgmtCluster) seenRunning(ctx context.Context, name string) error {
 		return nil
 	})
 }
+
+// createVHost creates vhost name on a running node, user getting all
+// permissions on it. A vhost that exists on the next node after a node
+// that did not answer is the one that node created: user gets its
+// permissions there too.
+func (m mgmtCluster) createVHost(ctx context.Context, name, user string) error {
+	unanswered := false
+	return m.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
+		err := api.createVHost(ctx, name, user)
+		if errors.Is(err, errVHostExists) && unanswered {
+			return api.grantAll(ctx, name, user)
+		}
+		if err != nil && !answered(err) {
+			unanswered = true
+		}
+		return err
+	})
+}
+
+// vhostRunning waits, up to vhostStartTimeout, until vhost name runs on
+// every running node, starting it on a node that reports it stopped: a
+// vhost is started on each node when it is created (or the node boots),
+// and on a loaded machine that start can fail on one node, which then
+// refuses every connection to the vhost ("vhost is down") until it is
+// started.
+func (m mgmtCluster) vhostRunning(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, vhostStartTimeout)
+	defer cancel()
+	return poll(ctx, func(ctx context.Context) error {
+		var v struct {
+			State map[string]string `json:"cluster_state"`
+		}
+		var notRunning []string
+		err := m.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
+			_, err := api.do(ctx, http.MethodGet, "/api/vhosts/"+url.PathEscape(name), nil, &v, http.StatusOK)
+			if err != nil {
+				return err
+			}
+			for _, n := range m.running() {
+				switch v.State[n.name] {
+				case "running", "nodedown", "":
+					// nodedown, or not listed: cut off (a partition); it
+					// starts its vhosts when it comes back.
+				case "stopped":
+					notRunning = append(notRunning, n.name)
+					// Best effort: the next poll says whether it took.
+					_, _ = api.do(ctx, http.MethodPost, "/api/vhosts/"+url.PathEscape(name)+"/start/"+url.PathEscape(n.name), nil, nil, http.StatusNoContent, http.StatusOK)
+				default:
+					notRunning = append(notRunning, n.name)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(notRunning) > 0 {
+			return fmt.Errorf("vhost %q not running on %v (%v)", name, notRunning, v.State)
+		}
+		return nil
+	})
+}
+
+// vhostsRunning makes every vhost run on every node again (a node that
+// came back may have failed to start one) with running, the provider's
+// vhostRunning; running's errors come back as they are.
+func (m mgmtCluster) vhostsRunning(ctx context.Context, running func(ctx context.Context, name string) error) error {
+	var vhosts []struct {
+		Name string `json:"name"`
+	}
+	err := m.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
+		_, err := api.do(ctx, http.MethodGet, "/api/vhosts", nil, &vhosts, http.StatusOK)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("list vhosts: %w", err)
+	}
+	for _, v := range vhosts {
+		if err := running(ctx, v.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
