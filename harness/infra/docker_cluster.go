@@ -9,9 +9,7 @@ import (
 	"io"
 	stdlog "log"
 	"net"
-	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -402,38 +400,23 @@ func (c *DockerCluster) firstRunning() *dockerNode {
 	return c.nodes[0]
 }
 
-// onNode calls call with the management API of the first running node; a
-// node that gives no answer (refused, timed out, or a 5xx) passes the
-// call to the next, round the running nodes again until one answers, ctx
-// ends or clusterFailover has passed (as Local.onNode).
+// onNode calls call with the management API of the first running node,
+// failing over to the next that runs (see mgmtCluster.onNode).
 func (c *DockerCluster) onNode(ctx context.Context, call func(ctx context.Context, api mgmtAPI) error) error {
-	ctx, cancel := context.WithTimeout(ctx, clusterFailover)
-	defer cancel()
-	var errs []error
-	for {
-		nodes := c.candidates()
-		if len(nodes) == 0 {
-			return errors.New("no broker node is running")
-		}
-		errs = errs[:0]
-		for _, n := range nodes {
-			cctx, cancel := context.WithTimeout(ctx, clusterCallTimeout)
-			err := call(cctx, c.nodeAPI(n))
-			cancel()
-			if err == nil || answered(err) {
-				return err
-			}
-			errs = append(errs, fmt.Errorf("node %s: %w", n.name(), err))
-			if ctx.Err() != nil {
-				return errors.Join(errs...)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(errs...)
-		case <-time.After(pollInterval):
-		}
+	return c.brokers().onNode(ctx, call)
+}
+
+// brokers is c's nodes as mgmtCluster sees them.
+func (c *DockerCluster) brokers() mgmtCluster {
+	return mgmtCluster{nodes: c.mgmtNodes(c.nodes), running: func() []mgmtNode { return c.mgmtNodes(c.candidates()) }}
+}
+
+func (c *DockerCluster) mgmtNodes(nodes []*dockerNode) []mgmtNode {
+	out := make([]mgmtNode, len(nodes))
+	for k, n := range nodes {
+		out[k] = mgmtNode{name: n.name(), api: func() mgmtAPI { return c.nodeAPI(n) }}
 	}
+	return out
 }
 
 // Name implements Infra.
@@ -510,63 +493,19 @@ func (c *DockerCluster) LinkUpstreams() (postgres, amqp string) {
 func (c *DockerCluster) Secrets() []string { return []string{c.pgPass, c.rmqPass, c.cookie} }
 
 // CreateVHost implements Infra; the run's user gets all permissions, and
-// it returns once the vhost runs on every running node. A vhost that
-// exists on the next node after a node that did not answer is the one
-// that node created.
+// it returns once the vhost runs on every running node (see
+// mgmtCluster.createVHost and vhostRunning).
 func (c *DockerCluster) CreateVHost(ctx context.Context, name string) error {
-	unanswered := false
-	err := c.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-		err := api.createVHost(ctx, name, c.rmqUser)
-		if errors.Is(err, errVHostExists) && unanswered {
-			return api.grantAll(ctx, name, c.rmqUser)
-		}
-		if err != nil && !answered(err) {
-			unanswered = true
-		}
-		return err
-	})
-	if err != nil {
+	if err := c.brokers().createVHost(ctx, name, c.rmqUser); err != nil {
 		return fmt.Errorf("docker cluster: %w", err)
 	}
 	return c.vhostRunning(ctx, name)
 }
 
-// vhostRunning waits until vhost name runs on every running node,
-// starting it on a node that reports it stopped (see Local.vhostRunning).
+// vhostRunning waits until vhost name runs on every running node (see
+// mgmtCluster.vhostRunning).
 func (c *DockerCluster) vhostRunning(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, vhostStartTimeout)
-	defer cancel()
-	err := poll(ctx, func(ctx context.Context) error {
-		var v struct {
-			State map[string]string `json:"cluster_state"`
-		}
-		var notRunning []string
-		err := c.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-			_, err := api.do(ctx, http.MethodGet, "/api/vhosts/"+url.PathEscape(name), nil, &v, http.StatusOK)
-			if err != nil {
-				return err
-			}
-			for _, n := range c.candidates() {
-				switch v.State[n.name()] {
-				case "running", "nodedown", "":
-				case "stopped":
-					notRunning = append(notRunning, n.name())
-					_, _ = api.do(ctx, http.MethodPost, "/api/vhosts/"+url.PathEscape(name)+"/start/"+url.PathEscape(n.name()), nil, nil, http.StatusNoContent, http.StatusOK)
-				default:
-					notRunning = append(notRunning, n.name())
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if len(notRunning) > 0 {
-			return fmt.Errorf("vhost %q not running on %v (%v)", name, notRunning, v.State)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := c.brokers().vhostRunning(ctx, name); err != nil {
 		return fmt.Errorf("docker cluster: create vhost %q: %w", name, err)
 	}
 	return nil
@@ -619,46 +558,23 @@ func (c *DockerCluster) VHost(ctx context.Context, vhost string) (VHostInfo, err
 	return v, nil
 }
 
-func (c *DockerCluster) apiQueue(ctx context.Context, vhost, queue string) (apiQueue, error) {
-	var q apiQueue
-	path := "/api/queues/" + url.PathEscape(vhost) + "/" + url.PathEscape(queue)
-	err := c.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-		code, err := api.do(ctx, http.MethodGet, path, nil, &q, http.StatusOK, http.StatusNotFound)
-		if err == nil && code == http.StatusNotFound {
-			return ErrNotFound
-		}
-		return err
-	})
-	if err != nil {
-		return apiQueue{}, fmt.Errorf("docker cluster: queue %q in vhost %q: %w", queue, vhost, err)
-	}
-	return q, nil
-}
-
 // QueueLeader implements Cluster. A quorum queue between leaders gives an
 // error: poll.
 func (c *DockerCluster) QueueLeader(ctx context.Context, vhost, queue string) (string, error) {
-	q, err := c.apiQueue(ctx, vhost, queue)
+	leader, err := c.brokers().queueLeader(ctx, vhost, queue)
 	if err != nil {
-		return "", err
-	}
-	leader := q.Node
-	if q.Type == "quorum" && q.Leader != "" {
-		leader = q.Leader
-	}
-	if leader == "" {
-		return "", fmt.Errorf("docker cluster: queue %q in vhost %q: no leader reported", queue, vhost)
+		return "", fmt.Errorf("docker cluster: %w", err)
 	}
 	return leader, nil
 }
 
 // QueueType implements Cluster.
 func (c *DockerCluster) QueueType(ctx context.Context, vhost, queue string) (string, error) {
-	q, err := c.apiQueue(ctx, vhost, queue)
+	typ, err := c.brokers().queueType(ctx, vhost, queue)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("docker cluster: %w", err)
 	}
-	return q.Type, nil
+	return typ, nil
 }
 
 // KillNode implements Cluster: docker kill (SIGKILL) of node i's
@@ -732,19 +648,7 @@ func (c *DockerCluster) StartNode(ctx context.Context, i int) error {
 	if err := c.startNode(ctx, n); err != nil {
 		return fmt.Errorf("docker cluster: start node %s: %w", n.name(), err)
 	}
-	err = poll(ctx, func(ctx context.Context) error {
-		for _, m := range c.candidates() {
-			view, err := c.nodesView(ctx, m)
-			if err != nil {
-				return fmt.Errorf("node %s: %w", m.name(), err)
-			}
-			if !slices.Contains(view.running(), n.name()) {
-				return fmt.Errorf("node %s does not see it running", m.name())
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := c.brokers().seenRunning(ctx, n.name()); err != nil {
 		return fmt.Errorf("docker cluster: start node %s: wait until the others see it: %w", n.name(), err)
 	}
 	return nil
@@ -881,60 +785,13 @@ func (c *DockerCluster) setCut(ctx context.Context, i int, cut bool) error {
 	return nil
 }
 
-// nodesView asks node n's management API for the nodes as it sees them,
-// within clusterCallTimeout.
-func (c *DockerCluster) nodesView(ctx context.Context, n *dockerNode) (nodesView, error) {
-	ctx, cancel := context.WithTimeout(ctx, clusterCallTimeout)
-	defer cancel()
-	var v nodesView
-	if _, err := c.nodeAPI(n).do(ctx, http.MethodGet, "/api/nodes", nil, &v, http.StatusOK); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
 // Status implements Cluster: the union of what the running nodes that
 // answer report. A node cut off from the majority stops its broker
 // (pause_minority) and no longer answers, so it shows as down.
 func (c *DockerCluster) Status(ctx context.Context) (ClusterStatus, error) {
-	nodes := c.candidates()
-	views := make([]nodesView, len(nodes))
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for k, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			views[k], errs[k] = c.nodesView(ctx, n)
-		}()
-	}
-	wg.Wait()
-	st := ClusterStatus{Partitions: map[string][]string{}}
-	running := map[string]bool{}
-	answers := 0
-	for k, v := range views {
-		if errs[k] != nil {
-			continue
-		}
-		answers++
-		for _, e := range v {
-			running[e.Name] = running[e.Name] || e.Running
-			for _, p := range e.Partitions {
-				if !slices.Contains(st.Partitions[e.Name], p) {
-					st.Partitions[e.Name] = append(st.Partitions[e.Name], p)
-				}
-			}
-		}
-	}
-	if answers == 0 {
-		return ClusterStatus{}, fmt.Errorf("docker cluster: status: no node answers: %w", errors.Join(errs...))
-	}
-	for _, n := range c.nodes {
-		if running[n.name()] {
-			st.Running = append(st.Running, n.name())
-		} else {
-			st.Down = append(st.Down, n.name())
-		}
+	st, err := c.brokers().status(ctx)
+	if err != nil {
+		return ClusterStatus{}, fmt.Errorf("docker cluster: status: %w", err)
 	}
 	return st, nil
 }
@@ -943,30 +800,13 @@ func (c *DockerCluster) Status(ctx context.Context) (ClusterStatus, error) {
 // killed nor paused nor cut off) and each node's management API shows
 // every node running and no partition.
 func (c *DockerCluster) WaitHealthy(ctx context.Context) error {
-	err := poll(ctx, func(ctx context.Context) error {
+	err := c.brokers().waitHealthy(ctx, func() error {
 		for _, n := range c.nodes {
 			n.mu.Lock()
 			down, paused, cut := n.down, n.paused, n.cut
 			n.mu.Unlock()
 			if down || paused || cut {
 				return fmt.Errorf("node %s is killed, paused or cut off", n.name())
-			}
-		}
-		for _, n := range c.nodes {
-			view, err := c.nodesView(ctx, n)
-			if err != nil {
-				return fmt.Errorf("node %s: %w", n.name(), err)
-			}
-			running := view.running()
-			for _, m := range c.nodes {
-				if !slices.Contains(running, m.name()) {
-					return fmt.Errorf("node %s does not see %s running", n.name(), m.name())
-				}
-			}
-			for _, e := range view {
-				if len(e.Partitions) > 0 {
-					return fmt.Errorf("node %s reports %s partitioned from %v", n.name(), e.Name, e.Partitions)
-				}
 			}
 		}
 		return nil
@@ -1050,20 +890,8 @@ func (c *DockerCluster) Restore(ctx context.Context) ([]string, error) {
 
 // vhostsRunning makes every vhost run on every node again.
 func (c *DockerCluster) vhostsRunning(ctx context.Context) error {
-	var vhosts []struct {
-		Name string `json:"name"`
-	}
-	err := c.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-		_, err := api.do(ctx, http.MethodGet, "/api/vhosts", nil, &vhosts, http.StatusOK)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("docker cluster: restore: list vhosts: %w", err)
-	}
-	for _, v := range vhosts {
-		if err := c.vhostRunning(ctx, v.Name); err != nil {
-			return fmt.Errorf("docker cluster: restore: %w", err)
-		}
+	if err := c.brokers().vhostsRunning(ctx, c.vhostRunning); err != nil {
+		return fmt.Errorf("docker cluster: restore: %w", err)
 	}
 	return nil
 }

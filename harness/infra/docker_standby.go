@@ -428,46 +428,10 @@ func (r *DockerReplicated) ReleaseReplication(ctx context.Context) error {
 	if err := r.repl.Up(ctx); err != nil {
 		return fmt.Errorf("docker replicated: release replication: %w", err)
 	}
-	pconn, err := pgx.Connect(ctx, r.urlOn(r.primaryAddr, "postgres"))
-	if err != nil {
-		return fmt.Errorf("docker replicated: release replication: primary: %w", err)
-	}
-	defer pconn.Close(context.WithoutCancel(ctx))
-	var target string
-	if err := pconn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
-		return fmt.Errorf("docker replicated: release replication: primary's LSN: %w", err)
-	}
-	want, err := parseLSN(target)
-	if err != nil {
+	if err := waitReplayed(ctx, r.urlOn(r.primaryAddr, "postgres"), r.urlOn(r.sbAddr, "postgres"), nil, nil); err != nil {
 		return fmt.Errorf("docker replicated: release replication: %w", err)
 	}
-	sconn, err := pgx.Connect(ctx, r.urlOn(r.sbAddr, "postgres"))
-	if err != nil {
-		return fmt.Errorf("docker replicated: release replication: standby: %w", err)
-	}
-	defer sconn.Close(context.WithoutCancel(ctx))
-	var last string
-	for {
-		var replay *string
-		if err := sconn.QueryRow(ctx, `SELECT pg_last_wal_replay_lsn()::text`).Scan(&replay); err != nil {
-			return fmt.Errorf("docker replicated: release replication: standby's replay LSN: %w", err)
-		}
-		if replay != nil {
-			last = *replay
-			got, err := parseLSN(last)
-			if err != nil {
-				return fmt.Errorf("docker replicated: release replication: %w", err)
-			}
-			if got >= want {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("docker replicated: release replication: standby at %s, primary at %s: %w", last, target, ctx.Err())
-		case <-time.After(catchUpPoll):
-		}
-	}
+	return nil
 }
 
 // Failover implements Replicated. It reads the primary's pg_current_wal_lsn

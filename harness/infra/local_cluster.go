@@ -9,11 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -333,53 +330,15 @@ func (l *Local) AMQPURLOf(i int, vhost string) string {
 	return l.amqpURL(n, vhost)
 }
 
-// apiQueue is what QueueLeader and QueueType read of a queue.
-type apiQueue struct {
-	Type   string `json:"type"`
-	Leader string `json:"leader"` // quorum queues
-	Node   string `json:"node"`   // the node a classic queue lives on
-}
-
-func (l *Local) apiQueue(ctx context.Context, vhost, queue string) (apiQueue, error) {
-	var q apiQueue
-	path := "/api/queues/" + url.PathEscape(vhost) + "/" + url.PathEscape(queue)
-	err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-		code, err := api.do(ctx, http.MethodGet, path, nil, &q, http.StatusOK, http.StatusNotFound)
-		if err == nil && code == http.StatusNotFound {
-			return ErrNotFound
-		}
-		return err
-	})
-	if err != nil {
-		return apiQueue{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, err)
-	}
-	return q, nil
-}
-
 // QueueLeader implements Cluster. A quorum queue between leaders (its
 // leader just died) gives an error: poll.
 func (l *Local) QueueLeader(ctx context.Context, vhost, queue string) (string, error) {
-	q, err := l.apiQueue(ctx, vhost, queue)
-	if err != nil {
-		return "", err
-	}
-	leader := q.Node
-	if q.Type == "quorum" && q.Leader != "" {
-		leader = q.Leader
-	}
-	if leader == "" {
-		return "", fmt.Errorf("queue %q in vhost %q: no leader reported", queue, vhost)
-	}
-	return leader, nil
+	return l.brokers().queueLeader(ctx, vhost, queue)
 }
 
 // QueueType implements Cluster.
 func (l *Local) QueueType(ctx context.Context, vhost, queue string) (string, error) {
-	q, err := l.apiQueue(ctx, vhost, queue)
-	if err != nil {
-		return "", err
-	}
-	return q.Type, nil
+	return l.brokers().queueType(ctx, vhost, queue)
 }
 
 // KillNode implements Cluster: SIGKILL to the node's process group; it
@@ -411,19 +370,7 @@ func (l *Local) StartNode(ctx context.Context, i int) error {
 	if err := l.startNode(ctx, n); err != nil {
 		return fmt.Errorf("local infra: start node %s: %w", n.name, err)
 	}
-	err = poll(ctx, func(ctx context.Context) error {
-		for _, m := range l.candidates() {
-			view, err := l.nodesView(ctx, m)
-			if err != nil {
-				return fmt.Errorf("node %s: %w", m.name, err)
-			}
-			if !slices.Contains(view.running(), n.name) {
-				return fmt.Errorf("node %s does not see it running", m.name)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := l.brokers().seenRunning(ctx, n.name); err != nil {
 		return fmt.Errorf("local infra: start node %s: wait until the others see it: %w", n.name, err)
 	}
 	return nil
@@ -503,77 +450,13 @@ func (l *Local) setLinks(ctx context.Context, i int, up bool) error {
 	return errors.Join(errs...)
 }
 
-// nodesView is GET /api/nodes as one node answers it.
-type nodesView []struct {
-	Name       string   `json:"name"`
-	Running    bool     `json:"running"`
-	Partitions []string `json:"partitions"`
-}
-
-func (v nodesView) running() []string {
-	var out []string
-	for _, n := range v {
-		if n.Running {
-			out = append(out, n.Name)
-		}
-	}
-	return out
-}
-
-// nodesView asks node n's management API for the nodes as it sees them,
-// within clusterCallTimeout.
-func (l *Local) nodesView(ctx context.Context, n *rabbitNode) (nodesView, error) {
-	ctx, cancel := context.WithTimeout(ctx, clusterCallTimeout)
-	defer cancel()
-	var v nodesView
-	if _, err := l.nodeAPI(n).do(ctx, http.MethodGet, "/api/nodes", nil, &v, http.StatusOK); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
 // Status implements Cluster: the union of what the running nodes that
 // answer report. A node cut off from the majority stops its broker
 // (pause_minority) and no longer answers, so it shows as down.
 func (l *Local) Status(ctx context.Context) (ClusterStatus, error) {
-	nodes := l.candidates()
-	views := make([]nodesView, len(nodes))
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for k, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			views[k], errs[k] = l.nodesView(ctx, n)
-		}()
-	}
-	wg.Wait()
-	st := ClusterStatus{Partitions: map[string][]string{}}
-	running := map[string]bool{}
-	answers := 0
-	for k, v := range views {
-		if errs[k] != nil {
-			continue
-		}
-		answers++
-		for _, e := range v {
-			running[e.Name] = running[e.Name] || e.Running
-			for _, p := range e.Partitions {
-				if !slices.Contains(st.Partitions[e.Name], p) {
-					st.Partitions[e.Name] = append(st.Partitions[e.Name], p)
-				}
-			}
-		}
-	}
-	if answers == 0 {
-		return ClusterStatus{}, fmt.Errorf("local infra: cluster status: no node answers: %w", errors.Join(errs...))
-	}
-	for _, n := range l.nodes {
-		if running[n.name] {
-			st.Running = append(st.Running, n.name)
-		} else {
-			st.Down = append(st.Down, n.name)
-		}
+	st, err := l.brokers().status(ctx)
+	if err != nil {
+		return ClusterStatus{}, fmt.Errorf("local infra: cluster status: %w", err)
 	}
 	return st, nil
 }
@@ -582,30 +465,12 @@ func (l *Local) Status(ctx context.Context) (ClusterStatus, error) {
 // killed nor paused) and each node's management API shows every node
 // running and no partition.
 func (l *Local) WaitHealthy(ctx context.Context) error {
-	err := poll(ctx, func(ctx context.Context) error {
+	err := l.brokers().waitHealthy(ctx, func() error {
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		for _, n := range l.nodes {
 			if !n.running() {
-				l.mu.Unlock()
 				return fmt.Errorf("node %s is killed or paused", n.name)
-			}
-		}
-		l.mu.Unlock()
-		for _, n := range l.nodes {
-			view, err := l.nodesView(ctx, n)
-			if err != nil {
-				return fmt.Errorf("node %s: %w", n.name, err)
-			}
-			running := view.running()
-			for _, m := range l.nodes {
-				if !slices.Contains(running, m.name) {
-					return fmt.Errorf("node %s does not see %s running", n.name, m.name)
-				}
-			}
-			for _, e := range view {
-				if len(e.Partitions) > 0 {
-					return fmt.Errorf("node %s reports %s partitioned from %v", n.name, e.Name, e.Partitions)
-				}
 			}
 		}
 		return nil
@@ -708,20 +573,8 @@ func (l *Local) Restore(ctx context.Context) ([]string, error) {
 // vhostsRunning makes every vhost run on every node again (a node that
 // came back may have failed to start one).
 func (l *Local) vhostsRunning(ctx context.Context) error {
-	var vhosts []struct {
-		Name string `json:"name"`
-	}
-	err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-		_, err := api.do(ctx, http.MethodGet, "/api/vhosts", nil, &vhosts, http.StatusOK)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("local infra: restore: list vhosts: %w", err)
-	}
-	for _, v := range vhosts {
-		if err := l.vhostRunning(ctx, v.Name); err != nil {
-			return fmt.Errorf("local infra: restore: %w", err)
-		}
+	if err := l.brokers().vhostsRunning(ctx, l.vhostRunning); err != nil {
+		return fmt.Errorf("local infra: restore: %w", err)
 	}
 	return nil
 }

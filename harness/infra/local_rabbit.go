@@ -456,40 +456,26 @@ const clusterCallTimeout = 5 * time.Second
 const clusterFailover = 4 * netTicktime * time.Second
 
 // onNode calls call with the management API of the first running node.
-// On a cluster, a node that gives no answer (refused, timed out, or a 5xx)
-// passes the call to the next running node, round the running nodes again
-// until one answers, ctx ends or clusterFailover has passed.
+// On a cluster, a node that gives no answer passes the call to the next
+// running node (see mgmtCluster.onNode).
 func (l *Local) onNode(ctx context.Context, call func(ctx context.Context, api mgmtAPI) error) error {
 	if len(l.nodes) == 1 {
 		return call(ctx, l.nodeAPI(l.nodes[0]))
 	}
-	ctx, cancel := context.WithTimeout(ctx, clusterFailover)
-	defer cancel()
-	var errs []error
-	for {
-		nodes := l.candidates()
-		if len(nodes) == 0 {
-			return errors.New("no broker node is running")
-		}
-		errs = errs[:0]
-		for _, n := range nodes {
-			cctx, cancel := context.WithTimeout(ctx, clusterCallTimeout)
-			err := call(cctx, l.nodeAPI(n))
-			cancel()
-			if err == nil || answered(err) {
-				return err
-			}
-			errs = append(errs, fmt.Errorf("node %s: %w", n.name, err))
-			if ctx.Err() != nil {
-				return errors.Join(errs...)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(errs...)
-		case <-time.After(pollInterval):
-		}
+	return l.brokers().onNode(ctx, call)
+}
+
+// brokers is l's broker nodes as mgmtCluster sees them.
+func (l *Local) brokers() mgmtCluster {
+	return mgmtCluster{nodes: l.mgmtNodes(l.nodes), running: func() []mgmtNode { return l.mgmtNodes(l.candidates()) }}
+}
+
+func (l *Local) mgmtNodes(nodes []*rabbitNode) []mgmtNode {
+	out := make([]mgmtNode, len(nodes))
+	for k, n := range nodes {
+		out[k] = mgmtNode{name: n.name, api: func() mgmtAPI { return l.nodeAPI(n) }}
 	}
+	return out
 }
 
 // answered says whether err is the broker's answer (a status below 500,
@@ -503,71 +489,22 @@ func answered(err error) bool {
 }
 
 // CreateVHost implements Infra; the run's user gets all permissions. On a
-// cluster, a vhost that exists on the next node after a node that did not
-// answer is the one that node created.
+// cluster, it returns once the vhost runs on every running node (see
+// mgmtCluster.createVHost and vhostRunning).
 func (l *Local) CreateVHost(ctx context.Context, name string) error {
 	if len(l.nodes) == 1 {
 		return l.nodeAPI(l.nodes[0]).createVHost(ctx, name, l.rmqUser)
 	}
-	unanswered := false
-	err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-		err := api.createVHost(ctx, name, l.rmqUser)
-		if errors.Is(err, errVHostExists) && unanswered {
-			return api.grantAll(ctx, name, l.rmqUser)
-		}
-		if err != nil && !answered(err) {
-			unanswered = true
-		}
-		return err
-	})
-	if err != nil {
+	if err := l.brokers().createVHost(ctx, name, l.rmqUser); err != nil {
 		return err
 	}
 	return l.vhostRunning(ctx, name)
 }
 
 // vhostRunning waits until vhost name runs on every running node of a
-// cluster, starting it on a node that reports it stopped: a vhost is
-// started on each node when it is created (or the node boots), and on a
-// loaded machine that start can fail on one node, which then refuses
-// every connection to the vhost ("vhost is down") until it is started.
+// cluster (see mgmtCluster.vhostRunning).
 func (l *Local) vhostRunning(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, vhostStartTimeout)
-	defer cancel()
-	err := poll(ctx, func(ctx context.Context) error {
-		var v struct {
-			State map[string]string `json:"cluster_state"`
-		}
-		var notRunning []string
-		err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-			_, err := api.do(ctx, http.MethodGet, "/api/vhosts/"+url.PathEscape(name), nil, &v, http.StatusOK)
-			if err != nil {
-				return err
-			}
-			for _, n := range l.candidates() {
-				switch v.State[n.name] {
-				case "running", "nodedown", "":
-					// nodedown, or not listed: cut off (a partition); it
-					// starts its vhosts when it comes back.
-				case "stopped":
-					notRunning = append(notRunning, n.name)
-					// Best effort: the next poll says whether it took.
-					_, _ = api.do(ctx, http.MethodPost, "/api/vhosts/"+url.PathEscape(name)+"/start/"+url.PathEscape(n.name), nil, nil, http.StatusNoContent, http.StatusOK)
-				default:
-					notRunning = append(notRunning, n.name)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if len(notRunning) > 0 {
-			return fmt.Errorf("vhost %q not running on %v (%v)", name, notRunning, v.State)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := l.brokers().vhostRunning(ctx, name); err != nil {
 		return fmt.Errorf("local infra: create vhost %q: %w", name, err)
 	}
 	return nil

@@ -332,35 +332,47 @@ func (r *LocalReplicated) ReleaseReplication(ctx context.Context) error {
 		return fmt.Errorf("release replication: %w", errPromoted)
 	}
 	s.fwd.Restore()
-	pconn, err := pgx.Connect(ctx, r.urlOn(r.pgPort, "postgres"))
+	err := waitReplayed(ctx, r.urlOn(r.pgPort, "postgres"), r.urlOn(s.port, "postgres"), s.child.done, s.child.exitError)
 	if err != nil {
-		return fmt.Errorf("release replication: primary: %w", err)
+		return fmt.Errorf("release replication: %w", err)
+	}
+	return nil
+}
+
+// waitReplayed reads the WAL position of the primary at primaryURL
+// (pg_current_wal_lsn) and waits until the standby at standbyURL has
+// replayed up to it, bounded by ctx. When exited is closed (the
+// standby's process ended; nil, never) it gives up with exitErr().
+func waitReplayed(ctx context.Context, primaryURL, standbyURL string, exited <-chan struct{}, exitErr func() error) error {
+	pconn, err := pgx.Connect(ctx, primaryURL)
+	if err != nil {
+		return fmt.Errorf("primary: %w", err)
 	}
 	defer pconn.Close(context.WithoutCancel(ctx))
 	var target string
 	if err := pconn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
-		return fmt.Errorf("release replication: primary's LSN: %w", err)
+		return fmt.Errorf("primary's LSN: %w", err)
 	}
 	want, err := parseLSN(target)
 	if err != nil {
-		return fmt.Errorf("release replication: %w", err)
+		return err
 	}
-	sconn, err := pgx.Connect(ctx, r.urlOn(s.port, "postgres"))
+	sconn, err := pgx.Connect(ctx, standbyURL)
 	if err != nil {
-		return fmt.Errorf("release replication: standby: %w", err)
+		return fmt.Errorf("standby: %w", err)
 	}
 	defer sconn.Close(context.WithoutCancel(ctx))
 	var last string
 	for {
 		var replay *string
 		if err := sconn.QueryRow(ctx, `SELECT pg_last_wal_replay_lsn()::text`).Scan(&replay); err != nil {
-			return fmt.Errorf("release replication: standby's replay LSN: %w", err)
+			return fmt.Errorf("standby's replay LSN: %w", err)
 		}
 		if replay != nil {
 			last = *replay
 			got, err := parseLSN(last)
 			if err != nil {
-				return fmt.Errorf("release replication: %w", err)
+				return err
 			}
 			if got >= want {
 				return nil
@@ -368,9 +380,9 @@ func (r *LocalReplicated) ReleaseReplication(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("release replication: standby at %s, primary at %s: %w", last, target, ctx.Err())
-		case <-s.child.done:
-			return fmt.Errorf("release replication: %w", s.child.exitError())
+			return fmt.Errorf("standby at %s, primary at %s: %w", last, target, ctx.Err())
+		case <-exited:
+			return exitErr()
 		case <-time.After(catchUpPoll):
 		}
 	}
