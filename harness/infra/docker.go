@@ -237,7 +237,7 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 	}()
 	go func() {
 		defer wg.Done()
-		c, err := tcrabbitmq.Run(ctx, opts.RabbitMQImage, tcLog,
+		c, err := tcrabbitmq.Run(ctx, opts.RabbitMQImage, tcLog, onLoopback(),
 			tcnetwork.WithNetwork([]string{dockerRabbitAlias}, nw),
 			tcrabbitmq.WithAdminUsername(rmqUser),
 			tcrabbitmq.WithAdminPassword(rmqPass),
@@ -265,7 +265,7 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 		for i := range opts.ToxiproxyPorts {
 			ports = append(ports, strconv.Itoa(dockerToxiFirst+i)+"/tcp")
 		}
-		c, err := testcontainers.Run(ctx, opts.ToxiproxyImage, tcLog,
+		c, err := testcontainers.Run(ctx, opts.ToxiproxyImage, tcLog, onLoopback(),
 			tcnetwork.WithNetwork([]string{dockerToxiAlias}, nw),
 			testcontainers.WithExposedPorts(ports...),
 			// Only the API listens at start; the link ports open as links
@@ -311,7 +311,7 @@ func runDockerPostgres(ctx context.Context, image string, tcLog testcontainers.L
 	// The module's command is postgres -c fsync=off: a crash must be
 	// real, so fsync stays on.
 	cmd := append([]string{"postgres", "-c", "fsync=on", "-c", "max_connections=500", "-c", "shared_buffers=128MB"}, args...)
-	return tcpostgres.Run(ctx, image, tcLog,
+	return tcpostgres.Run(ctx, image, tcLog, onLoopback(),
 		tcnetwork.WithNetwork([]string{alias}, nw),
 		tcpostgres.WithPassword(pass),
 		tcpostgres.BasicWaitStrategies(),

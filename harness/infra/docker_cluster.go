@@ -266,7 +266,7 @@ func (c *DockerCluster) runNode(ctx context.Context, n *dockerNode, tcLog testco
 func (c *DockerCluster) createNode(ctx context.Context, n *dockerNode, tcLog testcontainers.LoggerOption) error {
 	d := c.parent
 	first := c.nodes[0].name()
-	ctr, err := testcontainers.Run(ctx, d.opts.RabbitMQImage, tcLog,
+	ctr, err := testcontainers.Run(ctx, d.opts.RabbitMQImage, tcLog, onLoopback(),
 		tcnetwork.WithNetwork([]string{n.alias}, d.network),
 		tcnetwork.WithNetwork([]string{n.host}, c.distNet),
 		testcontainers.WithEnv(map[string]string{

@@ -153,7 +153,7 @@ func (d *Docker) startReplicated(ctx context.Context, synchronous bool) (*Docker
 			Reader: strings.NewReader(dockerHBA), ContainerFilePath: "/etc/faultline/pg_hba.conf", FileMode: 0o644,
 		})
 	}
-	primary, err := tcpostgres.Run(ctx, d.opts.PostgresImage, tcLog,
+	primary, err := tcpostgres.Run(ctx, d.opts.PostgresImage, tcLog, onLoopback(),
 		tcnetwork.WithNetwork([]string{r.primAlias}, d.network),
 		tcnetwork.WithNetwork([]string{r.frontAlias}, r.frontNet),
 		tcpostgres.WithPassword(pgPass),
@@ -191,7 +191,7 @@ func (d *Docker) startReplicated(ctx context.Context, synchronous bool) (*Docker
 		return fail(fmt.Errorf("replication link: %w", err))
 	}
 	sbBegin := time.Now()
-	standby, err := testcontainers.Run(ctx, d.opts.PostgresImage, tcLog,
+	standby, err := testcontainers.Run(ctx, d.opts.PostgresImage, tcLog, onLoopback(),
 		tcnetwork.WithNetwork([]string{r.sbAlias}, d.network),
 		hba(),
 		testcontainers.WithEnv(map[string]string{"FL_REPLICATION_PASSWORD": replPass}),

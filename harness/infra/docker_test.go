@@ -55,6 +55,19 @@ func TestDocker(t *testing.T) {
 		assert.Contains(t, "NS", string(b))
 	})
 
+	t.Run("ports on the loopback only", func(t *testing.T) {
+		ip := nonLoopbackIPv4(t)
+		for name, addr := range map[string]string{"postgres": d.PostgresAddr(), "amqp": d.AMQPAddr(), "toxiproxy API": d.toxi.APIAddr()} {
+			_, port, err := net.SplitHostPort(addr)
+			require.NoError(t, err)
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, port), 2*time.Second)
+			if err == nil {
+				_ = c.Close()
+			}
+			assert.Error(t, err, "%s answers on %s, not only on the loopback", name, ip)
+		}
+	})
+
 	t.Run("restart keeps a quorum message", func(t *testing.T) { testRestartKeepsQuorumMessage(ctx, t, d, "dock-restart") })
 
 	require.NoError(t, d.Stop(ctx))
@@ -74,4 +87,19 @@ func skipWithoutDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("docker provider: pulls images and starts containers; not in -short")
 	}
+}
+
+// nonLoopbackIPv4 is an IPv4 address of this host's that is not the
+// loopback, where a port published on every interface would answer.
+func nonLoopbackIPv4(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	require.FailNow(t, "this host has no IPv4 address besides the loopback to dial")
+	return ""
 }
