@@ -2,6 +2,7 @@ package proxies
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"strconv"
@@ -181,4 +182,17 @@ func TestNewRemoteServerGivesUpWhenNoAPIAnswers(t *testing.T) {
 	_, err = NewRemoteServer(ctx, addr, "0.0.0.0", []PortMapping{{Port: 8666, Addr: "127.0.0.1:1"}})
 	assert.ErrorContains(t, err, "wait for API")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestUnavailableIsToxiproxys503(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{errors.New("Delete: HTTP 503: Service Unavailable"), true},
+		{errors.New("Delete: HTTP 404: proxy not found"), false},
+		{errors.New("dial tcp 127.0.0.1:8474: connect: connection refused"), false},
+	} {
+		assert.Equal(t, tc.want, unavailable(tc.err), tc.err.Error())
+	}
 }
