@@ -169,7 +169,7 @@ func blackBox() []runner.Scenario {
 		},
 		{
 			Name: "blackbox-unroutable-then-routable", Window: protocol.QueueUnroutable,
-			Description: "The consumer's queue (and faultline's tap) lose their bindings for at least 3 s and until 45 retry round trips (measured from the audit trail) fit in the outage, at most 10 s: publishes are unroutable and must come back to the relay, be retried with backoff (the audit trail shows the rows sent back to Pending) and delivered once the bindings are back, none given up. Without a retry-budget setting: the outage the target file says it rides out, or 3 s with a row given up on flagged, not lost.",
+			Description: "The consumer's queue (and faultline's tap) lose their bindings for at least 3 s and until 45 retry round trips (measured from the audit trail) fit in the outage, at most 10 s (a machine too loaded for them to fit leaves the run indeterminate): publishes are unroutable and must come back to the relay, be retried with backoff (the audit trail shows the rows sent back to Pending) and delivered once the bindings are back, none given up. Without a retry-budget setting: the outage the target file says it rides out, or 3 s with a row given up on flagged, not lost.",
 			Workload:    steady(),
 			Prefers:     map[string]string{retryBudget: "30"},
 			Invariants:  []string{check.NoneGaveUp},

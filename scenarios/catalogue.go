@@ -355,7 +355,7 @@ func All() []runner.Scenario {
 		},
 		{
 			Name: "unroutable-short-outage", Window: protocol.QueueUnroutable,
-			Description: "The queue's bindings go away for at least 1.5 s and until 12 retry round trips of the relays (measured from the run) fit in the outage, at most 3 s — much less than a budget of 8's total backoff: returned publishes back off and every event is delivered once the bindings are back; none may end Failed. A relay that does not back off burns its budget in it however loaded the machine.",
+			Description: "The queue's bindings go away for at least 1.5 s and until 12 retry round trips of the relays (measured from the run) fit in the outage, at most 3 s — much less than a budget of 8's total backoff: returned publishes back off and every event is delivered once the bindings are back; none may end Failed. A relay that does not back off burns its budget in it however loaded the machine; a machine too loaded for 12 to fit in 3 s leaves the run indeterminate.",
 			Workload:    steady(),
 			Prefers:     map[string]string{retryBudget: "8"},
 			Invariants:  []string{check.NoneGaveUp},

@@ -24,16 +24,17 @@ import (
 // audit trail) fit in it, at most Max. A relay that does not back off
 // retries once per round trip, so it goes through Rounds retries of a row
 // in such an outage however slow a loaded machine makes each one; a relay
-// that backs off does not. An outage that reached Max first, its relays
-// at work all along (claiming rows, retrying them), still opened its
-// window: they rode out Max of it
-// (a relay that backs off paces itself slower than Max/Rounds by design,
-// and a loaded machine slows every relay alike); the detail says how few
-// round trips fitted. Only an outage in which no relay claimed or retried
-// a row did not open (the fault reports itself not happened, and the run is
-// indeterminate unless an invariant broke). It ends early, once past
-// Duration, when a row ended Failed: the relay gave up inside the outage,
-// which is what it was held to show.
+// that backs off does not. Max is what a relay that backs off is known to
+// ride out, so an outage that reached it with the relays retrying but too
+// few round trips fitted did not open its window: on a machine that slow,
+// a relay that does not back off would not have spent its budget in it
+// either, and a pass would say nothing (the fault reports itself not
+// happened, with how few fitted, and the run is indeterminate unless an
+// invariant broke; the gate runs it again). An outage that reached Max
+// with rows claimed and never retried opened it: a relay that ignores
+// returns has no round trip to wait for. It ends early, once past
+// Duration, when a row ended Failed: the relay gave up inside the
+// outage, which is what it was held to show.
 //
 // An outage timed by the clock alone (Rounds 0) opened its window only if
 // something was published into it: the broker's count of the vhost's
@@ -186,8 +187,9 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(u, start, true, nil)
 	}
 	opened, measured, holdErr := true, "", error(nil)
+	closed := ""
 	if u.Rounds > 0 {
-		opened, measured, holdErr = u.holdMeasured(ctx, env, trail, mark, start)
+		opened, closed, measured, holdErr = u.holdMeasured(ctx, env, trail, mark, start)
 	} else {
 		holdErr = pause(ctx, u.Duration)
 	}
@@ -195,7 +197,7 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 	for _, q := range slices.Backward(queues) {
 		for _, key := range keys {
 			if err := ch.QueueBind(q, key, env.Topology.Exchange, false, nil); err != nil {
-				return notUndone(u.result(start, opened, measured, holdErr), fmt.Errorf("restore binding %s to %s: %w", key, q, err))
+				return notUndone(u.result(start, opened, closed, measured, holdErr), fmt.Errorf("restore binding %s to %s: %w", key, q, err))
 			}
 		}
 	}
@@ -203,7 +205,10 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 	if counted && holdErr == nil {
 		opened, measured, holdErr = publishedInto(ctx, env, before)
 	}
-	return u.result(start, opened, measured, holdErr)
+	if counted {
+		closed = "nothing was published while the bindings were gone"
+	}
+	return u.result(start, opened, closed, measured, holdErr)
 }
 
 // unroutableCountWait bounds the wait for the broker's counters to show a
@@ -238,31 +243,28 @@ func publishedInto(parent context.Context, env *Env, before infra.VHostInfo) (bo
 	}
 }
 
-// result is the fault's record with what the measured outage saw; an
-// outage too short for its round trips did not open its window.
-func (u Unbind) result(start time.Time, opened bool, measured string, err error) result.Fault {
+// result is the fault's record with what the outage saw; closed says why
+// an outage that did not open its window did not.
+func (u Unbind) result(start time.Time, opened bool, closed, measured string, err error) result.Fault {
 	r := record(u, start, opened, err)
 	r.Detail += measured
 	if !opened && err == nil {
-		r.Error = "window not opened: no relay claimed or retried a row in the longest outage" + measured
-		if u.Rounds == 0 {
-			r.Error = "window not opened: nothing was published while the bindings were gone" + measured
-		}
+		r.Error = "window not opened: " + closed + measured
 	}
 	return r
 }
 
 // holdMeasured keeps the bindings away as Rounds asks, reading the audit
 // trail (trail so far, mark its last id when the bindings went) every
-// paceEvery; it reports whether the round trips fitted (or a row ended
-// Failed inside the outage) and what it measured.
-func (u Unbind) holdMeasured(ctx context.Context, env *Env, trail []check.AuditRow, mark int64, start time.Time) (bool, string, error) {
+// paceEvery; it reports whether the window opened (and why not if it did
+// not) and what it measured.
+func (u Unbind) holdMeasured(ctx context.Context, env *Env, trail []check.AuditRow, mark int64, start time.Time) (opened bool, closed, measured string, err error) {
 	tick := time.NewTicker(paceEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return false, "", ctx.Err()
+			return false, "", "", ctx.Err()
 		case <-tick.C:
 		}
 		after := mark
@@ -271,26 +273,40 @@ func (u Unbind) holdMeasured(ctx context.Context, env *Env, trail []check.AuditR
 		}
 		more, err := env.Audit(ctx, after)
 		if err != nil {
-			return false, "", fmt.Errorf("measure the outage: %w", err)
+			return false, "", "", fmt.Errorf("measure the outage: %w", err)
 		}
 		trail = append(trail, more...)
 		pace := check.MeasureRetryPace(trail, mark)
 		held := time.Since(start)
-		if stop, opened := u.settled(held, pace); stop {
-			return opened, fmt.Sprintf("; held %s: %s", held.Round(time.Millisecond), pace), nil
+		if stop, closed := u.settled(held, pace); stop {
+			return closed == "", closed, fmt.Sprintf("; held %s: %s", held.Round(time.Millisecond), pace), nil
 		}
 	}
 }
 
 // settled says whether a measured outage held this long, at this pace,
 // ends (at least Duration, and Rounds round trips fitted or a row Failed;
-// or Max), and whether its window opened: the round trips fitted, a relay
-// gave a row up inside it, or it reached Max with the relays at work in it
-// (retrying, or claiming rows they publish into it: a relay that ignores
-// returns never retries).
-func (u Unbind) settled(held time.Duration, pace check.RetryPace) (stop, opened bool) {
+// or Max), and, when it ends without opening its window, why not ("" when
+// it opened): the round trips fitted or a relay gave a row up inside it;
+// or it reached Max with rows claimed into it and never retried (a relay
+// that ignores returns). At Max with retries and too few round trips
+// fitted, the machine was too slow for the outage to tell a relay that
+// backs off from one that does not.
+func (u Unbind) settled(held time.Duration, pace check.RetryPace) (stop bool, closed string) {
 	fitted := pace.Cycle() > 0 && held >= time.Duration(u.Rounds)*pace.Cycle()
 	ridOut := held >= max(u.Max, u.Duration)
 	stop = held >= u.Duration && (fitted || pace.Failed > 0) || ridOut
-	return stop, fitted || pace.Failed > 0 || ridOut && (pace.Retries > 0 || pace.Claims > 0)
+	switch {
+	case !stop || fitted || pace.Failed > 0:
+		return stop, ""
+	case pace.Retries == 0 && pace.Claims > 0:
+		return true, ""
+	case pace.Retries == 0:
+		return true, "no relay claimed or retried a row in the longest outage"
+	case pace.Cycle() == 0:
+		return true, "the relays retried, and no round trip of theirs was measured"
+	default:
+		return true, fmt.Sprintf("the relays' round trips too slow for the outage to tell a relay that backs off: %.1f of %d fitted in %s",
+			float64(held)/float64(pace.Cycle()), u.Rounds, held.Round(time.Millisecond))
+	}
 }
