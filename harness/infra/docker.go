@@ -442,10 +442,13 @@ func (d *Docker) ManagementURL() string {
 	return m.base
 }
 
-// CreateVHost implements Infra.
+// CreateVHost implements Infra; it returns once the vhost runs.
 func (d *Docker) CreateVHost(ctx context.Context, name string) error {
 	_, m := d.broker()
 	if err := m.createVHost(ctx, name, d.rmqUser); err != nil {
+		return fmt.Errorf("docker infra: %w", err)
+	}
+	if err := m.vhostRunning(ctx, name); err != nil {
 		return fmt.Errorf("docker infra: %w", err)
 	}
 	return nil

@@ -200,8 +200,12 @@ func (e *External) AMQPAddr() string { return e.amqp.base.Host }
 func (e *External) AMQPURL(vhost string) string { return e.amqp.url(vhost) }
 
 // CreateVHost implements Infra; the AMQP URL's user gets all permissions.
+// It returns once the vhost runs on every node of the broker.
 func (e *External) CreateVHost(ctx context.Context, name string) error {
 	if err := e.mgmt.createVHost(ctx, name, e.amqp.user()); err != nil {
+		return fmt.Errorf("external infra: %w", err)
+	}
+	if err := e.mgmt.vhostRunning(ctx, name); err != nil {
 		return fmt.Errorf("external infra: %w", err)
 	}
 	return nil

@@ -488,12 +488,16 @@ func answered(err error) bool {
 	return errors.Is(err, ErrNotFound) || errors.Is(err, errVHostExists)
 }
 
-// CreateVHost implements Infra; the run's user gets all permissions. On a
-// cluster, it returns once the vhost runs on every running node (see
+// CreateVHost implements Infra; the run's user gets all permissions. It
+// returns once the vhost runs (on a cluster, on every running node: see
 // mgmtCluster.createVHost and vhostRunning).
 func (l *Local) CreateVHost(ctx context.Context, name string) error {
 	if len(l.nodes) == 1 {
-		return l.nodeAPI(l.nodes[0]).createVHost(ctx, name, l.rmqUser)
+		api := l.nodeAPI(l.nodes[0])
+		if err := api.createVHost(ctx, name, l.rmqUser); err != nil {
+			return err
+		}
+		return api.vhostRunning(ctx, name)
 	}
 	if err := l.brokers().createVHost(ctx, name, l.rmqUser); err != nil {
 		return err

@@ -261,46 +261,16 @@ func (m mgmtCluster) createVHost(ctx context.Context, name, user string) error {
 }
 
 // vhostRunning waits, up to vhostStartTimeout, until vhost name runs on
-// every running node, starting it on a node that reports it stopped: a
-// vhost is started on each node when it is created (or the node boots),
-// and on a loaded machine that start can fail on one node, which then
-// refuses every connection to the vhost ("vhost is down") until it is
-// started.
+// every running node (mgmtAPI.vhostDown), asking any node that answers.
 func (m mgmtCluster) vhostRunning(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, vhostStartTimeout)
 	defer cancel()
 	return poll(ctx, func(ctx context.Context) error {
-		var v struct {
-			State map[string]string `json:"cluster_state"`
+		var nodes []string
+		for _, n := range m.running() {
+			nodes = append(nodes, n.name)
 		}
-		var notRunning []string
-		err := m.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-			_, err := api.do(ctx, http.MethodGet, "/api/vhosts/"+url.PathEscape(name), nil, &v, http.StatusOK)
-			if err != nil {
-				return err
-			}
-			for _, n := range m.running() {
-				switch v.State[n.name] {
-				case "running", "nodedown", "":
-					// nodedown, or not listed: cut off (a partition); it
-					// starts its vhosts when it comes back.
-				case "stopped":
-					notRunning = append(notRunning, n.name)
-					// Best effort: the next poll says whether it took.
-					_, _ = api.do(ctx, http.MethodPost, "/api/vhosts/"+url.PathEscape(name)+"/start/"+url.PathEscape(n.name), nil, nil, http.StatusNoContent, http.StatusOK)
-				default:
-					notRunning = append(notRunning, n.name)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if len(notRunning) > 0 {
-			return fmt.Errorf("vhost %q not running on %v (%v)", name, notRunning, v.State)
-		}
-		return nil
+		return m.onNode(ctx, func(ctx context.Context, api mgmtAPI) error { return api.vhostDown(ctx, name, nodes) })
 	})
 }
 

@@ -2,6 +2,7 @@ package infra
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -97,4 +98,68 @@ func TestCreateVHostStopsWithItsContext(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	srv.Close()
 	assert.Equal(t, 1, f.puts, "no attempt after the context ended")
+}
+
+// fakeVHostStates answers a vhost's GET with its state on each node, and
+// a start on a node with the state the node takes: a node whose vhost
+// failed to start reports it stopped until it is started again.
+type fakeVHostStates struct {
+	mu     sync.Mutex
+	state  map[string]string // node → state
+	starts []string          // nodes asked to start it, in order
+	takes  string            // the state a started node takes
+}
+
+func (f *fakeVHostStates) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/api/vhosts/fl_run":
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"name": "fl_run", "cluster_state": f.state})
+	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/vhosts/fl_run/start/"):
+		node := strings.TrimPrefix(r.URL.Path, "/api/vhosts/fl_run/start/")
+		f.starts = append(f.starts, node)
+		f.state[node] = f.takes
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+// A vhost that did not start on a node (a loaded machine) refuses every
+// connection there until started: vhostRunning starts it and waits, on one
+// node as on a cluster; a node that is down starts its vhosts when it
+// comes back; a vhost that never starts is an error once the wait is over.
+func TestVHostRunningStartsAStoppedVHost(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		state   map[string]string
+		takes   string
+		starts  []string
+		wantErr string
+	}{
+		{name: "running everywhere", state: map[string]string{"a@h": "running", "b@h": "nodedown"}},
+		{name: "stopped on one node: started", state: map[string]string{"a@h": "running", "b@h": "stopped"}, takes: "running", starts: []string{"b@h"}},
+		{name: "never starts", state: map[string]string{"a@h": "stopped"}, takes: "stopped", wantErr: `vhost "fl_run" not running on [a@h]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeVHostStates{state: tc.state, takes: tc.takes}
+			srv := httptest.NewServer(f)
+			t.Cleanup(srv.Close)
+			api := mgmtAPI{base: srv.URL, user: "u", pass: "p", http: &http.Client{Timeout: time.Second}}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			err := api.vhostRunning(ctx, "fl_run")
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			assert.Equal(t, tc.starts, f.starts)
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -250,6 +251,53 @@ func (m mgmtAPI) createVHost(ctx context.Context, name, user string) error {
 		return fmt.Errorf("create vhost %q: %w", name, errVHostExists)
 	}
 	return m.grantAll(ctx, name, user)
+}
+
+// vhostRunning waits, up to vhostStartTimeout, until vhost name runs on
+// every node of the broker (vhostDown).
+func (m mgmtAPI) vhostRunning(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, vhostStartTimeout)
+	defer cancel()
+	if err := poll(ctx, func(ctx context.Context) error { return m.vhostDown(ctx, name, nil) }); err != nil {
+		return fmt.Errorf("create vhost %q: %w", name, err)
+	}
+	return nil
+}
+
+// vhostDown says where vhost name does not run, among nodes (nil: every
+// node the broker lists), starting it on a node that reports it stopped: a
+// vhost is started on each node when it is created (or the node boots),
+// and on a loaded machine that start can fail, and the node then refuses
+// every connection to the vhost ("vhost is down": a client sees its
+// connection.open answered with a close) until it is started. A node
+// listed as down, or not listed (cut off by a partition), starts its
+// vhosts when it comes back. nil once it runs everywhere asked.
+func (m mgmtAPI) vhostDown(ctx context.Context, name string, nodes []string) error {
+	var v struct {
+		State map[string]string `json:"cluster_state"`
+	}
+	if _, err := m.do(ctx, http.MethodGet, "/api/vhosts/"+url.PathEscape(name), nil, &v, http.StatusOK); err != nil {
+		return err
+	}
+	if nodes == nil {
+		nodes = slices.Sorted(maps.Keys(v.State))
+	}
+	var down []string
+	for _, n := range nodes {
+		switch v.State[n] {
+		case "running", "nodedown", "":
+		case "stopped":
+			down = append(down, n)
+			// Best effort: the next poll says whether it took.
+			_, _ = m.do(ctx, http.MethodPost, "/api/vhosts/"+url.PathEscape(name)+"/start/"+url.PathEscape(n), nil, nil, http.StatusNoContent, http.StatusOK)
+		default:
+			down = append(down, n)
+		}
+	}
+	if len(down) > 0 {
+		return fmt.Errorf("vhost %q not running on %v (%v)", name, down, v.State)
+	}
+	return nil
 }
 
 // errVHostExists is createVHost's error for a vhost that exists.
