@@ -223,6 +223,9 @@ func (d *Docker) startCluster(ctx context.Context) (*DockerCluster, error) {
 	if err := c.WaitHealthy(hctx); err != nil {
 		return fail(err)
 	}
+	if err := c.brokers().enableFeatureFlags(hctx); err != nil {
+		return fail(err)
+	}
 	c.logf("docker cluster %s: nodes %v, postgres %s, first node in %s, all in %s", id, c.nodeNames(), pgAddr,
 		firstTook.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
 	return c, nil

@@ -145,6 +145,9 @@ func (l *Local) startCluster(ctx context.Context) error {
 	if err := l.WaitHealthy(ctx); err != nil {
 		return err
 	}
+	if err := l.brokers().enableFeatureFlags(ctx); err != nil {
+		return err
+	}
 	l.rabbitParts = map[string]time.Duration{"rabbitmq-first": firstTook, "rabbitmq-join": time.Since(joinBegin)}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,6 +108,19 @@ func TestLocalCluster(t *testing.T) {
 		assert.Equal(t, n.AMQPAddr, n.Upstream)
 	}
 	assert.Contains(t, l.Secrets(), l.cookie)
+	// Every node can declare a quorum queue: the cluster's stable feature
+	// flags are on, however its nodes raced at boot.
+	for _, n := range l.nodes {
+		var flags []struct{ Name, State, Stability string }
+		_, err := l.nodeAPI(n).do(ctx, http.MethodGet, "/api/feature-flags", nil, &flags, http.StatusOK)
+		require.NoError(t, err)
+		require.NotEmpty(t, flags)
+		for _, f := range flags {
+			if f.Stability == "stable" {
+				assert.Equal(t, "enabled", f.State, "feature flag %s on %s", f.Name, n.name)
+			}
+		}
+	}
 	st, err := l.Status(ctx)
 	require.NoError(t, err)
 	assert.Len(t, st.Running, 3)

@@ -225,6 +225,34 @@ func (m mgmtCluster) waitHealthy(ctx context.Context, whole func() error) error 
 	})
 }
 
+// enableFeatureFlags enables every stable feature flag the cluster has
+// disabled. A node that starts a cluster from scratch enables them all,
+// but on 3.10 one that others join while it still boots can leave the
+// whole cluster with every flag off (seen here: quorum_queue disabled,
+// every quorum queue refused with "the corresponding feature flag is
+// disabled"). A flag's dependencies are enabled with it.
+func (m mgmtCluster) enableFeatureFlags(ctx context.Context) error {
+	return m.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
+		var flags []struct {
+			Name      string `json:"name"`
+			State     string `json:"state"`
+			Stability string `json:"stability"`
+		}
+		if _, err := api.do(ctx, http.MethodGet, "/api/feature-flags", nil, &flags, http.StatusOK); err != nil {
+			return fmt.Errorf("list feature flags: %w", err)
+		}
+		for _, f := range flags {
+			if f.State != "disabled" || f.Stability != "stable" {
+				continue
+			}
+			if _, err := api.do(ctx, http.MethodPut, "/api/feature-flags/"+url.PathEscape(f.Name)+"/enable", struct{}{}, nil, http.StatusNoContent, http.StatusOK); err != nil {
+				return fmt.Errorf("enable feature flag %s: %w", f.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
 // seenRunning polls until every running node sees node name running: a
 // node started again is not back until the others count it in.
 func (m mgmtCluster) seenRunning(ctx context.Context, name string) error {
