@@ -73,6 +73,9 @@ const (
 	NeedTap         Need = "the tap queue on the target's exchange"
 	NeedAuditStatus Need = "an outbox status column faultline can watch (observe.outbox.status)"
 	NeedCommits     Need = "tables faultline can watch for commits (observe)"
+	// NeedCommitsSeen asks for the commits watched where they can be,
+	// and is met without them (the checks that read them say so).
+	NeedCommitsSeen Need = "the commits faultline saw, where it can watch them (observe)"
 )
 
 // LogNeed is the need of an event log from role.

@@ -117,6 +117,13 @@ type Observation struct {
 	// Acknowledged counts the orders the producer answered as created: a
 	// database that lost committed facts (a failover) shows fewer facts.
 	Acknowledged int64
+	// EffectsCommitted are the eventIds whose effect write faultline saw
+	// commit (its trigger on observe.effects notifies at COMMIT), whether
+	// or not the effect is there at the end: a failover that lost the
+	// commit after it was made shows one here and not in Effects
+	// (HasEffectsCommitted: the effects table was watched).
+	EffectsCommitted    map[string]bool
+	HasEffectsCommitted bool
 
 	// Recovery is how the run came back after its last fault healed (the
 	// convergence samples of the target's tables tell when every fact had

@@ -3,6 +3,7 @@ package fault
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 )
@@ -45,6 +46,8 @@ type Commits struct {
 	err error
 	// seen counts the commits told per table, with the last one's time.
 	seen map[string]Seen
+	// ids are the eventIds of the commits told, per table.
+	ids map[string]map[string]bool
 }
 
 // Seen is how many commits of writes to a table were told, and when the
@@ -74,6 +77,15 @@ func (c *Commits) Publish(commit Commit) {
 	s.Commits++
 	s.Last = commit.At
 	c.seen[commit.Table] = s
+	if commit.EventID != "" {
+		if c.ids == nil {
+			c.ids = map[string]map[string]bool{}
+		}
+		if c.ids[commit.Table] == nil {
+			c.ids[commit.Table] = map[string]bool{}
+		}
+		c.ids[commit.Table][commit.EventID] = true
+	}
 	for id, s := range c.subs {
 		if s.match(commit) {
 			select {
@@ -90,6 +102,14 @@ func (c *Commits) Seen(table string) Seen {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.seen[table]
+}
+
+// EventIDs are the eventIds of the commits to table told so far, in a map
+// of the caller's own.
+func (c *Commits) EventIDs(table string) map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.ids[table])
 }
 
 // Fail records that the feed cannot work (a table could not be watched).

@@ -194,3 +194,8 @@ func (f Failover) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	return done(true, nil)
 }
+
+// ReadsCommits implements CommitReader: an effect faultline saw commit on
+// the old primary and the promoted server does not have is a commit the
+// promotion lost, not one the consumer never made.
+func (Failover) ReadsCommits() {}

@@ -56,6 +56,14 @@ type CommitWaiter interface {
 	WaitsForCommits()
 }
 
+// CommitReader is a fault whose outcome is read against the commits
+// faultline saw (a failover's lost commits): the run installs the
+// observers where the target's tables can be watched, and goes on without
+// them where they cannot (unlike a CommitWaiter, which cannot run).
+type CommitReader interface {
+	ReadsCommits()
+}
+
 // AuditWatcher is a fault that reads the outbox's audit trail while it
 // lasts (it needs faultline's triggers on the outbox).
 type AuditWatcher interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
@@ -61,6 +62,9 @@ func (w *Watch) End(ctx context.Context, e Ends) (*check.Observation, error) {
 			return nil, err
 		}
 		o.HasAudit = true
+	}
+	if w.effects && w.commits.Err() == nil {
+		o.EffectsCommitted, o.HasEffectsCommitted = w.commits.EventIDs(fault.TableEffects), true
 	}
 	if w.tapped {
 		if o.Tap, err = w.readTap(ctx); err != nil {

@@ -54,9 +54,11 @@ type Watch struct {
 	audit bool
 	// position is set once an offset relay's position table is watched.
 	position bool
-	tapped   bool
-	why      []string // what could not be installed
-	probe    *queueProbe
+	// effects is set once the effects table is watched.
+	effects bool
+	tapped  bool
+	why     []string // what could not be installed
+	probe   *queueProbe
 
 	mu      sync.Mutex
 	closers []func() // the listeners' stops

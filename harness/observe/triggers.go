@@ -35,6 +35,8 @@ func (w *Watch) Install(ctx context.Context) {
 			w.audit = true
 		case fault.TablePosition:
 			w.position = true
+		case fault.TableEffects:
+			w.effects = true
 		}
 		listen[tb.tbl.Database] = true
 	}

@@ -23,6 +23,9 @@ func (r *run) observeNeeds(faults []fault.Fault) map[check.Need]bool {
 		if _, ok := f.(fault.CommitWaiter); ok {
 			need[check.NeedCommits] = true
 		}
+		if _, ok := f.(fault.CommitReader); ok {
+			need[check.NeedCommitsSeen] = true
+		}
 		if w, ok := f.(fault.AuditWatcher); ok && w.WatchesAudit() {
 			need[check.NeedAudit] = true
 		}
