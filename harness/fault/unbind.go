@@ -243,13 +243,13 @@ func publishedInto(parent context.Context, env *Env, before infra.VHostInfo) (bo
 	}
 }
 
-// result is the fault's record with what the outage saw; closed says why
-// an outage that did not open its window did not.
+// result is the fault's record with what the outage saw (in its detail);
+// closed says why an outage that did not open its window did not.
 func (u Unbind) result(start time.Time, opened bool, closed, measured string, err error) result.Fault {
 	r := record(u, start, opened, err)
 	r.Detail += measured
 	if !opened && err == nil {
-		r.Error = "window not opened: " + closed + measured
+		r.Error = "window not opened: " + closed
 	}
 	return r
 }
