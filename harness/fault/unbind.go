@@ -25,8 +25,9 @@ import (
 // retries once per round trip, so it goes through Rounds retries of a row
 // in such an outage however slow a loaded machine makes each one; a relay
 // that backs off does not. Max is what a relay that backs off is known to
-// ride out, so an outage that reached it with the relays retrying but too
-// few round trips fitted did not open its window: on a machine that slow,
+// ride out, so an outage that reached it with the relays retrying and not
+// even the budget's round trips (2/3 of Rounds) fitted did not open its
+// window: on a machine that slow,
 // a relay that does not back off would not have spent its budget in it
 // either, and a pass would say nothing (the fault reports itself not
 // happened, with how few fitted, and the run is indeterminate unless an
@@ -289,15 +290,20 @@ func (u Unbind) holdMeasured(ctx context.Context, env *Env, trail []check.AuditR
 // or Max), and, when it ends without opening its window, why not ("" when
 // it opened): the round trips fitted or a relay gave a row up inside it;
 // or it reached Max with rows claimed into it and never retried (a relay
-// that ignores returns). At Max with retries and too few round trips
-// fitted, the machine was too slow for the outage to tell a relay that
-// backs off from one that does not.
+// that ignores returns), or with the budget's round trips fitted. At Max
+// with retries and fewer round trips fitted, the machine was too slow for
+// the outage to tell a relay that backs off from one that does not.
 func (u Unbind) settled(held time.Duration, pace check.RetryPace) (stop bool, closed string) {
 	fitted := pace.Cycle() > 0 && held >= time.Duration(u.Rounds)*pace.Cycle()
+	// Rounds is 3/2 of the retry budget (measuredOutage): the half more
+	// is margin. At Max, the budget's own round trips are enough: a relay
+	// that does not back off, a row retried once per round trip, has
+	// spent it.
+	budgetFitted := pace.Cycle() > 0 && held >= time.Duration((u.Rounds*2+2)/3)*pace.Cycle()
 	ridOut := held >= max(u.Max, u.Duration)
 	stop = held >= u.Duration && (fitted || pace.Failed > 0) || ridOut
 	switch {
-	case !stop || fitted || pace.Failed > 0:
+	case !stop || fitted || budgetFitted || pace.Failed > 0:
 		return stop, ""
 	case pace.Retries == 0 && pace.Claims > 0:
 		return true, ""
