@@ -16,6 +16,7 @@ package observe
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -57,6 +58,7 @@ type Watch struct {
 	// effects is set once the effects table is watched.
 	effects bool
 	tapped  bool
+	tapErr  error    // why the tap queue could not be bound
 	why     []string // what could not be installed
 	probe   *queueProbe
 
@@ -108,7 +110,7 @@ func (w *Watch) Unobservable(need map[check.Need]bool) string {
 		why = append(why, strings.Join(w.why, "; "))
 	}
 	if need[check.NeedTap] && !w.tapped {
-		why = append(why, "the tap queue could not be bound")
+		why = append(why, fmt.Sprintf("the tap queue could not be bound: %v", w.tapErr))
 	}
 	return strings.Join(why, "; ")
 }

@@ -50,6 +50,7 @@ func (w *Watch) Install(ctx context.Context) {
 	}
 	if err := w.bindTap(); err != nil {
 		w.missing("tap queue: %v", err)
+		w.tapErr = err
 	} else {
 		w.tapped = true
 	}
