@@ -31,16 +31,18 @@ func TestFailoverLimitExcusesOnlyEffectsSeenCommitted(t *testing.T) {
 	}{
 		{name: "every lost effect seen committed", faults: hit, seen: map[string]bool{"e1": true, "e2": true, "e3": true}, invs: lost("e1", "e2"), expected: true, detail: "2 effects seen committed are gone"},
 		{name: "one lost effect never committed", faults: hit, seen: map[string]bool{"e1": true}, invs: lost("e1", "e2")},
-		{name: "commits not watched", faults: hit, invs: lost("e1")},
+		{name: "commits not watched", faults: hit, invs: lost("e1"), detail: "could not see the effects commit"},
 		{name: "no WAL lost", faults: []result.Fault{{Kind: fault.KindFailover}}, seen: map[string]bool{"e1": true}, invs: lost("e1")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &check.Observation{EffectsCommitted: tc.seen, HasEffectsCommitted: tc.seen != nil}
 			ev := expectFailoverLimit(o, tc.faults, tc.invs)
 			assert.Equal(t, tc.expected, tc.invs[0].Expected)
-			if tc.detail != "" {
+			if tc.expected {
 				assert.Contains(t, ev.Detail, tc.detail)
 				assert.True(t, ev.Seen)
+			} else if tc.detail != "" {
+				assert.Contains(t, tc.invs[0].Detail, tc.detail, "why the failover does not excuse it")
 			}
 		})
 	}

@@ -121,7 +121,8 @@ type Observation struct {
 	// commit (its trigger on observe.effects notifies at COMMIT), whether
 	// or not the effect is there at the end: a failover that lost the
 	// commit after it was made shows one here and not in Effects
-	// (HasEffectsCommitted: the effects table was watched).
+	// (HasEffectsCommitted: the effects table was watched, by its eventId
+	// column).
 	EffectsCommitted    map[string]bool
 	HasEffectsCommitted bool
 

@@ -187,8 +187,7 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 	if u.Duration <= 0 {
 		return record(u, start, true, nil)
 	}
-	opened, measured, holdErr := true, "", error(nil)
-	closed := ""
+	opened, closed, measured, holdErr := true, "", "", error(nil)
 	if u.Rounds > 0 {
 		opened, closed, measured, holdErr = u.holdMeasured(ctx, env, trail, mark, start)
 	} else {
@@ -205,8 +204,6 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 	env.Logf("bindings %v restored%s", keys, measured)
 	if counted && holdErr == nil {
 		opened, measured, holdErr = publishedInto(ctx, env, before)
-	}
-	if counted {
 		closed = "nothing was published while the bindings were gone"
 	}
 	return u.result(start, opened, closed, measured, holdErr)

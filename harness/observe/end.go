@@ -63,7 +63,7 @@ func (w *Watch) End(ctx context.Context, e Ends) (*check.Observation, error) {
 		}
 		o.HasAudit = true
 	}
-	if w.effects && w.commits.Err() == nil {
+	if w.effects && w.run.Target.Observe.Effects.EventID != "" && w.commits.Err() == nil {
 		o.EffectsCommitted, o.HasEffectsCommitted = w.commits.EventIDs(fault.TableEffects), true
 	}
 	if w.tapped {
