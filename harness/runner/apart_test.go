@@ -1,0 +1,56 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faultline-dev/faultline/harness/infra"
+)
+
+// stubInfra stands for a started infrastructure; take calls none of its
+// methods.
+type stubInfra struct{ infra.Infra }
+
+// An infrastructure apart whose start failed (a node slower to boot than
+// its bound on a loaded machine) is started once more before its runs are
+// not run; a start that keeps failing gives its error to every run, and is
+// not tried again.
+func TestApartStartsOnceMore(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fails   int // starts that fail before one works
+		starts  int
+		wantErr bool
+	}{
+		{name: "first start works", fails: 0, starts: 1},
+		{name: "second start works", fails: 1, starts: 2},
+		{name: "every start fails", fails: 5, starts: apartStarts, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			starts := 0
+			a := &apart{what: "a test", start: func(context.Context) (infra.Infra, error) {
+				starts++
+				if starts <= tc.fails {
+					return nil, errors.New("node 2 not up within its bound")
+				}
+				return stubInfra{}, nil
+			}}
+			for range 2 { // a second run takes the outcome of the first start
+				in, release, err := a.take(context.Background(), t.Logf)
+				if tc.wantErr {
+					require.Error(t, err)
+					assert.Contains(t, err.Error(), "node 2 not up")
+					continue
+				}
+				require.NoError(t, err)
+				assert.NotNil(t, in)
+				release()
+			}
+			assert.Equal(t, tc.starts, starts)
+		})
+	}
+}
