@@ -53,6 +53,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	first := fs.Bool("first", false, "stop exploring at the first violation (with --variant: of the kind the variant expects) that fails again in --repeats more runs, and shrink what was found; runs under way finish")
 	dryRun := fs.Bool("dry-run", false, "print the plan (every run, in order, with its faults and settings) and run nothing")
 	repeats := fs.Int("repeats", 2, "a shrink candidate counts as failing only if it fails this many runs out of this many")
+	retries := fs.Int("retries", 2, "run a run whose faults happened but that ended without a verdict (an infrastructure error) again this many times, even past --budget; every attempt's reason is kept")
 	settings := settingsFlag{}
 	fs.Var(settings, "set", "NAME=VALUE: turn one of the target's settings for every run (repeatable), e.g. --set lease-renewal=400ms")
 	fs.Usage = func() {
@@ -76,6 +77,9 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *repeats < 1 {
 		return usagef("--repeats must be at least 1, got %d", *repeats)
+	}
+	if *retries < 0 || *retries > maxRetries {
+		return usagef("--retries must be between 0 and %d, got %d", maxRetries, *retries)
 	}
 	var shard explore.Shard
 	if *shardFlag != "" {
@@ -129,7 +133,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cfg := explore.Config{
 		Target: c.target.Name, Offered: explore.OfferedOf(c.target, surface), Variant: *variant, Seed: c.seed, Hits: *hits,
 		Shard: shard, PlanTotal: len(items), Workload: workload.Steady(), Parallel: c.parallel,
-		Budget: *budget, ShrinkBudget: *shrinkBudget, Repeats: *repeats, StopAtFirst: *first,
+		Budget: *budget, ShrinkBudget: *shrinkBudget, Repeats: *repeats, Retries: *retries, StopAtFirst: *first,
 		Phase: rep.Phase, Tick: rep.Tick, FaultDeadline: explore.FaultDeadline(workload.Steady(), c.target.Lease),
 		Progress: func(p explore.Progress) {
 			line := progressLine(p)
@@ -326,7 +330,11 @@ func printExplore(w io.Writer, r *explore.Report, dir, targetFlag string) {
 				fmt.Fprintf(w, "  ... and %d more (explore.json)\n", len(unjudged)-maxListed)
 				break
 			}
-			fmt.Fprintf(w, "  #%d: %s: %s\n", u.Index, u.Verdict, u.Reason)
+			attempts := ""
+			if u.Attempts > 0 {
+				attempts = fmt.Sprintf(" (%d attempts, each without a verdict)", u.Attempts)
+			}
+			fmt.Fprintf(w, "  #%d: %s: %s%s\n", u.Index, u.Verdict, u.Reason, attempts)
 			if u.Dir != "" {
 				fmt.Fprintf(w, "      %s\n", u.Dir)
 			}

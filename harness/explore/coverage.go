@@ -75,6 +75,11 @@ type Record struct {
 	// HeldUp: with StopAtFirst, the run's violation failed again in every
 	// run of its recheck.
 	HeldUp bool `json:"held_up,omitempty"`
+	// Attempts is how many times the run was made when an attempt ended
+	// unjudged (Config.Retries); the record is the last attempt's, and
+	// Earlier says why each earlier one showed nothing.
+	Attempts int      `json:"attempts,omitempty"`
+	Earlier  []string `json:"earlier,omitempty"`
 }
 
 // Opened reports whether the run opened every one of its faults.

@@ -53,6 +53,15 @@ type Config struct {
 	// Repeats: a shrink candidate counts as failing only if it fails this
 	// many runs out of this many (default 2).
 	Repeats int
+	// Retries is how many times a run that ended without a verdict on the
+	// pipeline although its faults happened (Record.Unjudged: a link or
+	// the broker that did not answer, a log that could not be read) is run
+	// again, the same schedule: a run under way is carried on to a verdict
+	// although the budget ran out meanwhile. Its record keeps
+	// why the earlier attempts said nothing. A run whose fault did not
+	// happen is not run again: that is the exploration's answer about the
+	// window (coverage), and the plan's other hits try it.
+	Retries int
 	// Converge bounds each run's wait for convergence (0: the runner's).
 	Converge time.Duration
 	// FaultDeadline bounds each fault's wait for its window (0: the
@@ -304,6 +313,9 @@ func (e *explorer) runItem(ctx context.Context, it Item) {
 		e.mu.Unlock()
 	}
 	rec := RecordOf(it.Index, specs, it.Describe(), res)
+	if err == nil {
+		rec = e.retry(ctx, it, specs, rec)
+	}
 	rec.Settings, rec.Invariants = it.Settings, it.Invariants
 
 	e.mu.Lock()
@@ -321,6 +333,48 @@ func (e *explorer) runItem(ctx context.Context, it Item) {
 
 	if kind, ok := e.stopsAt(rec); ok {
 		e.recheck(ctx, it, kind)
+	}
+}
+
+// retry runs the item again, up to cfg.Retries times, while its record
+// is unjudged and the exploration goes on (no interrupt, no stop); it
+// returns the last attempt's record with the earlier attempts'
+// reasons.
+func (e *explorer) retry(ctx context.Context, it Item, specs []Spec, rec Record) Record {
+	var earlier []string
+	for n := 1; n <= e.cfg.Retries && rec.Unjudged() && e.goesOn(ctx); n++ {
+		earlier = append(earlier, rec.Reason)
+		e.mu.Lock()
+		e.running++
+		e.progress("explore", "", len(e.rep.Runs), e.rep.Started.Add(e.cfg.Budget),
+			fmt.Sprintf("#%d %s: %s: run again (attempt %d of %d)", it.Index, rec.Describe, outcome(rec), n+1, e.cfg.Retries+1))
+		e.mu.Unlock()
+		s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, fmt.Sprintf("explore run #%d", it.Index))
+		name := fmt.Sprintf("%s.%d", it.Name(), n+1)
+		res := e.r.Run(ctx, s.Scenario(name), e.cfg.options(name))
+		e.mu.Lock()
+		e.running--
+		e.mu.Unlock()
+		rec = RecordOf(it.Index, specs, it.Describe(), res)
+	}
+	if len(earlier) > 0 {
+		rec.Attempts, rec.Earlier = len(earlier)+1, earlier
+	}
+	return rec
+}
+
+// goesOn reports whether a run under way is carried on to a verdict: no
+// interrupt, no violation that held up (StopAtFirst). The budget bounds
+// which runs start, not a started run's attempts.
+func (e *explorer) goesOn(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	select {
+	case <-e.found:
+		return false
+	default:
+		return true
 	}
 }
 

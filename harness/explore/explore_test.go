@@ -30,6 +30,10 @@ type fakeRunner struct {
 	failAbove time.Duration
 	flaky     func(name string, c fault.Crash) bool
 	delay     time.Duration
+	// unjudged, if set, makes the run of that name indeterminate, with
+	// the reason it gives ("": none): an infrastructure error once its
+	// faults happened, a window not opened where one did not.
+	unjudged func(name string) string
 
 	mu    sync.Mutex
 	names []string
@@ -63,6 +67,11 @@ func (f *fakeRunner) Run(ctx context.Context, sc runner.Scenario, opts runner.Op
 		inv.Violations = []result.Violation{{Kind: "stale-write", EventIDs: []string{"E1"}, Message: "a <stale> write", Timeline: []string{"relay-1 marked E1"}}}
 	}
 	res.Invariants = []result.Invariant{inv}
+	if f.unjudged != nil {
+		if why := f.unjudged(sc.Name); why != "" {
+			res.Verdict, res.Reason, res.Invariants = result.Indeterminate, why, nil
+		}
+	}
 	return res
 }
 
@@ -317,6 +326,66 @@ func TestPageNamesRunsWithoutAVerdict(t *testing.T) {
 	assert.Contains(t, html, "1 run(s) ended without a verdict")
 	assert.Contains(t, html, "#1: fail: observe: event log line 20: invalid character &#39;&lt;t&gt;&#39;")
 	assert.NotContains(t, html, "<t>")
+}
+
+// A run whose faults happened but that faultline could not judge is run
+// again, up to Retries times, and says why its earlier attempts showed
+// nothing; a run whose fault did not happen is the exploration's answer
+// about that window and is not.
+func TestExploreRunsAnUnjudgedRunAgain(t *testing.T) {
+	broken := pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 10*time.Second)
+	unreached := pauseAt("relay-1", protocol.RelayAfterClaim, 1, 10*time.Second)
+	for _, tc := range []struct {
+		name      string
+		fault     fault.Fault
+		retries   int
+		failFirst int // attempts that end unjudged
+		runs      int
+		verdict   string
+		attempts  int
+	}{
+		{name: "unjudged once, then judged", fault: broken, retries: 2, failFirst: 1, runs: 2, verdict: result.Fail, attempts: 2},
+		{name: "unjudged every time", fault: broken, retries: 2, failFirst: 9, runs: 3, verdict: result.Indeterminate, attempts: 3},
+		{name: "no retries", fault: broken, retries: 0, failFirst: 1, runs: 1, verdict: result.Indeterminate},
+		{name: "judged at once", fault: broken, retries: 2, runs: 1, verdict: result.Fail},
+		{name: "window not opened", fault: unreached, retries: 2, failFirst: 9, runs: 1, verdict: result.Indeterminate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			items := []Item{{Index: 0, Faults: []fault.Fault{tc.fault}, Size: 1}}
+			n := 0
+			fr := &fakeRunner{failAbove: 4 * time.Second, unjudged: func(name string) string {
+				if !strings.HasPrefix(name, "explore-") {
+					return ""
+				}
+				n++
+				if n <= tc.failFirst {
+					return "link relay-1.amqp carries no traffic <" + strconv.Itoa(n) + ">"
+				}
+				return ""
+			}}
+			cfg := exploreConfig(t, items)
+			cfg.Retries, cfg.ShrinkBudget = tc.retries, 0
+			rep := Explore(context.Background(), fr, items, cfg)
+			require.Len(t, rep.Runs, 1)
+			rec := rep.Runs[0]
+			var explored []string
+			for _, name := range fr.names {
+				if strings.HasPrefix(name, "explore-") {
+					explored = append(explored, name)
+				}
+			}
+			assert.Len(t, explored, tc.runs, "%v", explored)
+			assert.Equal(t, tc.verdict, rec.Verdict, rec.Reason)
+			assert.Equal(t, tc.attempts, rec.Attempts)
+			assert.Len(t, rec.Earlier, max(tc.attempts-1, 0))
+			for i, why := range rec.Earlier {
+				assert.Contains(t, why, "<"+strconv.Itoa(i+1)+">")
+			}
+			if tc.verdict == result.Fail && tc.fault == broken {
+				assert.Contains(t, rec.Violations, "stale-write")
+			}
+		})
+	}
 }
 
 // A failing run whose schedule never fails again is not the finding: the

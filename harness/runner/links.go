@@ -14,9 +14,12 @@ import (
 	"github.com/faultline-dev/faultline/proxies"
 )
 
-// linkCheckTimeout bounds the check of each link after the faults; a link
-// that carries traffic answers within milliseconds.
-const linkCheckTimeout = 10 * time.Second
+// linkCheckTimeout bounds the check of each link after the faults. A
+// link that carries traffic answers within milliseconds, but Toxiproxy
+// dials the upstream inside its accept loop, so a broker too loaded to
+// accept for a while stalls every proxy in front of it: the bound is what
+// a loaded machine needs, and costs time only where a link is broken.
+const linkCheckTimeout = 30 * time.Second
 
 // linkCheckPoll is how often a link that did not answer is asked again.
 const linkCheckPoll = 100 * time.Millisecond
