@@ -21,14 +21,13 @@ import (
 const retryBudget = "retry-budget"
 
 // measuredOutage is the bindings gone at trigger for at least short and
-// until 3/2 × budget retry round trips of the relays fit in the outage
-// (measured from the run's audit trail), at most long: a relay that does
-// not back off goes through its whole budget in it however slow a loaded
-// machine makes each round trip, while one that backs off — its budget's
-// backoff well past long — rides it out. The half more than the budget is
-// the margin for round trips slower than the median measured.
+// until the relays' retry round trips for budget (fault.RoundsFor) fit in
+// the outage (measured from the run's audit trail), at most long: a relay
+// that does not back off goes through its whole budget in it however slow
+// a loaded machine makes each round trip, while one that backs off — its
+// budget's backoff well past long — rides it out.
 func measuredOutage(trigger fault.Trigger, short, long time.Duration, budget int) fault.Unbind {
-	return fault.Unbind{Trigger: trigger, Duration: short, Rounds: budget * 3 / 2, Max: long}
+	return fault.Unbind{Trigger: trigger, Duration: short, Rounds: fault.RoundsFor(budget), Max: long}
 }
 
 // withOutage is sc with every unbinding of its schedule restored after d,

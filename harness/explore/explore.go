@@ -56,8 +56,8 @@ type Config struct {
 	// Retries is how many times a run that ended without a verdict on the
 	// pipeline although its faults happened (Record.Unjudged: a link or
 	// the broker that did not answer, a log that could not be read) is run
-	// again, the same schedule: a run under way is carried on to a verdict
-	// although the budget ran out meanwhile. Its record keeps
+	// again, the same schedule: the budget bounds which runs start, and a
+	// run under way is carried on to a verdict. Its record keeps
 	// why the earlier attempts said nothing. A run whose fault did not
 	// happen is not run again: that is the exploration's answer about the
 	// window (coverage), and the plan's other hits try it.
@@ -297,24 +297,14 @@ feed:
 
 func (e *explorer) runItem(ctx context.Context, it Item) {
 	var res result.Scenario
-	specs, err := Specs(it.Faults)
-	if err != nil {
+	var rec Record
+	if specs, err := Specs(it.Faults); err != nil {
 		// Only what a schedule file can hold is run: its record must say
 		// what ran.
 		res = result.Scenario{Name: it.Name(), Verdict: result.NotRun, Reason: err.Error()}
+		rec = RecordOf(it.Index, specs, it.Describe(), res)
 	} else {
-		e.mu.Lock()
-		e.running++
-		e.mu.Unlock()
-		s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, fmt.Sprintf("explore run #%d", it.Index))
-		res = e.r.Run(ctx, s.Scenario(it.Name()), e.cfg.options(it.Name()))
-		e.mu.Lock()
-		e.running--
-		e.mu.Unlock()
-	}
-	rec := RecordOf(it.Index, specs, it.Describe(), res)
-	if err == nil {
-		rec = e.retry(ctx, it, specs, rec)
+		rec, res = e.attempts(ctx, it, specs)
 	}
 	rec.Settings, rec.Invariants = it.Settings, it.Invariants
 
@@ -336,58 +326,56 @@ func (e *explorer) runItem(ctx context.Context, it Item) {
 	}
 }
 
-// retry runs the item again, up to cfg.Retries times, while its record
-// is unjudged and the exploration goes on (no interrupt, no stop); it
-// returns the last attempt's record with the earlier attempts'
-// reasons.
-func (e *explorer) retry(ctx context.Context, it Item, specs []Spec, rec Record) Record {
+// attempts runs the item, and again, up to cfg.Retries times, while its
+// record is unjudged and the exploration goes on (no interrupt, no stop);
+// it returns the last attempt's record, with the earlier attempts'
+// reasons, and result.
+func (e *explorer) attempts(ctx context.Context, it Item, specs []Spec) (Record, result.Scenario) {
+	s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, fmt.Sprintf("explore run #%d", it.Index))
 	var earlier []string
-	for n := 1; n <= e.cfg.Retries && rec.Unjudged() && e.goesOn(ctx); n++ {
-		earlier = append(earlier, rec.Reason)
+	for n := 1; ; n++ {
+		name := it.Name()
+		if n > 1 {
+			name = fmt.Sprintf("%s.%d", name, n)
+		}
 		e.mu.Lock()
 		e.running++
-		e.progress("explore", "", len(e.rep.Runs), e.rep.Started.Add(e.cfg.Budget),
-			fmt.Sprintf("#%d %s: %s: run again (attempt %d of %d)", it.Index, rec.Describe, outcome(rec), n+1, e.cfg.Retries+1))
 		e.mu.Unlock()
-		s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, fmt.Sprintf("explore run #%d", it.Index))
-		name := fmt.Sprintf("%s.%d", it.Name(), n+1)
 		res := e.r.Run(ctx, s.Scenario(name), e.cfg.options(name))
 		e.mu.Lock()
 		e.running--
 		e.mu.Unlock()
-		rec = RecordOf(it.Index, specs, it.Describe(), res)
+		rec := RecordOf(it.Index, specs, it.Describe(), res)
+		if n > e.cfg.Retries || !rec.Unjudged() || ctx.Err() != nil || e.stopped() {
+			if n > 1 {
+				rec.Attempts, rec.Earlier = n, earlier
+			}
+			return rec, res
+		}
+		earlier = append(earlier, rec.Reason)
+		e.mu.Lock()
+		e.progress("explore", "", len(e.rep.Runs), e.rep.Started.Add(e.cfg.Budget),
+			fmt.Sprintf("#%d %s: %s: run again (attempt %d of %d)", it.Index, rec.Describe, outcome(rec), n+1, e.cfg.Retries+1))
+		e.mu.Unlock()
 	}
-	if len(earlier) > 0 {
-		rec.Attempts, rec.Earlier = len(earlier)+1, earlier
-	}
-	return rec
 }
 
-// goesOn reports whether a run under way is carried on to a verdict: no
-// interrupt, no violation that held up (StopAtFirst). The budget bounds
-// which runs start, not a started run's attempts.
-func (e *explorer) goesOn(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return false
-	}
+// stopped reports whether a violation held up (StopAtFirst): no run
+// starts after it, and a run under way is not made again.
+func (e *explorer) stopped() bool {
 	select {
 	case <-e.found:
-		return false
-	default:
 		return true
+	default:
+		return false
 	}
 }
 
 // stopsAt reports whether the run's violations would end the exploration
 // (cfg.StopAtFirst), and the kind to recheck.
 func (e *explorer) stopsAt(rec Record) (string, bool) {
-	if !e.cfg.StopAtFirst || len(rec.Violations) == 0 {
-		return "", false
-	}
-	select {
-	case <-e.found:
-		return "", false // already stopping
-	default:
+	if !e.cfg.StopAtFirst || len(rec.Violations) == 0 || e.stopped() {
+		return "", false // nothing to stop at, or already stopping
 	}
 	if e.cfg.StopKind == "" {
 		return rec.Violations[0], true

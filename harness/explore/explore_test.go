@@ -383,6 +383,10 @@ func TestExploreRunsAnUnjudgedRunAgain(t *testing.T) {
 			}
 			if tc.verdict == result.Fail && tc.fault == broken {
 				assert.Contains(t, rec.Violations, "stale-write")
+				// The finding's example is the judged attempt's violation.
+				require.Len(t, rep.Findings, 1)
+				require.NotNil(t, rep.Findings[0].Example)
+				assert.Equal(t, "a <stale> write", rep.Findings[0].Example.Message)
 			}
 		})
 	}

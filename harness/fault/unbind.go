@@ -282,6 +282,16 @@ func (u Unbind) holdMeasured(ctx context.Context, env *Env, trail []check.AuditR
 	}
 }
 
+// RoundsFor is the round trips a measured outage waits for to see a
+// relay that does not back off spend a retry budget: the budget and half
+// as much again, the margin for round trips slower than the median
+// measured.
+func RoundsFor(budget int) int { return budget * 3 / 2 }
+
+// budgetOf is the retry budget an outage of rounds round trips was made
+// for (RoundsFor's inverse).
+func budgetOf(rounds int) int { return (rounds*2 + 2) / 3 }
+
 // settled says whether a measured outage held this long, at this pace,
 // ends (at least Duration, and Rounds round trips fitted or a row Failed;
 // or Max), and, when it ends without opening its window, why not ("" when
@@ -291,16 +301,13 @@ func (u Unbind) holdMeasured(ctx context.Context, env *Env, trail []check.AuditR
 // with retries and fewer round trips fitted, the machine was too slow for
 // the outage to tell a relay that backs off from one that does not.
 func (u Unbind) settled(held time.Duration, pace check.RetryPace) (stop bool, closed string) {
-	fitted := pace.Cycle() > 0 && held >= time.Duration(u.Rounds)*pace.Cycle()
-	// Rounds is 3/2 of the retry budget (measuredOutage): the half more
-	// is margin. At Max, the budget's own round trips are enough: a relay
-	// that does not back off, a row retried once per round trip, has
-	// spent it.
-	budgetFitted := pace.Cycle() > 0 && held >= time.Duration((u.Rounds*2+2)/3)*pace.Cycle()
-	ridOut := held >= max(u.Max, u.Duration)
-	stop = held >= u.Duration && (fitted || pace.Failed > 0) || ridOut
+	fits := func(rounds int) bool { return pace.Cycle() > 0 && held >= time.Duration(rounds)*pace.Cycle() }
+	stop = held >= u.Duration && (fits(u.Rounds) || pace.Failed > 0) || held >= max(u.Max, u.Duration)
 	switch {
-	case !stop || fitted || budgetFitted || pace.Failed > 0:
+	// At Max the budget's own round trips are enough (the margin is
+	// spent): a relay that does not back off, a row retried once per
+	// round trip, has gone through it.
+	case !stop || fits(budgetOf(u.Rounds)) || pace.Failed > 0:
 		return stop, ""
 	case pace.Retries == 0 && pace.Claims > 0:
 		return true, ""

@@ -56,3 +56,13 @@ func TestUnbindSettled(t *testing.T) {
 		})
 	}
 }
+
+// An outage made for a retry budget knows the budget back from its
+// rounds, for every budget a target may set.
+func TestRoundsForKeepsTheBudget(t *testing.T) {
+	for budget := 1; budget <= 1000; budget++ {
+		rounds := RoundsFor(budget)
+		assert.GreaterOrEqual(t, rounds, budget, "budget %d", budget)
+		assert.Equal(t, budget, budgetOf(rounds), "budget %d: %d rounds", budget, rounds)
+	}
+}

@@ -66,7 +66,7 @@ func (w *Watch) End(ctx context.Context, e Ends) (*check.Observation, error) {
 	if w.effects && w.run.Target.Observe.Effects.EventID != "" && w.commits.Err() == nil {
 		o.EffectsCommitted, o.HasEffectsCommitted = w.commits.EventIDs(fault.TableEffects), true
 	}
-	if w.tapped {
+	if w.Tapped() {
 		if o.Tap, err = w.readTap(ctx); err != nil {
 			return nil, err
 		}

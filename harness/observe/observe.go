@@ -16,6 +16,7 @@ package observe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -57,8 +58,7 @@ type Watch struct {
 	position bool
 	// effects is set once the effects table is watched.
 	effects bool
-	tapped  bool
-	tapErr  error    // why the tap queue could not be bound
+	tapErr  error    // why the tap queue is not bound (nil: it is)
 	why     []string // what could not be installed
 	probe   *queueProbe
 
@@ -69,10 +69,13 @@ type Watch struct {
 	withStatus *bool
 }
 
+// errNotInstalled: Install has not run yet.
+var errNotInstalled = errors.New("not installed yet")
+
 // New watches run; the commits its triggers notify go to commits.
 // Nothing is installed until Install.
 func New(run Run, commits *fault.Commits) *Watch {
-	return &Watch{run: run, commits: commits, probe: &queueProbe{infra: run.Infra, vhost: run.VHost}}
+	return &Watch{run: run, commits: commits, probe: &queueProbe{infra: run.Infra, vhost: run.VHost}, tapErr: errNotInstalled}
 }
 
 // Close stops the listeners and closes the probe's connection.
@@ -97,7 +100,7 @@ func (w *Watch) onClose(stop func()) {
 func (w *Watch) Audited() bool { return w.audit }
 
 // Tapped reports whether the tap queue is bound.
-func (w *Watch) Tapped() bool { return w.tapped }
+func (w *Watch) Tapped() bool { return w.tapErr == nil }
 
 // Missing is what could not be installed, one sentence each.
 func (w *Watch) Missing() []string { return w.why }
@@ -109,7 +112,7 @@ func (w *Watch) Unobservable(need map[check.Need]bool) string {
 	if (need[check.NeedAudit] && !w.audit) || (need[check.NeedCommits] && w.commits.Err() != nil) {
 		why = append(why, strings.Join(w.why, "; "))
 	}
-	if need[check.NeedTap] && !w.tapped {
+	if need[check.NeedTap] && w.tapErr != nil {
 		why = append(why, fmt.Sprintf("the tap queue could not be bound: %v", w.tapErr))
 	}
 	return strings.Join(why, "; ")

@@ -48,11 +48,8 @@ func (w *Watch) Install(ctx context.Context) {
 	if len(w.why) > 0 {
 		w.commits.Fail(errors.New(strings.Join(w.why, "; ")))
 	}
-	if err := w.bindTap(); err != nil {
-		w.missing("tap queue: %v", err)
-		w.tapErr = err
-	} else {
-		w.tapped = true
+	if w.tapErr = w.bindTap(); w.tapErr != nil {
+		w.missing("tap queue: %v", w.tapErr)
 	}
 }
 

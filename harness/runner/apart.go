@@ -86,7 +86,10 @@ func (a *apart) take(ctx context.Context, logf func(string, ...any)) (in infra.I
 	a.startMu.Lock()
 	if !a.started && !a.closed {
 		a.started = true
-		for attempt := 1; attempt <= apartStarts && ctx.Err() == nil; attempt++ {
+		// The first start is always made (its error, an interrupt's
+		// included, is what every run is told); the next only while ctx
+		// lives.
+		for attempt := 1; attempt <= apartStarts; attempt++ {
 			t := time.Now()
 			a.in, a.err = a.start(ctx)
 			if a.err == nil {
@@ -94,6 +97,9 @@ func (a *apart) take(ctx context.Context, logf func(string, ...any)) (in infra.I
 				break
 			}
 			logf("infrastructure for %s, start %d of %d: %v", a.what, attempt, apartStarts, a.err)
+			if ctx.Err() != nil {
+				break
+			}
 		}
 	}
 	in, err = a.in, a.err

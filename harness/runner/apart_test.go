@@ -21,29 +21,39 @@ type stubInfra struct{ infra.Infra }
 // not tried again.
 func TestApartStartsOnceMore(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		fails   int // starts that fail before one works
-		starts  int
-		wantErr bool
+		name        string
+		fails       int  // starts that fail before one works
+		interrupted bool // ctx cancelled before the first start
+		starts      int
+		wantErr     string
 	}{
 		{name: "first start works", fails: 0, starts: 1},
 		{name: "second start works", fails: 1, starts: 2},
-		{name: "every start fails", fails: 5, starts: apartStarts, wantErr: true},
+		{name: "every start fails", fails: 5, starts: apartStarts, wantErr: "node 2 not up"},
+		{name: "interrupted: one start, its error told", interrupted: true, starts: 1, wantErr: context.Canceled.Error()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			if tc.interrupted {
+				cancel()
+			}
+			defer cancel()
 			starts := 0
-			a := &apart{what: "a test", start: func(context.Context) (infra.Infra, error) {
+			a := &apart{what: "a test", start: func(ctx context.Context) (infra.Infra, error) {
 				starts++
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
 				if starts <= tc.fails {
 					return nil, errors.New("node 2 not up within its bound")
 				}
 				return stubInfra{}, nil
 			}}
 			for range 2 { // a second run takes the outcome of the first start
-				in, release, err := a.take(context.Background(), t.Logf)
-				if tc.wantErr {
+				in, release, err := a.take(ctx, t.Logf)
+				if tc.wantErr != "" {
 					require.Error(t, err)
-					assert.Contains(t, err.Error(), "node 2 not up")
+					assert.Contains(t, err.Error(), tc.wantErr)
 					continue
 				}
 				require.NoError(t, err)
