@@ -78,8 +78,7 @@ func externalOn(l *Local) ExternalOptions {
 // TestExternal runs the external provider against the services of a local
 // provider, as a user would against services they run.
 func TestExternal(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := startsCtx(t, 2) // the local postgres and rabbitmq it points at
 	l, err := StartLocal(ctx, LocalOptions{Log: testLog{t}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Stop(context.Background()) })

@@ -83,8 +83,7 @@ func TestLocalCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL, three RabbitMQ nodes and Toxiproxy")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
+	ctx := startsCtx(t, 8) // postgres, three nodes, a killed leader's node, the three nodes' restart
 	bin, err := proxies.SelfServer()
 	require.NoError(t, err)
 	srv, err := proxies.StartServer(ctx, bin, testLog{t})

@@ -52,6 +52,10 @@ func TestStartLocalRejectsUnknownStandby(t *testing.T) {
 
 // startReplicated starts a local infrastructure with a standby and logs
 // its start-up.
+// replicatedStarts is how many services startReplicated starts: the
+// primary, the standby and the broker.
+const replicatedStarts = 3
+
 func startReplicated(ctx context.Context, t *testing.T, mode string) *LocalReplicated {
 	begin := time.Now()
 	l, err := StartLocal(ctx, LocalOptions{Log: testLog{t}, Standby: mode, KeepDir: os.Getenv("FL_KEEP") != ""})
@@ -122,8 +126,7 @@ func TestLocalStandbyAsync(t *testing.T) {
 		{name: "caught up loses nothing", held: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
+			ctx := startsCtx(t, replicatedStarts)
 			r := startReplicated(ctx, t, StandbyAsync)
 			require.NoError(t, r.CreateDatabase(ctx, "rep"))
 			primary := connect(ctx, t, r.PostgresURL("rep"))
@@ -189,8 +192,7 @@ func TestLocalStandbySync(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL twice and RabbitMQ")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := startsCtx(t, replicatedStarts)
 	r := startReplicated(ctx, t, StandbySync)
 	require.NoError(t, r.CreateDatabase(ctx, "rep"))
 	primary := connect(ctx, t, r.PostgresURL("rep"))
@@ -315,16 +317,15 @@ func TestLocalStandbySync(t *testing.T) {
 // standby of the same kind, and its own servers.
 func TestLocalStandbyReplicate(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts PostgreSQL four times and RabbitMQ twice")
+		t.Skip("starts PostgreSQL six times and RabbitMQ four times")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := startsCtx(t, 2*replicatedStarts+2*2)
 	r := startReplicated(ctx, t, StandbySync)
-	in, err := r.Replicate(ctx)
+	replica, err := r.Replicate(ctx)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = in.Stop(context.Background()) })
-	rr, ok := in.(*LocalReplicated)
-	require.True(t, ok, "a replica of a replicated Local is replicated: %T", in)
+	t.Cleanup(func() { _ = replica.Stop(context.Background()) })
+	rr, ok := replica.(*LocalReplicated)
+	require.True(t, ok, "a replica of a replicated Local is replicated: %T", replica)
 	assert.True(t, rr.Synchronous())
 	assert.NotEqual(t, r.PostgresAddr(), rr.PostgresAddr())
 	assert.NotEqual(t, r.rep.port, rr.rep.port)
@@ -339,10 +340,10 @@ func TestLocalStandbyReplicate(t *testing.T) {
 	var asInfra Infra = plain
 	_, ok = asInfra.(Replicated)
 	assert.False(t, ok, "a Local without a standby does not pass for Replicated")
-	in, err = plain.Replicate(ctx)
+	plainReplica, err := plain.Replicate(ctx)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = in.Stop(context.Background()) })
-	_, ok = in.(Replicated)
+	t.Cleanup(func() { _ = plainReplica.Stop(context.Background()) })
+	_, ok = plainReplica.(Replicated)
 	assert.False(t, ok, "nor does its replica")
 }
 

@@ -31,14 +31,28 @@ func (w testLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// startsCtx bounds a test that starts services `starts` times. Each start
+// is bounded inside the provider (startTimeout), so the test's bound is the
+// sum of those, not a guess at how fast a loaded machine boots: in the
+// clean-clone CI, beside the scenarios, one broker took 68 s and the next
+// more than a 3-minute bound had left. The bound ends a minute before go
+// test's own deadline, so that a hang still fails the test and its
+// cleanups still stop what it started.
+func startsCtx(t *testing.T, starts int) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(starts)*startTimeout)
+	t.Cleanup(cancel)
+	if deadline, ok := t.Deadline(); ok {
+		var cancelEarly context.CancelFunc
+		ctx, cancelEarly = context.WithDeadline(ctx, deadline.Add(-time.Minute))
+		t.Cleanup(cancelEarly)
+	}
+	return ctx
+}
+
 // TestLocal starts one local infrastructure and runs everything against it
 // in order (the broker restart last), then checks that Stop leaves nothing.
-// Its bound is a bound, not a wait: in the clean-clone CI, beside the
-// cluster's and the standby's tests and the scenarios, a broker took 66 s
-// to start, and a 2-minute bound ran out before the restart.
 func TestLocal(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := startsCtx(t, 3) // postgres, rabbitmq, the broker's restart
 
 	l, err := StartLocal(ctx, LocalOptions{Log: testLog{t}, KeepDir: os.Getenv("FL_KEEP") != ""})
 	require.NoError(t, err)
@@ -402,8 +416,7 @@ func TestKilledOwner(t *testing.T) {
 		helperStartAndBlock()
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := startsCtx(t, 2) // the child's postgres and rabbitmq
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestKilledOwner$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "FAULTLINE_INFRA_HELPER=1")
 	cmd.Stderr = testLog{t}
