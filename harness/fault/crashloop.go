@@ -20,22 +20,28 @@ const maxCrashLoop = 20
 
 // CrashLoop is a consumer that crashes in a loop on what it holds: after
 // the trigger, Times times in a row, it waits until the broker counts
-// deliveries the consumer holds unacked — a reading taken a statistics
-// interval after the consumer's (re)start, so it is this incarnation's —
+// deliveries the consumer holds unacked — a reading taken two statistics
+// intervals after the consumer's respawn, with as many consumers as before
+// its kill, so it is this incarnation's —
 // kills the consumer (SIGKILL) and starts it again RestartAfter later.
 // Each kill hands what the consumer held back to the queue, which
 // redelivers it first, to the next incarnation; a quorum queue counts each
 // return as a delivery attempt against its x-delivery-limit. With Slow,
-// the consumer's database link is slowed for the whole loop (slowLatency
+// the consumer's database link is slowed until the last kill (slowLatency
 // on each statement), so none of what it holds commits before its kill
-// and the same deliveries go round each time. It needs no crash point and
-// no event log.
+// and the same deliveries go round each time. Between kills the consumer
+// is respawned without waiting for its health check: one that pings the
+// slowed database through a pool busy with the held deliveries answers
+// late (the Node example's did not within 15 s), and the broker's reading
+// is the evidence the loop needs. The last restart waits as any restart
+// does, once the link is restored. It needs no crash point and no event
+// log.
 type CrashLoop struct {
 	Process      string // the consumer instance reference
 	Times        int    // kills in a row, 2 to maxCrashLoop
 	Trigger      Trigger
 	RestartAfter time.Duration
-	Slow         string // a link reference ("consumer.pg") slowed from the trigger to the last restart; "" none
+	Slow         string // a link reference ("consumer.pg") slowed from the trigger to the last kill; "" none
 }
 
 func init() {
@@ -155,12 +161,17 @@ func (c CrashLoop) Inject(ctx context.Context, env *Env) result.Fault {
 			return done(false, err)
 		}
 	}
+	var after respawn
 	for i := 1; i <= c.Times; i++ {
-		// A reading with a consumer is of this incarnation: the one
-		// killed before had its connection closed by the kernel at once,
-		// and the restart took longer than a statistics interval.
-		held, err := waitHeldDeliveries(ctx, env, false)
+		// A reading two statistics intervals after the respawn, with as
+		// many consumers as before the kill, is of this incarnation: the
+		// one killed before had its connection closed by the kernel at
+		// once.
+		held, consumers, err := waitHeldDeliveries(ctx, env, false, after)
 		if err != nil {
+			if !after.at.IsZero() && !p.Running() {
+				err = fmt.Errorf("%w; %s respawned after kill %d exited: %s", err, c.Process, i-1, p.ExitReason())
+			}
 			return done(false, fmt.Errorf("kill %d of %d: %w", i, c.Times, err))
 		}
 		if err := p.Kill(); err != nil {
@@ -171,8 +182,28 @@ func (c CrashLoop) Inject(ctx context.Context, env *Env) result.Fault {
 		if err := pause(ctx, c.RestartAfter); err != nil {
 			return done(i == c.Times, err)
 		}
+		if i < c.Times {
+			// Between kills the next reading of the broker is the
+			// evidence that this incarnation consumes; the target's
+			// health check is not, as it may ping the database this
+			// fault slowed from behind the deliveries it holds.
+			if err := p.Respawn(); err != nil {
+				return notUndone(done(false, nil), fmt.Errorf("respawn %s after kill %d: %w", c.Process, i, err))
+			}
+			after = respawn{at: time.Now(), consumers: consumers}
+			continue
+		}
+		// The last restart waits as every restart does, on a link no
+		// longer slowed.
+		if unslow != nil {
+			err := unslow()
+			unslow = nil
+			if err != nil {
+				return notUndone(done(true, nil), fmt.Errorf("restore link %s before the last restart: %w", c.Slow, err))
+			}
+		}
 		if err := p.Restart(ctx); err != nil {
-			return notUndone(done(i == c.Times, nil), fmt.Errorf("restart %s after kill %d: %w", c.Process, i, err))
+			return notUndone(done(true, nil), fmt.Errorf("restart %s after kill %d: %w", c.Process, i, err))
 		}
 	}
 	return done(true, nil)

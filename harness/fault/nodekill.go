@@ -139,7 +139,7 @@ func (k NodeKill) Inject(ctx context.Context, env *Env) result.Fault {
 				return done(false, err)
 			}
 		}
-		held, err := waitHeldDeliveries(ctx, env, false)
+		held, _, err := waitHeldDeliveries(ctx, env, false, respawn{})
 		if err != nil {
 			return done(false, err)
 		}

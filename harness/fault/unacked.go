@@ -135,7 +135,7 @@ func (u Unacked) Inject(ctx context.Context, env *Env) result.Fault {
 		}
 		return r
 	}
-	seen, err := waitHeldDeliveries(ctx, env, u.Cut != "")
+	seen, _, err := waitHeldDeliveries(ctx, env, u.Cut != "", respawn{})
 	if err != nil {
 		return linkUp(record(u, start, false, err))
 	}
@@ -187,8 +187,12 @@ func (u Unacked) Inject(ctx context.Context, env *Env) result.Fault {
 // committed — it acked on receipt. Held deliveries alone are taken only
 // once the consumer had cutDwell to show such an ack: an ack-on-receipt
 // consumer also holds its prefetched deliveries unacked, and killed at
-// once it would have acked nothing it could lose.
-func waitHeldDeliveries(ctx context.Context, env *Env, cut bool) (string, error) {
+// once it would have acked nothing it could lose. After a respawn (after
+// set), a reading is taken only two statistics intervals after it, and
+// only with as many consumers as before the kill: the broker's figures are
+// then of the incarnation started, not of the one killed before it or of
+// another consumer alone. It returns the queue's consumers as well.
+func waitHeldDeliveries(ctx context.Context, env *Env, cut bool, after respawn) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, env.Deadline)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -202,30 +206,39 @@ func waitHeldDeliveries(ctx context.Context, env *Env, cut bool) (string, error)
 		switch {
 		case err != nil:
 			last = err
+		case !after.at.IsZero() && (time.Since(after.at) < 2*statsInterval || q.Consumers < after.consumers):
 		case cut && baseline < 0 && time.Since(from) >= 2*statsInterval:
 			// two intervals: acks of commits that completed just before
 			// the cut are in the baseline, not counted after it
 			baseline = q.Acked
 		case cut && baseline >= 0 && q.Acked > baseline:
 			return fmt.Sprintf("the broker counted %d acks on %s after the consumer's database link was cut, %d unacked, at %s",
-				q.Acked-baseline, env.Topology.Queue, q.Unacked, now), nil
+				q.Acked-baseline, env.Topology.Queue, q.Unacked, now), q.Consumers, nil
 		case q.Unacked > 0 && q.Consumers > 0 && (!cut || baseline >= 0 && time.Since(from) >= cutDwell):
-			return fmt.Sprintf("the broker counted %d deliveries unacked on %s (%d consumer(s)) at %s", q.Unacked, env.Topology.Queue, q.Consumers, now), nil
+			return fmt.Sprintf("the broker counted %d deliveries unacked on %s (%d consumer(s)) at %s", q.Unacked, env.Topology.Queue, q.Consumers, now), q.Consumers, nil
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("the broker counted no delivery held by the consumer on %s within %s (last error: %v)", env.Topology.Queue, env.Deadline, last)
+			return "", 0, fmt.Errorf("the broker counted no delivery held by the consumer on %s within %s (last error: %v)", env.Topology.Queue, env.Deadline, last)
 		case <-tick.C:
 		}
 	}
 }
 
+// respawn is a consumer started again without waiting for its health
+// check: when, and how many consumers the queue had before its kill.
+type respawn struct {
+	at        time.Time
+	consumers int
+}
+
 // slowLatency is what slowLink puts on each statement: a transaction
 // (BEGIN, its statements, COMMIT) takes about a second — longer than the
 // broker's half-second statistics take to show what the consumer holds —
-// while a connection and a ping still answer within a 2 s health check, so
-// a restarted consumer is ready (at 1 s the reference's was never ready
-// within 15 s).
+// while a connection and a lone ping still answer within a 2 s health
+// check (at 1 s the reference's was never ready within 15 s). A ping
+// queued in a pool behind the held deliveries answers much later, which
+// is why the crash loop does not wait for the health check between kills.
 const slowLatency = 300 * time.Millisecond
 
 // slowLink slows each statement sent over the link ref (a consumer's

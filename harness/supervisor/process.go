@@ -335,19 +335,38 @@ func (p *Process) Restart(ctx context.Context, extraEnv ...string) error {
 	return err
 }
 
-// restart is Restart, its log line saying why (empty: at the caller's
-// request); it returns the new incarnation.
-func (p *Process) restart(ctx context.Context, why string, extraEnv []string) (*incarnation, error) {
+// Respawn starts a new incarnation like Restart but does not wait for it
+// to be ready, for a caller that has evidence of its own that the
+// incarnation works: a fault that slowed the process's database link
+// cannot take a health check that pings that database as that evidence,
+// and reads the broker instead. The incarnation is not marked ready, so
+// Spec.Restart.Always does not start it again if it exits; a later
+// Restart (after Kill) waits as usual.
+func (p *Process) Respawn(extraEnv ...string) error {
+	if _, err := p.respawn(extraEnv); err != nil {
+		return fmt.Errorf("respawn: %w", err)
+	}
+	return nil
+}
+
+// respawn starts a new incarnation with the spec's environment (crash
+// point armings dropped) and extraEnv.
+func (p *Process) respawn(extraEnv []string) (*incarnation, error) {
 	env := slices.DeleteFunc(slices.Clone(p.spec.Env), isCrashpointEnv)
 	env = append(env, extraEnv...)
 	s := p.sup
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("restart %s: %w", p.spec.Name, ErrStopped)
+		return nil, fmt.Errorf("start %s: %w", p.spec.Name, ErrStopped)
 	}
-	inc, err := p.spawnLocked(env)
-	s.mu.Unlock()
+	return p.spawnLocked(env)
+}
+
+// restart is Restart, its log line saying why (empty: at the caller's
+// request); it returns the new incarnation.
+func (p *Process) restart(ctx context.Context, why string, extraEnv []string) (*incarnation, error) {
+	inc, err := p.respawn(extraEnv)
 	if err != nil {
 		return nil, fmt.Errorf("restart: %w", err)
 	}
@@ -359,7 +378,7 @@ func (p *Process) restart(ctx context.Context, why string, extraEnv []string) (*
 	if why != "" {
 		why = ": " + why
 	}
-	s.logf(p.spec.Name, "restarted pid %d (incarnation %d)%s", inc.pid, inc.n, why)
+	p.sup.logf(p.spec.Name, "restarted pid %d (incarnation %d)%s", inc.pid, inc.n, why)
 	return inc, nil
 }
 

@@ -610,6 +610,39 @@ func TestRestartFailureKeepsProcess(t *testing.T) {
 	requireHealthy(t, p)
 }
 
+// TestRespawn: Respawn starts the next incarnation and returns before it
+// is ready (testproc serves only 2 s after its start), drops the crash
+// point arming as Restart does, and refuses a running process and a
+// stopped supervisor.
+func TestRespawn(t *testing.T) {
+	t.Parallel()
+	s := newSupervisor(t)
+	spec := testSpec(t, s, "inventory", "--ready-after", "2s")
+	spec.Env = []string{crashpoint.EnvVar + "=" + afterConfirm + "=kill@3"}
+	p := start(t, s, spec)
+	require.ErrorContains(t, p.Respawn(), "still running")
+
+	oldPid := p.Pid()
+	require.NoError(t, p.Kill())
+	require.NoError(t, p.Respawn())
+	_, _, err := get(p.ControlAddr(), "/healthz", time.Second)
+	assert.Error(t, err, "Respawn returned before the incarnation serves")
+	assert.Equal(t, 2, p.Incarnations())
+	assert.True(t, p.Running())
+	assert.NotEqual(t, oldPid, p.Pid())
+	require.Eventually(t, func() bool {
+		code, _, err := get(p.ControlAddr(), "/healthz", time.Second)
+		return err == nil && code == http.StatusOK
+	}, 20*time.Second, 50*time.Millisecond, "the respawned incarnation serves once it is up")
+	assert.False(t, armed(t, p, afterConfirm), "crash point arming is dropped")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, s.StopAll(ctx))
+	requirePidGone(t, p.Pid())
+	assert.ErrorIs(t, p.Respawn(), ErrStopped)
+}
+
 func TestArmDisarm(t *testing.T) {
 	t.Parallel()
 	s := newSupervisor(t)
