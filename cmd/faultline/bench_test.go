@@ -2,23 +2,22 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/faultline-dev/faultline/harness/infra/infratest"
 )
 
 // faultline bench end to end, small, on the reference given by --target
 // (bench does not read FAULTLINE_TARGET): it starts its own infrastructure,
 // prints the figures and the ratios, and writes bench.json.
 func TestBenchWritesJSON(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := infratest.Context(t) // bench bounds its start-ups and its runs
 	path := filepath.Join(t.TempDir(), "out", "bench.json")
 	var out, errOut bytes.Buffer
 	code := run(ctx, []string{"bench", "--target", filepath.Join("..", "..", referenceTarget), "--events", "300", "--naive-events", "30", "--reps", "1", "--relays", "1", "--clients", "4", "--json", path}, &out, &errOut)
