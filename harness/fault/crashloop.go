@@ -169,10 +169,17 @@ func (c CrashLoop) Inject(ctx context.Context, env *Env) result.Fault {
 		// once.
 		held, consumers, err := waitHeldDeliveries(ctx, env, false, after)
 		if err != nil {
-			if !after.at.IsZero() && !p.Running() {
-				err = fmt.Errorf("%w; %s respawned after kill %d exited: %s", err, c.Process, i-1, p.ExitReason())
+			err = fmt.Errorf("kill %d of %d: %w", i, c.Times, err)
+			if after.at.IsZero() || p.Running() {
+				return done(false, err)
 			}
-			return done(false, fmt.Errorf("kill %d of %d: %w", i, c.Times, err))
+			// The respawned consumer exited by itself: the run goes on
+			// with one that a restart found ready, on a restored link.
+			r := done(false, fmt.Errorf("%w; %s respawned after kill %d exited: %s", err, c.Process, i-1, p.ExitReason()))
+			if err := p.Restart(ctx); err != nil {
+				return notUndone(r, fmt.Errorf("restart %s: %w", c.Process, err))
+			}
+			return r
 		}
 		if err := p.Kill(); err != nil {
 			return done(false, fmt.Errorf("kill %d of %d: %w", i, c.Times, err))
