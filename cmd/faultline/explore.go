@@ -53,7 +53,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	first := fs.Bool("first", false, "stop exploring at the first violation (with --variant: of the kind the variant expects) that fails again in --repeats more runs, and shrink what was found; runs under way finish")
 	dryRun := fs.Bool("dry-run", false, "print the plan (every run, in order, with its faults and settings) and run nothing")
 	repeats := fs.Int("repeats", 2, "a shrink candidate counts as failing only if it fails this many runs out of this many")
-	retries := fs.Int("retries", 2, "run a run whose faults happened but that ended without a verdict (an infrastructure error) again this many times, even past --budget; every attempt's reason is kept")
+	retries := fs.Int("retries", 2, "run a run whose faults happened but that ended without a verdict (an infrastructure error) again this many times, even past --budget; every attempt's reason is kept (also for the runs that recheck, shrink and confirm a finding)")
 	settings := settingsFlag{}
 	fs.Var(settings, "set", "NAME=VALUE: turn one of the target's settings for every run (repeatable), e.g. --set lease-renewal=400ms")
 	fs.Usage = func() {

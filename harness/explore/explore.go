@@ -60,7 +60,8 @@ type Config struct {
 	// run under way is carried on to a verdict. Its record keeps
 	// why the earlier attempts said nothing. A run whose fault did not
 	// happen is not run again: that is the exploration's answer about the
-	// window (coverage), and the plan's other hits try it.
+	// window (coverage), and the plan's other hits try it. The runs that
+	// recheck, shrink and confirm a finding are made again alike.
 	Retries int
 	// Converge bounds each run's wait for convergence (0: the runner's).
 	Converge time.Duration
@@ -553,16 +554,29 @@ func foundLabels(fs []Finding, indices []int) string {
 }
 
 // sideBySide runs the schedule n times at once, as name.1 .. name.n, and
-// tells done (if not nil) of each run as it ends.
+// tells done (if not nil) of each run as it ends. A run that ended without
+// a verdict (Record.Unjudged) is made again, as name.i.retryN, up to
+// cfg.Retries times, as an exploring run is: counted as "did not fail", it
+// would make a finding's schedule look flaky, or shrinking fall back a
+// step, over an infrastructure stall. Each slot gives its last attempt.
 func (e *explorer) sideBySide(ctx context.Context, s Schedule, name string, n int, done func(run string, res result.Scenario)) []result.Scenario {
 	results := make([]result.Scenario, n)
 	var wg sync.WaitGroup
 	for i := range results {
-		run := fmt.Sprintf("%s.%d", name, i+1)
 		wg.Go(func() {
-			results[i] = e.r.Run(ctx, s.Scenario(run), e.cfg.options(run))
-			if done != nil {
-				done(run, results[i])
+			for attempt := 1; ; attempt++ {
+				run := fmt.Sprintf("%s.%d", name, i+1)
+				if attempt > 1 {
+					run = fmt.Sprintf("%s.retry%d", run, attempt-1)
+				}
+				results[i] = e.r.Run(ctx, s.Scenario(run), e.cfg.options(run))
+				if done != nil {
+					done(run, results[i])
+				}
+				judged := !RecordOf(0, make([]Spec, len(s.Faults)), "", results[i]).Unjudged()
+				if judged || attempt > e.cfg.Retries || ctx.Err() != nil {
+					return
+				}
 			}
 		})
 	}

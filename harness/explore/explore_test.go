@@ -172,6 +172,47 @@ func TestExploreMinimalMustHoldUp(t *testing.T) {
 	assert.Contains(t, f.Confirmed, "5 of 5 runs confirming")
 }
 
+// A confirming run that ended without a verdict is made again: it does not
+// count as a run that did not fail, which would make shrinking fall back.
+func TestExploreConfirmsAgainAfterAnUnjudgedRun(t *testing.T) {
+	pause := pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 10*time.Second)
+	items := []Item{{Index: 0, Faults: []fault.Fault{pause}, Size: 1}}
+	for _, tc := range []struct {
+		name    string
+		retries int
+		hold    time.Duration
+	}{
+		{name: "made again", retries: 2, hold: 5 * time.Second},
+		{name: "no retries: one step back", retries: 0, hold: 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The first try of the last confirming run of the smallest
+			// schedule (hold 5 s) shows nothing.
+			var mu sync.Mutex
+			unjudged := 0
+			fr := &fakeRunner{failAbove: 4 * time.Second}
+			fr.unjudged = func(name string) string {
+				mu.Lock()
+				defer mu.Unlock()
+				if strings.HasPrefix(name, "confirm-") && strings.HasSuffix(name, ".5") && unjudged == 0 {
+					unjudged++
+					return "link relay-1.amqp carries no traffic"
+				}
+				return ""
+			}
+			cfg := exploreConfig(t, items)
+			cfg.Retries = tc.retries
+			rep := Explore(context.Background(), fr, items, cfg)
+			require.Len(t, rep.Findings, 1)
+			f := rep.Findings[0]
+			assert.Equal(t, tc.hold, f.Minimal.Faults[0].(fault.Crash).Hold)
+			assert.Contains(t, f.Confirmed, "5 of 5 runs confirming")
+			retried := slices.ContainsFunc(fr.names, func(n string) bool { return strings.HasSuffix(n, ".5.retry1") })
+			assert.Equal(t, tc.retries > 0, retried, "%v", fr.names)
+		})
+	}
+}
+
 // A shrink candidate counts as failing only if it fails every time.
 func TestExploreShrinkNeedsEveryRunToFail(t *testing.T) {
 	pause := pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 10*time.Second)
