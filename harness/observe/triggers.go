@@ -48,7 +48,7 @@ func (w *Watch) Install(ctx context.Context) {
 	if len(w.why) > 0 {
 		w.commits.Fail(errors.New(strings.Join(w.why, "; ")))
 	}
-	if w.tapErr = w.bindTap(); w.tapErr != nil {
+	if w.tapErr = w.bindTapRetried(ctx); w.tapErr != nil {
 		w.missing("tap queue: %v", w.tapErr)
 	}
 }
