@@ -10,14 +10,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/faultline-dev/faultline/harness/infra/infratest"
+	"github.com/faultline-dev/faultline/harness/testctx"
 )
 
 // faultline bench end to end, small, on the reference given by --target
 // (bench does not read FAULTLINE_TARGET): it starts its own infrastructure,
 // prints the figures and the ratios, and writes bench.json.
 func TestBenchWritesJSON(t *testing.T) {
-	ctx := infratest.Context(t) // bench bounds its start-ups and its runs
+	ctx := testctx.BeforeDeadline(t) // bench bounds its start-ups and its runs
 	path := filepath.Join(t.TempDir(), "out", "bench.json")
 	var out, errOut bytes.Buffer
 	code := run(ctx, []string{"bench", "--target", filepath.Join("..", "..", referenceTarget), "--events", "300", "--naive-events", "30", "--reps", "1", "--relays", "1", "--clients", "4", "--json", path}, &out, &errOut)

@@ -327,37 +327,64 @@ func (e *explorer) runItem(ctx context.Context, it Item) {
 	}
 }
 
-// attempts runs the item, and again, up to cfg.Retries times, while its
-// record is unjudged and the exploration goes on (no interrupt, no stop);
-// it returns the last attempt's record, with the earlier attempts'
-// reasons, and result.
+// attempts runs the item until it is judged (untilJudged) while the
+// exploration goes on (no stop); it returns the last attempt's record,
+// with the earlier attempts' reasons, and result.
 func (e *explorer) attempts(ctx context.Context, it Item, specs []Spec) (Record, result.Scenario) {
 	s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, fmt.Sprintf("explore run #%d", it.Index))
+	record := func(res result.Scenario) Record { return RecordOf(it.Index, specs, it.Describe(), res) }
+	last, earlier := e.untilJudged(ctx, s, it.Name(), record, nil, func(n int, rec Record) bool {
+		if e.stopped() {
+			return false
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.progress("explore", "", len(e.rep.Runs), e.rep.Started.Add(e.cfg.Budget),
+			fmt.Sprintf("#%d %s: %s: run again (attempt %d of %d)", it.Index, rec.Describe, outcome(rec), n+1, e.cfg.Retries+1))
+		return true
+	})
+	if len(earlier) > 0 {
+		last.rec.Attempts, last.rec.Earlier = len(earlier)+1, earlier
+	}
+	return last.rec, last.res
+}
+
+// attempt is one run of a schedule: its record and its result.
+type attempt struct {
+	rec Record
+	res result.Scenario
+}
+
+// untilJudged runs s as name and, while the run ends without a verdict on
+// the pipeline (Record.Unjudged, read from record), again as name.retryN,
+// up to cfg.Retries times, while ctx lives and again(n, the record of
+// attempt n) agrees; done, if not nil, hears of every attempt. It returns
+// the last attempt and why each earlier one said nothing. Every run
+// explore makes of a schedule goes through it: an infrastructure stall is
+// never taken for a run that did not fail.
+func (e *explorer) untilJudged(ctx context.Context, s Schedule, name string, record func(result.Scenario) Record,
+	done func(run string, res result.Scenario), again func(n int, rec Record) bool) (attempt, []string) {
 	var earlier []string
 	for n := 1; ; n++ {
-		name := it.Name()
+		run := name
 		if n > 1 {
-			name = fmt.Sprintf("%s.%d", name, n)
+			run = fmt.Sprintf("%s.retry%d", name, n-1)
 		}
 		e.mu.Lock()
 		e.running++
 		e.mu.Unlock()
-		res := e.r.Run(ctx, s.Scenario(name), e.cfg.options(name))
+		res := e.r.Run(ctx, s.Scenario(run), e.cfg.options(run))
 		e.mu.Lock()
 		e.running--
 		e.mu.Unlock()
-		rec := RecordOf(it.Index, specs, it.Describe(), res)
-		if n > e.cfg.Retries || !rec.Unjudged() || ctx.Err() != nil || e.stopped() {
-			if n > 1 {
-				rec.Attempts, rec.Earlier = n, earlier
-			}
-			return rec, res
+		if done != nil {
+			done(run, res)
+		}
+		rec := record(res)
+		if n > e.cfg.Retries || !rec.Unjudged() || ctx.Err() != nil || !again(n, rec) {
+			return attempt{rec: rec, res: res}, earlier
 		}
 		earlier = append(earlier, rec.Reason)
-		e.mu.Lock()
-		e.progress("explore", "", len(e.rep.Runs), e.rep.Started.Add(e.cfg.Budget),
-			fmt.Sprintf("#%d %s: %s: run again (attempt %d of %d)", it.Index, rec.Describe, outcome(rec), n+1, e.cfg.Retries+1))
-		e.mu.Unlock()
 	}
 }
 
@@ -553,31 +580,18 @@ func foundLabels(fs []Finding, indices []int) string {
 	return strings.Join(parts, ", ")
 }
 
-// sideBySide runs the schedule n times at once, as name.1 .. name.n, and
-// tells done (if not nil) of each run as it ends. A run that ended without
-// a verdict (Record.Unjudged) is made again, as name.i.retryN, up to
-// cfg.Retries times, as an exploring run is: counted as "did not fail", it
-// would make a finding's schedule look flaky, or shrinking fall back a
-// step, over an infrastructure stall. Each slot gives its last attempt.
+// sideBySide runs the schedule n times at once, as name.1 .. name.n, each
+// until it is judged (untilJudged: counted as "did not fail", a run without
+// a verdict would make a finding's schedule look flaky, or shrinking fall
+// back a step), and tells done (if not nil) of each attempt as it ends.
 func (e *explorer) sideBySide(ctx context.Context, s Schedule, name string, n int, done func(run string, res result.Scenario)) []result.Scenario {
 	results := make([]result.Scenario, n)
 	var wg sync.WaitGroup
 	for i := range results {
 		wg.Go(func() {
-			for attempt := 1; ; attempt++ {
-				run := fmt.Sprintf("%s.%d", name, i+1)
-				if attempt > 1 {
-					run = fmt.Sprintf("%s.retry%d", run, attempt-1)
-				}
-				results[i] = e.r.Run(ctx, s.Scenario(run), e.cfg.options(run))
-				if done != nil {
-					done(run, results[i])
-				}
-				judged := !RecordOf(0, make([]Spec, len(s.Faults)), "", results[i]).Unjudged()
-				if judged || attempt > e.cfg.Retries || ctx.Err() != nil {
-					return
-				}
-			}
+			record := func(res result.Scenario) Record { return RecordOf(0, make([]Spec, len(s.Faults)), "", res) }
+			last, _ := e.untilJudged(ctx, s, fmt.Sprintf("%s.%d", name, i+1), record, done, func(int, Record) bool { return true })
+			results[i] = last.res
 		})
 	}
 	wg.Wait()

@@ -144,15 +144,22 @@ func (c CrashLoop) Inject(ctx context.Context, env *Env) result.Fault {
 	start = time.Now()
 	var seen []string
 	var unslow func() error
+	// restore undoes the slowed link, once.
+	restore := func() error {
+		if unslow == nil {
+			return nil
+		}
+		err := unslow()
+		unslow = nil
+		return err
+	}
 	done := func(hit bool, err error) result.Fault {
 		r := record(c, start, hit, err)
 		if len(seen) > 0 {
 			r.Detail += " — " + strings.Join(seen, "; ")
 		}
-		if unslow != nil {
-			if err := unslow(); err != nil {
-				r.UndoError = err.Error()
-			}
+		if err := restore(); err != nil {
+			r.UndoError = err.Error()
 		}
 		return r
 	}
@@ -202,12 +209,8 @@ func (c CrashLoop) Inject(ctx context.Context, env *Env) result.Fault {
 		}
 		// The last restart waits as every restart does, on a link no
 		// longer slowed.
-		if unslow != nil {
-			err := unslow()
-			unslow = nil
-			if err != nil {
-				return notUndone(done(true, nil), fmt.Errorf("restore link %s before the last restart: %w", c.Slow, err))
-			}
+		if err := restore(); err != nil {
+			return notUndone(done(true, nil), fmt.Errorf("restore link %s before the last restart: %w", c.Slow, err))
 		}
 		if err := p.Restart(ctx); err != nil {
 			return notUndone(done(true, nil), fmt.Errorf("restart %s after kill %d: %w", c.Process, i, err))

@@ -195,6 +195,12 @@ func (u Unacked) Inject(ctx context.Context, env *Env) result.Fault {
 func waitHeldDeliveries(ctx context.Context, env *Env, cut bool, after respawn) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, env.Deadline)
 	defer cancel()
+	if !after.at.IsZero() {
+		// No reading before then is of the respawned incarnation.
+		if err := pause(ctx, time.Until(after.at.Add(2*statsInterval))); err != nil {
+			return "", 0, fmt.Errorf("wait for the broker's figures of the respawned consumer: %w", err)
+		}
+	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	from := time.Now()
@@ -206,7 +212,8 @@ func waitHeldDeliveries(ctx context.Context, env *Env, cut bool, after respawn) 
 		switch {
 		case err != nil:
 			last = err
-		case !after.at.IsZero() && (time.Since(after.at) < 2*statsInterval || q.Consumers < after.consumers):
+		case q.Consumers < after.consumers:
+			// the respawned incarnation's consumers are not all back
 		case cut && baseline < 0 && time.Since(from) >= 2*statsInterval:
 			// two intervals: acks of commits that completed just before
 			// the cut are in the baseline, not counted after it

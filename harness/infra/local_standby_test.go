@@ -50,12 +50,12 @@ func TestStartLocalRejectsUnknownStandby(t *testing.T) {
 	assert.Contains(t, err.Error(), "semi")
 }
 
-// startReplicated starts a local infrastructure with a standby and logs
-// its start-up.
 // replicatedStarts is how many services startReplicated starts: the
 // primary, the standby and the broker.
 const replicatedStarts = 3
 
+// startReplicated starts a local infrastructure with a standby and logs
+// its start-up.
 func startReplicated(ctx context.Context, t *testing.T, mode string) *LocalReplicated {
 	begin := time.Now()
 	l, err := StartLocal(ctx, LocalOptions{Log: testLog{t}, Standby: mode, KeepDir: os.Getenv("FL_KEEP") != ""})

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faultline-dev/faultline/harness/ports"
+	"github.com/faultline-dev/faultline/harness/testctx"
 )
 
 // testLog sends progress lines to the test log.
@@ -35,17 +36,11 @@ func (w testLog) Write(p []byte) (int, error) {
 // is bounded inside the provider (startTimeout), so the test's bound is the
 // sum of those, not a guess at how fast a loaded machine boots: in the
 // clean-clone CI, beside the scenarios, one broker took 68 s and the next
-// more than a 3-minute bound had left. The bound ends a minute before go
-// test's own deadline, so that a hang still fails the test and its
-// cleanups still stop what it started.
+// more than a 3-minute bound had left. It ends before go test's own
+// deadline too (testctx.BeforeDeadline).
 func startsCtx(t *testing.T, starts int) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(starts)*startTimeout)
+	ctx, cancel := context.WithTimeout(testctx.BeforeDeadline(t), time.Duration(starts)*startTimeout)
 	t.Cleanup(cancel)
-	if deadline, ok := t.Deadline(); ok {
-		var cancelEarly context.CancelFunc
-		ctx, cancelEarly = context.WithDeadline(ctx, deadline.Add(-time.Minute))
-		t.Cleanup(cancelEarly)
-	}
 	return ctx
 }
 

@@ -16,22 +16,17 @@ import (
 // per eventId without the target's help.
 const TapQueue = "faultline.tap"
 
-// tapAttempts bounds bindTapRetried: a broker that answered
+// tapAttempts bounds retryInternalError: a broker that answered
 // INTERNAL_ERROR to faultline's own declare three times over several
 // seconds is not having a moment.
 const tapAttempts = 3
 
-// bindTapRetried is bindTap, made again after a second, then two, while
-// the broker answers INTERNAL_ERROR (541): a loaded broker gave it to the
-// tap's declare in the clean-clone CI, and the run, unable to count
-// routed publishes, was not run. The declare and the binds are idempotent.
-func (w *Watch) bindTapRetried(ctx context.Context) error {
-	return retryInternalError(ctx, w.bindTap, time.Second)
-}
-
 // retryInternalError calls do until it returns anything but the broker's
-// INTERNAL_ERROR, at most tapAttempts times, waiting step, then twice
-// step, between calls; it returns the last call's error.
+// INTERNAL_ERROR (541), at most tapAttempts times, waiting step, then
+// twice step, between calls; it returns the last call's error. A loaded
+// broker gave that answer to the tap's declare in the clean-clone CI, and
+// the run, unable to count routed publishes, was not run; the declare and
+// the binds are idempotent.
 func retryInternalError(ctx context.Context, do func() error, step time.Duration) error {
 	for attempt := 1; ; attempt++ {
 		err := do()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -48,7 +49,7 @@ func (w *Watch) Install(ctx context.Context) {
 	if len(w.why) > 0 {
 		w.commits.Fail(errors.New(strings.Join(w.why, "; ")))
 	}
-	if w.tapErr = w.bindTapRetried(ctx); w.tapErr != nil {
+	if w.tapErr = retryInternalError(ctx, w.bindTap, time.Second); w.tapErr != nil {
 		w.missing("tap queue: %v", w.tapErr)
 	}
 }

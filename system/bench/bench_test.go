@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/faultline-dev/faultline/harness/infra/infratest"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/testctx"
 )
 
 // referenceTarget is TargetFile from this package's folder.
@@ -35,7 +35,7 @@ func buildPrograms(ctx context.Context, t *testing.T) Programs {
 // the processes' own logs, the ratios come out of the same run, and nothing
 // of the run (databases, vhosts, folders) is left.
 func TestRunMeasuresEveryFigure(t *testing.T) {
-	ctx := infratest.Context(t) // each figure's run bounds its own waits
+	ctx := testctx.BeforeDeadline(t) // each figure's run bounds its own waits
 	prog := buildPrograms(ctx, t)
 	dir := filepath.Join(t.TempDir(), "runs")
 	opts := Options{Events: 400, NaiveEvents: 60, Reps: 1, Relays: []int{1, 2}, Clients: 8, Dir: dir}

@@ -38,18 +38,3 @@ func run(m *testing.M, use func(infra.Infra)) int {
 	use(in)
 	return m.Run()
 }
-
-// Context is t's context, ended a minute before go test's own deadline
-// (-timeout). It is for a test whose every wait has a bound of its own (an
-// infrastructure start, a run's convergence): it needs no total guessed
-// from a quiet machine's pace, which a loaded one exceeds, and a hang
-// still ends as the test's failure, with its cleanups run.
-func Context(t *testing.T) context.Context {
-	ctx := t.Context()
-	if deadline, ok := t.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-time.Minute))
-		t.Cleanup(cancel)
-	}
-	return ctx
-}
