@@ -169,15 +169,16 @@ func blackBox() []runner.Scenario {
 		},
 		{
 			Name: "blackbox-unroutable-then-routable", Window: protocol.QueueUnroutable,
-			Description: "The consumer's queue (and faultline's tap) lose their bindings for at least 3 s and until 45 retry round trips (measured from the audit trail) fit in the outage, at most 10 s (a machine too loaded for them to fit leaves the run indeterminate): publishes are unroutable and must come back to the relay, be retried with backoff (the audit trail shows the rows sent back to Pending) and delivered once the bindings are back, none given up. Without a retry-budget setting: the outage the target file says it rides out, or 3 s with a row given up on flagged, not lost.",
+			Description: "The consumer's queue (and faultline's tap) lose their bindings for at least 3 s and until the relays' retries show their shape in the audit trail (a row given up on, or rests growing from attempt to attempt while younger rows are claimed), at most 60 s (no shape by then leaves the run indeterminate): publishes are unroutable and must come back to the relay, be retried with backoff and delivered once the bindings are back, none given up. Without a retry-budget setting: the outage the target file says it rides out, or 3 s with a row given up on flagged, not lost.",
 			Workload:    steady(),
 			Prefers:     map[string]string{retryBudget: "30"},
 			Invariants:  []string{check.NoneGaveUp},
 			Without:     ridesOutInstead(3 * time.Second),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				// A budget of 30 backs off for well over 10 s: a relay that
-				// gives a row up inside the outage did not back off.
-				return []fault.Fault{measuredOutage(fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, 3*time.Second, 10*time.Second, 30)}
+				// A budget of 30 backs off far longer than backoff takes to
+				// show: a relay that gives a row up inside the outage did
+				// not back off.
+				return []fault.Fault{shapedOutage(fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, 3*time.Second, time.Minute, 30)}
 			},
 			// A relay whose outbox has no status writes no retry to see.
 			Evidence: []check.Evidence{check.Optional(check.RetriedInAudit())},

@@ -355,16 +355,16 @@ func All() []runner.Scenario {
 		},
 		{
 			Name: "unroutable-short-outage", Window: protocol.QueueUnroutable,
-			Description: "The queue's bindings go away for at least 1.5 s and until 12 retry round trips of the relays (measured from the run) fit in the outage, at most 3 s — much less than a budget of 8's total backoff: returned publishes back off and every event is delivered once the bindings are back; none may end Failed. A relay that does not back off burns its budget in it however loaded the machine; a machine too loaded for 12 to fit in 3 s leaves the run indeterminate.",
+			Description: "The queue's bindings go away for at least 1.5 s and until the relays' retries show their shape in the audit trail, at most 20 s: returned publishes must back off (a row's rests grow from attempt to attempt while younger rows are claimed), and the bindings come back well inside a budget of 8; every event is delivered once they are back, none may end Failed. A relay that does not back off spends its budget in it however slow the machine; an outage in which no shape showed by 20 s leaves the run indeterminate.",
 			Workload:    steady(),
 			Prefers:     map[string]string{retryBudget: "8"},
 			Invariants:  []string{check.NoneGaveUp},
 			Without:     shortOutageInstead,
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				// A budget of 8 backs off from 100 ms for at least 2.25 s
-				// (equal jitter) plus its round trips: 3 s at most, or 12
-				// round trips when they are slow, stays inside it.
-				return []fault.Fault{measuredOutage(fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, 1500*time.Millisecond, 3*time.Second, 8)}
+				// Backoff shows by a row's third retry; a budget of 8 backs
+				// off for several times as long again before a row is given
+				// up on.
+				return []fault.Fault{shapedOutage(fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, 1500*time.Millisecond, 20*time.Second, 8)}
 			},
 			Evidence: []check.Evidence{check.AtLeast(1, eventlog.Returned), check.AtLeast(1, eventlog.Retry)},
 		},

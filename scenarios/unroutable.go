@@ -20,25 +20,25 @@ import (
 // it and run without it, their timing bounded instead.
 const retryBudget = "retry-budget"
 
-// measuredOutage is the bindings gone at trigger for at least short and
-// until the relays' retry round trips for budget (fault.RoundsFor) fit in
-// the outage (measured from the run's audit trail), at most long: a relay
-// that does not back off goes through its whole budget in it however slow
-// a loaded machine makes each round trip, while one that backs off — its
-// budget's backoff well past long — rides it out.
-func measuredOutage(trigger fault.Trigger, short, long time.Duration, budget int) fault.Unbind {
-	return fault.Unbind{Trigger: trigger, Duration: short, Rounds: fault.RoundsFor(budget), Max: long}
+// shapedOutage is the bindings gone at trigger for at least least, and
+// until the relays' retries show their shape in the audit trail (a row
+// given up on, retries backing off, or publishes into it taken for
+// delivered), at most most: a relay that does not back off spends its
+// whole budget in it however slow the machine makes each retry, one that
+// backs off shows it and the bindings come back inside its budget.
+func shapedOutage(trigger fault.Trigger, least, most time.Duration, budget int) fault.Unbind {
+	return fault.Unbind{Trigger: trigger, Duration: least, Shape: true, Max: most, Budget: budget}
 }
 
 // withOutage is sc with every unbinding of its schedule restored after d,
-// no longer timed by round trips.
+// no longer judged by its shape.
 func withOutage(sc runner.Scenario, d time.Duration) runner.Scenario {
 	faults := sc.Faults
 	sc.Faults = func(rng *rand.Rand) []fault.Fault {
 		out := faults(rng)
 		for i, f := range out {
 			if u, ok := f.(fault.Unbind); ok {
-				u.Duration, u.Rounds, u.Max = d, 0, 0
+				u.Duration, u.Shape, u.Max, u.Budget = d, false, 0, 0
 				out[i] = u
 			}
 		}

@@ -52,15 +52,15 @@ func TestUnroutableSettingsArePreferences(t *testing.T) {
 		err        string
 		budget     string
 		outage     time.Duration
-		rounds     int
+		shaped     bool
 		noneFailed bool
 	}{
-		{scenario: "blackbox-unroutable-then-routable", on: tgt, budget: "30", outage: 3 * time.Second, rounds: 45, noneFailed: true},
+		{scenario: "blackbox-unroutable-then-routable", on: tgt, budget: "30", outage: 3 * time.Second, shaped: true, noneFailed: true},
 		{scenario: "blackbox-unroutable-then-routable", on: fixture, outage: 1500 * time.Millisecond, noneFailed: true},
 		{scenario: "blackbox-unroutable-then-routable", on: &unsaid, outage: 3 * time.Second},
 		{scenario: "unroutable-then-routable", on: tgt, budget: "30", outage: 3 * time.Second, noneFailed: true},
 		{scenario: "unroutable-then-routable", on: fixture, outage: 1500 * time.Millisecond, noneFailed: true},
-		{scenario: "unroutable-short-outage", on: tgt, budget: "8", outage: 1500 * time.Millisecond, rounds: 12, noneFailed: true},
+		{scenario: "unroutable-short-outage", on: tgt, budget: "8", outage: 1500 * time.Millisecond, shaped: true, noneFailed: true},
 		{scenario: "unroutable-short-outage", on: fixture, outage: 1500 * time.Millisecond, noneFailed: true},
 		{scenario: "unroutable-short-outage", on: &unsaid, err: "no outage is known to be inside"},
 	} {
@@ -76,7 +76,7 @@ func TestUnroutableSettingsArePreferences(t *testing.T) {
 			assert.Equal(t, tc.budget, got.Settings[retryBudget])
 			u := unbindOf(t, got)
 			assert.Equal(t, tc.outage, u.Duration)
-			assert.Equal(t, tc.rounds, u.Rounds)
+			assert.Equal(t, tc.shaped, u.Shape)
 			assert.Equal(t, tc.noneFailed, slices.Contains(got.Invariants, check.NoneGaveUp))
 		})
 	}

@@ -1,82 +1,208 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
-// RetryPace is how fast the relays go round while the queue is unbound,
-// read from the outbox's audit trail alone (black-box): how long a claim
-// takes from its claim to its retry write (publish, return, confirm, the
-// write), and how soon a row that is due gets claimed. Their sum, Cycle,
-// is the shortest a retry can come round: the pace of a relay that does
-// not back off, whatever the relay. Durations are differences of the
-// database's own clock, never compared with faultline's.
-type RetryPace struct {
-	// RoundTrip is the median, over retry writes after the mark, of the
-	// time from the claim to its retry write (same row, same claim).
-	RoundTrip time.Duration
-	// ClaimWait is the median, over rows inserted, of the time from the
-	// insert to the row's first claim.
-	ClaimWait time.Duration
-	// Retries counts the retry writes (Processing → Pending) after the
-	// mark, MostRetries the most of one row, Failed the rows written
-	// Failed after it, Claims the claims after it (a relay at work in the
-	// outage, whether or not it retries).
-	Retries, MostRetries, Failed, Claims int
+// RetryShape is what the outbox's audit trail says of the relays' retries
+// while the queue is unbound (black-box: status writes alone): whether
+// they back off is read from the shape of the retries, never from how
+// fast the machine runs them. A row's rest is the time from its n-th
+// retry write (Processing → Pending) to its next claim. A relay that backs
+// off rests a row longer after each attempt; one that does not claims a
+// due row in its turn, so its rests are the wait for a claim, whatever the
+// attempt. Load slows every wait alike, so a rest after a second or later
+// attempt is compared with the claim waits of new rows (insert to first
+// claim) beside it, which no relay delays: their ratio grows with backoff
+// and stays near 1 without it (a relay that claims the oldest due rows
+// first makes a retried row wait less than a new one), however slow or
+// loaded the machine. Durations are differences of the database's own
+// clock.
+type RetryShape struct {
+	// Claims counts the claims after the mark, Retries the retry writes
+	// after it (MostRetries the most of one row), Failed the rows written
+	// Failed after it, PublishedInside the rows claimed after the mark and
+	// written Published under that claim: publishes made into the outage
+	// that their relay took for delivered.
+	Claims, Retries, MostRetries, Failed, PublishedInside int
+	// Levels[i] is the median ratio of the rests after attempt i+2 to the
+	// new rows' claim waits beside them, from Pairs[i] rests (levels with
+	// fewer than restSamples rests are left out of the judgment).
+	Levels []float64
+	Pairs  []int
+	// Pooled is the median ratio over every later rest, from PooledRests.
+	Pooled      float64
+	PooledRests int
 }
 
-// Cycle is one retry round trip of a relay that does not back off; 0 when
-// the audit trail showed no retry or no claim yet.
-func (p RetryPace) Cycle() time.Duration {
-	if p.RoundTrip <= 0 || p.ClaimWait < 0 {
-		return 0
+// Shape thresholds: a level is read from at least restSamples rests;
+// backoff is shown by a level at growthFactor or more. The rests are flat
+// when at least flatLevels levels are read and none is above flatFactor,
+// or, where few rows went round many times, when at least pooledSamples
+// later rests pooled are at most pooledFactor and no level of at least
+// fewSamples rests is above flatFactor. Between the two the shape is not
+// told.
+const (
+	restSamples   = 5
+	growthFactor  = 2.0
+	flatFactor    = 1.5
+	flatLevels    = 3
+	pooledSamples = 15
+	pooledFactor  = 1.25
+	fewSamples    = 3
+)
+
+// BackedOff reports whether the retries show backoff: rests after a later
+// attempt at least growthFactor times the new rows' claim waits beside
+// them.
+func (s RetryShape) BackedOff() bool {
+	for i, l := range s.Levels {
+		if s.Pairs[i] >= restSamples && l >= growthFactor {
+			return true
+		}
 	}
-	return p.RoundTrip + p.ClaimWait
+	return false
 }
 
-func (p RetryPace) String() string {
-	return fmt.Sprintf("round trip %s (claim→retry %s + claim wait %s), %d claims, %d retries (at most %d of one row), %d Failed",
-		p.Cycle().Round(time.Millisecond), p.RoundTrip.Round(time.Millisecond), p.ClaimWait.Round(time.Millisecond), p.Claims, p.Retries, p.MostRetries, p.Failed)
+// Flat reports whether the retries show no backoff: later rests near the
+// waits beside them, level by level or pooled.
+func (s RetryShape) Flat() bool {
+	read := 0
+	for i, l := range s.Levels {
+		if s.Pairs[i] >= fewSamples && l > flatFactor {
+			return false
+		}
+		if s.Pairs[i] >= restSamples {
+			read++
+		}
+	}
+	return read >= flatLevels || (s.PooledRests >= pooledSamples && s.Pooled <= pooledFactor)
 }
 
-// MeasureRetryPace reads the pace from the audit rows (in trail order),
-// counting retries and Failed writes of rows with an id above mark (the
-// trail's last id when the queue's bindings went away).
-func MeasureRetryPace(audit []AuditRow, mark int64) RetryPace {
-	var p RetryPace
-	inserted := map[string]time.Time{}
-	claimed := map[[2]string]time.Time{} // (row, claim) → its claim
-	firstClaim := map[string]bool{}
+func (s RetryShape) String() string {
+	var ls []string
+	for i, l := range s.Levels {
+		if s.Pairs[i] >= restSamples {
+			ls = append(ls, fmt.Sprintf("%.2f (attempt %d, %d rests)", l, i+2, s.Pairs[i]))
+		}
+	}
+	levels := "none read yet"
+	if len(ls) > 0 {
+		levels = strings.Join(ls, ", ")
+	}
+	return fmt.Sprintf("%d claims, %d retries (at most %d of one row), %d Failed, %d published into it; rests after a retry over the undelayed waits beside them: %s; pooled %.2f of %d",
+		s.Claims, s.Retries, s.MostRetries, s.Failed, s.PublishedInside, levels, s.Pooled, s.PooledRests)
+}
+
+// rest is a span of a row's wait: after its retry (attempt n), or, for a
+// new row (attempt 0), from its insert to its first claim.
+type rest struct {
+	from, to time.Time
+	attempt  int
+}
+
+// MeasureRetryShape reads the shape from the audit rows (in trail order),
+// counting what happened after mark (the trail's last id when the queue's
+// bindings went away).
+func MeasureRetryShape(audit []AuditRow, mark int64) RetryShape {
+	var s RetryShape
+	inserted := map[string]time.Time{}   // row → its insert, until its first claim
+	resting := map[string]rest{}         // row → its open rest
+	claimedInside := map[string]string{} // row → its claim after the mark
 	retries := map[string]int{}
-	var trips, waits []time.Duration
+	// rests of rows after a retry; waits no backoff lengthened much: new
+	// rows' claim waits, and rests after a first retry (the shortest
+	// backoff, if any)
+	var rests, waits []rest
 	for _, a := range audit {
 		switch {
 		case a.Op == "INSERT":
 			inserted[a.EventID] = a.At
 		case a.claims():
-			if a.ID > mark {
-				p.Claims++
+			if at, ok := inserted[a.EventID]; ok {
+				waits = append(waits, rest{from: at, to: a.At})
+				delete(inserted, a.EventID)
 			}
-			claimed[[2]string{a.EventID, a.NewClaim}] = a.At
-			if at, ok := inserted[a.EventID]; ok && !firstClaim[a.EventID] {
-				waits = append(waits, a.At.Sub(at))
+			if a.ID <= mark {
+				continue
 			}
-			firstClaim[a.EventID] = true
+			s.Claims++
+			claimedInside[a.EventID] = a.NewClaim
+			if r, ok := resting[a.EventID]; ok {
+				r.to = a.At
+				rests = append(rests, r)
+				if r.attempt == 1 {
+					waits = append(waits, r)
+				}
+				delete(resting, a.EventID)
+			}
 		case a.ID > mark && a.Op == "UPDATE" && a.OldStatus == "Processing" && a.NewStatus == "Pending":
-			p.Retries++
+			s.Retries++
 			retries[a.EventID]++
-			p.MostRetries = max(p.MostRetries, retries[a.EventID])
-			if at, ok := claimed[[2]string{a.EventID, a.OldClaim}]; ok {
-				trips = append(trips, a.At.Sub(at))
-			}
+			s.MostRetries = max(s.MostRetries, retries[a.EventID])
+			resting[a.EventID] = rest{from: a.At, attempt: retries[a.EventID]}
 		case a.ID > mark && a.Op == "UPDATE" && a.NewStatus == "Failed" && a.OldStatus != "Failed":
-			p.Failed++
+			s.Failed++
+		case a.ID > mark && a.Op == "UPDATE" && a.NewStatus == "Published" && a.OldStatus == "Processing" &&
+			claimedInside[a.EventID] != "" && claimedInside[a.EventID] == a.OldClaim:
+			s.PublishedInside++
 		}
 	}
-	p.RoundTrip, p.ClaimWait = median(trips), median(waits)
-	return p
+	ratios := map[int][]float64{}
+	for _, r := range rests {
+		if r.attempt < 2 {
+			continue
+		}
+		beside := nearest(waits, r)
+		if m := median(beside); m > 0 {
+			ratios[r.attempt] = append(ratios[r.attempt], float64(r.to.Sub(r.from))/float64(m))
+		}
+	}
+	var pooled []float64
+	for n := 2; len(ratios[n]) > 0; n++ {
+		s.Levels = append(s.Levels, medianOf(ratios[n]))
+		s.Pairs = append(s.Pairs, len(ratios[n]))
+		pooled = append(pooled, ratios[n]...)
+	}
+	if len(pooled) > 0 {
+		s.Pooled, s.PooledRests = medianOf(pooled), len(pooled)
+	}
+	return s
+}
+
+// besideWaits is how many undelayed waits a rest is compared with.
+const besideWaits = 3
+
+// nearest are the waits nearest r in time (by their midpoints), at most
+// besideWaits of them, each overlapping r or apart from it by less than
+// r's own length: near enough that the same load slowed both, at any pace.
+func nearest(waits []rest, r rest) []time.Duration {
+	mid := func(x rest) time.Time { return x.from.Add(x.to.Sub(x.from) / 2) }
+	dist := func(w rest) time.Duration { return mid(w).Sub(mid(r)).Abs() }
+	span := r.to.Sub(r.from)
+	var near []rest
+	for _, w := range waits {
+		if w.from.Before(r.to.Add(span)) && r.from.Add(-span).Before(w.to) {
+			near = append(near, w)
+		}
+	}
+	slices.SortFunc(near, func(a, b rest) int { return cmp.Compare(dist(a), dist(b)) })
+	var out []time.Duration
+	for _, w := range near[:min(len(near), besideWaits)] {
+		out = append(out, w.to.Sub(w.from))
+	}
+	return out
+}
+
+// medianOf the ratios rs (not empty).
+func medianOf(rs []float64) float64 {
+	rs = slices.Clone(rs)
+	slices.Sort(rs)
+	return rs[len(rs)/2]
 }
 
 // median of ds; 0 for none.

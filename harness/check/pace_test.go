@@ -1,69 +1,123 @@
 package check
 
 import (
+	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 )
 
-// MeasureRetryPace reads a relay's round trip and its claim wait from the
-// audit trail alone, counting only the retries after the mark (the
-// bindings gone): a relay that backs off shows the same round trip as one
-// that does not, only fewer retries.
-func TestMeasureRetryPace(t *testing.T) {
-	insert := func(id int64, ms int, row string) AuditRow {
-		return AuditRow{ID: id, At: at(ms), Op: "INSERT", EventID: row, NewStatus: "Pending"}
+// trail builds an audit trail in commit order, ids counting up.
+type trail struct {
+	rows []AuditRow
+}
+
+func (tr *trail) add(ms int, a AuditRow) {
+	a.ID, a.At = int64(len(tr.rows)+1), at(ms)
+	tr.rows = append(tr.rows, a)
+}
+
+func (tr *trail) insert(ms int, row string) {
+	tr.add(ms, AuditRow{Op: "INSERT", EventID: row, NewStatus: "Pending"})
+}
+
+func (tr *trail) claim(ms int, row, old, claim string) {
+	tr.add(ms, AuditRow{Op: "UPDATE", EventID: row, OldStatus: "Pending", NewStatus: "Processing", OldClaim: old, NewClaim: claim})
+}
+
+func (tr *trail) write(ms int, row, claim, status string) {
+	tr.add(ms, AuditRow{Op: "UPDATE", EventID: row, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim})
+}
+
+// relayInOutage is a trail of rows rows inserted 40 ms apart into an
+// outage, each retried attempts times with rest(n, ms) after its n-th retry
+// written at ms,
+// fresh rows claimed wait ms after their insert; it returns the trail and
+// its mark (nothing before it).
+func relayInOutage(rows, attempts int, wait func(ms int) int, rest func(n, ms int) int) []AuditRow {
+	type ev struct {
+		ms  int
+		add func(tr *trail, ms int)
 	}
-	claim := func(id int64, ms int, row, old, claim string) AuditRow {
-		return AuditRow{ID: id, At: at(ms), Op: "UPDATE", EventID: row, OldStatus: "Pending", NewStatus: "Processing", OldClaim: old, NewClaim: claim}
+	var evs []ev
+	for r := range rows {
+		row := fmt.Sprintf("r%02d", r)
+		t := r * 40
+		evs = append(evs, ev{t, func(tr *trail, ms int) { tr.insert(ms, row) }})
+		t += wait(t)
+		for n := 1; n <= attempts; n++ {
+			claim := fmt.Sprintf("%s-c%d", row, n)
+			old := ""
+			if n > 1 {
+				old = fmt.Sprintf("%s-c%d", row, n-1)
+			}
+			evs = append(evs, ev{t, func(tr *trail, ms int) { tr.claim(ms, row, old, claim) }})
+			t += 20 // publish, return, write
+			evs = append(evs, ev{t, func(tr *trail, ms int) { tr.write(ms, row, claim, "Pending") }})
+			t += rest(n, t)
+		}
 	}
-	write := func(id int64, ms int, row, claim, status string) AuditRow {
-		return AuditRow{ID: id, At: at(ms), Op: "UPDATE", EventID: row, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim}
+	// commit order: by time, stable
+	for i := 1; i < len(evs); i++ {
+		for j := i; j > 0 && evs[j].ms < evs[j-1].ms; j-- {
+			evs[j], evs[j-1] = evs[j-1], evs[j]
+		}
 	}
+	var tr trail
+	for _, e := range evs {
+		e.add(&tr, e.ms)
+	}
+	return tr.rows
+}
+
+// Whether a relay backs off is read from the shape of its retries alone:
+// later rests against the first-attempt rests beside them. How slow each
+// wait is does not decide it, nor does load that slows every wait alike.
+func TestRetryShapeBackedOff(t *testing.T) {
+	fixed := func(ms int) func(int) int { return func(int) int { return ms } }
+	slowing := func(ms int) int { return 30 + ms/4 }
 	for _, tc := range []struct {
-		name  string
-		audit []AuditRow
-		mark  int64
-		want  RetryPace
-		cycle time.Duration
+		name         string
+		audit        []AuditRow
+		backed, flat bool
 	}{
-		{name: "nothing yet", want: RetryPace{}},
-		{
-			name:  "published before the mark: a claim wait, no retry",
-			audit: []AuditRow{insert(1, 0, "a"), claim(2, 30, "a", "", "c1"), write(3, 50, "a", "c1", "Published")},
-			mark:  3,
-			want:  RetryPace{ClaimWait: 30 * time.Millisecond},
-		},
-		{
-			name: "no backoff: retried at once until Failed",
-			audit: []AuditRow{
-				insert(1, 0, "a"), insert(2, 0, "b"),
-				claim(3, 20, "a", "", "c1"), claim(4, 40, "b", "", "c1"),
-				write(5, 60, "a", "c1", "Pending"), write(6, 60, "b", "c1", "Pending"),
-				claim(7, 70, "a", "c1", "c2"), write(8, 100, "a", "c2", "Pending"),
-				claim(9, 110, "a", "c2", "c3"), write(10, 140, "a", "c3", "Failed"),
-			},
-			mark: 4,
-			// round trips 40, 20, 30 ms; claim waits 20, 40 ms
-			want:  RetryPace{RoundTrip: 30 * time.Millisecond, ClaimWait: 40 * time.Millisecond, Retries: 3, MostRetries: 2, Failed: 1, Claims: 2},
-			cycle: 70 * time.Millisecond,
-		},
-		{
-			name: "retries before the mark are not counted, their round trips are not either",
-			audit: []AuditRow{
-				insert(1, 0, "a"), claim(2, 10, "a", "", "c1"), write(3, 500, "a", "c1", "Pending"),
-				claim(4, 600, "a", "c1", "c2"), write(5, 650, "a", "c2", "Pending"),
-			},
-			mark:  3,
-			want:  RetryPace{RoundTrip: 50 * time.Millisecond, ClaimWait: 10 * time.Millisecond, Retries: 1, MostRetries: 1, Claims: 1},
-			cycle: 60 * time.Millisecond,
-		},
+		{name: "nothing yet"},
+		{name: "exponential backoff from 100 ms", audit: relayInOutage(12, 5, fixed(30), func(n, _ int) int { return 50 << n }), backed: true},
+		{name: "exponential backoff behind 400 ms claim waits", audit: relayInOutage(40, 6, fixed(400), func(n, _ int) int { return 400 + 50<<n }), backed: true},
+		{name: "no backoff: flat rests", audit: relayInOutage(12, 6, fixed(30), func(_, _ int) int { return 30 }), flat: true},
+		{name: "no backoff, slow: flat rests", audit: relayInOutage(40, 6, fixed(600), func(_, _ int) int { return 600 }), flat: true},
+		{name: "no backoff, every wait slowing as rows pile up", audit: relayInOutage(40, 6, slowing, func(_, ms int) int { return slowing(ms) }), flat: true},
+		{name: "backoff, every wait slowing as rows pile up", audit: relayInOutage(40, 6, slowing, func(n, ms int) int { return 50<<n + slowing(ms) }), backed: true},
+		{name: "no backoff, few rows going round many times", audit: relayInOutage(6, 8, fixed(10), func(_, _ int) int { return 10 }), flat: true},
+		{name: "backoff behind 1 s claim waits, few rows", audit: relayInOutage(6, 4, fixed(1000), func(n, _ int) int { return 1000 + 50<<n })},
+		{name: "backoff, too few rows to read a level", audit: relayInOutage(4, 5, fixed(30), func(n, _ int) int { return 50 << n })},
+		{name: "two attempts only: no level read", audit: relayInOutage(12, 2, fixed(30), func(n, _ int) int { return 50 << n })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := MeasureRetryPace(tc.audit, tc.mark)
-			assert.Equal(t, tc.want, got)
-			assert.Equal(t, tc.cycle, got.Cycle())
+			s := MeasureRetryShape(tc.audit, 0)
+			assert.Equal(t, tc.backed, s.BackedOff(), "backed off: %s", s)
+			assert.Equal(t, tc.flat, s.Flat(), "flat: %s", s)
 		})
 	}
+}
+
+// What else an outage shows: a row given up on, and a publish made into
+// it that its relay wrote Published (a return not heeded); claims and
+// writes before the mark count for neither.
+func TestMeasureRetryShapeCounts(t *testing.T) {
+	var tr trail
+	tr.insert(0, "a")
+	tr.insert(0, "b")
+	tr.claim(10, "a", "", "c1")
+	tr.write(20, "a", "c1", "Published") // before the mark
+	mark := int64(len(tr.rows))
+	tr.insert(30, "c")
+	tr.claim(40, "b", "", "c2")
+	tr.claim(40, "c", "", "c2")
+	tr.write(60, "b", "c2", "Pending")
+	tr.write(60, "c", "c2", "Published") // returned, taken for delivered
+	tr.claim(70, "b", "c2", "c3")
+	tr.write(90, "b", "c3", "Failed")
+	s := MeasureRetryShape(tr.rows, mark)
+	assert.Equal(t, RetryShape{Claims: 3, Retries: 1, MostRetries: 1, Failed: 1, PublishedInside: 1}, s)
 }

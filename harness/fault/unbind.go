@@ -18,41 +18,41 @@ import (
 // are unroutable (returned to a mandatory publisher). With Duration > 0 the
 // binding is restored after it; with 0 it stays removed.
 //
-// With Rounds > 0 the outage is timed from the run, not by the clock
-// alone: the bindings stay away at least Duration and until Rounds retry
-// round trips of the relays (check.RetryPace.Cycle, measured live from the
-// audit trail) fit in it, at most Max. A relay that does not back off
-// retries once per round trip, so it goes through Rounds retries of a row
-// in such an outage however slow a loaded machine makes each one; a relay
-// that backs off does not. Max is what a relay that backs off is known to
-// ride out, so an outage that reached it with the relays retrying and not
-// even the budget's round trips (2/3 of Rounds) fitted did not open its
-// window: on a machine that slow,
-// a relay that does not back off would not have spent its budget in it
-// either, and a pass would say nothing (the fault reports itself not
-// happened, with how few fitted, and the run is indeterminate unless an
-// invariant broke; the gate runs it again). An outage that reached Max
-// with rows claimed and never retried opened it: a relay that ignores
-// returns has no round trip to wait for. It ends early, once past
-// Duration, when a row ended Failed: the relay gave up inside the
-// outage, which is what it was held to show.
+// With Shape set the outage is judged by what the relays do in it, not by
+// the clock: the bindings stay away at least Duration, and until the audit
+// trail shows the shape of the relays' retries (check.RetryShape): a row
+// given up on (Failed) inside it, or retries that back off (a row rests
+// longer than new rows wait for their claim), or publishes into it written
+// Published (returns not heeded). Each opens the window, and the
+// invariants judge what it showed. Retries shown flat are held on to until
+// a row is given up on; retries neither flat nor backing off when rows
+// near the Budget end the outage unopened. Max bounds the wait: an outage
+// that reached it having seen none of these did not open its window (the
+// run is indeterminate unless an invariant broke; the gate runs it again),
+// however slow the machine made the relays.
 //
-// An outage timed by the clock alone (Rounds 0) opened its window only if
-// something was published into it: the broker's count of the vhost's
-// unroutable messages (returned or dropped) grew. Counted after the
-// bindings are back, while routable publishes cannot add to it.
+// An outage timed by the clock alone opened its window only if something
+// was published into it: the broker's count of the vhost's unroutable
+// messages (returned or dropped) grew. Counted after the bindings are
+// back, while routable publishes cannot add to it.
 type Unbind struct {
 	RoutingKey string
 	Trigger    Trigger
 	Duration   time.Duration
-	Rounds     int
+	Shape      bool
 	Max        time.Duration
+	// Budget is the relays' retry budget, when the scenario set it: an
+	// outage judged by its shape ends before a relay that backs off could
+	// spend it.
+	Budget int
 }
 
-// WatchesAudit implements AuditWatcher: a measured outage reads the trail.
-func (u Unbind) WatchesAudit() bool { return u.Rounds > 0 }
+// WatchesAudit implements AuditWatcher: an outage judged by its shape
+// reads the trail.
+func (u Unbind) WatchesAudit() bool { return u.Shape }
 
-// paceEvery is how often a measured outage reads the audit trail.
+// paceEvery is how often an outage judged by its shape reads the audit
+// trail.
 const paceEvery = 100 * time.Millisecond
 
 // KindUnbind is the unbind fault's kind, as a schedule names it.
@@ -65,10 +65,10 @@ func init() {
 		Doc:     "the queue's bindings taken away, so publishes are unroutable (returned to a mandatory publisher), restored after a while",
 		Opens:   protocol.QueueUnroutable,
 		Params: func(u Unbind) (unbindParams, error) {
-			return unbindParams{Duration: Duration(u.Duration), RoutingKey: u.RoutingKey, Trigger: u.Trigger.Data(), Rounds: u.Rounds, Max: Duration(u.Max)}, nil
+			return unbindParams{Duration: Duration(u.Duration), RoutingKey: u.RoutingKey, Trigger: u.Trigger.Data(), Shape: u.Shape, Max: Duration(u.Max), Budget: u.Budget}, nil
 		},
 		Fault: func(p unbindParams) (Unbind, error) {
-			return Unbind{RoutingKey: p.RoutingKey, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), Rounds: p.Rounds, Max: time.Duration(p.Max)}, nil
+			return Unbind{RoutingKey: p.RoutingKey, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), Shape: p.Shape, Max: time.Duration(p.Max), Budget: p.Budget}, nil
 		},
 		Window:  func(Unbind) (string, string) { return "", protocol.QueueUnroutable },
 		Touches: func(Unbind) Touch { return Touch{Unroutable: true} },
@@ -110,18 +110,19 @@ type unbindParams struct {
 	Duration   Duration     `json:"duration,omitempty"`
 	RoutingKey string       `json:"routing_key,omitempty"`
 	Trigger    *TriggerData `json:"trigger,omitempty"`
-	// A measured outage (Rounds > 0): the round trips it waits for, and its
+	// An outage judged by the shape of the relays' retries, and its
 	// longest.
-	Rounds int      `json:"rounds,omitempty"`
+	Shape  bool     `json:"shape,omitempty"`
 	Max    Duration `json:"max,omitempty"`
+	Budget int      `json:"budget,omitempty"`
 }
 
 // Describe implements Fault.
 func (u Unbind) Describe() result.Fault {
 	d := "never restored"
 	switch {
-	case u.Rounds > 0:
-		d = fmt.Sprintf("restored once %d retry round trips fit in the outage (at least %s, at most %s)", u.Rounds, u.Duration, u.Max)
+	case u.Shape:
+		d = fmt.Sprintf("restored once the relays' retries show whether they back off (at least %s, at most %s)", u.Duration, u.Max)
 	case u.Duration > 0:
 		d = "restored after " + u.Duration.String()
 	}
@@ -143,21 +144,11 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(u, start, false, err)
 	}
 	defer conn.Close()
-	var trail []check.AuditRow
-	var mark int64
-	if u.Rounds > 0 {
-		if env.Audit == nil {
-			return record(u, start, false, fmt.Errorf("a measured outage needs the outbox's audit trail, which is not installed"))
-		}
-		if trail, err = env.Audit(ctx, 0); err != nil {
-			return record(u, start, false, err)
-		}
-		if len(trail) > 0 {
-			mark = trail[len(trail)-1].ID
-		}
+	if u.Shape && env.Audit == nil {
+		return record(u, start, false, fmt.Errorf("an outage judged by its shape needs the outbox's audit trail, which is not installed"))
 	}
 	var before infra.VHostInfo
-	counted := u.Rounds == 0 && u.Duration > 0
+	counted := !u.Shape && u.Duration > 0
 	if counted {
 		if before, err = env.Infra.VHost(ctx, env.VHost); err != nil {
 			return record(u, start, false, fmt.Errorf("count unroutable messages: %w", err))
@@ -188,8 +179,8 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(u, start, true, nil)
 	}
 	opened, closed, measured, holdErr := true, "", "", error(nil)
-	if u.Rounds > 0 {
-		opened, closed, measured, holdErr = u.holdMeasured(ctx, env, trail, mark, start)
+	if u.Shape {
+		opened, closed, measured, holdErr = u.holdShaped(ctx, env, start)
 	} else {
 		holdErr = pause(ctx, u.Duration)
 	}
@@ -252,11 +243,20 @@ func (u Unbind) result(start time.Time, opened bool, closed, measured string, er
 	return r
 }
 
-// holdMeasured keeps the bindings away as Rounds asks, reading the audit
-// trail (trail so far, mark its last id when the bindings went) every
-// paceEvery; it reports whether the window opened (and why not if it did
-// not) and what it measured.
-func (u Unbind) holdMeasured(ctx context.Context, env *Env, trail []check.AuditRow, mark int64, start time.Time) (opened bool, closed, measured string, err error) {
+// holdShaped keeps the bindings away until the relays' retries show their
+// shape, reading the audit trail every paceEvery from the moment the
+// bindings went (its mark: claims after it publish into the outage); it
+// reports whether the window opened (and why not if it did not) and what
+// it saw.
+func (u Unbind) holdShaped(ctx context.Context, env *Env, start time.Time) (opened bool, closed, measured string, err error) {
+	trail, err := env.Audit(ctx, 0)
+	if err != nil {
+		return false, "", "", fmt.Errorf("read the audit trail: %w", err)
+	}
+	var mark int64
+	if len(trail) > 0 {
+		mark = trail[len(trail)-1].ID
+	}
 	tick := time.NewTicker(paceEvery)
 	defer tick.Stop()
 	for {
@@ -271,52 +271,41 @@ func (u Unbind) holdMeasured(ctx context.Context, env *Env, trail []check.AuditR
 		}
 		more, err := env.Audit(ctx, after)
 		if err != nil {
-			return false, "", "", fmt.Errorf("measure the outage: %w", err)
+			return false, "", "", fmt.Errorf("watch the outage: %w", err)
 		}
 		trail = append(trail, more...)
-		pace := check.MeasureRetryPace(trail, mark)
+		shape := check.MeasureRetryShape(trail, mark)
 		held := time.Since(start)
-		if stop, closed := u.settled(held, pace); stop {
-			return closed == "", closed, fmt.Sprintf("; held %s: %s", held.Round(time.Millisecond), pace), nil
+		if stop, closed := u.settled(held, shape); stop {
+			return closed == "", closed, fmt.Sprintf("; held %s: %s", held.Round(time.Millisecond), shape), nil
 		}
 	}
 }
 
-// RoundsFor is the round trips a measured outage waits for to see a
-// relay that does not back off spend a retry budget: the budget and half
-// as much again, the margin for round trips slower than the median
-// measured.
-func RoundsFor(budget int) int { return budget * 3 / 2 }
-
-// budgetOf is the retry budget an outage of rounds round trips was made
-// for (RoundsFor's inverse).
-func budgetOf(rounds int) int { return (rounds*2 + 2) / 3 }
-
-// settled says whether a measured outage held this long, at this pace,
-// ends (at least Duration, and Rounds round trips fitted or a row Failed;
-// or Max), and, when it ends without opening its window, why not ("" when
-// it opened): the round trips fitted or a relay gave a row up inside it;
-// or it reached Max with rows claimed into it and never retried (a relay
-// that ignores returns), or with the budget's round trips fitted. At Max
-// with retries and fewer round trips fitted, the machine was too slow for
-// the outage to tell a relay that backs off from one that does not.
-func (u Unbind) settled(held time.Duration, pace check.RetryPace) (stop bool, closed string) {
-	fits := func(rounds int) bool { return pace.Cycle() > 0 && held >= time.Duration(rounds)*pace.Cycle() }
-	stop = held >= u.Duration && (fits(u.Rounds) || pace.Failed > 0) || held >= max(u.Max, u.Duration)
+// settled says whether an outage held this long, with the relays' retries
+// of this shape, ends, and, when it ends without opening its window, why
+// not ("" when it opened). Past Duration it ends, opened, once a row was
+// given up on, the retries backed off, or rows published into it were
+// written Published. Once a row nears the retry budget (one retry short of
+// it) it ends at once if the retries backed off (opened) or are not
+// shown flat (not opened: holding on could make a relay that backs off
+// give a row up, and that is not its fault); flat retries are held on to,
+// until a row is given up on. At Max, having seen none of these, it ends
+// without opening its window.
+func (u Unbind) settled(held time.Duration, shape check.RetryShape) (stop bool, closed string) {
+	nearBudget := u.Budget > 0 && shape.MostRetries >= u.Budget-1
 	switch {
-	// At Max the budget's own round trips are enough (the margin is
-	// spent): a relay that does not back off, a row retried once per
-	// round trip, has gone through it.
-	case !stop || fits(budgetOf(u.Rounds)) || pace.Failed > 0:
-		return stop, ""
-	case pace.Retries == 0 && pace.Claims > 0:
-		return true, ""
-	case pace.Retries == 0:
-		return true, "no relay claimed or retried a row in the longest outage"
-	case pace.Cycle() == 0:
-		return true, "the relays retried, and no round trip of theirs was measured"
+	case shape.Failed > 0 || shape.PublishedInside > 0:
+		return held >= u.Duration, ""
+	case shape.BackedOff():
+		return held >= u.Duration || nearBudget, ""
+	case nearBudget && !shape.Flat():
+		return true, fmt.Sprintf("a row came within a retry of its budget of %d with their retries neither shown backing off nor shown flat", u.Budget)
+	case held < max(u.Max, u.Duration):
+		return false, ""
+	case shape.Claims == 0:
+		return true, fmt.Sprintf("no relay claimed a row in %s", held.Round(time.Millisecond))
 	default:
-		return true, fmt.Sprintf("the relays' round trips too slow for the outage to tell a relay that backs off: %.1f of %d fitted in %s",
-			float64(held)/float64(pace.Cycle()), u.Rounds, held.Round(time.Millisecond))
+		return true, fmt.Sprintf("in %s no row was given up on, no retries backed off and nothing was taken for published", held.Round(time.Millisecond))
 	}
 }

@@ -5,48 +5,50 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/faultline-dev/faultline/harness/check"
 )
 
-// A measured outage ends once it has held its least and its round trips
-// fitted (or a row ended Failed inside it), or at its most; at its most it
-// opened its window only if the relays claimed rows into it and never
-// retried them, or the budget's round trips (2/3 of its Rounds) fitted:
-// retrying with fewer fitted, the machine was too slow for it to tell a
-// relay that backs off.
+// An outage judged by its shape ends, past its least, once it saw a row
+// given up on, retries backing off, or a publish into it taken for
+// delivered; near the retry budget, at once unless its retries are shown
+// flat; at its most, having seen none, it did not open its window —
+// whatever the pace of the relays.
 func TestUnbindSettled(t *testing.T) {
-	u := Unbind{Duration: 3 * time.Second, Rounds: 45, Max: 10 * time.Second}
-	fast := check.RetryPace{RoundTrip: 30 * time.Millisecond, ClaimWait: 20 * time.Millisecond, Retries: 40}  // 45 fit in 2.25 s
-	slow := check.RetryPace{RoundTrip: 150 * time.Millisecond, ClaimWait: 50 * time.Millisecond, Retries: 40} // 45 fit in 9 s
+	u := Unbind{Duration: 3 * time.Second, Shape: true, Max: time.Minute, Budget: 8}
+	backedOff := check.RetryShape{Claims: 40, Retries: 60, MostRetries: 4, Levels: []float64{3, 6}, Pairs: []int{9, 6}}
+	flat := check.RetryShape{Claims: 40, Retries: 60, MostRetries: 4, Levels: []float64{0.9, 1.1, 1.2}, Pairs: []int{9, 6, 5}}
+	untold := check.RetryShape{Claims: 40, Retries: 60, MostRetries: 4, Levels: []float64{1.4, 1.7}, Pairs: []int{9, 6}}
+	near := func(s check.RetryShape) check.RetryShape { s.MostRetries = 7; return s }
+	require.True(t, backedOff.BackedOff())
+	require.True(t, flat.Flat())
+	require.False(t, untold.BackedOff() || untold.Flat())
 	for _, tc := range []struct {
 		name   string
 		u      Unbind
 		held   time.Duration
-		pace   check.RetryPace
+		shape  check.RetryShape
 		stop   bool
-		closed string // part of why it did not open; "" it opened or goes on
+		closed string
 	}{
-		{name: "fast round trips, not yet its least", u: u, held: 2500 * time.Millisecond, pace: fast},
-		{name: "fast round trips, past its least", u: u, held: 3 * time.Second, pace: fast, stop: true},
-		{name: "slow round trips, not yet fitted", u: u, held: 5 * time.Second, pace: slow},
-		{name: "slow round trips fitted", u: u, held: 9 * time.Second, pace: slow, stop: true},
-		{name: "no retry seen yet", u: u, held: 4 * time.Second, pace: check.RetryPace{ClaimWait: 20 * time.Millisecond}},
-		{name: "at its most, too few fitted, the relays retrying: too slow to tell", u: u, held: 10 * time.Second, pace: check.RetryPace{RoundTrip: time.Second, ClaimWait: 50 * time.Millisecond, Retries: 5}, stop: true, closed: "round trips too slow"},
-		{name: "at its most, the budget's 30 fitted of 45: opened", u: u, held: 10 * time.Second, pace: check.RetryPace{RoundTrip: 200 * time.Millisecond, ClaimWait: 100 * time.Millisecond, Retries: 40}, stop: true},
-		{name: "at its most, 29 fitted of 45: too slow to tell", u: u, held: 10 * time.Second, pace: check.RetryPace{RoundTrip: 240 * time.Millisecond, ClaimWait: 100 * time.Millisecond, Retries: 40}, stop: true, closed: "29.4 of 45 fitted"},
-		{name: "at its most, retries with no round trip measured", u: u, held: 10 * time.Second, pace: check.RetryPace{ClaimWait: 50 * time.Millisecond, Retries: 5}, stop: true, closed: "no round trip"},
-		{name: "at its most, no claim and no retry: window not opened", u: u, held: 10 * time.Second, pace: check.RetryPace{ClaimWait: 50 * time.Millisecond}, stop: true, closed: "no relay claimed or retried"},
-		{name: "at its most, rows claimed and never retried (returns ignored): opened", u: u, held: 10 * time.Second, pace: check.RetryPace{ClaimWait: 50 * time.Millisecond, Claims: 9}, stop: true},
-		{name: "a row Failed inside it, past its least", u: u, held: 3100 * time.Millisecond, pace: check.RetryPace{RoundTrip: time.Second, Retries: 5, Failed: 2}, stop: true},
-		{name: "a row Failed, not yet its least", u: u, held: time.Second, pace: check.RetryPace{Failed: 1}},
-		{name: "most below least: not ended before the least", u: Unbind{Duration: 2 * time.Second, Rounds: 12, Max: time.Second}, held: 1500 * time.Millisecond, pace: slow},
-		{name: "most below least: the least bounds it", u: Unbind{Duration: 2 * time.Second, Rounds: 12, Max: time.Second}, held: 2 * time.Second, pace: slow, stop: true},
-		{name: "most below least, slower: too slow to tell", u: Unbind{Duration: 2 * time.Second, Rounds: 12, Max: time.Second}, held: 2 * time.Second,
-			pace: check.RetryPace{RoundTrip: 350 * time.Millisecond, ClaimWait: 50 * time.Millisecond, Retries: 9}, stop: true, closed: "5.0 of 12 fitted in 2s"},
+		{name: "backed off, before its least", u: u, held: 2 * time.Second, shape: backedOff},
+		{name: "backed off, past its least: opened", u: u, held: 3 * time.Second, shape: backedOff, stop: true},
+		{name: "backed off, near the budget before its least: opened", u: u, held: 2 * time.Second, shape: near(backedOff), stop: true},
+		{name: "flat, no row given up on yet: held on", u: u, held: 30 * time.Second, shape: flat},
+		{name: "flat, near the budget: held on", u: u, held: 30 * time.Second, shape: near(flat)},
+		{name: "a row given up on: opened", u: u, held: 9 * time.Second, shape: check.RetryShape{Claims: 40, Retries: 60, MostRetries: 8, Failed: 1}, stop: true},
+		{name: "a row given up on, not yet its least", u: u, held: time.Second, shape: check.RetryShape{Failed: 1}},
+		{name: "publishes into it written Published: opened", u: u, held: 3 * time.Second, shape: check.RetryShape{Claims: 9, PublishedInside: 9}, stop: true},
+		{name: "untold, far from the budget: held on", u: u, held: 5 * time.Second, shape: untold},
+		{name: "untold, near the budget: not opened", u: u, held: 5 * time.Second, shape: near(untold), stop: true, closed: "within a retry of its budget of 8"},
+		{name: "untold, no budget known: held on", u: Unbind{Duration: 3 * time.Second, Shape: true, Max: time.Minute}, held: 5 * time.Second, shape: near(untold)},
+		{name: "at its most, flat, nothing given up on: not opened", u: u, held: time.Minute, shape: flat, stop: true, closed: "no row was given up on, no retries backed off"},
+		{name: "at its most, no claim: not opened", u: u, held: time.Minute, shape: check.RetryShape{}, stop: true, closed: "no relay claimed a row"},
+		{name: "most below least: the least bounds it", u: Unbind{Duration: 2 * time.Second, Shape: true, Max: time.Second}, held: 1500 * time.Millisecond, shape: flat},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stop, closed := tc.u.settled(tc.held, tc.pace)
+			stop, closed := tc.u.settled(tc.held, tc.shape)
 			assert.Equal(t, tc.stop, stop, "stop")
 			if tc.closed == "" {
 				assert.Empty(t, closed, "opened")
@@ -54,15 +56,5 @@ func TestUnbindSettled(t *testing.T) {
 				assert.Contains(t, closed, tc.closed, "not opened")
 			}
 		})
-	}
-}
-
-// An outage made for a retry budget knows the budget back from its
-// rounds, for every budget a target may set.
-func TestRoundsForKeepsTheBudget(t *testing.T) {
-	for budget := 1; budget <= 1000; budget++ {
-		rounds := RoundsFor(budget)
-		assert.GreaterOrEqual(t, rounds, budget, "budget %d", budget)
-		assert.Equal(t, budget, budgetOf(rounds), "budget %d: %d rounds", budget, rounds)
 	}
 }
