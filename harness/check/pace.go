@@ -3,6 +3,7 @@ package check
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -29,65 +30,77 @@ type RetryShape struct {
 	// written Published under that claim: publishes made into the outage
 	// that their relay took for delivered.
 	Claims, Retries, MostRetries, Failed, PublishedInside int
-	// Levels[i] is the median ratio of the rests after attempt i+2 to the
-	// new rows' claim waits beside them, from Pairs[i] rests (levels with
-	// fewer than restSamples rests are left out of the judgment).
-	Levels []float64
-	Pairs  []int
-	// Pooled is the median ratio over every later rest, from PooledRests.
-	Pooled      float64
-	PooledRests int
+	// Levels[i] are the rests after attempt i+2; Pooled all of them.
+	Levels []Level
+	Pooled Level
 }
 
-// Shape thresholds: a level is read from at least restSamples rests;
-// backoff is shown by a level at growthFactor or more. The rests are flat
+// Level is the median ratio of rests to the undelayed waits beside them,
+// from Rests rests ended by Claims distinct claims: rests one claim ends
+// together are alike, so a level is read only from restSamples rests of
+// batchSamples claims.
+type Level struct {
+	Ratio         float64
+	Rests, Claims int
+}
+
+// Shape thresholds: a level is read from at least restSamples rests ended
+// by batchSamples claims; backoff is shown by two levels at growthFactor or
+// more, or by the pooled rests. The rests are flat
 // when at least flatLevels levels are read and none is above flatFactor,
 // or, where few rows went round many times, when at least pooledSamples
-// later rests pooled are at most pooledFactor and no level of at least
-// fewSamples rests is above flatFactor. Between the two the shape is not
-// told.
+// later rests pooled are at most pooledFactor and no level read is above
+// flatFactor. Between the two the shape is not told.
 const (
 	restSamples   = 5
+	batchSamples  = 3
 	growthFactor  = 2.0
 	flatFactor    = 1.5
 	flatLevels    = 3
 	pooledSamples = 15
 	pooledFactor  = 1.25
-	fewSamples    = 3
 )
 
-// BackedOff reports whether the retries show backoff: rests after a later
-// attempt at least growthFactor times the new rows' claim waits beside
-// them.
+// BackedOff reports whether the retries show backoff: rests after later
+// attempts at least growthFactor times the undelayed waits beside them, at
+// two levels or pooled (one level alone can be one stalled claim).
 func (s RetryShape) BackedOff() bool {
-	for i, l := range s.Levels {
-		if s.Pairs[i] >= restSamples && l >= growthFactor {
-			return true
+	grown := 0
+	for _, l := range s.Levels {
+		if l.read() && l.Ratio >= growthFactor {
+			grown++
 		}
 	}
-	return false
+	return grown >= 2 || s.Pooled.pooledRead() && s.Pooled.Ratio >= growthFactor
 }
+
+// read reports whether a level has enough rests to be judged.
+func (l Level) read() bool { return l.Rests >= restSamples && l.Claims >= batchSamples }
+
+// pooledRead reports whether pooled rests are enough to be judged.
+func (l Level) pooledRead() bool { return l.Rests >= pooledSamples && l.Claims >= restSamples }
 
 // Flat reports whether the retries show no backoff: later rests near the
 // waits beside them, level by level or pooled.
 func (s RetryShape) Flat() bool {
 	read := 0
-	for i, l := range s.Levels {
-		if s.Pairs[i] >= fewSamples && l > flatFactor {
+	for _, l := range s.Levels {
+		if !l.read() {
+			continue
+		}
+		if l.Ratio > flatFactor {
 			return false
 		}
-		if s.Pairs[i] >= restSamples {
-			read++
-		}
+		read++
 	}
-	return read >= flatLevels || (s.PooledRests >= pooledSamples && s.Pooled <= pooledFactor)
+	return read >= flatLevels || s.Pooled.pooledRead() && s.Pooled.Ratio <= pooledFactor
 }
 
 func (s RetryShape) String() string {
 	var ls []string
 	for i, l := range s.Levels {
-		if s.Pairs[i] >= restSamples {
-			ls = append(ls, fmt.Sprintf("%.2f (attempt %d, %d rests)", l, i+2, s.Pairs[i]))
+		if l.read() {
+			ls = append(ls, fmt.Sprintf("%.2f (attempt %d, %d rests of %d claims)", l.Ratio, i+2, l.Rests, l.Claims))
 		}
 	}
 	levels := "none read yet"
@@ -95,7 +108,7 @@ func (s RetryShape) String() string {
 		levels = strings.Join(ls, ", ")
 	}
 	return fmt.Sprintf("%d claims, %d retries (at most %d of one row), %d Failed, %d published into it; rests after a retry over the undelayed waits beside them: %s; pooled %.2f of %d",
-		s.Claims, s.Retries, s.MostRetries, s.Failed, s.PublishedInside, levels, s.Pooled, s.PooledRests)
+		s.Claims, s.Retries, s.MostRetries, s.Failed, s.PublishedInside, levels, s.Pooled.Ratio, s.Pooled.Rests)
 }
 
 // rest is a span of a row's wait: after its retry (attempt n), or, for a
@@ -103,6 +116,7 @@ func (s RetryShape) String() string {
 type rest struct {
 	from, to time.Time
 	attempt  int
+	endedBy  string // the claim that ended it
 }
 
 // MeasureRetryShape reads the shape from the audit rows (in trail order),
@@ -133,7 +147,7 @@ func MeasureRetryShape(audit []AuditRow, mark int64) RetryShape {
 			s.Claims++
 			claimedInside[a.EventID] = a.NewClaim
 			if r, ok := resting[a.EventID]; ok {
-				r.to = a.At
+				r.to, r.endedBy = a.At, a.NewClaim
 				rests = append(rests, r)
 				if r.attempt == 1 {
 					waits = append(waits, r)
@@ -153,6 +167,7 @@ func MeasureRetryShape(audit []AuditRow, mark int64) RetryShape {
 		}
 	}
 	ratios := map[int][]float64{}
+	batches := map[int]map[string]bool{}
 	for _, r := range rests {
 		if r.attempt < 2 {
 			continue
@@ -160,16 +175,21 @@ func MeasureRetryShape(audit []AuditRow, mark int64) RetryShape {
 		beside := nearest(waits, r)
 		if m := median(beside); m > 0 {
 			ratios[r.attempt] = append(ratios[r.attempt], float64(r.to.Sub(r.from))/float64(m))
+			if batches[r.attempt] == nil {
+				batches[r.attempt] = map[string]bool{}
+			}
+			batches[r.attempt][r.endedBy] = true
 		}
 	}
 	var pooled []float64
+	pooledBatches := map[string]bool{}
 	for n := 2; len(ratios[n]) > 0; n++ {
-		s.Levels = append(s.Levels, medianOf(ratios[n]))
-		s.Pairs = append(s.Pairs, len(ratios[n]))
+		s.Levels = append(s.Levels, Level{Ratio: medianOf(ratios[n]), Rests: len(ratios[n]), Claims: len(batches[n])})
 		pooled = append(pooled, ratios[n]...)
+		maps.Copy(pooledBatches, batches[n])
 	}
 	if len(pooled) > 0 {
-		s.Pooled, s.PooledRests = medianOf(pooled), len(pooled)
+		s.Pooled = Level{Ratio: medianOf(pooled), Rests: len(pooled), Claims: len(pooledBatches)}
 	}
 	return s
 }

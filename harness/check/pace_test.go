@@ -121,3 +121,35 @@ func TestMeasureRetryShapeCounts(t *testing.T) {
 	s := MeasureRetryShape(tr.rows, mark)
 	assert.Equal(t, RetryShape{Claims: 3, Retries: 1, MostRetries: 1, Failed: 1, PublishedInside: 1}, s)
 }
+
+// Rests one claim ends together are one sample: a relay that does not
+// back off, whose claim after the fourth retry stalled, shows one long
+// level, and that is not backoff.
+func TestRetryShapeOneStalledClaimIsNotBackoff(t *testing.T) {
+	var tr trail
+	rows := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	ms := 0
+	claims := map[string]string{}
+	for round := 1; round <= 7; round++ {
+		fresh := fmt.Sprintf("new%d", round)
+		tr.insert(ms, fresh)
+		rest := 20
+		if round == 5 {
+			rest = 400 // the claim after the fourth retry stalls
+		}
+		ms += rest
+		c := fmt.Sprintf("c%d", round)
+		tr.claim(ms, fresh, "", c)
+		for _, row := range rows {
+			tr.claim(ms, row, claims[row], c)
+			claims[row] = c
+		}
+		ms += 10
+		tr.write(ms, fresh, c, "Published")
+		for _, row := range rows {
+			tr.write(ms, row, c, "Pending")
+		}
+	}
+	s := MeasureRetryShape(tr.rows, 0)
+	assert.False(t, s.BackedOff(), "%s", s)
+}

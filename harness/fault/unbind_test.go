@@ -17,9 +17,9 @@ import (
 // whatever the pace of the relays.
 func TestUnbindSettled(t *testing.T) {
 	u := Unbind{Duration: 3 * time.Second, Shape: true, Max: time.Minute, Budget: 8}
-	backedOff := check.RetryShape{Claims: 40, Retries: 60, MostRetries: 4, Levels: []float64{3, 6}, Pairs: []int{9, 6}}
-	flat := check.RetryShape{Claims: 40, Retries: 60, MostRetries: 4, Levels: []float64{0.9, 1.1, 1.2}, Pairs: []int{9, 6, 5}}
-	untold := check.RetryShape{Claims: 40, Retries: 60, MostRetries: 4, Levels: []float64{1.4, 1.7}, Pairs: []int{9, 6}}
+	backedOff := check.RetryShape{Claims: 40, Retries: 60, MostRetries: 4, Levels: []check.Level{{Ratio: 3, Rests: 9, Claims: 9}, {Ratio: 6, Rests: 6, Claims: 6}}}
+	flat := check.RetryShape{Claims: 40, Retries: 60, MostRetries: 4, Levels: []check.Level{{Ratio: 0.9, Rests: 9, Claims: 9}, {Ratio: 1.1, Rests: 6, Claims: 6}, {Ratio: 1.2, Rests: 5, Claims: 5}}}
+	untold := check.RetryShape{Claims: 40, Retries: 60, MostRetries: 4, Levels: []check.Level{{Ratio: 1.4, Rests: 9, Claims: 9}, {Ratio: 1.7, Rests: 6, Claims: 6}}}
 	near := func(s check.RetryShape) check.RetryShape { s.MostRetries = 7; return s }
 	require.True(t, backedOff.BackedOff())
 	require.True(t, flat.Flat())
