@@ -90,6 +90,19 @@ func TestScreenshotWithoutChromium(t *testing.T) {
 	assert.FileExists(t, filepath.Join(dir, IndexFile))
 }
 
+// privateTemp gives the test a TMPDIR of its own: the browser profiles
+// and Chromium's own folders go there, so that browsers and profiles see
+// this test's and not those of another process on the machine. Its path
+// is short: Chromium's sockets live in it, and a socket's path has a
+// limit (108 bytes) that t.TempDir's long names can pass.
+func privateTemp(t *testing.T) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "flr")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Setenv("TMPDIR", dir)
+}
+
 // browsers lists the processes still running with one of our profiles.
 func browsers(t *testing.T) []string {
 	t.Helper()
@@ -122,6 +135,7 @@ func profiles(t *testing.T) []string {
 // keeps a screenshot.
 func TestReportInBrowser(t *testing.T) {
 	needChromium(t)
+	privateTemp(t)
 	before := profiles(t)
 	dir := reportDir(t)
 	require.NoError(t, Write(dir, fixtureRun()))
@@ -221,6 +235,7 @@ func TestBlackBoxReportInBrowser(t *testing.T) {
 // A deadline ends the browser and everything it started.
 func TestChromiumBoundedByContext(t *testing.T) {
 	needChromium(t)
+	privateTemp(t)
 	before := profiles(t)
 	dir := t.TempDir()
 	require.NoError(t, Write(dir, fixtureRun()))
