@@ -1,11 +1,8 @@
 package reports
 
 import (
-	"context"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -82,23 +79,4 @@ func TestCatalogueReportFitsViewport(t *testing.T) {
 	rep := overflowOf(t, run)
 	assert.LessOrEqual(t, rep.Page, rep.Viewport, "the page is no wider than the viewport")
 	assert.Empty(t, rep.Over)
-}
-
-// TestWriteDocsScreenshots draws the pictures the docs show, into the
-// folder $FAULTLINE_SCREENSHOTS names: report.png (the catalogue-wide
-// report) and report-failing.png (the failing gate of the fixture).
-// Without it there is nothing to do, and the test says so.
-func TestWriteDocsScreenshots(t *testing.T) {
-	out := os.Getenv("FAULTLINE_SCREENSHOTS")
-	if out == "" {
-		t.Skip("set FAULTLINE_SCREENSHOTS to a folder to draw the docs' pictures into it")
-	}
-	needChromium(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	for name, run := range map[string]result.Run{"report.png": fixtureCatalogue(t), "report-failing.png": fixtureRun()} {
-		dir := t.TempDir()
-		require.NoError(t, Write(dir, run))
-		require.NoError(t, Screenshot(ctx, filepath.Join(dir, IndexFile), filepath.Join(out, name)))
-	}
 }

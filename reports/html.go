@@ -31,7 +31,7 @@ type pageData struct {
 	// target file, Version the faultline that ran it.
 	Target, TargetFile, Version string
 	Glossary                    []glossarySection
-	Pass  bool
+	Pass                        bool
 	// Verdict is the headline: PASS, FAIL, INDETERMINATE or INTERRUPTED;
 	// VerdictClass its CSS class.
 	Verdict, VerdictClass string
