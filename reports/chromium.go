@@ -14,18 +14,50 @@ import (
 	"time"
 )
 
-// ChromiumPath is Debian's chromium, installed by `make deps`.
-const ChromiumPath = "/usr/bin/chromium"
+// ChromiumEnv names a Chromium (or Chrome) binary to use instead of the
+// one on PATH.
+const ChromiumEnv = "FAULTLINE_CHROMIUM"
 
-// ErrNoChromium says the browser is missing and how to get it.
-var ErrNoChromium = errors.New("reports: " + ChromiumPath + " not found: `make deps` installs Debian's chromium package (apt-get install -y --no-install-recommends chromium)")
+// chromiumNames are the names a Chromium goes by on PATH, in the order
+// they are tried: Debian's, Ubuntu's and others', Google's.
+func chromiumNames() []string { return []string{"chromium", "chromium-browser", "google-chrome"} }
+
+// ErrNoChromium says no browser was found and how to get one; the report
+// is written all the same, only its screenshot is missing.
+var ErrNoChromium = errors.New("reports: no Chromium found (looked for $" + ChromiumEnv + ", then chromium, chromium-browser and google-chrome on PATH): no screenshot; install Chromium (Debian: apt-get install -y --no-install-recommends chromium) or set " + ChromiumEnv)
+
+// FindChromium is the browser to draw the report with: $FAULTLINE_CHROMIUM
+// where set (a name on PATH or a path; a missing one is an error, never
+// replaced by another browser), else the first of chromiumNames on PATH.
+// getenv and lookPath are os.Getenv and exec.LookPath but in tests.
+func FindChromium(getenv func(string) string, lookPath func(string) (string, error)) (string, error) {
+	if name := getenv(ChromiumEnv); name != "" {
+		p, err := lookPath(name)
+		if err != nil {
+			return "", fmt.Errorf("%w: $%s=%s: %v", ErrNoChromium, ChromiumEnv, name, err)
+		}
+		return p, nil
+	}
+	for _, name := range chromiumNames() {
+		if p, err := lookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", ErrNoChromium
+}
+
+// ViewportWidth is the width, in CSS pixels, the report is drawn at: the
+// page must fit it with nothing cut off.
+const ViewportWidth = 1280
 
 // chromiumFlags keep headless Chromium to itself: no sandbox (root in CI),
 // no GPU, nothing fetched from the network, no first-run or sync work.
-var chromiumFlags = []string{
-	"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-	"--disable-quic", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-	"--window-size=1400,2400",
+func chromiumFlags() []string {
+	return []string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+		"--disable-quic", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+		fmt.Sprintf("--window-size=%d,2400", ViewportWidth),
+	}
 }
 
 // profilePrefix names the fresh profile folder of each browser run.
@@ -37,7 +69,8 @@ func WriteScreenshot(ctx context.Context, dir string) error {
 }
 
 // Screenshot renders htmlPath in headless Chromium and writes a PNG of the
-// first 1400×2400 pixels to pngPath.
+// first ViewportWidth×2400 pixels to pngPath. Without a browser it returns
+// an error wrapping ErrNoChromium.
 func Screenshot(ctx context.Context, htmlPath, pngPath string) error {
 	png, err := filepath.Abs(pngPath)
 	if err != nil {
@@ -71,8 +104,9 @@ func DumpDOM(ctx context.Context, htmlPath string) (string, error) {
 // fresh profile, bounded by ctx; whatever it started is killed before it
 // returns, and the profile is removed.
 func runChromium(ctx context.Context, htmlPath string, mode string) ([]byte, error) {
-	if _, err := os.Stat(ChromiumPath); err != nil {
-		return nil, ErrNoChromium
+	browser, err := FindChromium(os.Getenv, exec.LookPath)
+	if err != nil {
+		return nil, err
 	}
 	abs, err := filepath.Abs(htmlPath)
 	if err != nil {
@@ -87,8 +121,8 @@ func runChromium(ctx context.Context, htmlPath string, mode string) ([]byte, err
 	}
 	defer os.RemoveAll(profile)
 
-	args := append(append([]string(nil), chromiumFlags...), "--user-data-dir="+profile, mode, (&url.URL{Scheme: "file", Path: abs}).String())
-	cmd := exec.CommandContext(ctx, ChromiumPath, args...)
+	args := append(chromiumFlags(), "--user-data-dir="+profile, mode, (&url.URL{Scheme: "file", Path: abs}).String())
+	cmd := exec.CommandContext(ctx, browser, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 3 * time.Second

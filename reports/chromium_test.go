@@ -3,9 +3,12 @@ package reports
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,9 +20,87 @@ import (
 // needChromium fails (not skips) without the browser: CI installs it.
 func needChromium(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(ChromiumPath); err != nil {
-		t.Fatalf("%v", ErrNoChromium)
+	if _, err := FindChromium(os.Getenv, exec.LookPath); err != nil {
+		t.Fatalf("%v", err)
 	}
+}
+
+// The browser is $FAULTLINE_CHROMIUM where set, else the first Chromium
+// on PATH; none found is ErrNoChromium, and a FAULTLINE_CHROMIUM that is
+// not there is never replaced by another browser.
+func TestFindChromium(t *testing.T) {
+	errMissing := errors.New("executable file not found in $PATH")
+	tests := []struct {
+		name    string
+		env     string
+		onPath  []string // what lookPath finds: a name as /bin/name, a path as it is
+		want    string
+		wantErr string
+	}{
+		{name: "debian's chromium", onPath: []string{"chromium", "google-chrome"}, want: "/bin/chromium"},
+		{name: "ubuntu's chromium-browser", onPath: []string{"chromium-browser"}, want: "/bin/chromium-browser"},
+		{name: "google chrome", onPath: []string{"google-chrome"}, want: "/bin/google-chrome"},
+		{name: "chromium before chrome", onPath: []string{"google-chrome", "chromium-browser"}, want: "/bin/chromium-browser"},
+		{name: "FAULTLINE_CHROMIUM first", env: "/opt/chrome/chrome", onPath: []string{"chromium", "/opt/chrome/chrome"}, want: "/opt/chrome/chrome"},
+		{name: "FAULTLINE_CHROMIUM missing", env: "/nope/chrome", onPath: []string{"chromium"}, wantErr: "$FAULTLINE_CHROMIUM=/nope/chrome"},
+		{name: "none", wantErr: "no Chromium found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if k == ChromiumEnv {
+					return tc.env
+				}
+				return ""
+			}
+			lookPath := func(name string) (string, error) {
+				switch {
+				case !slices.Contains(tc.onPath, name):
+				case strings.Contains(name, "/"):
+					return name, nil
+				default:
+					return "/bin/" + name, nil
+				}
+				return "", errMissing
+			}
+			got, err := FindChromium(getenv, lookPath)
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.ErrorIs(t, err, ErrNoChromium)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				assert.Empty(t, got)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// Without a browser a screenshot is skipped with ErrNoChromium, and the
+// report folder keeps everything else.
+func TestScreenshotWithoutChromium(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv(ChromiumEnv, "")
+	dir := t.TempDir()
+	require.NoError(t, Write(dir, fixtureRun()))
+	err := WriteScreenshot(context.Background(), dir)
+	require.ErrorIs(t, err, ErrNoChromium)
+	assert.NoFileExists(t, filepath.Join(dir, ScreenshotFile))
+	assert.FileExists(t, filepath.Join(dir, IndexFile))
+}
+
+// privateTemp gives the test a TMPDIR of its own: the browser profiles
+// and Chromium's own folders go there, so that browsers and profiles see
+// this test's and not those of another process on the machine. Its path
+// is short: Chromium's sockets live in it, and a socket's path has a
+// limit (108 bytes) that t.TempDir's long names can pass.
+func privateTemp(t *testing.T) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "flr")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Setenv("TMPDIR", dir)
 }
 
 // browsers lists the processes still running with one of our profiles.
@@ -54,6 +135,7 @@ func profiles(t *testing.T) []string {
 // keeps a screenshot.
 func TestReportInBrowser(t *testing.T) {
 	needChromium(t)
+	privateTemp(t)
 	before := profiles(t)
 	dir := reportDir(t)
 	require.NoError(t, Write(dir, fixtureRun()))
@@ -153,6 +235,7 @@ func TestBlackBoxReportInBrowser(t *testing.T) {
 // A deadline ends the browser and everything it started.
 func TestChromiumBoundedByContext(t *testing.T) {
 	needChromium(t)
+	privateTemp(t)
 	before := profiles(t)
 	dir := t.TempDir()
 	require.NoError(t, Write(dir, fixtureRun()))

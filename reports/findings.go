@@ -20,6 +20,14 @@ type finding struct {
 	Seed     int64
 	Text     string
 	Anchor   string // the run's section; "" on a variant's own line
+	// Guards are the guards a failed run's violations point at (guardsOf);
+	// on a variant's line, the guard the variant removes.
+	Guards []string
+	// Window and WindowGuard: the window the run opened and what closes it
+	// (the protocol's words), where it names one.
+	Window, WindowGuard string
+	// Commands run the failing runs again (reproduceCommand).
+	Commands []string
 }
 
 type findings struct {
@@ -83,7 +91,10 @@ func (ix *index) findingsOf(st stats) findings {
 	for _, s := range sortedResults(ix.run) {
 		switch {
 		case s.Verdict == result.Fail && variantOf(s) == correct && !s.Known:
-			f.Failed = append(f.Failed, finding{Class: clsBad, Name: s.Name, Pipeline: correct, Seed: s.Seed, Text: found(s), Anchor: anchor(s)})
+			fd := finding{Class: clsBad, Name: s.Name, Pipeline: correct, Seed: s.Seed, Text: found(s), Anchor: anchor(s),
+				Guards: guardsOf(s), Commands: []string{reproduceCommand(ix.run, s)}}
+			fd.Window, fd.WindowGuard = windowGuard(s)
+			f.Failed = append(f.Failed, fd)
 		case s.Verdict == result.Indeterminate:
 			line, _, _ := strings.Cut(s.Reason, "\n")
 			f.Indeterminate = append(f.Indeterminate, finding{Class: clsUnknown, Name: s.Name, Pipeline: variantOf(s), Seed: s.Seed, Text: line, Anchor: anchor(s)})
@@ -97,11 +108,21 @@ func (ix *index) findingsOf(st stats) findings {
 		if v.Expected != "" {
 			must = "must report " + v.Expected + "; "
 		}
+		var guards []string
+		if g := ix.guard[v.Name]; g != "" {
+			guards = []string{g}
+		}
 		switch {
 		case len(v.Missed) > 0:
-			f.Missed = append(f.Missed, finding{Class: clsBad, Name: v.Name, Text: "not caught: " + must + "missed by " + strings.Join(v.Missed, ", ")})
+			fd := finding{Class: clsBad, Name: v.Name, Text: "not caught: " + must + "missed by " + strings.Join(v.Missed, ", "), Guards: guards}
+			for _, sc := range v.Missed {
+				for _, r := range ix.find(sc, v.Name) {
+					fd.Commands = append(fd.Commands, reproduceCommand(ix.run, r))
+				}
+			}
+			f.Missed = append(f.Missed, fd)
 		case len(v.Indeterminate) == 0:
-			f.Missed = append(f.Missed, finding{Class: clsBad, Name: v.Name, Text: "not caught: " + must + "no scenario that catches it could run on it"})
+			f.Missed = append(f.Missed, finding{Class: clsBad, Name: v.Name, Text: "not caught: " + must + "no scenario that catches it could run on it", Guards: guards})
 		}
 	}
 	f.Known = ix.knownOf()

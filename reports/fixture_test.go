@@ -217,7 +217,8 @@ func fixtureRun() result.Run {
 		{Name: "relay-pause-past-lease", Variant: "no-fencing", Seed: 7, Window: protocol.ClaimPastLease, Verdict: result.NotRun, Reason: "interrupted"},
 	}
 	return result.Run{
-		Schema: result.Schema, Seed: 7, Started: t0, DurationMS: 95_000, Pass: false, Infra: "local",
+		Schema: result.Schema, Target: "reference", TargetFile: "/home/team/orders/system/faultline.yaml", Version: "v0.9.0",
+		Seed: 7, Started: t0, DurationMS: 95_000, Pass: false, Infra: "local",
 		Scenarios: scenarios,
 		Timing: &result.Timing{InfraStartMS: 6100, StartPartsMS: map[string]int64{"infra": 6000, "rabbitmq": 5900, "postgres": 1400, "build": 2100, "toxiproxy": 90},
 			RunsMS: 95_000, ExclusiveMS: 22_000, TotalMS: 101_500, ScenarioMedianMS: 14_200, ScenarioMaxMS: 25_000,

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"fmt"
 	"html/template"
@@ -26,7 +27,11 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 
 type pageData struct {
 	Title string
-	Pass  bool
+	// Target names the pipeline attacked (targetName); TargetFile is its
+	// target file, Version the faultline that ran it.
+	Target, TargetFile, Version string
+	Glossary                    []glossarySection
+	Pass                        bool
 	// Verdict is the headline: PASS, FAIL, INDETERMINATE or INTERRUPTED;
 	// VerdictClass its CSS class.
 	Verdict, VerdictClass string
@@ -63,6 +68,7 @@ type scenarioView struct {
 	Duration   string
 	Phases     string // where its time went
 	Recovery   string
+	Command    string // runs it again
 	Counts     []countItem
 	Faults     []faultView
 	Violations []violationView
@@ -95,7 +101,10 @@ type violationView struct {
 
 func (ix *index) scenarioView(s result.Scenario) scenarioView {
 	v := scenarioView{ID: anchor(s), S: s, Variant: variantOf(s), Outcome: ix.verdictOf(s), Stages: stages,
-		Duration: fmtMS(s.DurationMS), Phases: phasesText(s), Recovery: fmtRecovery(s.RecoveryMS), Failed: s.Failed()}
+		Duration: fmtDuration(s.DurationMS), Phases: phasesText(s), Recovery: fmtRecovery(s.RecoveryMS), Failed: s.Failed()}
+	if s.Verdict != result.NotRun {
+		v.Command = reproduceCommand(ix.run, s)
+	}
 	v.IsVariant = v.Variant != correct
 	v.Window = windowText(s.Window)
 	v.Open = v.Outcome.Class == clsBad
@@ -130,9 +139,9 @@ func (ix *index) scenarioView(s result.Scenario) scenarioView {
 	for _, f := range s.Faults {
 		fv := faultView{Fault: f}
 		if !f.Start.IsZero() && !s.Started.IsZero() {
-			fv.When = "+" + fmtMS(f.Start.Sub(s.Started).Milliseconds())
+			fv.When = "+" + fmtDuration(f.Start.Sub(s.Started).Milliseconds())
 			if !f.End.IsZero() {
-				fv.When += " for " + fmtMS(f.End.Sub(f.Start).Milliseconds())
+				fv.When += " for " + fmtDuration(f.End.Sub(f.Start).Milliseconds())
 			}
 		}
 		v.Faults = append(v.Faults, fv)
@@ -153,7 +162,11 @@ func renderHTML(run result.Run) ([]byte, error) {
 	m := ix.matrix()
 	kept, left := ix.offered(windowsOf(run))
 	d := pageData{
-		Title:       "faultline report",
+		Title:       "faultline: " + targetName(run),
+		Target:      targetName(run),
+		TargetFile:  run.TargetFile,
+		Version:     cmp.Or(run.Version, notRecorded),
+		Glossary:    glossary(),
 		Pass:        run.Pass,
 		Interrupted: run.Interrupted,
 		Retried:     run.Retried,
@@ -167,14 +180,14 @@ func renderHTML(run result.Run) ([]byte, error) {
 		VariantNote: ix.variantNote(),
 		Matrix:      m,
 		Timing:      timingRows(run),
-		Duration:    fmtMS(run.DurationMS),
+		Duration:    fmtDuration(run.DurationMS),
 		Seeds:       seedsText(run),
 	}
 	d.Verdict, d.VerdictClass = headline(run)
 	d.Findings = ix.findingsOf(d.Stats)
 	if !run.Started.IsZero() {
 		d.Started = run.Started.UTC().Format("2006-01-02 15:04:05Z")
-		d.Title += " " + run.Started.UTC().Format("2006-01-02 15:04")
+		d.Title += ", " + run.Started.UTC().Format("2006-01-02 15:04")
 	}
 	for _, s := range sortedResults(run) {
 		d.Results = append(d.Results, ix.scenarioView(s))
@@ -195,4 +208,13 @@ func seedsText(run result.Run) string {
 		s = append(s, fmt.Sprint(x))
 	}
 	return strings.Join(s, ", ")
+}
+
+// notRecorded stands for what a run written before it was recorded lacks.
+const notRecorded = "not recorded"
+
+// targetName names the run's target in a heading: the name its target
+// file gives it, else the file's path.
+func targetName(run result.Run) string {
+	return cmp.Or(run.Target, run.TargetFile, "target "+notRecorded)
 }

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"strings"
@@ -79,7 +80,12 @@ func renderJUnit(run result.Run) ([]byte, error) {
 	if !run.Started.IsZero() {
 		suite.Timestamp = run.Started.UTC().Format("2006-01-02T15:04:05")
 	}
-	suite.Properties = []junitProperty{{"schema", run.Schema}, {"seed", seedsText(run)}, {"pass", fmt.Sprint(run.Pass)}}
+	suite.Properties = []junitProperty{{"schema", run.Schema}, {"target", targetName(run)}}
+	if run.TargetFile != "" {
+		suite.Properties = append(suite.Properties, junitProperty{"target_file", run.TargetFile})
+	}
+	suite.Properties = append(suite.Properties, junitProperty{"version", cmp.Or(run.Version, notRecorded)},
+		junitProperty{"seed", seedsText(run)}, junitProperty{"pass", fmt.Sprint(run.Pass)})
 	if run.Verdict != "" {
 		suite.Properties = append(suite.Properties, junitProperty{"verdict", run.Verdict})
 	}
@@ -114,7 +120,7 @@ func renderJUnit(run result.Run) ([]byte, error) {
 			case s.Known && known:
 				c.SystemOut = fmt.Sprintf("known finding of the target file, shown: %s (lists %s)\ncause: %s\n%s", found(s), strings.Join(k.Violations, ", "), k.Cause, violationText(s, false))
 			case s.Verdict == result.Fail:
-				c.Failure = &junitFailure{Type: "violation", Message: oneLineFailure(s), Text: failureText(s)}
+				c.Failure = &junitFailure{Type: "violation", Message: oneLineFailure(s), Text: todoText(run, s) + failureText(s)}
 				suite.Failures++
 			default:
 				if lim := expectedLimits(s); len(lim) > 0 {
@@ -129,7 +135,7 @@ func renderJUnit(run result.Run) ([]byte, error) {
 				o := missed(s, orAny(kind))
 				c.Failure = &junitFailure{Type: "not-caught",
 					Message: fmt.Sprintf("variant %s was NOT caught by %s: expected a %s violation; %s", s.Variant, s.Name, orAny(kind), strings.TrimPrefix(o.Text, "MISSED: ")),
-					Text:    failureText(s)}
+					Text:    todoText(run, s) + failureText(s)}
 				suite.Failures++
 			}
 		}
@@ -157,6 +163,28 @@ func renderJUnit(run result.Run) ([]byte, error) {
 	}
 	b.WriteString("\n")
 	return b.Bytes(), nil
+}
+
+// todoText opens a failure's text with what to do: the guard it points
+// at (on a variant, the guard it removes), the window's guard, and the
+// command that runs it again.
+func todoText(run result.Run, s result.Scenario) string {
+	var b strings.Builder
+	guards := guardsOf(s)
+	if v := variantOf(s); v != correct {
+		guards = nil
+		if g := newIndex(run).guard[v]; g != "" {
+			guards = []string{g}
+		}
+	}
+	if len(guards) > 0 {
+		fmt.Fprintf(&b, "missing guard: %s\n", strings.Join(guards, "; "))
+	}
+	if name, g := windowGuard(s); g != "" {
+		fmt.Fprintf(&b, "window %s is closed by: %s\n", name, g)
+	}
+	fmt.Fprintf(&b, "reproduce: %s\n", reproduceCommand(run, s))
+	return b.String()
 }
 
 func orAny(kind string) string {

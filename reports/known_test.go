@@ -59,7 +59,7 @@ func TestKnownFindingShown(t *testing.T) {
 	assert.NotContains(t, html, "<h3>Failed</h3>")
 
 	md := read(t, filepath.Join(dir, SummaryFile))
-	assert.Contains(t, md, "# faultline report: PASS\n")
+	assert.Contains(t, md, "# faultline report: PASS — watermill-outbox\n")
 	assert.Contains(t, md, "- correct pipeline: 1/2 passed, 1 showed a known finding\n")
 	assert.Contains(t, md, "### Known findings\n")
 	assert.Contains(t, md, "- ⚠️ `blackbox-unroutable-then-routable` (lost) shown: seed 1: lost 73  \n  cause: watermill-amqp registers no basic.return listener &lt;script&gt;")
@@ -90,7 +90,7 @@ func TestKnownFindingNotReproduced(t *testing.T) {
 	assert.Contains(t, html, `<li class="bad">✗ <b>blackbox-unroutable-then-routable</b> <span class="tag none">lost</span> NOT REPRODUCED: <span class="what">known finding not reproduced:`)
 
 	md := read(t, filepath.Join(dir, SummaryFile))
-	assert.Contains(t, md, "# faultline report: FAIL\n")
+	assert.Contains(t, md, "# faultline report: FAIL — watermill-outbox\n")
 	assert.Contains(t, md, "NOT REPRODUCED: known finding not reproduced: blackbox-unroutable-then-routable no longer shows lost (passed with seed 1); if the library fixed it, remove it from the target file")
 
 	junit := read(t, filepath.Join(dir, JUnitFile))

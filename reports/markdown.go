@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -49,12 +50,17 @@ func renderMarkdown(run result.Run) []byte {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
 	verdict, _ := headline(run)
-	p("# faultline report: %s\n\n", verdict)
+	p("# faultline report: %s — %s\n\n", verdict, mdCell(targetName(run)))
+	file := notRecorded
+	if run.TargetFile != "" {
+		file = mdCode(run.TargetFile)
+	}
+	p("- target file %s, faultline %s\n", file, mdCell(cmp.Or(run.Version, notRecorded)))
 	p("- seed %s", mdCell(seedsText(run)))
 	if !run.Started.IsZero() {
 		p(", started %s", run.Started.UTC().Format("2006-01-02 15:04:05Z"))
 	}
-	p(", took %s", fmtMS(run.DurationMS))
+	p(", took %s", fmtDuration(run.DurationMS))
 	if run.Infra != "" {
 		p(", infrastructure %s", mdCell(run.Infra))
 	}
@@ -112,6 +118,7 @@ func renderMarkdown(run result.Run) []byte {
 				p(" [%s] seed %d", mdCell(it.Pipeline), it.Seed)
 			}
 			p(": %s\n", mdCell(it.Text))
+			writeTodo(&b, it)
 		}
 		p("\n")
 	}
@@ -179,7 +186,7 @@ func renderMarkdown(run result.Run) []byte {
 		o := ix.verdictOf(s)
 		p("- %s %s [%s] seed %d: %s", mdIcon[o.Class], mdCode(s.Name), mdCell(variantOf(s)), s.Seed, mdCell(o.Text))
 		if s.Verdict != result.NotRun {
-			p(" (recovery %s, took %s)", fmtRecovery(s.RecoveryMS), fmtMS(s.DurationMS))
+			p(" (recovery %s, took %s)", fmtRecovery(s.RecoveryMS), fmtDuration(s.DurationMS))
 		}
 		p("\n")
 	}
@@ -224,7 +231,7 @@ func renderMarkdown(run result.Run) []byte {
 			if i == 5 {
 				break
 			}
-			p("- %s [%s] %s", mdCode(s.Name), mdCell(variantOf(s)), fmtMS(s.DurationMS))
+			p("- %s [%s] %s", mdCode(s.Name), mdCell(variantOf(s)), fmtDuration(s.DurationMS))
 			if ph := phasesText(s); ph != "" {
 				p(": %s", mdCell(ph))
 			}
@@ -242,6 +249,7 @@ func renderMarkdown(run result.Run) []byte {
 		n++
 		p("### %s [%s] seed %d\n\n", mdCell(s.Name), mdCell(variantOf(s)), s.Seed)
 		p("%s\n\n", mdCell(o.Text))
+		p("Reproduce: %s\n\n", mdCode(reproduceCommand(run, s)))
 		if s.Reason != "" {
 			p("Reason: %s\n\n", mdCell(s.Reason))
 		}
@@ -269,7 +277,31 @@ func renderMarkdown(run result.Run) []byte {
 		p("### %s [%s] seed %d\n\n", mdCell(s.Name), mdCell(variantOf(s)), s.Seed)
 		writeViolations(&b, s, true)
 	}
+	if used := usedTerms(run); len(used) > 0 {
+		p("## Glossary\n\nThe violation kinds and stages of this report (index.html explains every word):\n\n")
+		for _, t := range used {
+			p("- %s: %s", mdCode(t.Name), mdCell(t.Meaning))
+			if t.Guard != "" {
+				p(" (guard: %s)", mdCell(t.Guard))
+			}
+			p("\n")
+		}
+	}
 	return b.Bytes()
+}
+
+// writeTodo says under a failure what to do: the guard it points at,
+// the window's guard, the command that runs it again.
+func writeTodo(b *bytes.Buffer, f finding) {
+	if len(f.Guards) > 0 {
+		fmt.Fprintf(b, "  - missing guard: %s\n", mdCell(strings.Join(f.Guards, "; ")))
+	}
+	if f.WindowGuard != "" {
+		fmt.Fprintf(b, "  - window %s is closed by: %s\n", mdCode(f.Window), mdCell(f.WindowGuard))
+	}
+	for _, c := range f.Commands {
+		fmt.Fprintf(b, "  - reproduce: %s\n", mdCode(c))
+	}
 }
 
 // writeViolations lists a run's violations with their timelines: the

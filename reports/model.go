@@ -762,11 +762,33 @@ func (ix *index) stats(m matrix) stats {
 	return st
 }
 
-// fmtRecovery renders a recovery time; a negative one means the run never
-// converged (the runner's convention).
+// notConverged is the runner's recovery of a run that never converged.
+const notConverged = -1
+
+// fmtRecovery renders a recovery time: the runner's notConverged says so
+// in words, and any other negative figure is no measurement.
 func fmtRecovery(ms int64) string {
-	if ms < 0 {
+	if ms == notConverged {
 		return "not converged"
+	}
+	return fmtDuration(ms)
+}
+
+// fmtDuration renders how long something took; a negative figure is a
+// sentinel or clocks that disagree, never a duration, and says so.
+func fmtDuration(ms int64) string {
+	if ms < 0 {
+		return "not measured"
+	}
+	return fmtMS(ms)
+}
+
+// fmtAt renders a moment of a run's timeline, counted from the workload's
+// start: one before it (a process started ahead of the workload) says so
+// in words rather than as a negative time.
+func fmtAt(ms int64) string {
+	if ms < 0 {
+		return fmtMS(-ms) + " before the start"
 	}
 	return fmtMS(ms)
 }

@@ -210,7 +210,7 @@ func TestSummaryMarkdown(t *testing.T) {
 	dir := reportDir(t)
 	require.NoError(t, Write(dir, fixtureRun()))
 	md := read(t, filepath.Join(dir, SummaryFile))
-	assert.Contains(t, md, "# faultline report: FAIL")
+	assert.Contains(t, md, "# faultline report: FAIL — reference\n")
 	assert.Contains(t, md, "| boundary | window | window name | guard | without the guard | pipeline | scenario | measured outcome |")
 	// Every window's rows: the correct pipeline's and the variant's.
 	assert.Contains(t, md, "| app transaction | fact committed, event not yet published | `producer.after-commit` |")

@@ -272,7 +272,7 @@ func layoutTimeline(s result.Scenario) *tlView {
 		lastLabelX := -1e9
 		for _, m := range l.Marks {
 			mv := markView{X: x(m.AtMS), Y: lv.MidY, Class: markClass(m.Kind, m.Label)}
-			mv.Title = fmt.Sprintf("%s %s: %s at %s", l.Process, m.Kind, m.Label, fmtMS(m.AtMS))
+			mv.Title = fmt.Sprintf("%s %s: %s at %s", l.Process, m.Kind, m.Label, fmtAt(m.AtMS))
 			switch mv.Class {
 			case "kill", "pause", "delay", "resume", "restart":
 				mv.Label = m.Label
@@ -308,7 +308,7 @@ func layoutTimeline(s result.Scenario) *tlView {
 		if label == "" {
 			label = sp.Kind
 		}
-		sv.Title = fmt.Sprintf("%s on %s: %s, %s to %s (%s)", sp.Kind, sp.Target, label, fmtMS(sp.StartMS), fmtMS(sp.EndMS), fmtMS(sp.EndMS-sp.StartMS))
+		sv.Title = fmt.Sprintf("%s on %s: %s, %s to %s (%s)", sp.Kind, sp.Target, label, fmtAt(sp.StartMS), fmtAt(sp.EndMS), fmtDuration(sp.EndMS-sp.StartMS))
 		if sv.W >= 46 {
 			sv.Label = sp.Kind
 			sv.LabelX, sv.LabelY = sv.X+3, sv.Y+sv.H-3
@@ -328,7 +328,7 @@ func layoutTimeline(s result.Scenario) *tlView {
 			pv.W = max(x(b)-pv.X, 1)
 			pv.TextX = pv.X + 4
 			pv.Fits = pv.W >= float64(len(p.Name))*6+8
-			pv.Title = fmt.Sprintf("%s: %s to %s", p.Name, fmtMS(a), fmtMS(b))
+			pv.Title = fmt.Sprintf("%s: %s to %s", p.Name, fmtAt(a), fmtAt(b))
 			v.Phases = append(v.Phases, pv)
 		}
 	}
@@ -403,7 +403,7 @@ func layoutTimeline(s result.Scenario) *tlView {
 			bw := max(x(b.AtMS+bucket)-bx-1, 1)
 			h := r1(base - hy(float64(b.Reserved)))
 			rt.Bars = append(rt.Bars, barView{X: bx, Y: r1(base - h), W: r1(bw), H: h,
-				Title: fmt.Sprintf("%s: %d committed, %d published, %d reserved", fmtMS(b.AtMS), b.Committed, b.Published, b.Reserved)})
+				Title: fmt.Sprintf("%s: %d committed, %d published, %d reserved", fmtAt(b.AtMS), b.Committed, b.Published, b.Reserved)})
 			mid := r1(bx + bw/2)
 			com = append(com, fmt.Sprintf("%g,%g", mid, hy(float64(b.Committed))))
 			pub = append(pub, fmt.Sprintf("%g,%g", mid, hy(float64(b.Published))))
@@ -431,7 +431,7 @@ func layoutTimeline(s result.Scenario) *tlView {
 }
 
 func stepTitle(id string, st result.Step) string {
-	t := fmt.Sprintf("%s %s by %s at %s", id, st.Event, st.Process, fmtMS(st.AtMS))
+	t := fmt.Sprintf("%s %s by %s at %s", id, st.Event, st.Process, fmtAt(st.AtMS))
 	if st.ClaimID != "" {
 		t += " claim " + st.ClaimID
 	}
@@ -494,7 +494,7 @@ func traceRows(tl *result.Timeline) (rows []traceRow, hidden int) {
 			row.Class = fmt.Sprintf("t%d", i)
 		}
 		for _, st := range tr.Steps {
-			c := stepCell{Text: fmtMS(st.AtMS) + " " + st.Process, Title: stepTitle(tr.EventID, st)}
+			c := stepCell{Text: fmtAt(st.AtMS) + " " + st.Process, Title: stepTitle(tr.EventID, st)}
 			k := stageOf(st.Event)
 			if k == len(stages)-1 || st.Event == "fenced" {
 				c.Text = st.Event + " " + c.Text

@@ -30,22 +30,22 @@ func timingRows(run result.Run) []timingRow {
 	}
 	withGoal := func(r timingRow, name string) timingRow {
 		if g, ok := goals[name]; ok {
-			r.Class, r.Note = clsGood, "goal ≤ "+fmtMS(g.GoalMS)+": met"
+			r.Class, r.Note = clsGood, "goal ≤ "+fmtDuration(g.GoalMS)+": met"
 			if !g.Met {
-				r.Class, r.Note = clsBad, "goal ≤ "+fmtMS(g.GoalMS)+": missed"
+				r.Class, r.Note = clsBad, "goal ≤ "+fmtDuration(g.GoalMS)+": missed"
 			}
 		}
 		return r
 	}
 	rows := []timingRow{
-		{Label: "infrastructure start-up", Value: fmtMS(t.InfraStartMS), Note: startPartsText(t.StartPartsMS)},
-		{Label: "all runs", Value: fmtMS(t.RunsMS)},
-		withGoal(timingRow{Label: "whole run, to the verdict", Value: fmtMS(t.TotalMS)}, "total"),
-		withGoal(timingRow{Label: "median scenario", Value: fmtMS(t.ScenarioMedianMS)}, "scenario median"),
-		{Label: "slowest scenario", Value: fmtMS(t.ScenarioMaxMS), Note: slowestName(run.Scenarios, t.ScenarioMaxMS)},
+		{Label: "infrastructure start-up", Value: fmtDuration(t.InfraStartMS), Note: startPartsText(t.StartPartsMS)},
+		{Label: "all runs", Value: fmtDuration(t.RunsMS)},
+		withGoal(timingRow{Label: "whole run, to the verdict", Value: fmtDuration(t.TotalMS)}, "total"),
+		withGoal(timingRow{Label: "median scenario", Value: fmtDuration(t.ScenarioMedianMS)}, "scenario median"),
+		{Label: "slowest scenario", Value: fmtDuration(t.ScenarioMaxMS), Note: slowestName(run.Scenarios, t.ScenarioMaxMS)},
 	}
 	if t.ExclusiveMS > 0 {
-		rows[1].Note = fmtMS(t.ExclusiveMS) + " of it with one run alone (it restarts the shared broker)"
+		rows[1].Note = fmtDuration(t.ExclusiveMS) + " of it with one run alone (it restarts the shared broker)"
 	}
 	return rows
 }
@@ -75,7 +75,7 @@ func startPartsText(parts map[string]int64) string {
 	})
 	out := make([]string, 0, len(names))
 	for _, name := range names {
-		out = append(out, name+" "+fmtMS(parts[name]))
+		out = append(out, name+" "+fmtDuration(parts[name]))
 	}
 	return strings.Join(out, ", ")
 }

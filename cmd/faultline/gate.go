@@ -15,6 +15,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/version"
 	"github.com/faultline-dev/faultline/scenarios"
 )
 
@@ -127,6 +128,7 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 			out.Infra = sh.Infra.Name()
 			out.Target = t.Name
+			out.TargetFile, out.Version = t.Path, version.String()
 			out.TargetVariants = targetVariants(t)
 			if out.Timing != nil {
 				out.Timing.TotalMS = time.Since(from).Milliseconds()

@@ -20,6 +20,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/version"
 	"github.com/faultline-dev/faultline/reports"
 	"github.com/faultline-dev/faultline/scenarios"
 	"github.com/faultline-dev/faultline/system/bench"
@@ -295,7 +296,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	timing.TotalMS = time.Since(started).Milliseconds()
 	rep.Stop()
-	out := result.Run{Schema: result.Schema, Target: c.target.Name, TargetVariants: targetVariants(c.target), Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS,
+	out := result.Run{Schema: result.Schema, Target: c.target.Name, TargetFile: c.target.Path, Version: version.String(), TargetVariants: targetVariants(c.target), Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS,
 		Scenarios: results, Variants: gate.Verdicts(catches, results), Timing: timing, Interrupted: interrupted}
 	out.Verdict = runVerdict(results, interrupted)
 	out.Pass = out.Verdict == result.Pass

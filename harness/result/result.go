@@ -425,7 +425,13 @@ type TargetVariant struct {
 type Run struct {
 	Schema string `json:"schema"`
 	// Target is the name of the pipeline attacked (its target file's name).
-	Target     string    `json:"target,omitempty"`
+	Target string `json:"target,omitempty"`
+	// TargetFile is the path of the target file the run loaded (absolute):
+	// the report's reproduce commands pass it to --target.
+	TargetFile string `json:"target_file,omitempty"`
+	// Version is the faultline that made the run (harness/version); absent
+	// in results written before it was recorded.
+	Version    string    `json:"version,omitempty"`
 	Seed       int64     `json:"seed"`
 	Seeds      []int64   `json:"seeds,omitempty"`
 	Started    time.Time `json:"started"`
