@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -170,4 +171,35 @@ func TestListJSON(t *testing.T) {
 		assert.Equal(t, listVariant{Name: v.Name, Guard: v.Guard, Expect: v.Expect, CaughtBy: v.CaughtBy}, got.Variants[i])
 	}
 	assert.NotNil(t, got.KnownFindings)
+}
+
+// docs/cli.md has a section per command naming each of its flags, and
+// the exit statuses as the code has them.
+func TestDocsNameEveryFlag(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
+	require.NoError(t, err)
+	doc := string(data)
+	for _, c := range commands() {
+		if c.name == "help" {
+			continue
+		}
+		start := strings.Index(doc, "\n### faultline "+c.name+"\n")
+		require.GreaterOrEqual(t, start, 0, "no section for %s", c.name)
+		section := doc[start+1:]
+		if end := strings.Index(section[1:], "\n### "); end >= 0 {
+			section = section[:end+1]
+		}
+		var help bytes.Buffer
+		require.Equal(t, exitOK, run(context.Background(), []string{c.name, "--help"}, &help, &bytes.Buffer{}))
+		for _, line := range strings.Split(help.String(), "\n") {
+			if !strings.HasPrefix(line, "  -") {
+				continue
+			}
+			name := strings.Fields(line)[0][1:]
+			assert.Contains(t, section, "`--"+name, "docs/cli.md: faultline %s --%s", c.name, name)
+		}
+	}
+	for status, meaning := range map[int]string{exitOK: "everything held", exitViolation: "a violation", exitUsage: "bad usage", exitNoVerdict: "no verdict", exitInterrupted: "interrupted"} {
+		assert.Regexp(t, fmt.Sprintf(`\n\| %d \| [^\n]*%s`, status, meaning), doc)
+	}
 }

@@ -33,6 +33,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"gate", "--target", "testdata/broken.yaml"}, `unknown placeholder "pg_url"`},
 		{[]string{"init", "a", "b"}, "init takes one path"},
 		{[]string{"check-target", "a.yaml", "b.yaml"}, "check-target takes one target file, got 2"},
+		{[]string{"check-target", "--infra", "cloud", "testdata/broken.yaml"}, `--infra "cloud": want one of`},
 		{[]string{"list", "--format", "yaml"}, `--format "yaml": want text or json`},
 		{[]string{"gate", "--scenarios", "nope"}, `--scenarios: unknown scenario "nope"`},
 		{[]string{"gate", "--scenarios", "cluster-relay-node-lost"}, `--scenarios: scenario "cluster-relay-node-lost" is not of profile default`},

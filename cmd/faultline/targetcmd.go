@@ -7,7 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -77,10 +80,13 @@ func cmdInit(args []string, stdout io.Writer) error {
 // not be started).
 func cmdCheckTarget(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("check-target")
-	infraKind := fs.String("infra", "", "where PostgreSQL and RabbitMQ come from: local, docker, external or auto")
+	infraKind := fs.String("infra", "", "where PostgreSQL and RabbitMQ come from: local, docker, external or auto (default: $FAULTLINE_INFRA, else auto)")
 	paths, err := parseInterspersed(fs, args, stdout)
 	if err != nil {
 		return err
+	}
+	if *infraKind != "" && !slices.Contains(infra.Kinds(), *infraKind) {
+		return usagef("--infra %q: want one of %s", *infraKind, strings.Join(infra.Kinds(), ", "))
 	}
 	var path string
 	switch len(paths) {
