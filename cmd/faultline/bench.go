@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,7 +22,7 @@ import (
 )
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := newFlagSet("bench")
 	opts := bench.Defaults()
 	jsonPath := fs.String("json", "", "write every figure, the ratios and the targets to this file (bench.json)")
 	fs.IntVar(&opts.Events, "events", opts.Events, "events per repetition (raw, relay, consumer, end to end)")
@@ -34,13 +33,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	only := fs.String("only", "", "measure only these figures, comma-separated: "+strings.Join(bench.FigureNames(), ", ")+" (default: all)")
 	relayFlags := fs.String("relay-flags", "", "flags added to every relay's defaults, e.g. \"--batch-size 500\"")
 	inventoryFlags := fs.String("inventory-flags", "", "flags added to the consumer's defaults, e.g. \"--workers 1\"")
-	targetPath := fs.String("target", "", "the reference pipeline's target file: its build step builds order, relay and inventory, its workload is the order sent (default: "+referenceTarget+" in the current folder)")
+	targetPath := fs.String("target", "", "the reference pipeline's target file: its build step builds order, relay and inventory, its workload is the order sent (default: "+referenceTarget+" at the root of faultline's source tree, looked for from the current folder up)")
 	infraKind := fs.String("infra", "", "where PostgreSQL and RabbitMQ come from: local, docker, external or auto (default: $FAULTLINE_INFRA, else auto)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: faultline bench [flags]")
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args, stderr); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -70,12 +65,20 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
-	// FAULTLINE_TARGET is not read: the bench runs the reference's own
-	// programs, which another pipeline's build step does not build.
-	ref, err := loadReference("pass --target PATH")
-	if *targetPath != "" {
-		ref, err = loadTargetFile(*targetPath)
+	// Neither FAULTLINE_TARGET nor a team's faultline.yaml is read: the
+	// bench runs the reference's own programs, which another pipeline's
+	// build step does not build.
+	refPath := *targetPath
+	if refPath == "" {
+		dir, err := cwd()
+		if err != nil {
+			return err
+		}
+		if refPath, err = findReference(dir); err != nil {
+			return err
+		}
 	}
+	ref, err := loadTargetFile(refPath)
 	if err != nil {
 		return err
 	}
@@ -108,7 +111,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	opts.Log = stderr
 	rep, err := bench.Run(ctx, b.Infra, bench.ProgramsOf(ref, b.BuildDir), opts)
 	if err != nil && ctx.Err() != nil && parent.Err() == nil {
-		return fmt.Errorf("bench interrupted (its processes, databases and vhosts are gone)")
+		return fmt.Errorf("bench: its processes, databases and vhosts are gone: %w", errInterrupted)
 	}
 	if err != nil {
 		return err

@@ -41,7 +41,7 @@ func (s settingsFlag) Set(v string) error {
 }
 
 func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("explore", flag.ContinueOnError)
+	fs := newFlagSet("explore")
 	var c common
 	c.flags(fs)
 	targetFlag(fs, &c.targetPath)
@@ -56,11 +56,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	retries := fs.Int("retries", 2, "run a run whose faults happened but that ended without a verdict (an infrastructure error) again this many times, even past --budget; every attempt's reason is kept (also for the runs that recheck, shrink and confirm a finding)")
 	settings := settingsFlag{}
 	fs.Var(settings, "set", "NAME=VALUE: turn one of the target's settings for every run (repeatable), e.g. --set lease-renewal=400ms")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: faultline explore [flags]")
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args, stderr); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -85,7 +81,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *shardFlag != "" {
 		var err error
 		if shard, err = explore.ParseShard(*shardFlag); err != nil {
-			return usageError{err.Error()}
+			return usageError{msg: err.Error()}
 		}
 		if !flagSet(fs, "seed") {
 			return usagef("--shard needs --seed: every shard must enumerate the same list (e.g. --seed $GITHUB_RUN_NUMBER)")
@@ -104,7 +100,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	surface, err := explore.SurfaceOf(c.target)
 	if err != nil {
-		return usageError{err.Error()}
+		return targetErrorf("%v", err)
 	}
 	items, err := surface.Enumerate(explore.Options{Seed: c.seed, Hits: *hits, Settings: settings})
 	if err != nil {
@@ -253,7 +249,7 @@ func progressLine(p explore.Progress) string {
 func scheduleScenario(path string, fs *flag.FlagSet, c *common, variant *string) (runner.Scenario, string, error) {
 	s, err := explore.LoadSchedule(path)
 	if err != nil {
-		return runner.Scenario{}, "", usageError{err.Error()}
+		return runner.Scenario{}, "", usageError{msg: err.Error()}
 	}
 	if s.Target != c.target.Name {
 		return runner.Scenario{}, "", usagef("schedule %s is of target %q, not of %q (%s): give its target with --target", path, s.Target, c.target.Name, c.target.Path)

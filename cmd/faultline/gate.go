@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,19 +19,16 @@ import (
 )
 
 func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
+	fs := newFlagSet("gate")
 	var c common
 	c.flags(fs)
 	// gate's --target repeats: several pipelines on one infrastructure
-	fs.Var(targetsFlag{&c}, "target", "a pipeline's target file; give it again to gate several pipelines in one run (default: $FAULTLINE_TARGET, else the reference pipeline, "+referenceTarget+" in the current folder)")
+	fs.Var(targetsFlag{&c}, "target", "a pipeline's target file; give it again to gate several pipelines in one run (default: "+defaultTargetDoc+")")
 	seeds := fs.Int("seeds", 1, "run the correct pipeline's scenarios with this many seeds (seed, seed+1, ...)")
 	profile := fs.String("profile", scenarios.ProfileDefault, "the scenarios to run: "+scenarios.ProfileDefault+" (one broker node, one database server) or "+scenarios.ProfileProduction+" (the default ones, and those of a clustered broker on infrastructure of its own; a target's processes must take {{amqp_urls}})")
+	only := fs.String("scenarios", "", "gate only these scenarios of the profile, comma-separated (and the variants they catch): a quicker gate while working on one window; its verdict is of these alone")
 	retries := fs.Int("retries", 2, "run a run that ended indeterminate (a fault that never happened, an infrastructure error) again this many times, with the next seed each time; every attempt is listed")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: faultline gate [flags]")
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args, stderr); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -46,7 +42,12 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	picked, err := scenarios.Profile(*profile)
 	if err != nil {
-		return usageError{err.Error()}
+		return usageError{msg: err.Error()}
+	}
+	if *only != "" {
+		if picked, err = onlyScenarios(picked, *only, *profile); err != nil {
+			return err
+		}
 	}
 	if err := c.resolve(); err != nil {
 		return err
@@ -63,11 +64,11 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// this one runs.
 		catches, err := gate.CatchesOf(t, scenarios.Every())
 		if err != nil {
-			return usageError{err.Error()}
+			return targetErrorf("%v", err)
 		}
 		known, err := gate.KnownFindingsOf(t, scenarios.Every())
 		if err != nil {
-			return usageError{err.Error()}
+			return targetErrorf("%v", err)
 		}
 		plans[i] = gate.Plan{Scenarios: picked, Catches: gate.Within(catches, picked), Known: known, Parallel: c.parallel, Retries: *retries}
 		for s := 0; s < *seeds; s++ {
@@ -172,6 +173,35 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "whole gate: %s\n", time.Since(started).Round(time.Second))
 	}
 	return verdictErr(whole)
+}
+
+// onlyScenarios are the scenarios of picked (the profile's) named in list,
+// comma-separated, in the profile's order; a name not in the profile is a
+// usage error.
+func onlyScenarios(picked []runner.Scenario, list, profile string) ([]runner.Scenario, error) {
+	want := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			want[name] = true
+		}
+	}
+	var out []runner.Scenario
+	for _, s := range picked {
+		if want[s.Name] {
+			out = append(out, s)
+			delete(want, s.Name)
+		}
+	}
+	for name := range want {
+		if _, err := scenarios.Lookup(name); err != nil {
+			return nil, usagef("--scenarios: unknown scenario %q (see faultline list)", name)
+		}
+		return nil, usagef("--scenarios: scenario %q is not of profile %s (see --profile)", name, profile)
+	}
+	if len(out) == 0 {
+		return nil, usagef("--scenarios: name at least one scenario")
+	}
+	return out, nil
 }
 
 // Bounds of the gate's counts: each seed and each retry is a whole pass

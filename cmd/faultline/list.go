@@ -2,7 +2,7 @@ package main
 
 import (
 	"cmp"
-	"flag"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -20,19 +20,49 @@ import (
 )
 
 func cmdList(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("list", flag.ContinueOnError)
+	fs := newFlagSet("list")
 	var path string
 	targetFlag(fs, &path)
+	format := fs.String("format", "text", "text (tables) or json (the same, for programs: docs/cli.md)")
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("list takes no arguments, got %q", fs.Arg(0))
 	}
+	if *format != "text" && *format != "json" {
+		return usagef("--format %q: want text or json", *format)
+	}
 	t, err := loadTarget(path)
 	if err != nil {
 		return err
 	}
+	// A known finding naming no scenario of the catalogue is the file's
+	// mistake: said after a text listing, which shows the catalogue; a
+	// JSON one is not written.
+	_, knownErr := gate.KnownFindingsOf(t, scenarios.Every())
+	if *format == "json" {
+		if knownErr != nil {
+			return targetErrorf("%v", knownErr)
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(listingOf(t)); err != nil {
+			return fmt.Errorf("list: %w", err)
+		}
+		return nil
+	}
+	if err := printList(stdout, t); err != nil {
+		return err
+	}
+	if knownErr != nil {
+		return targetErrorf("%v", knownErr)
+	}
+	return nil
+}
+
+// printList prints what list shows, as tables.
+func printList(stdout io.Writer, t *target.Target) error {
 	offers := t.Windows()
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "target %s (%s)\n\n", t.Name, t.Path)
@@ -82,30 +112,36 @@ func cmdList(args []string, stdout io.Writer) error {
 			fmt.Fprintf(w, "%s\t%s\t%s\n", k.Scenario, strings.Join(k.Violations, ", "), strings.Join(strings.Fields(k.Cause), " "))
 		}
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	// A known finding naming no scenario of the catalogue is the file's
-	// mistake: said after the listing, which shows the catalogue.
-	if _, err := gate.KnownFindingsOf(t, scenarios.Every()); err != nil {
-		return usageError{err.Error()}
-	}
-	return nil
+	return w.Flush()
 }
 
 // alsoChecks names the optional invariants a scenario is judged by on t,
 // as it runs there (without a setting it prefers, it may ask for fewer).
 func alsoChecks(s runner.Scenario, t *target.Target) string {
+	return cmp.Or(strings.Join(alsoCheckList(s, t), ", "), "-")
+}
+
+// alsoCheckList is alsoChecks as a list.
+func alsoCheckList(s runner.Scenario, t *target.Target) []string {
 	if on, _, err := s.On(t); err == nil {
 		s = on
 	}
-	return cmp.Or(strings.Join(s.Invariants, ", "), "-")
+	return append([]string{}, s.Invariants...)
 }
 
 // needsOf names the windows (crash points, watched tables, the topology) a
 // schedule needs; the settings have their own column (settingsOn).
 func needsOf(faults []fault.Fault) string {
-	var out []string
+	out := needList(faults)
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ", ")
+}
+
+// needList is needsOf as a sorted list.
+func needList(faults []fault.Fault) []string {
+	out := []string{}
 	for _, f := range faults {
 		if k, ok := fault.KindOf(f); ok {
 			// Each window a fault opens needs something of the target: a
@@ -119,10 +155,7 @@ func needsOf(faults []fault.Fault) string {
 		}
 	}
 	sort.Strings(out)
-	if len(out) == 0 {
-		return "-"
-	}
-	return strings.Join(out, ", ")
+	return out
 }
 
 // settingsOn says what a scenario's run rests on among the target's

@@ -32,7 +32,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"gate", "--target", "testdata/broken.yaml"}, "databse: unknown field"},
 		{[]string{"gate", "--target", "testdata/broken.yaml"}, `unknown placeholder "pg_url"`},
 		{[]string{"init", "a", "b"}, "init takes one path"},
-		{[]string{"check-target"}, "check-target takes the target file's path"},
+		{[]string{"check-target", "a.yaml", "b.yaml"}, "check-target takes one target file, got 2"},
+		{[]string{"check-target", "--infra", "cloud", "testdata/broken.yaml"}, `--infra "cloud": want one of`},
+		{[]string{"list", "--format", "yaml"}, `--format "yaml": want text or json`},
+		{[]string{"gate", "--scenarios", "nope"}, `--scenarios: unknown scenario "nope"`},
+		{[]string{"gate", "--scenarios", "cluster-relay-node-lost"}, `--scenarios: scenario "cluster-relay-node-lost" is not of profile default`},
+		{[]string{"version", "extra"}, "version takes no arguments"},
+		{[]string{"help", "explode"}, `unknown command "explode"`},
 		{[]string{"run", "--parallel", "0", "broker-nack"}, "--parallel must be at least 1"},
 		{[]string{"run", "--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"run", "broker-nack", "--seed", "x"}, `invalid value "x" for flag -seed`},
@@ -105,10 +111,10 @@ func TestInitWritesATargetFileThatLoads(t *testing.T) {
 }
 
 // check-target on a malformed file lists every problem with its line and
-// starts nothing.
+// starts nothing: a bad target file, exit 2.
 func TestCheckTargetMalformedFile(t *testing.T) {
 	var out, errOut bytes.Buffer
-	assert.Equal(t, exitViolation, run(context.Background(), []string{"check-target", "testdata/broken.yaml"}, &out, &errOut))
+	assert.Equal(t, exitUsage, run(context.Background(), []string{"check-target", "testdata/broken.yaml"}, &out, &errOut))
 	for _, want := range []string{"broken.yaml:3: databse: unknown field", `broken.yaml:7: processes[0].command[1]: unknown placeholder "pg_url"`, "broken.yaml:8: processes[0].ready", "nothing started"} {
 		assert.Contains(t, out.String(), want)
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,14 +11,10 @@ import (
 // cmdMerge merges the explore.json files of the shards of one exploration
 // into one report: `faultline merge [--out DIR] DIR...`, each DIR a shard's
 // report folder (or its explore.json).
-func cmdMerge(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("merge", flag.ContinueOnError)
+func cmdMerge(args []string, stdout io.Writer) error {
+	fs := newFlagSet("merge")
 	out := fs.String("out", "", "report folder of the merged exploration (default: a new folder under reports/, with reports/latest pointing at it)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: faultline merge [--out DIR] DIR...   (each DIR holds a shard's explore.json)")
-		fs.PrintDefaults()
-	}
-	paths, err := parseInterspersed(fs, args, stderr)
+	paths, err := parseInterspersed(fs, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -34,13 +28,13 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 		}
 		r, err := explore.LoadReport(p)
 		if err != nil {
-			return usageError{err.Error()}
+			return usageError{msg: err.Error()}
 		}
 		reports = append(reports, r)
 	}
 	merged, err := explore.Merge(reports)
 	if err != nil {
-		return usageError{err.Error()}
+		return usageError{msg: err.Error()}
 	}
 	dir, err := outDir(*out)
 	if err != nil {

@@ -98,46 +98,43 @@ func (f targetsFlag) Set(v string) error {
 
 // targetFlag is --target, the same for every command.
 func targetFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "target", "", "the pipeline's target file (default: $FAULTLINE_TARGET, else the reference pipeline, "+referenceTarget+" in the current folder)")
+	fs.StringVar(p, "target", "", "the pipeline's target file (default: "+defaultTargetDoc+")")
 }
 
-// referenceTarget is the default target file: the reference pipeline's,
-// relative to the current folder, so it is found from the root of
-// faultline's source tree and nowhere else.
+// defaultTargetDoc says, in a flag's help, where the target file is found
+// without --target (findTarget).
+const defaultTargetDoc = "$FAULTLINE_TARGET, else ./faultline.yaml, else the nearest faultline.yaml up to the repository's root, else, inside faultline's source tree, the reference pipeline"
+
+// referenceTarget is the reference pipeline's target file, relative to the
+// root of faultline's source tree.
 const referenceTarget = bench.TargetFile
 
-// loadTarget loads the target file at path; empty: FAULTLINE_TARGET, else
-// referenceTarget (loadTargetFile).
+// loadTarget loads the target file at path; empty: the one findTarget
+// finds from the current folder.
 func loadTarget(path string) (*target.Target, error) {
 	if path == "" {
-		path = os.Getenv("FAULTLINE_TARGET")
-	}
-	if path == "" {
-		return loadReference("pass --target PATH, or set FAULTLINE_TARGET,")
+		dir, err := cwd()
+		if err != nil {
+			return nil, err
+		}
+		if path, err = findTarget(dir, os.Getenv("FAULTLINE_TARGET")); err != nil {
+			return nil, err
+		}
 	}
 	return loadTargetFile(path)
 }
 
-// loadReference loads referenceTarget; where there is none it is a usage
-// error whose hint says how to name a target file instead.
-func loadReference(hint string) (*target.Target, error) {
-	if _, err := os.Stat(referenceTarget); errors.Is(err, os.ErrNotExist) {
-		return nil, usagef("no --target given, and no %s in the current folder (the reference pipeline, found only at the root of faultline's source tree): %s to the target file of the pipeline to attack", referenceTarget, hint)
-	}
-	return loadTargetFile(referenceTarget)
-}
-
 // loadTargetFile loads the target file at path, relative to the current
-// folder. A file that does not parse is a usage error listing every
-// problem.
+// folder. A file that is missing or does not parse is a bad target file
+// (exit 2), its error listing every problem.
 func loadTargetFile(path string) (*target.Target, error) {
 	t, err := target.Load(path)
 	var problems *target.Errors
 	if errors.As(err, &problems) {
-		return nil, usagef("target file %s has %d problem(s):\n%s", path, len(*problems), problems.Error())
+		return nil, targetErrorf("target file %s has %d problem(s):\n%s", path, len(*problems), problems.Error())
 	}
 	if err != nil {
-		return nil, usageError{err.Error()}
+		return nil, targetErrorf("%v", err)
 	}
 	return t, nil
 }
@@ -200,7 +197,14 @@ func withSharedCleanup(ctx context.Context, c common, dir string, stderr io.Writ
 			fmt.Fprintf(stderr, "faultline: cleanup: %v\n", cerr)
 		}
 	}()
-	defer func() { interrupted = errors.Is(context.Cause(ctx), supervisor.ErrInterrupted) }()
+	defer func() {
+		interrupted = errors.Is(context.Cause(ctx), supervisor.ErrInterrupted)
+		// A start cut short by a signal is an interruption (130), not an
+		// infrastructure error.
+		if interrupted && err != nil {
+			err = fmt.Errorf("%w: %w", errInterrupted, err)
+		}
+	}()
 	progress(stderr, "infra: starting PostgreSQL, RabbitMQ and Toxiproxy, building target %s (%s)", c.target.Name, c.target.Path)
 	sh, err := runner.StartShared(ctx, runner.SharedOptions{Root: filepath.Join(dir, "runs"), Log: stderr, Infra: c.infra, Target: c.target,
 		ToxiproxyLog: filepath.Join(dir, "toxiproxy.log")}, cleanup)
@@ -219,7 +223,7 @@ func progress(w io.Writer, format string, args ...any) {
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs := newFlagSet("run")
 	var c common
 	c.flags(fs)
 	targetFlag(fs, &c.targetPath)
@@ -228,11 +232,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	schedule := fs.String("schedule", "", "replay a schedule file that faultline explore wrote (its seed and variant unless given)")
 	repeat := fs.Int("repeat", 1, "run each scenario (or the schedule) this many times, side by side: a failure that hangs on timing shows how often it happens")
 	keep := fs.Bool("keep", false, "keep every run's folder (event logs, process output, merged timeline), not only a failing correct run's")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: faultline run [flags] SCENARIO... | --all")
-		fs.PrintDefaults()
-	}
-	names, err := parseInterspersed(fs, args, stderr)
+	names, err := parseInterspersed(fs, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	for _, name := range names {
 		sc, err := scenarios.Lookup(name)
 		if err != nil {
-			return usageError{err.Error()}
+			return usageError{msg: err.Error()}
 		}
 		picked = append(picked, sc)
 	}
@@ -334,7 +334,7 @@ func runVerdict(results []result.Scenario, interrupted bool) string {
 }
 
 // verdictErr is a run's exit: interrupted (130) first, then a fail (1),
-// then indeterminate (2), else none.
+// then indeterminate (3), else none.
 func verdictErr(run result.Run) error {
 	switch {
 	case run.Interrupted:

@@ -32,26 +32,35 @@ func TestMain(m *testing.M) {
 }
 
 // Without --target and FAULTLINE_TARGET, the reference pipeline is the
-// target from the root of the source tree, and anywhere else the commands
-// say to pass --target; bench too, which never reads FAULTLINE_TARGET.
+// target anywhere in faultline's source tree, and outside it (with no
+// faultline.yaml on the way up) every command says where it looked; bench
+// too, which never reads FAULTLINE_TARGET nor a team's file.
 func TestDefaultTargetIsTheReferenceOnlyInTheSourceTree(t *testing.T) {
 	t.Setenv("FAULTLINE_TARGET", "")
-	t.Chdir(filepath.Join("..", ".."))
-	tg, err := loadTarget("")
-	require.NoError(t, err)
-	assert.Equal(t, "reference", tg.Name)
+	for _, dir := range []string{filepath.Join("..", ".."), "."} {
+		t.Run(dir, func(t *testing.T) {
+			t.Chdir(dir)
+			tg, err := loadTarget("")
+			require.NoError(t, err)
+			assert.Equal(t, "reference", tg.Name)
+		})
+	}
 
+	outside := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(outside, ".git"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, targetFileName), []byte("a team's"), 0o644))
 	t.Chdir(t.TempDir())
-	for _, args := range [][]string{{"list"}, {"run", "broker-nack"}, {"gate"}} {
+	for _, args := range [][]string{{"list"}, {"run", "broker-nack"}, {"gate"}, {"explore"}, {"check-target"}} {
 		var out, errOut bytes.Buffer
 		assert.Equal(t, exitUsage, run(context.Background(), args, &out, &errOut), "%v", args)
-		assert.Contains(t, errOut.String(), "no --target given, and no system/faultline.yaml in the current folder", "%v", args)
-		assert.Contains(t, errOut.String(), "pass --target PATH, or set FAULTLINE_TARGET, to the target file", "%v", args)
+		assert.Contains(t, errOut.String(), "no target file: --target not given, FAULTLINE_TARGET not set, no faultline.yaml (looked in ", "%v", args)
+		assert.Contains(t, errOut.String(), "run 'faultline init' to write one, or pass --target PATH", "%v", args)
 	}
+	t.Chdir(outside)
 	var out, errOut bytes.Buffer
 	assert.Equal(t, exitUsage, run(context.Background(), []string{"bench"}, &out, &errOut))
-	assert.Contains(t, errOut.String(), "no --target given, and no system/faultline.yaml in the current folder")
-	assert.Contains(t, errOut.String(), "pass --target PATH to the target file", "bench does not read FAULTLINE_TARGET")
+	assert.Contains(t, errOut.String(), "no --target given, and not inside faultline's source tree", "bench does not take a team's faultline.yaml")
+	assert.Contains(t, errOut.String(), "pass --target PATH to the reference pipeline's target file")
 }
 
 // --target is relative to the current folder, wherever that is.

@@ -3,27 +3,28 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/target"
 )
 
-// cmdInit writes a commented target file for a new pipeline.
-func cmdInit(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("init", flag.ContinueOnError)
+// cmdInit writes a commented target file for a new pipeline: the
+// black-box form (what faultline sees from outside), or with --protocol the
+// full one (crash points, event log, control endpoints).
+func cmdInit(args []string, stdout io.Writer) error {
+	fs := newFlagSet("init")
 	name := fs.String("name", "", "the pipeline's name (default: the folder's name)")
 	force := fs.Bool("force", false, "overwrite an existing file")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: faultline init [--name NAME] [--force] [PATH]   (PATH default: faultline.yaml)")
-		fs.PrintDefaults()
-	}
-	paths, err := parseInterspersed(fs, args, stderr)
+	protocol := fs.Bool("protocol", false, "write the full form, for a pipeline that speaks faultline's protocol: crash points, event log, control endpoints, settings and variants (default: the black-box form, those sections as comments)")
+	paths, err := parseInterspersed(fs, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -53,45 +54,66 @@ func cmdInit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
-	if _, err := f.Write(target.Init(*name)); err != nil {
+	data := target.Init(*name)
+	if *protocol {
+		data = target.InitProtocol(*name)
+	}
+	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return fmt.Errorf("init: %w", err)
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
-	fmt.Fprintf(stdout, "wrote %s: fill in your processes' commands, then run: faultline check-target %s\n", path, path)
+	next := "faultline check-target"
+	if path != targetFileName {
+		next += " " + path
+	}
+	fmt.Fprintf(stdout, "wrote %s: fill in your processes' commands, then run: %s\n", path, next)
 	return nil
 }
 
-// cmdCheckTarget checks a target file: first the file itself (every
-// mistake, with its line), then the pipeline it describes, started once on
-// fresh infrastructure.
-func cmdCheckTarget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("check-target", flag.ContinueOnError)
-	infraKind := fs.String("infra", "", "where PostgreSQL and RabbitMQ come from: local, docker, external or auto")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: faultline check-target [--infra KIND] PATH")
-		fs.PrintDefaults()
-	}
-	paths, err := parseInterspersed(fs, args, stderr)
+// cmdCheckTarget checks a target file (PATH, or the one found as for
+// every command): first the file itself (every mistake, with its line;
+// exit 2 if any), then the pipeline it describes, started once on fresh
+// infrastructure (exit 1 for each part not as the file says, 3 if it could
+// not be started).
+func cmdCheckTarget(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("check-target")
+	infraKind := fs.String("infra", "", "where PostgreSQL and RabbitMQ come from: local, docker, external or auto (default: $FAULTLINE_INFRA, else auto)")
+	paths, err := parseInterspersed(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	if len(paths) != 1 {
-		return usagef("check-target takes the target file's path")
+	if *infraKind != "" && !slices.Contains(infra.Kinds(), *infraKind) {
+		return usagef("--infra %q: want one of %s", *infraKind, strings.Join(infra.Kinds(), ", "))
 	}
-	t, err := target.Load(paths[0])
+	var path string
+	switch len(paths) {
+	case 0:
+		dir, err := cwd()
+		if err != nil {
+			return err
+		}
+		if path, err = findTarget(dir, os.Getenv("FAULTLINE_TARGET")); err != nil {
+			return err
+		}
+	case 1:
+		path = paths[0]
+	default:
+		return usagef("check-target takes one target file, got %d", len(paths))
+	}
+	t, err := target.Load(path)
 	var problems *target.Errors
 	if errors.As(err, &problems) {
 		for _, p := range *problems {
 			fmt.Fprintln(stdout, p.Error())
 		}
-		fmt.Fprintf(stdout, "%s: %d problem(s) in the file; nothing started\n", paths[0], len(*problems))
-		return errViolation
+		fmt.Fprintf(stdout, "%s: %d problem(s) in the file; nothing started\n", path, len(*problems))
+		return errBadTarget
 	}
 	if err != nil {
-		return usageError{err.Error()}
+		return targetErrorf("%v", err)
 	}
 	fmt.Fprintf(stdout, "%s: the file is well formed; starting target %s once on fresh infrastructure\n", t.Path, t.Name)
 	cleanup := supervisor.NewCleanup()
@@ -100,8 +122,9 @@ func cmdCheckTarget(ctx context.Context, args []string, stdout, stderr io.Writer
 	defer func() { _ = cleanup.Run(context.WithoutCancel(ctx)) }()
 	sh, err := runner.StartShared(ctx, runner.SharedOptions{Log: io.Discard, Infra: *infraKind, Target: t}, cleanup)
 	if err != nil {
-		fmt.Fprintf(stdout, "%s: %v\n", t.Path, err)
-		return errViolation
+		// The infrastructure, or the file's build step: nothing of the
+		// pipeline could be checked.
+		return fmt.Errorf("%s: nothing checked: %w", t.Path, err)
 	}
 	held, found := sh.CheckTarget(ctx)
 	for _, h := range held {

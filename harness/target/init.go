@@ -5,12 +5,30 @@ import (
 	"strings"
 )
 
-// Init returns a commented target file for a new pipeline built from the
-// article (what `faultline init` writes): every section present, each with
-// a comment saying what it is and what faultline hands in. It parses
-// without error; its commands point at ./bin/..., which the build makes.
-// The name is made a slug first (see Slug), as the loader wants one.
+// Init returns the black-box form of a target file for a new pipeline
+// (what `faultline init` writes): what faultline needs to start, drive and
+// judge the pipeline from outside — databases, processes and their
+// readiness, workload, topology, the contract's two required queries and
+// the tables it watches — each under a comment saying what it is. The
+// protocol's parts (event log, crash points, control endpoints) are there
+// only as comments. Its names are those of the article's pipeline (the
+// reference), so that a pipeline built from the article needs only its
+// processes' commands; it parses without error. The name is made a slug
+// first (see Slug), as the loader wants one.
 func Init(name string) []byte {
+	return []byte(strings.NewReplacer(
+		"@NAME@", strconv.Quote(Slug(name)),
+		"@FACTS@", indent(defaultFactsSQL, 6),
+		"@EFFECTS@", indent(defaultEffectsSQL, 6),
+	).Replace(blackBoxTemplate))
+}
+
+// InitProtocol returns the full form of a target file for a new pipeline
+// built from the article that speaks faultline's protocol (`faultline init
+// --protocol`): every section present, each with a comment saying what it
+// is and what faultline hands in. It parses without error; its commands
+// point at ./bin/..., which the build makes.
+func InitProtocol(name string) []byte {
 	return []byte(strings.NewReplacer(
 		"@NAME@", strconv.Quote(Slug(name)),
 		"@FACTS@", indent(defaultFactsSQL, 6),
@@ -280,4 +298,159 @@ variants: []
 # the gate; one that passes does (the entry is stale: remove it).
 #   - {scenario: blackbox-unroutable-then-routable, violations: [lost], cause: "the AMQP library drops basic.return: an unroutable publish is confirmed and skipped"}
 known_findings: []
+`
+
+const blackBoxTemplate = `# faultline target file, black-box form: how faultline starts, drives,
+# attacks and judges this pipeline from outside — its processes, the
+# requests that make its business facts, its broker topology and SQL over
+# its own tables. Nothing of faultline runs inside the pipeline.
+#
+# The names below (databases orders and inventory, exchange orders.events,
+# queue inventory.order-events, tables orders, outbox_messages,
+# inventory_reservations) are those of the article's pipeline, faultline's
+# reference: a pipeline built from the article needs only its processes'
+# commands. For yours, write your own names.
+#
+# Next: faultline check-target (checks this file, then starts the pipeline
+# once and checks every part of it), faultline list, faultline gate.
+# faultline init --protocol writes the full form, for a pipeline that
+# speaks faultline's protocol (docs/protocol.md): crash points, an event
+# log, control endpoints, settings and broken variants.
+#
+# Templates: strings may use placeholders faultline fills per run and per
+# process instance:
+#   {{postgres "db"}}  URL of the run's fresh database db (one of databases)
+#   {{amqp}}           URL of the run's fresh RabbitMQ vhost
+#   {{http_addr}}      host:port the instance serves its API on (the producer)
+#   {{control_addr}}   a free host:port of the instance's own (e.g. for /healthz)
+#   {{instance}}       instance name, e.g. relay-2
+#   {{target_dir}}     this file's folder
+faultline: 1
+name: @NAME@
+
+# Run once per faultline start, in this file's folder, before anything
+# starts (template: {{build_dir}}, a folder faultline makes, and
+# {{target_dir}}). Leave it out when the programs are built already.
+#   build: {command: [go, build, -o, ./bin/, ./cmd/order, ./cmd/relay, ./cmd/inventory], timeout: 10m}
+
+# Each run gets a fresh PostgreSQL database per name (lowercase, [a-z0-9_]).
+databases: [orders, inventory]
+
+# How the fresh databases get their tables, exactly one of:
+#   created_by: processes          every program applies its own at start
+#   commands: [[args...], ...]     run in order ({{postgres "db"}} is a direct URL)
+#   sql: {orders: schema/orders.sql, ...}   files relative to this folder
+schema:
+  created_by: processes
+
+# The programs: a producer (the service whose API makes business facts and
+# writes the outbox in the same transaction), the relays (outbox → broker)
+# and a consumer (broker → inbox and effect). Commands run in this file's
+# folder. Each process is ready (exactly one of: http: a URL answering
+# 200, tcp: host:port accepting, log: a regexp of an output line; timeout
+# default 15s) before the workload starts, and is stopped with SIGTERM
+# (stop: {signal, timeout} before SIGKILL, default 3s).
+#
+# The protocol's parts, for a pipeline that speaks it (docs/protocol.md),
+# per process:
+#   event_log: true          it writes protocol event-log lines to {{event_log}}
+#   control: "{{http_addr}}" where faultline reaches its /crashpoints (default {{control_addr}})
+#   crashpoints: {relay.after-confirm: relay.after-confirm}   protocol window: its point's name
+# Without them faultline judges from outside (the contract, the outbox's
+# writes, a tap queue, the broker): the blackbox-* scenarios.
+processes:
+  - name: order
+    role: producer
+    command:
+      - ./bin/order
+      - --db-url={{postgres "orders"}}
+      - --listen={{http_addr}}
+    ready:
+      http: "http://{{http_addr}}/healthz"
+
+  - name: relay
+    role: relay
+    instances: 2
+    command:
+      - ./bin/relay
+      - --db-url={{postgres "orders"}}
+      - --amqp-url={{amqp}}
+      - --control-addr={{control_addr}}
+    # a relay that serves no HTTP: ready: {log: "relay started"}
+    ready:
+      http: "http://{{control_addr}}/healthz"
+    # restart: {policy: always, backoff: 1s} starts it again when it exits
+    # by itself, as production's supervisor would (default: never; a run
+    # whose process exited by itself is indeterminate)
+
+  - name: inventory
+    role: consumer
+    command:
+      - ./bin/inventory
+      - --db-url={{postgres "inventory"}}
+      - --amqp-url={{amqp}}
+      - --control-addr={{control_addr}}
+    ready:
+      http: "http://{{control_addr}}/healthz"
+
+# What makes one business fact. create is one request to the producer;
+# steps are the follow-ups of the same aggregate. Each: method (default
+# POST), path and body (templates with {{n}}, the fact's number from 0;
+# {{random LO HI}}, an int drawn from the run's seed; and in steps {{id}},
+# the field named by create's id in its answer), ok (default [200, 201])
+# and done (statuses meaning "already done", e.g. 409 for a step retried
+# after a crash).
+workload:
+  create:
+    method: POST
+    path: /orders
+    body: '{"customerId":"C{{random 10000 99999}}","amount":{{random 1 500}},"currency":"CNY","items":[{"sku":"SKU-{{n}}","quantity":1}]}'
+    id: orderId
+    ok: [201]
+  steps:
+    - {method: POST, path: "/orders/{{id}}/pay", ok: [201], done: [409]}
+    - {method: POST, path: "/orders/{{id}}/cancel", ok: [201], done: [409]}
+
+# The broker's side: the exchange the relays publish to, the queue the
+# consumer reads, its dead-letter queue (optional) and the routing keys.
+topology:
+  exchange: orders.events
+  queue: inventory.order-events
+  dead_letter_queue: inventory.order-events.dead
+  routing_keys: [order.created, order.paid, order.cancelled]
+
+# The contract, as SQL over the pipeline's own tables: facts (aggregate_id,
+# sequence, event_id of every fact committed) and effects (event_id,
+# aggregate_id, sequence of every effect applied). Optional, with the
+# article's tables as defaults: outbox, inbox, payload, inbox_expire (and
+# held_back, pending); faultline init --protocol writes them out.
+contract:
+  facts:
+    database: orders
+    sql: |
+@FACTS@
+  effects:
+    database: inventory
+    sql: |
+@EFFECTS@
+
+# The tables faultline watches from outside (the blackbox-* scenarios): it
+# installs triggers on them in each run's own databases — an audit trail of
+# every outbox write with its writer, and a notification the moment a
+# writing transaction commits. If your outbox's status values are not the
+# article's, map them:
+#   statuses: {NEW: Pending, SENDING: Processing, SENT: Published, DEAD: Failed}
+observe:
+  outbox: {database: orders, table: outbox_messages, event_id: event_id, status: status, claim: locked_by}
+  facts: {database: orders, table: orders}
+  effects: {database: inventory, table: inventory_reservations, event_id: event_id}
+
+# How the relays take work from the outbox, if you know: claim (rows
+# claimed by a status column, with a lease), offset (a position in a table
+# of its own) or log (logical replication); the relay windows are timed by
+# it. Left out, nothing is assumed beyond what the contract gives.
+#   relay: {model: claim}
+# The relays' claim lease (default 30s): a scenario that holds a claim
+# past it holds it at least this long.
+#   timing: {lease: 30s}
 `

@@ -164,24 +164,57 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 func TestInitParses(t *testing.T) {
 	// A name that is no slug (a folder's name, say) is made one.
 	for name, want := range map[string]string{"my-pipeline": "my-pipeline", `odd "name": with # marks`: "odd-name-with-marks", "../../x": "x", "..": "pipeline"} {
-		t.Run(name, func(t *testing.T) {
-			tg, err := Parse("faultline.yaml", Init(name))
-			require.NoError(t, err)
-			assert.Equal(t, want, tg.Name)
-			assert.Len(t, tg.Processes, 3)
-			assert.Equal(t, defaultFactsSQL, tg.Contract.Facts.SQL)
-			assert.Equal(t, defaultEffectsSQL, tg.Contract.Effects.SQL)
-			require.NotNil(t, tg.Contract.Outbox)
-			assert.Equal(t, defaultOutboxSQL, tg.Contract.Outbox.SQL)
-		})
+		for form, init := range map[string]func(string) []byte{"black-box": Init, "protocol": InitProtocol} {
+			t.Run(form+"/"+name, func(t *testing.T) {
+				tg, err := Parse("faultline.yaml", init(name))
+				require.NoError(t, err)
+				assert.Equal(t, want, tg.Name)
+				assert.Len(t, tg.Processes, 3)
+				assert.Equal(t, defaultFactsSQL, tg.Contract.Facts.SQL)
+				assert.Equal(t, defaultEffectsSQL, tg.Contract.Effects.SQL)
+				require.NotNil(t, tg.Contract.Outbox)
+				assert.Equal(t, defaultOutboxSQL, tg.Contract.Outbox.SQL)
+			})
+		}
 	}
 
 	// Every section is there, under a comment saying what it is.
-	lines := strings.Split(string(Init("my-pipeline")), "\n")
-	for _, section := range []string{"build", "databases", "schema", "processes", "timing", "workload", "topology", "contract", "settings", "variants"} {
-		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, section+":") })
-		require.Positive(t, i, section)
-		assert.True(t, strings.HasPrefix(lines[i-1], "#"), "no comment above %s", section)
+	for _, tc := range []struct {
+		form     string
+		data     []byte
+		sections []string
+	}{
+		{"black-box", Init("my-pipeline"), []string{"databases", "schema", "processes", "workload", "topology", "contract", "observe"}},
+		{"protocol", InitProtocol("my-pipeline"), []string{"build", "databases", "schema", "processes", "timing", "workload", "topology", "contract", "settings", "variants"}},
+	} {
+		lines := strings.Split(string(tc.data), "\n")
+		for _, section := range tc.sections {
+			i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, section+":") })
+			require.Positive(t, i, "%s: %s", tc.form, section)
+			assert.True(t, strings.HasPrefix(lines[i-1], "#"), "%s: no comment above %s", tc.form, section)
+		}
+	}
+}
+
+// The black-box form offers nothing of the protocol: no event log, crash
+// point or control endpoint of its own, no variants; those are comments.
+func TestInitBlackBoxSpeaksNoProtocol(t *testing.T) {
+	data := Init("team")
+	tg, err := Parse("faultline.yaml", data)
+	require.NoError(t, err)
+	for _, p := range tg.Processes {
+		assert.False(t, p.EventLog, p.Name)
+		assert.Empty(t, p.CrashPoints, p.Name)
+	}
+	assert.Empty(t, tg.Variants)
+	assert.Nil(t, tg.Build)
+	for _, commented := range []string{"#   event_log: true", "#   crashpoints:", "#   control:"} {
+		assert.Contains(t, string(data), commented)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		for _, key := range []string{"event_log:", "crashpoints:", "control:", "variants:", "build:"} {
+			assert.False(t, strings.HasPrefix(strings.TrimSpace(line), key), "a live %s line: %q", key, line)
+		}
 	}
 }
 
