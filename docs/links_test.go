@@ -240,6 +240,6 @@ func TestHelpers(t *testing.T) {
 	assert.Equal(t, map[string]bool{"faultline": true, "measured": true, "measured-1": true}, got)
 
 	assert.True(t, inside("docs/ci.md"))
-	assert.False(t, inside("../shared/seed/x.txt"))
+	assert.False(t, inside("../elsewhere/x.txt"))
 	assert.False(t, inside("docs/../../x"))
 }
