@@ -388,7 +388,11 @@ func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, va
 
 func oneLine(r result.Scenario) string {
 	c := r.Counts
-	s := fmt.Sprintf("orders=%d lost=%d phantom=%d dup-effects=%d absorbed=%d fenced=%d recovery=%dms", c.Orders, c.Lost, c.Phantom, c.DuplicateEffects, c.DuplicatesAbsorbed, c.FencedWrites, r.RecoveryMS)
+	recovery := "not converged" // RecoveryMS -1
+	if r.RecoveryMS >= 0 {
+		recovery = fmt.Sprintf("%dms", r.RecoveryMS)
+	}
+	s := fmt.Sprintf("orders=%d lost=%d phantom=%d dup-effects=%d absorbed=%d fenced=%d recovery=%s", c.Orders, c.Lost, c.Phantom, c.DuplicateEffects, c.DuplicatesAbsorbed, c.FencedWrites, recovery)
 	if r.Verdict != result.Pass && r.Verdict != result.Limit && r.Reason != "" {
 		s += "\n    " + r.Reason
 		if r.Dir != "" {
