@@ -156,20 +156,18 @@ func blackBox() []runner.Scenario {
 		},
 		{
 			Name: "blackbox-outbox-commit-order", Window: protocol.OutboxCommitOrder,
-			Description: "Chosen outbox inserts are held at their COMMIT — a deferred constraint trigger faultline puts on the outbox sleeps there — while the inserts made after them commit first. A relay that reads the outbox by a position (a SERIAL id, an offset) has moved past such a row by the time it commits and never publishes it; one that claims rows by their status publishes every one.",
+			Description: "Chosen outbox inserts are held at their COMMIT — a deferred constraint trigger faultline puts on the outbox waits there — until a relay is seen (on the tap, or in the audit trail) to read an insert made after them. A relay that reads the outbox by a position (a SERIAL id, an offset) has then moved past such a row and never publishes it; one that claims rows by their status publishes every one. A hold in which no later insert was read (at most 10 s) does not open the window.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				// Held for longer than a relay's poll interval, many times
-				// over: the inserts behind a held one commit and are read
-				// while it waits. The fault's result shows the inversion:
-				// later inserts committed while a held one waited.
+				// Each held insert waits until a later one is read: the
+				// fault's result names those a relay passed so.
 				return []fault.Fault{fault.CommitOrder{Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))},
-					Every: between(rng, 3, 5), Holds: 5, Hold: time.Duration(between(rng, 400, 800)) * time.Millisecond, Duration: 3 * time.Second}}
+					Every: between(rng, 3, 5), Holds: 5, Hold: fault.CommitOrderHold, Duration: 3 * time.Second}}
 			},
 		},
 		{
 			Name: "blackbox-unroutable-then-routable", Window: protocol.QueueUnroutable,
-			Description: "The consumer's queue (and faultline's tap) lose their bindings for at least 3 s and until the relays' retries show their shape in the audit trail (a row given up on, or rests growing from attempt to attempt while younger rows are claimed), at most 60 s (no shape by then leaves the run indeterminate): publishes are unroutable and must come back to the relay, be retried with backoff and delivered once the bindings are back, none given up. Without a retry-budget setting: the outage the target file says it rides out, or 3 s with a row given up on flagged, not lost.",
+			Description: "The consumer's queue (and faultline's tap) lose their bindings for at least 3 s and until the relays' retries show their shape in the audit trail (a row given up on, rests after later retries growing past the undelayed waits beside them, or flat ones held until a row is given up on), at most 60 s (no shape by then leaves the run indeterminate): publishes are unroutable and must come back to the relay, be retried with backoff and delivered once the bindings are back, none given up. Without a retry-budget setting: the outage the target file says it rides out, or 3 s with a row given up on flagged, not lost.",
 			Workload:    steady(),
 			Prefers:     map[string]string{retryBudget: "30"},
 			Invariants:  []string{check.NoneGaveUp},

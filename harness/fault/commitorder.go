@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -23,20 +24,25 @@ const KindCommitOrder = "commit-order"
 // numbers each insert as it is made (the order a SERIAL id would give);
 // the other, a constraint trigger DEFERRABLE INITIALLY DEFERRED, runs at
 // the inserting transaction's COMMIT and, for every Every-th insert (up
-// to Holds of them), sleeps Hold there, so the inserts made after it
-// commit first. A relay that reads the outbox by a position (an id, an
-// offset) has moved past such a row by the time it commits; one that
-// claims rows by their status finds it.
+// to Holds of them), holds it there until a relay is seen to have read a
+// later insert, so the inserts made after it commit, and are read, first.
+// A relay that reads the outbox by a position (an id, an offset) has moved
+// past such a row by the time it commits; one that claims rows by their
+// status finds it.
 //
-// After Duration the triggers are dropped (that waits for the held
-// transactions). The fault happened when a held insert saw, once its hold
-// was over and before its commit, at least one later insert committed:
-// the inversion itself. Its result names the held rows' eventIds.
+// A read is what faultline sees a relay do with a row: publish it (the
+// live tap) or write it (the audit trail). Faultline writes the eventIds
+// it saw read into a table of its own, and the held transaction waits for
+// one of an insert made after it, at most Hold. After Duration the
+// triggers are dropped (that waits for the held transactions). The fault
+// happened when a held insert's later insert was read before it committed:
+// only then has a relay that reads by position passed it, however slow the
+// machine. Its result names those held rows' eventIds.
 type CommitOrder struct {
 	Trigger  Trigger
 	Every    int           // hold every Every-th insert after the triggers are in place
 	Holds    int           // hold at most this many
-	Hold     time.Duration // how long a held insert waits at its commit
+	Hold     time.Duration // the longest a held insert waits at its commit for a later one to be read
 	Duration time.Duration // how long the triggers stay in place
 }
 
@@ -44,7 +50,7 @@ func init() {
 	register(Desc[CommitOrder, commitOrderParams]{
 		Name:    KindCommitOrder,
 		Example: CommitOrder{Trigger: Trigger{AfterOrders: 20}, Every: 4, Holds: 5, Hold: 600 * time.Millisecond, Duration: 3 * time.Second},
-		Doc:     "every n-th outbox insert held at its COMMIT while later ones commit (a relay reading by position moves past it)",
+		Doc:     "every n-th outbox insert held at its COMMIT until a later one is seen read (a relay reading by position moves past it)",
 		Opens:   protocol.OutboxCommitOrder,
 		Params: func(c CommitOrder) (commitOrderParams, error) {
 			return commitOrderParams{Hold: Duration(c.Hold), Duration: Duration(c.Duration), Every: c.Every, Holds: c.Holds, Trigger: c.Trigger.Data()}, nil
@@ -59,14 +65,13 @@ func init() {
 		Window:  func(CommitOrder) (string, string) { return "", protocol.OutboxCommitOrder },
 		Trigger: func(c CommitOrder) Trigger { return c.Trigger },
 		// Explored when faultline watches the outbox: every 4th insert, five
-		// of them, 600 ms each at its commit — many poll intervals of a
-		// relay, so the inserts behind it commit and are read while it waits
-		// (as in blackbox-outbox-commit-order).
+		// of them, each held until a later one is read (as in
+		// blackbox-outbox-commit-order).
 		Enumerate: func(s *Surface, _ int) []Candidate {
 			if !s.Watches(TableOutbox) {
 				return nil
 			}
-			c := CommitOrder{Trigger: Trigger{AfterOrders: PlainAfter}, Every: 4, Holds: 5, Hold: 600 * time.Millisecond, Duration: 3 * time.Second}
+			c := CommitOrder{Trigger: Trigger{AfterOrders: PlainAfter}, Every: 4, Holds: 5, Hold: CommitOrderHold, Duration: 3 * time.Second}
 			return []Candidate{{Faults: []Fault{c}, Keys: []string{KindCommitOrder}}}
 		},
 		Offered: func(s *Surface) []Offer {
@@ -92,10 +97,20 @@ type commitOrderParams struct {
 	Trigger  *TriggerData `json:"trigger,omitempty"`
 }
 
+// CommitOrderHold is the longest a catalogue scenario holds an insert
+// waiting for a later one to be read: a bound, reached only when no relay
+// reads (the window then did not open).
+const CommitOrderHold = 10 * time.Second
+
+// readEvery is how often the fault hands the reads it saw to the held
+// transactions, and how often they look.
+const readEvery = 20 * time.Millisecond
+
 // Names of what the fault creates in the target's database.
 const (
 	commitOrderInserts = "faultline_commit_order_inserts" // each insert's number, by eventId
-	commitOrderHeld    = "faultline_commit_order_held"    // each held insert: its hold, the later inserts committed first
+	commitOrderRead    = "faultline_commit_order_read"    // the eventIds faultline saw a relay read
+	commitOrderHeld    = "faultline_commit_order_held"    // each held insert: its hold, the later inserts committed and read first
 	commitOrderNumber  = "faultline_commit_order_number"  // trigger and function: number the insert
 	commitOrderHoldFn  = "faultline_commit_order_hold"    // trigger and function: hold it at its commit
 )
@@ -103,7 +118,7 @@ const (
 // Describe implements Fault.
 func (c CommitOrder) Describe() result.Fault {
 	return result.Fault{Kind: KindCommitOrder, Target: "outbox",
-		Detail: fmt.Sprintf("every %s outbox insert (up to %d) held %s at its commit while later ones commit, for %s, %s",
+		Detail: fmt.Sprintf("every %s outbox insert (up to %d) held at its commit until a later one is read (at most %s), for %s, %s",
 			ordinal(c.Every), c.Holds, c.Hold, c.Duration, c.Trigger)}
 }
 
@@ -136,6 +151,18 @@ func (c CommitOrder) Require(env *Env) error {
 	return errors.Join(errs...)
 }
 
+// WaitsForCommits implements CommitWaiter: the reads come from the commit
+// feed's publishes.
+func (CommitOrder) WaitsForCommits() {}
+
+// WatchesPublishes implements PublishWatcher: a publish of a later insert
+// is a read.
+func (CommitOrder) WatchesPublishes() bool { return true }
+
+// WatchesAudit implements AuditWatcher: a write to a later insert's row
+// (a claim, a mark) is a read.
+func (CommitOrder) WatchesAudit() bool { return true }
+
 // Inject implements Fault.
 func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 	start := time.Now()
@@ -159,12 +186,17 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 	}); err != nil {
 		return record(c, start, false, fmt.Errorf("install the commit-order triggers on %s: %w", ob.Name, err))
 	}
-	env.Logf("commit-order triggers on %s: every %s insert held %s at its commit", ob.Name, ordinal(c.Every), c.Hold)
+	env.Logf("commit-order triggers on %s: every %s insert held at its commit until a later one is read, at most %s", ob.Name, ordinal(c.Every), c.Hold)
+	readCtx, stopReads := context.WithCancel(ctx)
+	readErr := make(chan error, 1)
+	go func() { readErr <- tellReads(readCtx, env, pool) }()
 	onErr := pause(ctx, c.Duration)
 
 	// Undone on its own clock even when ctx ended: dropping the triggers
 	// waits for the transactions they hold (each at most Hold), then the
 	// held rows, all committed by then, are read in the same transaction.
+	// The reads go on being told until the triggers are gone: a held
+	// transaction waits for them.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+c.Hold)
 	defer cancel()
 	var held []heldInsert
@@ -180,32 +212,94 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 		if held, inserts, err = readHeld(uctx, tx); err != nil {
 			return err
 		}
-		_, err = tx.Exec(uctx, fmt.Sprintf("DROP FUNCTION %s(), %s(); DROP TABLE %s, %s", commitOrderHoldFn, commitOrderNumber, commitOrderHeld, commitOrderInserts))
+		_, err = tx.Exec(uctx, fmt.Sprintf("DROP FUNCTION %s(), %s(); DROP TABLE %s, %s, %s", commitOrderHoldFn, commitOrderNumber, commitOrderHeld, commitOrderInserts, commitOrderRead))
 		return err
 	}); err != nil {
+		stopReads()
+		<-readErr
 		return notUndone(record(c, start, true, onErr), fmt.Errorf("drop the commit-order triggers from %s: %w", ob.Name, err))
 	}
-
-	var inverted []string
+	stopReads()
+	if err := <-readErr; err != nil && onErr == nil && !errors.Is(err, context.Canceled) {
+		onErr = err
+	}
+	opened, passed, why := judgeCommitOrder(held, inserts)
+	err := onErr
+	if err == nil && !opened {
+		err = errors.New("window not opened: " + why)
+	}
+	r := record(c, start, opened, err)
 	var b strings.Builder
 	for _, h := range held {
-		if h.later > 0 {
-			inverted = append(inverted, h.eventID)
-		}
-		fmt.Fprintf(&b, "; %s (insert #%d) held %dms, %d later inserts committed first", h.eventID, h.number, h.heldMS, h.later)
+		fmt.Fprintf(&b, "; %s (insert #%d) held %dms, %d later inserts committed first, %d of them read", h.eventID, h.number, h.heldMS, h.later, h.read)
 	}
-	err := onErr
-	switch {
-	case err != nil:
-	case len(held) == 0:
-		err = fmt.Errorf("no outbox insert was held (%d inserts while the triggers were in place)", inserts)
-	case len(inverted) == 0:
-		err = fmt.Errorf("%d inserts held, none while a later insert committed", len(held))
-	}
-	r := record(c, start, len(inverted) > 0, err)
 	r.Detail += fmt.Sprintf(" — %d inserts, %d held%s", inserts, len(held), b.String())
-	r.EventIDs = inverted
+	r.EventIDs = passed
 	return r
+}
+
+// judgeCommitOrder says whether the window opened — a held insert whose
+// later insert a relay was seen to read before it committed — which held
+// rows were passed so, and, when it did not open, why not.
+func judgeCommitOrder(held []heldInsert, inserts int) (opened bool, passed []string, why string) {
+	for _, h := range held {
+		if h.read > 0 {
+			passed = append(passed, h.eventID)
+		}
+	}
+	switch {
+	case len(passed) > 0:
+		return true, passed, ""
+	case len(held) == 0:
+		return false, nil, fmt.Sprintf("no outbox insert was held (%d inserts while the triggers were in place)", inserts)
+	default:
+		return false, nil, fmt.Sprintf("%d inserts held, and no relay was seen to read an insert made after one of them before it committed", len(held))
+	}
+}
+
+// tellReads writes into the read table, every readEvery until ctx ends,
+// the eventIds faultline saw the relays read since the last time: the
+// publishes the live tap saw, and the outbox rows the audit trail shows
+// written by an UPDATE.
+func tellReads(ctx context.Context, env *Env, pool *pgxpool.Pool) error {
+	told := map[string]bool{}
+	var after int64
+	tick := time.NewTicker(readEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		var fresh []string
+		for id := range env.Commits.EventIDs(TablePublish) {
+			if !told[id] {
+				fresh = append(fresh, id)
+			}
+		}
+		if env.Audit != nil {
+			rows, err := env.Audit(ctx, after)
+			if err != nil {
+				return fmt.Errorf("read the audit trail: %w", err)
+			}
+			for _, a := range rows {
+				after = a.ID
+				if a.Op == "UPDATE" && !told[a.EventID] {
+					fresh = append(fresh, a.EventID)
+				}
+			}
+		}
+		if len(fresh) == 0 {
+			continue
+		}
+		if _, err := pool.Exec(ctx, "INSERT INTO "+commitOrderRead+" (event_id) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING", fresh); err != nil {
+			return fmt.Errorf("tell the held inserts what was read: %w", err)
+		}
+		for _, id := range fresh {
+			told[id] = true
+		}
+	}
 }
 
 // heldInsert is one insert the fault held at its commit.
@@ -214,6 +308,7 @@ type heldInsert struct {
 	eventID string
 	heldMS  int64
 	later   int64 // inserts made after it that had committed when its hold ended
+	read    int64 // of those, the ones a relay was seen to read
 }
 
 // readHeld reads the held inserts, in insert order, and how many inserts
@@ -223,13 +318,13 @@ func readHeld(ctx context.Context, tx pgx.Tx) ([]heldInsert, int, error) {
 	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+commitOrderInserts).Scan(&inserts); err != nil {
 		return nil, 0, err
 	}
-	rows, err := tx.Query(ctx, "SELECT ins, event_id, held_ms, later FROM "+commitOrderHeld+" ORDER BY ins")
+	rows, err := tx.Query(ctx, "SELECT ins, event_id, held_ms, later, later_read FROM "+commitOrderHeld+" ORDER BY ins")
 	if err != nil {
 		return nil, 0, err
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (heldInsert, error) {
 		var h heldInsert
-		err := row.Scan(&h.number, &h.eventID, &h.heldMS, &h.later)
+		err := row.Scan(&h.number, &h.eventID, &h.heldMS, &h.later, &h.read)
 		return h, err
 	})
 	return out, inserts, err
@@ -242,16 +337,19 @@ func readHeld(ctx context.Context, tx pgx.Tx) ([]heldInsert, int, error) {
 //
 // The number is drawn in the inserting transaction, as a SERIAL id would
 // be, and becomes visible to others when that transaction commits. The
-// held transaction counts the later numbers once its hold is over: in
-// READ COMMITTED (PostgreSQL's default) that statement sees exactly the
-// inserts committed by then — before its own commit, which follows.
+// held transaction looks, every readEvery, for a later number whose
+// eventId faultline wrote into the read table, and counts the later
+// numbers once its hold is over: in READ COMMITTED (PostgreSQL's default)
+// each of those statements sees exactly what was committed by then —
+// before its own commit, which follows.
 func (c CommitOrder) install(ob target.Table) []string {
 	table := pgx.Identifier(target.Ident(ob.Name)).Sanitize()
 	eventID := "NEW." + pgx.Identifier{ob.EventID}.Sanitize() + "::text"
 	return []string{
 		fmt.Sprintf("CREATE TABLE %s (ins bigserial PRIMARY KEY, event_id text NOT NULL)", commitOrderInserts),
 		fmt.Sprintf("CREATE INDEX ON %s (event_id)", commitOrderInserts),
-		fmt.Sprintf("CREATE TABLE %s (ins bigint PRIMARY KEY, event_id text NOT NULL, held_ms bigint NOT NULL, later bigint NOT NULL)", commitOrderHeld),
+		fmt.Sprintf("CREATE TABLE %s (event_id text PRIMARY KEY)", commitOrderRead),
+		fmt.Sprintf("CREATE TABLE %s (ins bigint PRIMARY KEY, event_id text NOT NULL, held_ms bigint NOT NULL, later bigint NOT NULL, later_read bigint NOT NULL)", commitOrderHeld),
 		fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $fl$
 BEGIN
   INSERT INTO %s (event_id) VALUES (%s);
@@ -262,6 +360,7 @@ $fl$`, commitOrderNumber, commitOrderInserts, eventID),
 DECLARE
   mine bigint;
   later bigint;
+  seen bigint;
   since timestamptz;
 BEGIN
   SELECT ins INTO mine FROM %[2]s WHERE event_id = %[3]s;
@@ -269,13 +368,17 @@ BEGIN
     RETURN NULL;
   END IF;
   since := clock_timestamp();
-  PERFORM pg_sleep(%[6]f);
+  LOOP
+    SELECT count(*) INTO seen FROM %[2]s i JOIN %[8]s r ON r.event_id = i.event_id WHERE i.ins > mine;
+    EXIT WHEN seen > 0 OR clock_timestamp() - since >= make_interval(secs => %[6]f);
+    PERFORM pg_sleep(%[9]f);
+  END LOOP;
   SELECT count(*) INTO later FROM %[2]s WHERE ins > mine;
-  INSERT INTO %[7]s (ins, event_id, held_ms, later)
-    VALUES (mine, %[3]s, (1000 * extract(epoch FROM clock_timestamp() - since))::bigint, later);
+  INSERT INTO %[7]s (ins, event_id, held_ms, later, later_read)
+    VALUES (mine, %[3]s, (1000 * extract(epoch FROM clock_timestamp() - since))::bigint, later, seen);
   RETURN NULL;
 END
-$fl$`, commitOrderHoldFn, commitOrderInserts, eventID, c.Every, c.Every*c.Holds, c.Hold.Seconds(), commitOrderHeld),
+$fl$`, commitOrderHoldFn, commitOrderInserts, eventID, c.Every, c.Every*c.Holds, c.Hold.Seconds(), commitOrderHeld, commitOrderRead, readEvery.Seconds()),
 		fmt.Sprintf("CREATE TRIGGER %s AFTER INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s()", commitOrderNumber, table, commitOrderNumber),
 		fmt.Sprintf("CREATE CONSTRAINT TRIGGER %s AFTER INSERT ON %s DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION %s()", commitOrderHoldFn, table, commitOrderHoldFn),
 	}

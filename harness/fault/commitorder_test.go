@@ -43,7 +43,8 @@ func TestCommitOrderInstallSQL(t *testing.T) {
 	sql := strings.Join(c.install(target.Table{Name: "shop.Outbox", EventID: "EventId"}), "\n")
 	assert.Contains(t, sql, `AFTER INSERT ON "shop"."Outbox" DEFERRABLE INITIALLY DEFERRED`)
 	assert.Contains(t, sql, `NEW."EventId"::text`)
-	assert.Contains(t, sql, "pg_sleep(0.450000)")
+	assert.Contains(t, sql, "make_interval(secs => 0.450000)")
+	assert.Contains(t, sql, "pg_sleep(0.020000)")
 	assert.Contains(t, sql, "mod(mine, 3) <> 0 OR mine > 6")
 	for _, created := range []string{"CREATE TABLE ", "CREATE FUNCTION ", "CREATE TRIGGER ", "CREATE CONSTRAINT TRIGGER "} {
 		for _, rest := range strings.Split(sql, created)[1:] {
@@ -55,5 +56,35 @@ func TestCommitOrderInstallSQL(t *testing.T) {
 func TestOrdinal(t *testing.T) {
 	for n, want := range map[int]string{1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 11: "11th", 12: "12th", 13: "13th", 21: "21st", 102: "102nd", 111: "111th"} {
 		assert.Equal(t, want, ordinal(n))
+	}
+}
+
+// The window opened only where a relay was seen to read an insert made
+// after a held one before the held one committed: later inserts merely
+// committed are not a read past it.
+func TestJudgeCommitOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		held   []heldInsert
+		opened bool
+		passed []string
+		why    string
+	}{
+		{name: "nothing held", why: "no outbox insert was held"},
+		{name: "later inserts committed, none read", held: []heldInsert{{number: 4, eventID: "a", later: 3}, {number: 8, eventID: "b", later: 1}},
+			why: "no relay was seen to read"},
+		{name: "one read past", held: []heldInsert{{number: 4, eventID: "a", later: 3, read: 2}, {number: 8, eventID: "b", later: 1}},
+			opened: true, passed: []string{"a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opened, passed, why := judgeCommitOrder(tc.held, 12)
+			assert.Equal(t, tc.opened, opened)
+			assert.Equal(t, tc.passed, passed)
+			if tc.why == "" {
+				assert.Empty(t, why)
+			} else {
+				assert.Contains(t, why, tc.why)
+			}
+		})
 	}
 }

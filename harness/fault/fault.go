@@ -64,6 +64,13 @@ type CommitReader interface {
 	ReadsCommits()
 }
 
+// PublishWatcher is a fault that reads the target's publishes as they are
+// routed (the live tap queue, told through the commit feed as
+// TablePublish).
+type PublishWatcher interface {
+	WatchesPublishes() bool
+}
+
 // AuditWatcher is a fault that reads the outbox's audit trail while it
 // lasts (it needs faultline's triggers on the outbox).
 type AuditWatcher interface {

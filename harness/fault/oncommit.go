@@ -219,6 +219,9 @@ func enumerateOnCommits(s *Surface, hits int) []Candidate {
 	return out
 }
 
+// WatchesPublishes implements PublishWatcher: a fault timed by a publish.
+func (c OnCommit) WatchesPublishes() bool { return c.Table == TablePublish }
+
 // WaitsForCommits implements CommitWaiter.
 func (c OnCommit) WaitsForCommits() {}
 

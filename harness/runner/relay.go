@@ -10,11 +10,11 @@ import (
 	"github.com/faultline-dev/faultline/harness/target"
 )
 
-// waitsForPublishes says whether a fault of the schedule is timed by a
-// publish.
+// waitsForPublishes says whether a fault of the schedule reads the
+// target's publishes as they are routed.
 func waitsForPublishes(faults []fault.Fault) bool {
 	for _, f := range faults {
-		if c, ok := f.(fault.OnCommit); ok && c.Table == fault.TablePublish {
+		if w, ok := f.(fault.PublishWatcher); ok && w.WatchesPublishes() {
 			return true
 		}
 	}
