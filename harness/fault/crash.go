@@ -8,14 +8,23 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Crash arms the crash point at a window of a process instance and waits
-// for it to fire: kill
-// (SIGKILL, then the process is restarted unless NoRestart), pause (the
-// process freezes itself; it is resumed after Hold) or delay.
+// for it to fire: kill (SIGKILL, then the process is restarted unless
+// NoRestart), pause (the process freezes itself; it is resumed after Hold)
+// or delay.
+//
+// A kill is made at the point, not by it: the point freezes the process
+// (the protocol's pause), faultline waits until the frozen process's
+// sockets have nothing left unsent, and then sends SIGKILL. What the
+// process did before the point (an ack, a publish) has then reached its
+// peer, however slow the machine: killed by its own point, a process
+// whose sockets hold unread input is reset, and a reset discards what it
+// had written and not yet sent.
 type Crash struct {
 	Process string        // instance reference: "relay-1", "consumer"
 	Point   string        // the protocol's window, e.g. protocol.RelayAfterConfirm
@@ -129,8 +138,14 @@ func enumerateCrashes(s *Surface, hits int) []Candidate {
 	return out
 }
 
+// arming is what the point is armed with: a kill freezes the process at
+// it, faultline kills it (Inject).
 func (c Crash) arming() string {
-	return crashpoint.Arming{Action: c.Action, Delay: c.Delay, Hit: max(c.Hit, 1)}.String()
+	action := c.Action
+	if action == crashpoint.Kill {
+		action = crashpoint.Pause
+	}
+	return crashpoint.Arming{Action: action, Delay: c.Delay, Hit: max(c.Hit, 1)}.String()
 }
 
 func (c Crash) armAtStart() bool { return c.Trigger == (Trigger{}) }
@@ -143,7 +158,7 @@ func (c Crash) Describe() result.Fault {
 	} else if c.Action == crashpoint.Delay {
 		kind = "delay"
 	}
-	detail := c.Point + " " + c.arming()
+	detail := c.Point + " " + crashpoint.Arming{Action: c.Action, Delay: c.Delay, Hit: max(c.Hit, 1)}.String()
 	if c.Action == crashpoint.Pause {
 		detail += fmt.Sprintf(", held %s", c.Hold)
 	}
@@ -193,11 +208,15 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 	env.Logf("%s hit %s (hit %d, %s)", c.Process, c.Point, hit.Hit, c.Action)
 	switch c.Action {
 	case crashpoint.Kill:
-		waitCtx, cancel := context.WithTimeout(ctx, env.Deadline)
-		err := p.WaitExit(waitCtx)
-		cancel()
-		if err != nil {
-			return record(c, start, true, fmt.Errorf("%s did not die after its kill crash point: %w", c.Process, err))
+		if err := waitStopped(ctx, env, c.Process); err != nil {
+			return record(c, start, true, err)
+		}
+		sentErr := waitSent(ctx, env, p)
+		if err := p.Kill(); err != nil {
+			return record(c, start, true, fmt.Errorf("kill %s at its crash point: %w", c.Process, err))
+		}
+		if sentErr != nil {
+			return record(c, start, false, sentErr)
 		}
 		if c.NoRestart {
 			return record(c, start, true, nil)
@@ -221,6 +240,30 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 		}
 	}
 	return record(c, start, true, nil)
+}
+
+// waitSent waits until the frozen process's sockets have nothing left
+// unsent, at most env.Deadline (a peer that never reads: the kill would
+// take back what the process wrote, and the window did not open).
+func waitSent(ctx context.Context, env *Env, p *supervisor.Process) error {
+	ctx, cancel := context.WithTimeout(ctx, env.Deadline)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n, err := p.Unsent()
+		if err == nil && n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("window not opened: what %s wrote before its crash point could not be seen sent: %w", p.Name(), err)
+			}
+			return fmt.Errorf("window not opened: %s still had %d bytes unsent %s after its crash point", p.Name(), n, env.Deadline)
+		case <-tick.C:
+		}
+	}
 }
 
 // waitStopped waits until the process is frozen (state T).
