@@ -37,6 +37,9 @@ var tgt *target.Target
 // schedule can be reproduced).
 var seed int64
 
+// gateParallel is faultline gate's default --parallel.
+const gateParallel = 8
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	// Scenarios mostly wait (leases, backoffs): run more of them at once
@@ -72,7 +75,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "faultline scenarios: runs folder:", err)
 		os.Exit(2)
 	}
-	shared, err = runner.StartShared(ctx, runner.SharedOptions{Root: runs, Log: os.Stderr, Target: tgt}, cleanup)
+	// The tests run gates side by side: together they run no more
+	// pipelines at once than one gate does (its default --parallel).
+	shared, err = runner.StartShared(ctx, runner.SharedOptions{Root: runs, Log: os.Stderr, Target: tgt, MaxRuns: gateParallel}, cleanup)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faultline scenarios:", err)
 		_ = cleanup.Run(ctx)

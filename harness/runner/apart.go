@@ -172,7 +172,7 @@ func (sh *Shared) ExclusiveApart() bool { return sh.apart != nil }
 // ports, folders and bookkeeping; in's passwords masked in its log too.
 func (sh *Shared) on(in infra.Infra) *Shared {
 	other := &Shared{Infra: in, Proxies: sh.Proxies, Target: sh.Target, BuildDir: sh.BuildDir, Root: sh.Root, Log: sh.Log,
-		StartedIn: sh.StartedIn, StartParts: sh.StartParts, exclusive: sh.exclusive, apart: sh.apart, cluster: sh.cluster, ports: sh.ports,
+		StartedIn: sh.StartedIn, StartParts: sh.StartParts, exclusive: sh.exclusive, apart: sh.apart, cluster: sh.cluster, ports: sh.ports, slots: sh.slots,
 		tracker: sh.tracker}
 	if sh.Log != nil {
 		other.Log = redact.New(in.Secrets()...).Writer(sh.Log)

@@ -63,6 +63,9 @@ type Shared struct {
 	cluster *apart
 	// ports hands the processes of every run their addresses.
 	ports *ports.Allocator
+	// slots, if not nil, holds a place for each run under way
+	// (SharedOptions.MaxRuns).
+	slots chan struct{}
 	logMu sync.Mutex
 
 	// tracker knows the runs under way of this Shared and of the copies
@@ -231,6 +234,15 @@ func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) (res resul
 }
 
 func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Scenario {
+	if sh.slots != nil {
+		select {
+		case sh.slots <- struct{}{}:
+			defer func() { <-sh.slots }()
+		case <-ctx.Done():
+			return result.Scenario{Name: sc.Name, Variant: cmp.Or(opts.Variant, "correct"), Seed: opts.Seed, Window: sc.Window,
+				Verdict: result.Indeterminate, Reason: fmt.Sprintf("not started: %v", ctx.Err())}
+		}
+	}
 	var noInfra error
 	caps := needs(sc.Schedule(opts.Seed))
 	switch {

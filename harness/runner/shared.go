@@ -36,6 +36,11 @@ type SharedOptions struct {
 	// ToxiproxyLog is the file the Toxiproxy server's own log lines go
 	// to; empty: they are discarded (never the terminal).
 	ToxiproxyLog string
+	// MaxRuns bounds the runs under way at once on this infrastructure,
+	// across every caller of it (its WithTarget and Reading copies too): a
+	// test suite that runs several gates side by side puts no more load on
+	// the machine than one gate does. 0: no bound beyond each caller's own.
+	MaxRuns int
 }
 
 // Built is the infrastructure with the target built beside it.
@@ -159,6 +164,9 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", took.Round(time.Millisecond), filepath.Clean(root))
 	sh := &Shared{Infra: in, Proxies: px, Target: opts.Target, BuildDir: b.BuildDir, Root: root, Log: log, StartedIn: took, StartParts: parts,
 		exclusive: &sync.RWMutex{}, apart: newApart(in), ports: b.Ports, tracker: &tracker{}}
+	if opts.MaxRuns > 0 {
+		sh.slots = make(chan struct{}, opts.MaxRuns)
+	}
 	sh.cluster = newClusterApart(in, px)
 	// Registered after the infrastructure's stop, so run before it (and
 	// the runs' processes stop before the infrastructure they use).
@@ -190,7 +198,7 @@ func (sh *Shared) WithTarget(ctx context.Context, t *target.Target, cleanup *sup
 	}
 	other := &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: dir, Root: sh.Root, Log: sh.Log,
 		StartedIn: time.Since(started), StartParts: map[string]time.Duration{"build": time.Since(started)}, exclusive: sh.exclusive,
-		apart: sh.apart, cluster: sh.cluster, ports: sh.ports, tracker: &tracker{}} // its runs are its cleanup's
+		apart: sh.apart, cluster: sh.cluster, ports: sh.ports, slots: sh.slots, tracker: &tracker{}} // its runs are its cleanup's
 	cleanup.Add("stop and remove unfinished runs of "+t.Name, func(ctx context.Context) error {
 		other.RemoveUnfinished(ctx)
 		return nil
@@ -203,7 +211,7 @@ func (sh *Shared) WithTarget(ctx context.Context, t *target.Target, cleanup *sup
 // no event log): the same programs, infrastructure and broker lock.
 func (sh *Shared) Reading(t *target.Target) *Shared {
 	return &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: sh.BuildDir, Root: sh.Root, Log: sh.Log,
-		StartedIn: sh.StartedIn, StartParts: sh.StartParts, exclusive: sh.exclusive, apart: sh.apart, cluster: sh.cluster, ports: sh.ports, tracker: sh.tracker}
+		StartedIn: sh.StartedIn, StartParts: sh.StartParts, exclusive: sh.exclusive, apart: sh.apart, cluster: sh.cluster, ports: sh.ports, slots: sh.slots, tracker: sh.tracker}
 }
 
 // Timing is the time to a verdict as far as the shared infrastructure and
