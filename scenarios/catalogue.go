@@ -84,7 +84,7 @@ func All() []runner.Scenario {
 			Description: "A relay freezes (SIGSTOP) after its confirms, holding its claim past the lease; another relay takes the rows over; when it resumes, its Published write is fenced.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				return []fault.Fault{fault.Crash{Process: "relay-1", Point: protocol.RelayAfterConfirm, Action: crashpoint.Pause, Hit: int64(between(rng, 2, 4)), Hold: 5 * time.Second}}
+				return []fault.Fault{fault.Crash{Process: "relay-1", Point: protocol.RelayAfterConfirm, Action: crashpoint.Pause, Hit: int64(between(rng, 2, 4)), Hold: 5 * time.Second, UntilTakeover: true}}
 			},
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.RelayAfterConfirm), check.AtLeast(1, eventlog.Fenced), check.DuplicateAbsorbed()},
 			Relay:    fromOutside(protocol.RelayAfterConfirm, asBlackBox("blackbox-relay-frozen-past-lease")),
@@ -321,7 +321,7 @@ func All() []runner.Scenario {
 					// relay-2's claims), not yet Published, when its late
 					// retry write comes.
 					fault.Unbind{Trigger: at, Duration: 6 * time.Second},
-					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRetry, Action: crashpoint.Pause, Hit: 1, Trigger: at, Hold: 3 * time.Second},
+					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRetry, Action: crashpoint.Pause, Hit: 1, Trigger: at, Hold: 3 * time.Second, UntilTakeover: true},
 				}
 			},
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.RelayBeforeRetry), check.AtLeast(1, eventlog.Fenced)},
@@ -348,7 +348,7 @@ func All() []runner.Scenario {
 					// slowed confirms. Armed at start, a batch slow to confirm
 					// before the trigger could take the hit, and relay-1,
 					// frozen past the last order, never reach the sync.
-					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRenew, Action: crashpoint.Pause, Hit: 1, Hold: 5 * time.Second, Trigger: at},
+					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRenew, Action: crashpoint.Pause, Hit: 1, Hold: 5 * time.Second, Trigger: at, UntilTakeover: true},
 				}
 			},
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.RelayBeforeRenew), check.AtLeast(1, eventlog.ClaimLost), check.ReclaimedAfterLease()},

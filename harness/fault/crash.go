@@ -35,8 +35,15 @@ type Crash struct {
 	// count from the process's start; otherwise it is armed over HTTP when
 	// the trigger fires and hits count from then.
 	Trigger Trigger
-	// Hold is how long a paused process stays frozen.
+	// Hold is how long a paused process stays frozen; with UntilTakeover,
+	// the least of the longest it waits for the takeover (TakeoverWait).
 	Hold time.Duration
+	// UntilTakeover keeps a paused relay frozen until another relay is
+	// seen (in its event log) to claim a row of the frozen relay's last
+	// claim: its claim is past its lease and taken over, whatever the lease
+	// and the machine's pace. A freeze that saw no takeover did not open
+	// its window.
+	UntilTakeover bool
 	// RestartAfter is how long a killed process stays dead.
 	RestartAfter time.Duration
 	NoRestart    bool
@@ -54,7 +61,7 @@ func init() {
 		Opens:   "the crash point's window",
 		Params: func(c Crash) (crashParams, error) {
 			return crashParams{Process: c.Process, Point: c.Point, Action: c.Action, Hit: c.Hit, Delay: Duration(c.Delay), Hold: Duration(c.Hold),
-				RestartAfter: Duration(c.RestartAfter), NoRestart: c.NoRestart, Trigger: c.Trigger.Data()}, nil
+				RestartAfter: Duration(c.RestartAfter), NoRestart: c.NoRestart, UntilTakeover: c.UntilTakeover, Trigger: c.Trigger.Data()}, nil
 		},
 		Fault: func(p crashParams) (Crash, error) {
 			if err := errors.Join(Need(KindCrash, p.Process != "", "process"), Need(KindCrash, p.Point != "", "point")); err != nil {
@@ -73,7 +80,8 @@ func init() {
 				return Crash{}, fmt.Errorf("crash fault: hit %d: want 1 or more", p.Hit)
 			}
 			return Crash{Process: p.Process, Point: p.Point, Action: p.Action, Delay: time.Duration(p.Delay), Hit: p.Hit,
-				Trigger: p.Trigger.Trigger(), Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter), NoRestart: p.NoRestart}, nil
+				Trigger: p.Trigger.Trigger(), Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter), NoRestart: p.NoRestart,
+				UntilTakeover: p.UntilTakeover}, nil
 		},
 		Window:    func(c Crash) (string, string) { return c.Process, c.Point },
 		Touches:   func(c Crash) Touch { return Touch{Instances: []string{c.Process}} },
@@ -104,15 +112,16 @@ func init() {
 
 // crashParams are a Crash as a schedule writes it.
 type crashParams struct {
-	Process      string       `json:"process,omitempty"` // instance reference: "relay-1", "consumer"
-	Point        string       `json:"point,omitempty"`   // protocol window
-	Action       string       `json:"action,omitempty"`  // kill, pause, delay
-	Hit          int64        `json:"hit,omitempty"`
-	Delay        Duration     `json:"delay,omitempty"`
-	Hold         Duration     `json:"hold,omitempty"`
-	RestartAfter Duration     `json:"restart_after,omitempty"`
-	NoRestart    bool         `json:"no_restart,omitempty"`
-	Trigger      *TriggerData `json:"trigger,omitempty"`
+	Process       string       `json:"process,omitempty"` // instance reference: "relay-1", "consumer"
+	Point         string       `json:"point,omitempty"`   // protocol window
+	Action        string       `json:"action,omitempty"`  // kill, pause, delay
+	Hit           int64        `json:"hit,omitempty"`
+	Delay         Duration     `json:"delay,omitempty"`
+	Hold          Duration     `json:"hold,omitempty"`
+	RestartAfter  Duration     `json:"restart_after,omitempty"`
+	NoRestart     bool         `json:"no_restart,omitempty"`
+	UntilTakeover bool         `json:"until_takeover,omitempty"`
+	Trigger       *TriggerData `json:"trigger,omitempty"`
 }
 
 // enumerateCrashes are each crash point of each instance × hit 1..hits ×
@@ -159,7 +168,9 @@ func (c Crash) Describe() result.Fault {
 		kind = "delay"
 	}
 	detail := c.Point + " " + crashpoint.Arming{Action: c.Action, Delay: c.Delay, Hit: max(c.Hit, 1)}.String()
-	if c.Action == crashpoint.Pause {
+	if c.Action == crashpoint.Pause && c.UntilTakeover {
+		detail += fmt.Sprintf(", held until its claim is taken over (at least %s of waiting, or leases)", c.Hold)
+	} else if c.Action == crashpoint.Pause {
 		detail += fmt.Sprintf(", held %s", c.Hold)
 	}
 	if !c.armAtStart() {
@@ -231,15 +242,116 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 		if err := waitStopped(ctx, env, c.Process); err != nil {
 			return record(c, start, true, err)
 		}
-		holdErr := pause(ctx, c.Hold)
+		var holdErr error
+		var seen string
+		if c.UntilTakeover {
+			seen, holdErr = waitTakeover(ctx, env, c.Process, TakeoverWait(c.Hold, env.Lease))
+		} else {
+			holdErr = pause(ctx, c.Hold)
+		}
 		if err := p.Resume(); err != nil {
 			return notUndone(record(c, start, true, holdErr), fmt.Errorf("resume %s: %w", c.Process, err))
 		}
 		if holdErr != nil {
-			return record(c, start, true, holdErr)
+			return record(c, start, !errors.Is(holdErr, errNoTakeover), holdErr)
 		}
+		r := record(c, start, true, nil)
+		r.Detail += seen
+		return r
 	}
 	return record(c, start, true, nil)
+}
+
+// TakeoverWait is the longest a freeze waits for its claim to be taken
+// over: at least least, and four leases (the lease runs out, a claim
+// comes round and takes the rows, with room for a slow machine).
+func TakeoverWait(least, lease time.Duration) time.Duration { return max(least, 4*lease) }
+
+// errNoTakeover: the freeze ended with no takeover seen.
+var errNoTakeover = errors.New("no takeover")
+
+// waitTakeover waits, at most within, until another relay's event log
+// shows a claim of a row of frozen's last claim (read from frozen's own
+// event log); it says what it saw.
+func waitTakeover(ctx context.Context, env *Env, frozen string, within time.Duration) (string, error) {
+	mine, err := lastClaim(env, frozen)
+	if err != nil {
+		return "", fmt.Errorf("window not opened: %w: %w", errNoTakeover, err)
+	}
+	me, err := env.Roles.Instance(frozen)
+	if err != nil {
+		return "", fmt.Errorf("window not opened: %w: %w", errNoTakeover, err)
+	}
+	var others []string
+	for n := 1; n <= env.Roles.Count(protocol.Relay); n++ {
+		if in, err := env.Roles.Instance(Ref(protocol.Relay, n)); err == nil && in.Name != me.Name && in.EventLog {
+			others = append(others, Ref(protocol.Relay, n))
+		}
+	}
+	if len(others) == 0 {
+		return "", fmt.Errorf("window not opened: %w: no other relay to take %s's claim over", errNoTakeover, frozen)
+	}
+	started := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	found := make(chan string, len(others))
+	for _, other := range others {
+		go func() {
+			e, err := env.waitLog(ctx, other, within, func(e eventlog.Entry) bool { return takesOver(mine, e) })
+			if err == nil {
+				found <- fmt.Sprintf("; %s took %s over after %s", other, e.EventID, time.Since(started).Round(time.Millisecond))
+			}
+		}()
+	}
+	select {
+	case seen := <-found:
+		return seen, nil
+	case <-ctx.Done():
+		if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			return "", err
+		}
+		return "", fmt.Errorf("window not opened: %w of %s's claim by another relay in %s", errNoTakeover, frozen, within)
+	}
+}
+
+// lastClaim is the set of eventIds of the last claim in process's event
+// log.
+func lastClaim(env *Env, process string) (map[string]bool, error) {
+	p, err := env.Process(process)
+	if err != nil {
+		return nil, err
+	}
+	entries, _, err := readFrom(p.EventLogPath(), 0)
+	if err != nil {
+		return nil, fmt.Errorf("read %s's event log: %w", process, err)
+	}
+	rows := lastClaimOf(entries)
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%s's event log shows no claim", process)
+	}
+	return rows, nil
+}
+
+// lastClaimOf is the set of eventIds of the last claim in entries.
+func lastClaimOf(entries []eventlog.Entry) map[string]bool {
+	var claim string
+	rows := map[string]bool{}
+	for _, e := range entries {
+		if e.Event != eventlog.Claimed {
+			continue
+		}
+		if e.ClaimID != claim {
+			claim, rows = e.ClaimID, map[string]bool{}
+		}
+		rows[e.EventID] = true
+	}
+	return rows
+}
+
+// takesOver reports whether e, from another relay's event log, claims a
+// row of the frozen relay's last claim (mine).
+func takesOver(mine map[string]bool, e eventlog.Entry) bool {
+	return e.Event == eventlog.Claimed && mine[e.EventID]
 }
 
 // waitSent waits until the frozen process's sockets have nothing left

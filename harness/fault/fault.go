@@ -139,7 +139,11 @@ type Env struct {
 	ClientNodes map[string]int
 	// Deadline bounds how long a fault waits for its window to open.
 	Deadline time.Duration
-	Logf     func(format string, args ...any)
+	// Lease is the relays' claim lease (the target's timing.lease): a fault
+	// that waits for a takeover waits some leases for it, never a fixed
+	// time sized on one target's lease.
+	Lease time.Duration
+	Logf  func(format string, args ...any)
 }
 
 // Trigger says when a fault fires: after the workload has had AfterOrders
@@ -233,11 +237,16 @@ func (env *Env) Query(q *target.Query, name string) (target.Query, *pgxpool.Pool
 // WaitLog polls a process's event log until an entry matches, up to the
 // fault deadline.
 func (env *Env) WaitLog(ctx context.Context, process string, match func(eventlog.Entry) bool) (eventlog.Entry, error) {
+	return env.waitLog(ctx, process, env.Deadline, match)
+}
+
+// waitLog is WaitLog up to within.
+func (env *Env) waitLog(ctx context.Context, process string, within time.Duration, match func(eventlog.Entry) bool) (eventlog.Entry, error) {
 	p, err := env.Process(process)
 	if err != nil {
 		return eventlog.Entry{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, env.Deadline)
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
@@ -254,7 +263,7 @@ func (env *Env) WaitLog(ctx context.Context, process string, match func(eventlog
 		}
 		select {
 		case <-ctx.Done():
-			return eventlog.Entry{}, fmt.Errorf("no matching line in %s's event log within %s", process, env.Deadline)
+			return eventlog.Entry{}, fmt.Errorf("no matching line in %s's event log within %s", process, within)
 		case <-tick.C:
 		}
 	}
