@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
@@ -31,9 +32,13 @@ const KindCommitOrder = "commit-order"
 // status finds it.
 //
 // A read is what faultline sees a relay do with a row: publish it (the
-// live tap) or write it (the audit trail). Faultline writes the eventIds
+// live tap) or write it (the audit trail); or a query a relay's session
+// began after a later insert had committed (pg_stat_activity), which a
+// relay that reads by position cannot make without reading past. Faultline writes the eventIds
 // it saw read into a table of its own, and the held transaction waits for
-// one of an insert made after it, at most Hold. After Duration the
+// one of an insert made after it, at most Hold, or until the target's own
+// sessions wait for it (its inserts are serialized: nothing later can
+// commit first). After Duration the
 // triggers are dropped (that waits for the held transactions). The fault
 // happened when a held insert's later insert was read before it committed:
 // only then has a relay that reads by position passed it, however slow the
@@ -99,8 +104,21 @@ type commitOrderParams struct {
 
 // CommitOrderHold is the longest a catalogue scenario holds an insert
 // waiting for a later one to be read: a bound, reached only when no relay
-// reads (the window then did not open).
-const CommitOrderHold = 10 * time.Second
+// reads or queries (the window then did not open), and within the
+// workload's own patience for an answer.
+const CommitOrderHold = 5 * time.Second
+
+// relayNames are the session names (application_name) of the target's
+// relay instances.
+func relayNames(env *Env) []string {
+	var out []string
+	for n := 1; n <= env.Roles.Count(protocol.Relay); n++ {
+		if in, err := env.Roles.Instance(Ref(protocol.Relay, n)); err == nil {
+			out = append(out, in.Name)
+		}
+	}
+	return out
+}
 
 // readEvery is how often the fault hands the reads it saw to the held
 // transactions, and how often they look.
@@ -110,6 +128,7 @@ const readEvery = 20 * time.Millisecond
 const (
 	commitOrderInserts = "faultline_commit_order_inserts" // each insert's number, by eventId
 	commitOrderRead    = "faultline_commit_order_read"    // the eventIds faultline saw a relay read
+	commitOrderRelays  = "faultline_commit_order_relays"  // the relays' session names (application_name)
 	commitOrderHeld    = "faultline_commit_order_held"    // each held insert: its hold, the later inserts committed and read first
 	commitOrderNumber  = "faultline_commit_order_number"  // trigger and function: number the insert
 	commitOrderHoldFn  = "faultline_commit_order_hold"    // trigger and function: hold it at its commit
@@ -182,7 +201,8 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 				return err
 			}
 		}
-		return nil
+		_, err := tx.Exec(ctx, "INSERT INTO "+commitOrderRelays+" (name) SELECT unnest($1::text[])", relayNames(env))
+		return err
 	}); err != nil {
 		return record(c, start, false, fmt.Errorf("install the commit-order triggers on %s: %w", ob.Name, err))
 	}
@@ -201,7 +221,7 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 	defer cancel()
 	var held []heldInsert
 	inserts := 0
-	if err := pgx.BeginFunc(uctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(uctx, pool, func(tx pgx.Tx) error {
 		table := pgx.Identifier(target.Ident(ob.Name)).Sanitize()
 		for _, trg := range []string{commitOrderHoldFn, commitOrderNumber} {
 			if _, err := tx.Exec(uctx, fmt.Sprintf("DROP TRIGGER %s ON %s", trg, table)); err != nil {
@@ -212,26 +232,30 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 		if held, inserts, err = readHeld(uctx, tx); err != nil {
 			return err
 		}
-		_, err = tx.Exec(uctx, fmt.Sprintf("DROP FUNCTION %s(), %s(); DROP TABLE %s, %s, %s", commitOrderHoldFn, commitOrderNumber, commitOrderHeld, commitOrderInserts, commitOrderRead))
+		_, err = tx.Exec(uctx, fmt.Sprintf("DROP FUNCTION %s(), %s(); DROP TABLE %s, %s, %s", commitOrderHoldFn, commitOrderNumber, commitOrderHeld, commitOrderInserts, commitOrderRelays))
 		return err
-	}); err != nil {
-		stopReads()
-		<-readErr
+	})
+	// No transaction waits for a read any more: the reads stop, and then
+	// their table goes.
+	stopReads()
+	if rerr := <-readErr; rerr != nil && onErr == nil && !errors.Is(rerr, context.Canceled) {
+		onErr = rerr
+	}
+	if err == nil {
+		_, err = pool.Exec(uctx, "DROP TABLE "+commitOrderRead)
+	}
+	if err != nil {
 		return notUndone(record(c, start, true, onErr), fmt.Errorf("drop the commit-order triggers from %s: %w", ob.Name, err))
 	}
-	stopReads()
-	if err := <-readErr; err != nil && onErr == nil && !errors.Is(err, context.Canceled) {
-		onErr = err
-	}
-	opened, passed, why := judgeCommitOrder(held, inserts)
-	err := onErr
-	if err == nil && !opened {
+	opened, passed, why, notOffered := judgeCommitOrder(held, inserts)
+	if err = onErr; err == nil && !opened {
 		err = errors.New("window not opened: " + why)
 	}
 	r := record(c, start, opened, err)
+	r.NotOffered = notOffered
 	var b strings.Builder
 	for _, h := range held {
-		fmt.Fprintf(&b, "; %s (insert #%d) held %dms, %d later inserts committed first, %d of them read", h.eventID, h.number, h.heldMS, h.later, h.read)
+		fmt.Fprintf(&b, "; %s (insert #%d) held %dms, %d later inserts committed first, %d of them read, %d relay queries after, %d sessions waiting for it", h.eventID, h.number, h.heldMS, h.later, h.read, h.looked, h.blocked)
 	}
 	r.Detail += fmt.Sprintf(" — %d inserts, %d held%s", inserts, len(held), b.String())
 	r.EventIDs = passed
@@ -239,21 +263,34 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 }
 
 // judgeCommitOrder says whether the window opened — a held insert whose
-// later insert a relay was seen to read before it committed — which held
-// rows were passed so, and, when it did not open, why not.
-func judgeCommitOrder(held []heldInsert, inserts int) (opened bool, passed []string, why string) {
+// later insert a relay was seen to read before it committed, or whose
+// later insert had committed when a relay began a query (a relay that
+// reads by position has then read past it; one that waits for earlier
+// transactions has shown it does) — which held rows were passed so, and,
+// when it did not open, why not. Where every
+// held insert ended its hold because the target's own sessions waited for
+// it (a producer that serializes its outbox commits), no commit order can
+// be inverted on this target: notOffered says so.
+func judgeCommitOrder(held []heldInsert, inserts int) (opened bool, passed []string, why, notOffered string) {
+	blocked := 0
 	for _, h := range held {
-		if h.read > 0 {
+		if h.read > 0 || h.looked > 0 {
 			passed = append(passed, h.eventID)
+		}
+		if h.blocked > 0 {
+			blocked++
 		}
 	}
 	switch {
 	case len(passed) > 0:
-		return true, passed, ""
+		return true, passed, "", ""
 	case len(held) == 0:
-		return false, nil, fmt.Sprintf("no outbox insert was held (%d inserts while the triggers were in place)", inserts)
+		return false, nil, fmt.Sprintf("no outbox insert was held (%d inserts while the triggers were in place)", inserts), ""
+	case blocked == len(held):
+		why := fmt.Sprintf("the target's outbox inserts wait for one another: each of the %d held made the target's other sessions wait, so none committed after it", len(held))
+		return false, nil, why, why
 	default:
-		return false, nil, fmt.Sprintf("%d inserts held, and no relay was seen to read an insert made after one of them before it committed", len(held))
+		return false, nil, fmt.Sprintf("%d inserts held, and no relay was seen to read, or to query after, an insert made after one of them before it committed", len(held)), ""
 	}
 }
 
@@ -309,6 +346,8 @@ type heldInsert struct {
 	heldMS  int64
 	later   int64 // inserts made after it that had committed when its hold ended
 	read    int64 // of those, the ones a relay was seen to read
+	looked  int64 // the relays' sessions that began a query after a later insert committed
+	blocked int64 // the target's sessions that waited for it when its hold ended
 }
 
 // readHeld reads the held inserts, in insert order, and how many inserts
@@ -318,13 +357,13 @@ func readHeld(ctx context.Context, tx pgx.Tx) ([]heldInsert, int, error) {
 	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+commitOrderInserts).Scan(&inserts); err != nil {
 		return nil, 0, err
 	}
-	rows, err := tx.Query(ctx, "SELECT ins, event_id, held_ms, later, later_read FROM "+commitOrderHeld+" ORDER BY ins")
+	rows, err := tx.Query(ctx, "SELECT ins, event_id, held_ms, later, later_read, looked, blocked FROM "+commitOrderHeld+" ORDER BY ins")
 	if err != nil {
 		return nil, 0, err
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (heldInsert, error) {
 		var h heldInsert
-		err := row.Scan(&h.number, &h.eventID, &h.heldMS, &h.later, &h.read)
+		err := row.Scan(&h.number, &h.eventID, &h.heldMS, &h.later, &h.read, &h.looked, &h.blocked)
 		return h, err
 	})
 	return out, inserts, err
@@ -349,7 +388,8 @@ func (c CommitOrder) install(ob target.Table) []string {
 		fmt.Sprintf("CREATE TABLE %s (ins bigserial PRIMARY KEY, event_id text NOT NULL)", commitOrderInserts),
 		fmt.Sprintf("CREATE INDEX ON %s (event_id)", commitOrderInserts),
 		fmt.Sprintf("CREATE TABLE %s (event_id text PRIMARY KEY)", commitOrderRead),
-		fmt.Sprintf("CREATE TABLE %s (ins bigint PRIMARY KEY, event_id text NOT NULL, held_ms bigint NOT NULL, later bigint NOT NULL, later_read bigint NOT NULL)", commitOrderHeld),
+		fmt.Sprintf("CREATE TABLE %s (name text PRIMARY KEY)", commitOrderRelays),
+		fmt.Sprintf("CREATE TABLE %s (ins bigint PRIMARY KEY, event_id text NOT NULL, held_ms bigint NOT NULL, later bigint NOT NULL, later_read bigint NOT NULL, looked bigint NOT NULL, blocked bigint NOT NULL)", commitOrderHeld),
 		fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $fl$
 BEGIN
   INSERT INTO %s (event_id) VALUES (%s);
@@ -361,7 +401,10 @@ DECLARE
   mine bigint;
   later bigint;
   seen bigint;
+  looked bigint := 0;
+  blocked bigint;
   since timestamptz;
+  committed timestamptz;
 BEGIN
   SELECT ins INTO mine FROM %[2]s WHERE event_id = %[3]s;
   IF mine IS NULL OR mod(mine, %[4]d) <> 0 OR mine > %[5]d THEN
@@ -370,15 +413,27 @@ BEGIN
   since := clock_timestamp();
   LOOP
     SELECT count(*) INTO seen FROM %[2]s i JOIN %[8]s r ON r.event_id = i.event_id WHERE i.ins > mine;
-    EXIT WHEN seen > 0 OR clock_timestamp() - since >= make_interval(secs => %[6]f);
+    -- pg_stat_activity is read once per transaction unless cleared.
+    PERFORM pg_stat_clear_snapshot();
+    IF committed IS NULL THEN
+      IF EXISTS (SELECT 1 FROM %[2]s WHERE ins > mine) THEN
+        committed := clock_timestamp();
+      END IF;
+    ELSE
+      SELECT count(*) INTO looked FROM pg_stat_activity a JOIN %[11]s r ON r.name = a.application_name
+        WHERE a.query_start > committed;
+    END IF;
+    SELECT count(*) INTO blocked FROM pg_stat_activity
+      WHERE application_name <> '%[10]s' AND pg_backend_pid() = ANY (pg_blocking_pids(pid));
+    EXIT WHEN seen > 0 OR looked > 0 OR blocked > 0 OR clock_timestamp() - since >= make_interval(secs => %[6]f);
     PERFORM pg_sleep(%[9]f);
   END LOOP;
   SELECT count(*) INTO later FROM %[2]s WHERE ins > mine;
-  INSERT INTO %[7]s (ins, event_id, held_ms, later, later_read)
-    VALUES (mine, %[3]s, (1000 * extract(epoch FROM clock_timestamp() - since))::bigint, later, seen);
+  INSERT INTO %[7]s (ins, event_id, held_ms, later, later_read, looked, blocked)
+    VALUES (mine, %[3]s, (1000 * extract(epoch FROM clock_timestamp() - since))::bigint, later, seen, looked, blocked);
   RETURN NULL;
 END
-$fl$`, commitOrderHoldFn, commitOrderInserts, eventID, c.Every, c.Every*c.Holds, c.Hold.Seconds(), commitOrderHeld, commitOrderRead, readEvery.Seconds()),
+$fl$`, commitOrderHoldFn, commitOrderInserts, eventID, c.Every, c.Every*c.Holds, c.Hold.Seconds(), commitOrderHeld, commitOrderRead, readEvery.Seconds(), infra.OwnApplicationName, commitOrderRelays),
 		fmt.Sprintf("CREATE TRIGGER %s AFTER INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s()", commitOrderNumber, table, commitOrderNumber),
 		fmt.Sprintf("CREATE CONSTRAINT TRIGGER %s AFTER INSERT ON %s DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION %s()", commitOrderHoldFn, table, commitOrderHoldFn),
 	}

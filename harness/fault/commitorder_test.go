@@ -64,21 +64,29 @@ func TestOrdinal(t *testing.T) {
 // committed are not a read past it.
 func TestJudgeCommitOrder(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		held   []heldInsert
-		opened bool
-		passed []string
-		why    string
+		name       string
+		held       []heldInsert
+		opened     bool
+		passed     []string
+		why        string
+		notOffered bool
 	}{
 		{name: "nothing held", why: "no outbox insert was held"},
 		{name: "later inserts committed, none read", held: []heldInsert{{number: 4, eventID: "a", later: 3}, {number: 8, eventID: "b", later: 1}},
 			why: "no relay was seen to read"},
 		{name: "one read past", held: []heldInsert{{number: 4, eventID: "a", later: 3, read: 2}, {number: 8, eventID: "b", later: 1}},
 			opened: true, passed: []string{"a"}},
+		{name: "a relay queried after a later insert committed", held: []heldInsert{{number: 4, eventID: "a", later: 3, looked: 1}},
+			opened: true, passed: []string{"a"}},
+		{name: "every held one made the others wait", held: []heldInsert{{number: 4, eventID: "a", blocked: 2}, {number: 8, eventID: "b", blocked: 1}},
+			why: "wait for one another", notOffered: true},
+		{name: "one made the others wait, one ran out unread", held: []heldInsert{{number: 4, eventID: "a", blocked: 2}, {number: 8, eventID: "b", later: 3}},
+			why: "no relay was seen to read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opened, passed, why := judgeCommitOrder(tc.held, 12)
+			opened, passed, why, notOffered := judgeCommitOrder(tc.held, 12)
 			assert.Equal(t, tc.opened, opened)
+			assert.Equal(t, tc.notOffered, notOffered != "")
 			assert.Equal(t, tc.passed, passed)
 			if tc.why == "" {
 				assert.Empty(t, why)

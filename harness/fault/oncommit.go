@@ -9,7 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/proxies"
 )
 
@@ -28,6 +32,15 @@ const (
 // Toxic on ToxicLink (for ToxicFor), after CutAfter cuts the links in Cut
 // (for CutFor), after ActAfter more kills or freezes the instance. Its result says which commit it saw
 // and when it acted: the evidence that the window opened.
+//
+// At a relay's claim (the outbox written Processing) the relay is frozen
+// the moment the commit is told, and the fault acts on it there: frozen,
+// its sockets drained and its database sessions idle, the claimed row
+// still Processing under that claim, or the window did not open (it had
+// gone on to write the row). The link faults land while it is frozen; it
+// is thawed for them to act on, unless the action is on the frozen process
+// at once. With UntilTakeover a pause lasts until another relay's claim of
+// the row commits (at most TakeoverWait of Hold and the lease).
 type OnCommit struct {
 	Process string // instance reference: "producer", "relay-1", "consumer"
 	// Table is TableOutbox, TableFacts, TableEffects, TablePosition, or
@@ -51,6 +64,9 @@ type OnCommit struct {
 	Action       string        // ActKill, ActPause or ActNone
 	Hold         time.Duration // for ActPause
 	RestartAfter time.Duration // for ActKill
+	// UntilTakeover, for ActPause at a relay's claim: frozen until another
+	// relay claims the row.
+	UntilTakeover bool
 }
 
 // KindOnCommit is the black-box window fault's kind, as a schedule names
@@ -64,7 +80,7 @@ func init() {
 		Doc:     "at the n-th commit of an instance's write to a watched table: a toxic, links cut, then a kill or a freeze (a black-box window, no crash point)",
 		Opens:   "blackbox.<role>.<table>[.<status>]",
 		Params: func(c OnCommit) (onCommitParams, error) {
-			p := onCommitParams{Process: c.Process, Action: c.Action, Hit: int64(c.Nth), Hold: Duration(c.Hold), RestartAfter: Duration(c.RestartAfter),
+			p := onCommitParams{Process: c.Process, Action: c.Action, Hit: int64(c.Nth), Hold: Duration(c.Hold), RestartAfter: Duration(c.RestartAfter), UntilTakeover: c.UntilTakeover,
 				Link: c.ToxicLink, Duration: Duration(c.ToxicFor), Table: c.Table, Status: c.Status, Cut: c.Cut, CutAfter: Duration(c.CutAfter),
 				CutFor: Duration(c.CutFor), ActAfter: Duration(c.ActAfter), Trigger: c.Trigger.Data()}
 			if c.ToxicLink != "" {
@@ -117,21 +133,22 @@ func init() {
 // Duration, the links in Cut down CutAfter later for CutFor, then Action
 // (kill, pause or none) ActAfter later.
 type onCommitParams struct {
-	Process      string       `json:"process,omitempty"`
-	Action       string       `json:"action,omitempty"`
-	Hit          int64        `json:"hit,omitempty"`
-	Hold         Duration     `json:"hold,omitempty"`
-	RestartAfter Duration     `json:"restart_after,omitempty"`
-	Link         string       `json:"link,omitempty"`
-	Toxic        *ToxicData   `json:"toxic,omitempty"`
-	Duration     Duration     `json:"duration,omitempty"`
-	Table        string       `json:"table,omitempty"`
-	Status       string       `json:"status,omitempty"`
-	Cut          []string     `json:"cut,omitempty"`
-	CutAfter     Duration     `json:"cut_after,omitempty"`
-	CutFor       Duration     `json:"cut_for,omitempty"`
-	ActAfter     Duration     `json:"act_after,omitempty"`
-	Trigger      *TriggerData `json:"trigger,omitempty"`
+	Process       string       `json:"process,omitempty"`
+	Action        string       `json:"action,omitempty"`
+	Hit           int64        `json:"hit,omitempty"`
+	Hold          Duration     `json:"hold,omitempty"`
+	RestartAfter  Duration     `json:"restart_after,omitempty"`
+	Link          string       `json:"link,omitempty"`
+	Toxic         *ToxicData   `json:"toxic,omitempty"`
+	Duration      Duration     `json:"duration,omitempty"`
+	Table         string       `json:"table,omitempty"`
+	Status        string       `json:"status,omitempty"`
+	Cut           []string     `json:"cut,omitempty"`
+	CutAfter      Duration     `json:"cut_after,omitempty"`
+	CutFor        Duration     `json:"cut_for,omitempty"`
+	ActAfter      Duration     `json:"act_after,omitempty"`
+	UntilTakeover bool         `json:"until_takeover,omitempty"`
+	Trigger       *TriggerData `json:"trigger,omitempty"`
 }
 
 // onCommitOf is the data as an OnCommit, checked.
@@ -161,7 +178,8 @@ func onCommitOf(p onCommitParams) (OnCommit, error) {
 	}
 	c := OnCommit{Process: p.Process, Table: p.Table, Status: p.Status, Nth: int(p.Hit), Trigger: p.Trigger.Trigger(),
 		Cut: p.Cut, CutAfter: time.Duration(p.CutAfter), CutFor: time.Duration(p.CutFor), ToxicLink: p.Link, ToxicFor: time.Duration(p.Duration),
-		ActAfter: time.Duration(p.ActAfter), Action: p.Action, Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter)}
+		ActAfter: time.Duration(p.ActAfter), Action: p.Action, Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter),
+		UntilTakeover: p.UntilTakeover}
 	if p.Toxic != nil {
 		t, err := p.Toxic.Toxic()
 		if err != nil {
@@ -350,6 +368,27 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 		r.UndoError = strings.Join(undoErrs, "; ")
 		return r
 	}
+	pinned := c.pins()
+	if pinned {
+		if ok, err := c.pin(ctx, env, p, in.Name, commit); err != nil || !ok {
+			if rerr := p.Resume(); rerr != nil {
+				undid(fmt.Errorf("resume %s: %w", in.Name, rerr))
+			}
+			return done(false, err)
+		}
+	}
+	// thaw lets the pinned relay go on, for the link faults to act on
+	// what it does next.
+	thaw := func() error {
+		if !pinned {
+			return nil
+		}
+		pinned = false
+		if err := p.Resume(); err != nil {
+			return fmt.Errorf("resume %s: %w", in.Name, err)
+		}
+		return nil
+	}
 	if c.ToxicLink != "" {
 		link, err := env.Link(c.ToxicLink)
 		if err != nil {
@@ -364,6 +403,13 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 				return fmt.Errorf("remove the toxic on %s: %w", c.ToxicLink, err)
 			}
 			return nil
+		}
+	}
+	// A kill or a freeze of the pinned relay lands where it was pinned;
+	// anything the links must act on first needs it running.
+	if len(c.Cut) > 0 || c.ActAfter > 0 || c.Action == ActNone {
+		if err := thaw(); err != nil {
+			return done(true, err)
 		}
 	}
 	if len(c.Cut) > 0 {
@@ -392,6 +438,9 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 			env.Logf("%s killed (SIGKILL)", in.Name)
 		}
 	case ActPause:
+		if pinned {
+			break // frozen already
+		}
 		if actErr = p.Pause(); actErr == nil {
 			env.Logf("%s frozen (SIGSTOP)", in.Name)
 		}
@@ -409,11 +458,95 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 			undid(fmt.Errorf("restart %s: %w", in.Name, err))
 		}
 	case ActPause:
-		holdErr := pause(ctx, c.Hold)
+		var holdErr error
+		taken := ""
+		if c.UntilTakeover && commit.EventID != "" {
+			taken, holdErr = c.waitTakeover(ctx, env, in.Name, commit)
+		} else {
+			holdErr = pause(ctx, c.Hold)
+		}
 		if err := p.Resume(); err != nil {
 			undid(fmt.Errorf("resume %s: %w", in.Name, err))
 		}
-		return done(true, holdErr)
+		r := done(!errors.Is(holdErr, errNoTakeover), holdErr)
+		r.Detail += taken
+		return r
 	}
 	return done(true, nil)
+}
+
+// pins says whether the fault freezes its process at the commit: at a
+// relay's claim, where a relay left running can publish, be confirmed
+// and write the row before faultline acts.
+func (c OnCommit) pins() bool { return c.Table == TableOutbox && c.Status == "Processing" }
+
+// pin freezes the relay whose claim committed and reports whether it is
+// still where the window is: its sockets drained and its database
+// sessions idle (nothing it sent can still land), the claimed row still
+// Processing under that claim. It returns an error saying why when it is
+// not; the relay is left frozen either way.
+func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name string, commit Commit) (bool, error) {
+	if err := p.Pause(); err != nil {
+		return false, fmt.Errorf("freeze %s at its claim: %w", name, err)
+	}
+	if err := waitSent(ctx, env, p); err != nil {
+		return false, err
+	}
+	ob := env.Observe.Outbox
+	pool, ok := env.DB[ob.Database]
+	if !ok || ob.Status == "" || ob.EventID == "" || commit.EventID == "" {
+		return true, nil // nothing to read the row by: the freeze itself is the pin
+	}
+	wctx, cancel := context.WithTimeout(ctx, env.Deadline)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var active int
+		if err := pool.QueryRow(wctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'`, name).Scan(&active); err != nil {
+			return false, fmt.Errorf("window not opened: read %s's database sessions: %w", name, err)
+		}
+		if active == 0 {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			return false, fmt.Errorf("window not opened: %s's database sessions still busy %s after it was frozen", name, env.Deadline)
+		case <-tick.C:
+		}
+	}
+	table := pgx.Identifier(target.Ident(ob.Name)).Sanitize()
+	claim := "NULL"
+	if ob.Claim != "" {
+		claim = pgx.Identifier{ob.Claim}.Sanitize() + "::text"
+	}
+	var status string
+	var held *string
+	q := fmt.Sprintf("SELECT %s::text, %s FROM %s WHERE %s::text = $1", pgx.Identifier{ob.Status}.Sanitize(), claim, table, pgx.Identifier{ob.EventID}.Sanitize())
+	if err := pool.QueryRow(wctx, q, commit.EventID).Scan(&status, &held); err != nil {
+		return false, fmt.Errorf("window not opened: read %s's claimed row %s: %w", name, commit.EventID, err)
+	}
+	if s := ob.ArticleStatus(status); s != "Processing" || (held != nil && commit.Claim != "" && *held != commit.Claim) {
+		return false, fmt.Errorf("window not opened: %s had already written %s to %s when it was frozen", name, s, commit.EventID)
+	}
+	return true, nil
+}
+
+// waitTakeover waits, at most TakeoverWait(Hold, lease), for another
+// relay's claim of the claimed row to commit; it says what it saw.
+func (c OnCommit) waitTakeover(ctx context.Context, env *Env, name string, commit Commit) (string, error) {
+	within := TakeoverWait(c.Hold, env.Lease)
+	started := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	taken, err := env.Commits.Wait(wctx, func(cm Commit) bool {
+		return cm.Table == TableOutbox && cm.EventID == commit.EventID && cm.Status == "Processing" && cm.Writer != name
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", fmt.Errorf("window not opened: %w of %s's claim of %s by another relay in %s", errNoTakeover, name, commit.EventID, within)
+	}
+	return fmt.Sprintf("; %s took %s over after %s", taken.Writer, commit.EventID, time.Since(started).Round(time.Millisecond)), nil
 }

@@ -113,6 +113,11 @@ type Fault struct {
 	// resumed or restarted, the broker not started again): what the run saw
 	// afterwards is the harness's doing, not the pipeline's.
 	UndoError string `json:"undo_error,omitempty"`
+	// NotOffered: the fault found its window closed by the target's own
+	// design (e.g. a producer whose outbox commits wait for one another
+	// cannot have their order inverted): the scenario is not run on this
+	// target, and this says why.
+	NotOffered string `json:"not_offered,omitempty"`
 	// EventIDs are events the fault itself chose (e.g. the one it replayed).
 	EventIDs []string `json:"event_ids,omitempty"`
 	// States are what the fault saw of the infrastructure's state while it
@@ -311,7 +316,9 @@ func (s Scenario) Broken() []string {
 // left down or a process left frozen breaks invariants (lost, not
 // converged) the pipeline did not break. Otherwise a broken
 // invariant is a fail whatever else happened: a violation seen is a
-// violation. Otherwise an error, a fault that never happened, or evidence
+// violation. A fault that found its window closed by the target's own
+// design makes the run not run. Otherwise an error, a fault that never
+// happened, or evidence
 // not seen leaves the run indeterminate: a scenario's evidence is what
 // shows its window opened (a row claimed twice, an event held back), never
 // what catches a broken guard (the invariants do), so a run without it
@@ -329,6 +336,11 @@ func (s Scenario) Judge(err error) (verdict, reason string) {
 	}
 	if err != nil {
 		return Indeterminate, err.Error()
+	}
+	for _, f := range s.Faults {
+		if f.NotOffered != "" {
+			return NotRun, "not offered on this target: " + f.NotOffered
+		}
 	}
 	if unopened := s.Unopened(); len(unopened) > 0 {
 		return Indeterminate, strings.Join(unopened, "; ")
