@@ -147,7 +147,7 @@ func All() []runner.Scenario {
 		},
 		{
 			Name: "broker-nack", Window: protocol.BrokerNack,
-			Description: "The consumer's queue holds at most 5 ready messages with overflow reject-publish; with the consumer frozen the broker nacks publishes, which are retried and all delivered.",
+			Description: "The consumer's queue holds at most 5 ready messages with overflow reject-publish; the consumer is frozen until a relay is nacked (at most 20 s), and the nacked publishes are retried and all delivered.",
 			Workload:    steady(),
 			// One channel of 32 unacked: with the consumer's default four,
 			// the frozen consumer would hold the whole stream unacked and the
@@ -159,7 +159,7 @@ func All() []runner.Scenario {
 			Prefers:  map[string]string{retryBudget: "40"},
 			Without:  ownBudget,
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				return []fault.Fault{fault.Crash{Process: "consumer", Point: protocol.ConsumerAfterReceive, Action: crashpoint.Pause, Hit: int64(between(rng, 3, 6)), Hold: 2 * time.Second}}
+				return []fault.Fault{fault.Crash{Process: "consumer", Point: protocol.ConsumerAfterReceive, Action: crashpoint.Pause, Hit: int64(between(rng, 3, 6)), Hold: 20 * time.Second, UntilNacked: true}}
 			},
 			Evidence: []check.Evidence{check.AtLeast(1, eventlog.Nacked), check.AtLeast(1, eventlog.Retry)},
 		},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/faultline-dev/faultline/protocol"
+	"os"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/result"
@@ -38,6 +39,10 @@ type Crash struct {
 	// Hold is how long a paused process stays frozen; with UntilTakeover,
 	// the least of the longest it waits for the takeover (TakeoverWait).
 	Hold time.Duration
+	// UntilNacked keeps a paused process frozen until a relay logs a
+	// nack from the broker (a queue full behind a frozen consumer), at
+	// most Hold.
+	UntilNacked bool
 	// UntilTakeover keeps a paused relay frozen until another relay is
 	// seen (in its event log) to claim a row of the frozen relay's last
 	// claim: its claim is past its lease and taken over, whatever the lease
@@ -61,7 +66,7 @@ func init() {
 		Opens:   "the crash point's window",
 		Params: func(c Crash) (crashParams, error) {
 			return crashParams{Process: c.Process, Point: c.Point, Action: c.Action, Hit: c.Hit, Delay: Duration(c.Delay), Hold: Duration(c.Hold),
-				RestartAfter: Duration(c.RestartAfter), NoRestart: c.NoRestart, UntilTakeover: c.UntilTakeover, Trigger: c.Trigger.Data()}, nil
+				RestartAfter: Duration(c.RestartAfter), NoRestart: c.NoRestart, UntilTakeover: c.UntilTakeover, UntilNacked: c.UntilNacked, Trigger: c.Trigger.Data()}, nil
 		},
 		Fault: func(p crashParams) (Crash, error) {
 			if err := errors.Join(Need(KindCrash, p.Process != "", "process"), Need(KindCrash, p.Point != "", "point")); err != nil {
@@ -81,7 +86,7 @@ func init() {
 			}
 			return Crash{Process: p.Process, Point: p.Point, Action: p.Action, Delay: time.Duration(p.Delay), Hit: p.Hit,
 				Trigger: p.Trigger.Trigger(), Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter), NoRestart: p.NoRestart,
-				UntilTakeover: p.UntilTakeover}, nil
+				UntilTakeover: p.UntilTakeover, UntilNacked: p.UntilNacked}, nil
 		},
 		Window:    func(c Crash) (string, string) { return c.Process, c.Point },
 		Touches:   func(c Crash) Touch { return Touch{Instances: []string{c.Process}} },
@@ -121,6 +126,7 @@ type crashParams struct {
 	RestartAfter  Duration     `json:"restart_after,omitempty"`
 	NoRestart     bool         `json:"no_restart,omitempty"`
 	UntilTakeover bool         `json:"until_takeover,omitempty"`
+	UntilNacked   bool         `json:"until_nacked,omitempty"`
 	Trigger       *TriggerData `json:"trigger,omitempty"`
 }
 
@@ -168,7 +174,9 @@ func (c Crash) Describe() result.Fault {
 		kind = "delay"
 	}
 	detail := c.Point + " " + crashpoint.Arming{Action: c.Action, Delay: c.Delay, Hit: max(c.Hit, 1)}.String()
-	if c.Action == crashpoint.Pause && c.UntilTakeover {
+	if c.Action == crashpoint.Pause && c.UntilNacked {
+		detail += fmt.Sprintf(", held until a relay is nacked (at most %s)", c.Hold)
+	} else if c.Action == crashpoint.Pause && c.UntilTakeover {
 		detail += fmt.Sprintf(", held until its claim is taken over (at least %s of waiting, or leases)", c.Hold)
 	} else if c.Action == crashpoint.Pause {
 		detail += fmt.Sprintf(", held %s", c.Hold)
@@ -244,9 +252,17 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 		}
 		var holdErr error
 		var seen string
-		if c.UntilTakeover {
+		switch {
+		case c.UntilTakeover:
 			seen, holdErr = waitTakeover(ctx, env, c.Process, TakeoverWait(c.Hold, env.Lease))
-		} else {
+		case c.UntilNacked:
+			started := time.Now()
+			if who, _, err := waitOtherRelays(ctx, env, c.Process, c.Hold, func(e eventlog.Entry) bool { return e.Event == eventlog.Nacked }); err != nil {
+				holdErr = fmt.Errorf("window not opened: %w: no relay was nacked while %s was frozen: %w", errNoTakeover, c.Process, err)
+			} else {
+				seen = fmt.Sprintf("; %s nacked after %s", who, time.Since(started).Round(time.Millisecond))
+			}
+		default:
 			holdErr = pause(ctx, c.Hold)
 		}
 		if err := p.Resume(); err != nil {
@@ -267,7 +283,7 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 // comes round and takes the rows, with room for a slow machine).
 func TakeoverWait(least, lease time.Duration) time.Duration { return max(least, 4*lease) }
 
-// errNoTakeover: the freeze ended with no takeover seen.
+// errNoTakeover: the freeze ended without what it waited for.
 var errNoTakeover = errors.New("no takeover")
 
 // waitTakeover waits, at most within, until another relay's event log
@@ -278,39 +294,68 @@ func waitTakeover(ctx context.Context, env *Env, frozen string, within time.Dura
 	if err != nil {
 		return "", fmt.Errorf("window not opened: %w: %w", errNoTakeover, err)
 	}
-	me, err := env.Roles.Instance(frozen)
+	started := time.Now()
+	other, e, err := waitOtherRelays(ctx, env, frozen, within, func(e eventlog.Entry) bool { return takesOver(mine, e) })
 	if err != nil {
-		return "", fmt.Errorf("window not opened: %w: %w", errNoTakeover, err)
+		return "", fmt.Errorf("window not opened: %w of %s's claim by another relay: %w", errNoTakeover, frozen, err)
 	}
-	var others []string
+	return fmt.Sprintf("; %s took %s over after %s", other, e.EventID, time.Since(started).Round(time.Millisecond)), nil
+}
+
+// waitOtherRelays waits, at most within, for a line that matches in the
+// event log of a relay other than exclude (any relay if exclude is not
+// one), written from now on; it says whose it was.
+func waitOtherRelays(ctx context.Context, env *Env, exclude string, within time.Duration, match func(eventlog.Entry) bool) (string, eventlog.Entry, error) {
+	skip := ""
+	if me, err := env.Roles.Instance(exclude); err == nil {
+		skip = me.Name
+	}
+	type from struct {
+		ref    string
+		offset int64
+	}
+	var others []from
 	for n := 1; n <= env.Roles.Count(protocol.Relay); n++ {
-		if in, err := env.Roles.Instance(Ref(protocol.Relay, n)); err == nil && in.Name != me.Name && in.EventLog {
-			others = append(others, Ref(protocol.Relay, n))
+		ref := Ref(protocol.Relay, n)
+		in, err := env.Roles.Instance(ref)
+		if err != nil || in.Name == skip || !in.EventLog {
+			continue
 		}
+		p, err := env.Process(ref)
+		if err != nil {
+			continue
+		}
+		var size int64
+		if st, err := os.Stat(p.EventLogPath()); err == nil {
+			size = st.Size()
+		}
+		others = append(others, from{ref, size})
 	}
 	if len(others) == 0 {
-		return "", fmt.Errorf("window not opened: %w: no other relay to take %s's claim over", errNoTakeover, frozen)
+		return "", eventlog.Entry{}, errors.New("no other relay writes an event log")
 	}
-	started := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	found := make(chan string, len(others))
-	for _, other := range others {
+	type hit struct {
+		ref string
+		e   eventlog.Entry
+	}
+	found := make(chan hit, len(others))
+	for _, o := range others {
 		go func() {
-			e, err := env.waitLog(ctx, other, within, func(e eventlog.Entry) bool { return takesOver(mine, e) })
-			if err == nil {
-				found <- fmt.Sprintf("; %s took %s over after %s", other, e.EventID, time.Since(started).Round(time.Millisecond))
+			if e, err := env.waitLogFrom(ctx, o.ref, o.offset, within, match); err == nil {
+				found <- hit{o.ref, e}
 			}
 		}()
 	}
 	select {
-	case seen := <-found:
-		return seen, nil
+	case h := <-found:
+		return h.ref, h.e, nil
 	case <-ctx.Done():
 		if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			return "", err
+			return "", eventlog.Entry{}, err
 		}
-		return "", fmt.Errorf("window not opened: %w of %s's claim by another relay in %s", errNoTakeover, frozen, within)
+		return "", eventlog.Entry{}, fmt.Errorf("none seen in %s", within)
 	}
 }
 

@@ -242,6 +242,11 @@ func (env *Env) WaitLog(ctx context.Context, process string, match func(eventlog
 
 // waitLog is WaitLog up to within.
 func (env *Env) waitLog(ctx context.Context, process string, within time.Duration, match func(eventlog.Entry) bool) (eventlog.Entry, error) {
+	return env.waitLogFrom(ctx, process, 0, within, match)
+}
+
+// waitLogFrom is waitLog over the lines from offset on.
+func (env *Env) waitLogFrom(ctx context.Context, process string, offset int64, within time.Duration, match func(eventlog.Entry) bool) (eventlog.Entry, error) {
 	p, err := env.Process(process)
 	if err != nil {
 		return eventlog.Entry{}, err
@@ -250,7 +255,6 @@ func (env *Env) waitLog(ctx context.Context, process string, within time.Duratio
 	defer cancel()
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
-	var offset int64
 	for {
 		entries, next, err := readFrom(p.EventLogPath(), offset)
 		if err == nil {
