@@ -32,9 +32,10 @@ const KindCommitOrder = "commit-order"
 // status finds it.
 //
 // A read is what faultline sees a relay do with a row: publish it (the
-// live tap) or write it (the audit trail); or a query a relay's session
-// began after a later insert had committed (pg_stat_activity), which a
-// relay that reads by position cannot make without reading past. Faultline writes the eventIds
+// live tap) or write it (the audit trail); or a read of the outbox (a
+// SELECT naming it) that a relay's session began after a later insert had
+// committed, and finished (pg_stat_activity): a relay that reads by
+// position has read past the held row in it. Faultline writes the eventIds
 // it saw read into a table of its own, and the held transaction waits for
 // one of an insert made after it, at most Hold, or until the target's own
 // sessions wait for it (its inserts are serialized: nothing later can
@@ -107,6 +108,15 @@ type commitOrderParams struct {
 // reads or queries (the window then did not open), and within the
 // workload's own patience for an answer.
 const CommitOrderHold = 5 * time.Second
+
+// outboxName is the outbox table's own name, without its schema, as a
+// relay's query names it.
+func outboxName(name string) string {
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		return name[i+1:]
+	}
+	return name
+}
 
 // relayNames are the session names (application_name) of the target's
 // relay instances.
@@ -201,7 +211,7 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, "INSERT INTO "+commitOrderRelays+" (name) SELECT unnest($1::text[])", relayNames(env))
+		_, err := tx.Exec(ctx, "INSERT INTO "+commitOrderRelays+" (name, outbox) SELECT unnest($1::text[]), $2", relayNames(env), outboxName(ob.Name))
 		return err
 	}); err != nil {
 		return record(c, start, false, fmt.Errorf("install the commit-order triggers on %s: %w", ob.Name, err))
@@ -255,7 +265,7 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 	r.NotOffered = notOffered
 	var b strings.Builder
 	for _, h := range held {
-		fmt.Fprintf(&b, "; %s (insert #%d) held %dms, %d later inserts committed first, %d of them read, %d relay queries after, %d sessions waiting for it", h.eventID, h.number, h.heldMS, h.later, h.read, h.looked, h.blocked)
+		fmt.Fprintf(&b, "; %s (insert #%d) held %dms, %d later inserts committed first, %d of them read, %d relay reads after, %d sessions waiting for it", h.eventID, h.number, h.heldMS, h.later, h.read, h.looked, h.blocked)
 	}
 	r.Detail += fmt.Sprintf(" — %d inserts, %d held%s", inserts, len(held), b.String())
 	r.EventIDs = passed
@@ -346,7 +356,7 @@ type heldInsert struct {
 	heldMS  int64
 	later   int64 // inserts made after it that had committed when its hold ended
 	read    int64 // of those, the ones a relay was seen to read
-	looked  int64 // the relays' sessions that began a query after a later insert committed
+	looked  int64 // the relays' sessions that read the outbox after a later insert committed
 	blocked int64 // the target's sessions that waited for it when its hold ended
 }
 
@@ -388,7 +398,7 @@ func (c CommitOrder) install(ob target.Table) []string {
 		fmt.Sprintf("CREATE TABLE %s (ins bigserial PRIMARY KEY, event_id text NOT NULL)", commitOrderInserts),
 		fmt.Sprintf("CREATE INDEX ON %s (event_id)", commitOrderInserts),
 		fmt.Sprintf("CREATE TABLE %s (event_id text PRIMARY KEY)", commitOrderRead),
-		fmt.Sprintf("CREATE TABLE %s (name text PRIMARY KEY)", commitOrderRelays),
+		fmt.Sprintf("CREATE TABLE %s (name text PRIMARY KEY, outbox text NOT NULL)", commitOrderRelays),
 		fmt.Sprintf("CREATE TABLE %s (ins bigint PRIMARY KEY, event_id text NOT NULL, held_ms bigint NOT NULL, later bigint NOT NULL, later_read bigint NOT NULL, looked bigint NOT NULL, blocked bigint NOT NULL)", commitOrderHeld),
 		fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $fl$
 BEGIN
@@ -421,7 +431,8 @@ BEGIN
       END IF;
     ELSE
       SELECT count(*) INTO looked FROM pg_stat_activity a JOIN %[11]s r ON r.name = a.application_name
-        WHERE a.query_start > committed;
+        WHERE a.query_start > committed AND a.state <> 'active'
+          AND a.query ~* '^\s*(select|with)\M' AND strpos(lower(a.query), lower(r.outbox)) > 0;
     END IF;
     SELECT count(*) INTO blocked FROM pg_stat_activity
       WHERE application_name <> '%[10]s' AND pg_backend_pid() = ANY (pg_blocking_pids(pid));

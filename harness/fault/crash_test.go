@@ -38,4 +38,3 @@ func TestTakeover(t *testing.T) {
 	assert.Equal(t, 8*time.Second, TakeoverWait(5*time.Second, 2*time.Second), "four leases")
 	assert.Equal(t, 120*time.Second, TakeoverWait(5*time.Second, 30*time.Second), "a long lease keeps its window")
 }
-
