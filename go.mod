@@ -68,7 +68,7 @@ require (
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
-	github.com/faultline-dev/faultline/protocol v0.0.0
+	github.com/faultline-dev/faultline/protocol v0.1.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/moby/moby/client v0.5.0
@@ -82,5 +82,3 @@ require (
 	github.com/testcontainers/testcontainers-go/modules/rabbitmq v0.44.0
 	go.yaml.in/yaml/v3 v3.0.5
 )
-
-replace github.com/faultline-dev/faultline/protocol => ./protocol
