@@ -1,5 +1,7 @@
 # faultline — see README.md.
 GO ?= go
+# make deps installs it (pinned in scripts/deps.sh); make test checks .goreleaser.yaml with it
+GORELEASER ?= $(shell $(GO) env GOPATH)/bin/goreleaser
 TEST_TIMEOUT ?= 30m
 
 .PHONY: deps build test test-docker scenarios report report-production vet clean bench bench-go images
@@ -30,6 +32,7 @@ vet:
 test: vet
 	cd protocol && $(GO) test -count=1 ./...
 	cd protocol && GOWORK=off GOOS=darwin $(GO) build ./... && GOWORK=off GOOS=windows $(GO) build ./...
+	$(GORELEASER) check
 	cd examples/node-outbox && node --test test/
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
