@@ -35,7 +35,6 @@ require (
 	github.com/matttproud/golang_protobuf_extensions v1.0.1 // indirect
 	github.com/moby/docker-image-spec v1.3.1 // indirect
 	github.com/moby/go-archive v0.2.0 // indirect
-	github.com/moby/moby/api v1.55.0 // indirect
 	github.com/moby/patternmatcher v0.6.1 // indirect
 	github.com/moby/sys/sequential v0.7.0 // indirect
 	github.com/moby/sys/user v0.4.0 // indirect
@@ -68,9 +67,10 @@ require (
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
-	github.com/faultline-dev/faultline/protocol v0.0.0
+	github.com/faultline-dev/faultline/protocol v0.1.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/moby/moby/api v1.55.0
 	github.com/moby/moby/client v0.5.0
 	github.com/oklog/ulid/v2 v2.1.2
 	github.com/prometheus/client_golang v1.13.0
@@ -81,6 +81,5 @@ require (
 	github.com/testcontainers/testcontainers-go/modules/postgres v0.44.0
 	github.com/testcontainers/testcontainers-go/modules/rabbitmq v0.44.0
 	go.yaml.in/yaml/v3 v3.0.5
+	golang.org/x/mod v0.43.0
 )
-
-replace github.com/faultline-dev/faultline/protocol => ./protocol

@@ -8,7 +8,7 @@
 // the binaries are installed, else docker when a daemon answers), Start
 // starts it, Open does both.
 //
-// The local provider (StartLocal) runs a private PostgreSQL 15 and a private
+// The local provider (StartLocal) runs a private PostgreSQL (13 or later) and a private
 // RabbitMQ 3.10 node from the installed Debian binaries, on free loopback
 // ports, inside one temporary folder, and removes every process, port and
 // file again at Stop. Both are locked with random credentials made for the

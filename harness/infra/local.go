@@ -76,6 +76,7 @@ type Local struct {
 	http    *http.Client
 
 	pgPort int
+	pgIn   pgInstall // the PostgreSQL it runs (findPostgres), set before start-up
 
 	// Credentials of this run, random, set by prepare and fixed after: no
 	// service trusts a connection without them (see credentials).
@@ -130,8 +131,9 @@ func (l *Local) Replicate(ctx context.Context) (Infra, error) {
 	return in, nil
 }
 
-// StartLocal starts a private PostgreSQL 15 and RabbitMQ 3.10 (with the
-// management plugin) on free loopback ports in a new folder
+// StartLocal starts a private PostgreSQL (13 or later, the one findPostgres
+// finds: FAULTLINE_PG_BIN, pg_config, PATH, /usr/lib/postgresql) and
+// RabbitMQ 3.10 (with the management plugin) on free loopback ports in a new folder
 // $TMPDIR/faultline-local-*, and waits until both answer. It first removes
 // folders and processes left by earlier runs that died without Stop.
 //
@@ -172,6 +174,11 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
 	if opts.Standby != StandbyNone {
 		l.rep = &standby{mode: opts.Standby}
 	}
+	pgIn, err := findPostgres(ctx, hostPGSearch())
+	if err != nil {
+		return nil, fmt.Errorf("local infra: %w", err)
+	}
+	l.pgIn = pgIn
 	sweepStale(os.TempDir(), l.logf)
 
 	if err := l.prepare(); err != nil {
@@ -191,6 +198,9 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
 		defer wg.Done()
 		t := time.Now()
 		pgErr = safe.Do("start postgres", func() error { return l.startPostgres(ctx) })
+		if pgErr != nil {
+			pgErr = fmt.Errorf("%w (%s)", pgErr, l.pgIn)
+		}
 		pgTook = time.Since(t)
 	}()
 	go func() {
@@ -207,8 +217,8 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
 		return nil, fmt.Errorf("local infra: %w", err)
 	}
 	l.pgTook, l.rabbitTook = pgTook, rabbitTook
-	l.logf("local infra: postgres %s, rabbitmq %s (%d node(s), total %s) in %s",
-		pgTook.Round(100*time.Millisecond), rabbitTook.Round(100*time.Millisecond), len(l.nodes),
+	l.logf("local infra: postgres %s (%s), rabbitmq %s (%d node(s), total %s) in %s",
+		pgTook.Round(100*time.Millisecond), l.pgIn, rabbitTook.Round(100*time.Millisecond), len(l.nodes),
 		time.Since(begin).Round(100*time.Millisecond), l.dir)
 	return l, nil
 }

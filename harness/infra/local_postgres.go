@@ -13,8 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-const pgBin = "/usr/lib/postgresql/15/bin"
-
 // startPostgres runs initdb and starts the postmaster as a foreground child,
 // then waits until it accepts a connection.
 //
@@ -37,7 +35,7 @@ func (l *Local) startPostgres(ctx context.Context) error {
 		"TZ=UTC",
 	}
 	initdb, err := spawn(l.dir, "initdb", []string{
-		filepath.Join(pgBin, "initdb"),
+		filepath.Join(l.pgIn.Bin, "initdb"),
 		"-D", data, "-U", "postgres", "--auth=scram-sha-256", "--pwfile=" + pwfile, "-E", "UTF8", "--locale=C",
 		"--no-sync", // initdb only; the server keeps fsync on
 	}, env, l.cred)
@@ -59,7 +57,7 @@ func (l *Local) startPostgres(ctx context.Context) error {
 		return fmt.Errorf("postgres: remove the password file: %w", err)
 	}
 
-	pg, err := spawn(l.dir, "postgres", pgServerArgv(data, l.pgPort, l.socketDir(), l.primaryArgs()...), env, l.cred)
+	pg, err := spawn(l.dir, "postgres", pgServerArgv(l.pgIn.Bin, data, l.pgPort, l.socketDir(), l.primaryArgs()...), env, l.cred)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
@@ -76,12 +74,12 @@ func (l *Local) startPostgres(ctx context.Context) error {
 }
 
 // pgServerArgv is the command line of a PostgreSQL server of this
-// provider: its data folder, loopback port and socket folder, the
+// provider: the postgres in bin, its data folder, loopback port and socket folder, the
 // settings every one has (a hot standby refuses to start with fewer
 // max_connections than its primary's), then extra -c settings.
-func pgServerArgv(data string, port int, socketDir string, extra ...string) []string {
+func pgServerArgv(bin, data string, port int, socketDir string, extra ...string) []string {
 	return append([]string{
-		filepath.Join(pgBin, "postgres"),
+		filepath.Join(bin, "postgres"),
 		"-D", data,
 		"-p", strconv.Itoa(port),
 		"-k", socketDir,

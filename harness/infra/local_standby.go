@@ -186,7 +186,7 @@ func (l *Local) startStandby(ctx context.Context, env []string) error {
 
 	env = append(env, "PGPASSFILE="+l.standbyPgpass())
 	backup, err := spawn(l.dir, "pg_basebackup", []string{
-		filepath.Join(pgBin, "pg_basebackup"),
+		filepath.Join(l.pgIn.Bin, "pg_basebackup"),
 		"-D", r.dataDir,
 		"-h", "127.0.0.1", "-p", strconv.Itoa(l.pgPort), "-U", replicationRole, "-w",
 		"-X", "stream",
@@ -230,7 +230,7 @@ func (l *Local) startStandby(ctx context.Context, env []string) error {
 	}
 	conninfo := fmt.Sprintf("host=%s port=%d user=%s passfile=%s application_name=%s sslmode=disable connect_timeout=2",
 		fhost, fport, replicationRole, l.standbyPgpass(), standbyAppName)
-	sb, err := spawn(l.dir, "postgres-standby", pgServerArgv(r.dataDir, r.port, l.standbySocketDir(),
+	sb, err := spawn(l.dir, "postgres-standby", pgServerArgv(l.pgIn.Bin, r.dataDir, r.port, l.standbySocketDir(),
 		"-c", "hot_standby=on",
 		"-c", "primary_conninfo="+conninfo,
 		"-c", "wal_receiver_timeout=2s",

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,8 +31,8 @@ func Kinds() []string { return []string{KindAuto, KindLocal, KindDocker, KindExt
 // Probe tells Select what this host offers. Each function returns nil when
 // the provider can run, or why not.
 type Probe struct {
-	// LocalBinaries: the PostgreSQL 15 and RabbitMQ binaries the local
-	// provider runs are installed.
+	// LocalBinaries: the PostgreSQL (13 or later) and RabbitMQ binaries
+	// the local provider runs are installed.
 	LocalBinaries func() error
 	// DockerAnswers: a Docker daemon answers.
 	DockerAnswers func() error
@@ -64,12 +63,12 @@ func Select(env func(string) string, probe Probe) (string, error) {
 	}
 	return "", fmt.Errorf(`no infrastructure to run on (%s=auto tries local, then docker):
   local:  %v
-          install PostgreSQL 15 and RabbitMQ: make deps (Debian: apt-get install postgresql rabbitmq-server)
+          install PostgreSQL 13 or later and RabbitMQ: make deps (Debian: apt-get install postgresql rabbitmq-server; another PostgreSQL: %s=its bin folder)
   docker: no Docker daemon answers: %v
           install Docker and start its daemon (Debian: apt-get install docker.io && systemctl start docker; or Docker Desktop), then %s=docker
   or run on services you have: %s=external with %s, %s and %s
 %s takes %s`,
-		EnvInfra, localErr, dockerErr, EnvInfra,
+		EnvInfra, localErr, EnvPGBin, dockerErr, EnvInfra,
 		EnvInfra, EnvPGURL, EnvAMQPURL, EnvManagementURL,
 		EnvInfra, strings.Join(Kinds(), ", "))
 }
@@ -77,7 +76,7 @@ func Select(env func(string) string, probe Probe) (string, error) {
 // HostProbe probes this host; ctx bounds the Docker probe (at most 10 s).
 func HostProbe(ctx context.Context) Probe {
 	return Probe{
-		LocalBinaries: localBinaries,
+		LocalBinaries: func() error { return localBinaries(ctx) },
 		DockerAnswers: func() error {
 			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
@@ -86,19 +85,25 @@ func HostProbe(ctx context.Context) Probe {
 	}
 }
 
-// localBinaries checks for what StartLocal runs.
-func localBinaries() error {
+// localBinaries checks for what StartLocal runs: a PostgreSQL 13 or later
+// (findPostgres) and RabbitMQ.
+func localBinaries(ctx context.Context) error {
+	var problems []string
+	if _, err := findPostgres(ctx, hostPGSearch()); err != nil {
+		problems = append(problems, err.Error())
+	}
 	var missing []string
-	for _, p := range []string{filepath.Join(pgBin, "initdb"), filepath.Join(pgBin, "postgres"), rabbitServer} {
-		if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			missing = append(missing, p)
-		}
+	if !isExecutable(rabbitServer) {
+		missing = append(missing, rabbitServer)
 	}
 	if _, err := findEpmd(); err != nil {
 		missing = append(missing, "epmd (Erlang)")
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("PostgreSQL 15 and RabbitMQ are not installed: no %s", strings.Join(missing, ", "))
+		problems = append(problems, "RabbitMQ is not installed: no "+strings.Join(missing, ", "))
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
 }

@@ -12,9 +12,16 @@
 // deferred code. A crash here must be a real SIGKILL and a freeze a real
 // SIGSTOP, with the hit in the event log first, so this package is a small
 // equivalent of gofail's runtime with those actions.
+//
+// Kill and pause need Linux, where faultline runs a target's processes: the
+// signal goes to the calling thread (tgkill). The package builds on every
+// OS so that a service importing it builds on a developer's macOS or
+// Windows too; there, Arm refuses kill and pause with an error wrapping
+// errors.ErrUnsupported, and delay works as on Linux.
 package crashpoint
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -23,7 +30,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/faultline-dev/faultline/protocol"
@@ -121,8 +127,10 @@ type Set struct {
 	process string
 	log     *eventlog.Log
 	points  map[string]*point
-	// act performs kill and pause; tests replace it.
-	act func(action string)
+	// act performs kill and pause; canAct says whether act can perform
+	// an action on this OS. Tests replace both.
+	act    func(action string)
+	canAct func(action string) error
 }
 
 type point struct {
@@ -138,7 +146,8 @@ type point struct {
 // sites for) of process, logging each hit to log. Names are the process's
 // own; its target file maps the protocol's windows to them.
 func NewSet(process string, log *eventlog.Log, names ...string) *Set {
-	s := &Set{process: process, log: log, points: map[string]*point{}, act: selfSignal}
+	s := &Set{process: process, log: log, points: map[string]*point{}, act: selfSignal,
+		canAct: func(action string) error { return actionSupported(runtime.GOOS, action) }}
 	for _, n := range names {
 		s.points[n] = &point{name: n}
 	}
@@ -174,11 +183,16 @@ func (s *Set) Names() []string {
 	return names
 }
 
-// Arm arms the named point; its hit count starts again from zero.
+// Arm arms the named point; its hit count starts again from zero. An
+// action this OS cannot perform (kill or pause outside Linux) is refused
+// with an error wrapping errors.ErrUnsupported.
 func (s *Set) Arm(name string, a Arming) error {
 	p, ok := s.points[name]
 	if !ok {
 		return fmt.Errorf("unknown crash point %q for process %s (known: %s)", name, s.process, strings.Join(s.Names(), ", "))
+	}
+	if err := s.canAct(a.Action); err != nil {
+		return fmt.Errorf("crash point %q for process %s: %w", name, s.process, err)
 	}
 	p.mu.Lock()
 	p.arm, p.hits = a, 0
@@ -254,21 +268,12 @@ func (s *Set) Hit(name string) {
 	}
 }
 
-// selfSignal sends the signal to the calling thread (tgkill), not just the
-// process: a process-directed signal lands asynchronously, and the goroutine
-// at the crash point could run on past it (write its mark, answer its
-// request) before the stop or kill takes the process. A thread-directed
-// signal is taken on the way back from the system call, before any more of
-// this goroutine runs; SIGSTOP and SIGKILL then act on the whole process.
-func selfSignal(action string) {
-	sig := syscall.SIGSTOP
-	if action == Kill {
-		sig = syscall.SIGKILL
+// actionSupported says whether a process on goos can perform action:
+// delay everywhere, kill and pause on Linux only (selfSignal).
+func actionSupported(goos, action string) error {
+	if action == Delay || goos == "linux" {
+		return nil
 	}
-	runtime.LockOSThread()
-	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), sig)
-	runtime.UnlockOSThread()
-	if action == Kill {
-		select {} // unreachable: the process is gone
-	}
+	return fmt.Errorf("action %s is not supported on %s: kill and pause need Linux, where a crash point signals its own thread (tgkill); only delay works here: %w",
+		action, goos, errors.ErrUnsupported)
 }

@@ -2,6 +2,7 @@ package crashpoint
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 )
@@ -10,6 +11,7 @@ import (
 //
 //	GET    /crashpoints          every point of this process with its state
 //	PUT    /crashpoints/{name}   body: an arming such as "kill@3" or "delay:200ms@*"
+//	                             (501 for kill or pause outside Linux)
 //	DELETE /crashpoints/{name}   disarm
 func (s *Set) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -29,7 +31,11 @@ func (s *Set) Handler() http.Handler {
 			return
 		}
 		if err := s.Arm(r.PathValue("name"), a); err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
+			code := http.StatusNotFound
+			if errors.Is(err, errors.ErrUnsupported) {
+				code = http.StatusNotImplemented // kill or pause outside Linux
+			}
+			http.Error(w, err.Error(), code)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
