@@ -35,6 +35,7 @@ test: vet
 	$(GORELEASER) check
 	cd examples/node-outbox && node --test test/
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd examples/gotest && $(GO) test -count=1 -run 'TestReliability/^unroutable-then-routable$$' ./...
 
 ## scenarios: the scenario catalogue on the correct pipeline, with each run's figures
 scenarios:
