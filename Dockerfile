@@ -37,8 +37,11 @@ ENV PATH=/usr/local/go/bin:$PATH \
     GOFLAGS=-buildvcs=false \
     CGO_ENABLED=0
 WORKDIR /src
-COPY go.mod go.sum ./
+# The workspace (go.work) resolves the protocol module from ./protocol
+# until its version is published (docs/release.md).
+COPY go.mod go.sum go.work go.work.sum ./
 COPY protocol/go.mod protocol/go.sum* protocol/
+COPY examples/gotest/go.mod examples/gotest/
 RUN go mod download
 COPY . .
 RUN go build -trimpath -ldflags=-s -o /out/faultline ./cmd/faultline
