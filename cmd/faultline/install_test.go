@@ -107,6 +107,12 @@ func TestInstallByModulePath(t *testing.T) {
 	out, err = help.CombinedOutput()
 	require.NoError(t, err, "the installed faultline runs:\n%s", out)
 	assert.Contains(t, string(out), "usage:")
+
+	version := exec.CommandContext(ctx, exe, "version")
+	version.Dir = tmp
+	out, err = version.CombinedOutput()
+	require.NoError(t, err, "faultline version:\n%s", out)
+	assert.Equal(t, "faultline "+installVersion+"\n", string(out), "the version it was installed at")
 }
 
 // requiredVersion is the version of mod that the go.mod at path requires,
