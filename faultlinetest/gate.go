@@ -17,6 +17,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/version"
 	"github.com/faultline-dev/faultline/reports"
 	"github.com/faultline-dev/faultline/scenarios"
 )
@@ -305,7 +306,7 @@ func (g *gateRun) whole() result.Run {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	took := time.Since(g.started)
-	run := result.Run{Schema: result.Schema, Target: g.tgt.Name, Seed: g.cfg.seed, Seeds: []int64{g.cfg.seed}, Started: g.started,
+	run := result.Run{Schema: result.Schema, Target: g.tgt.Name, TargetFile: g.tgt.Path, Version: version.String(), Seed: g.cfg.seed, Seeds: []int64{g.cfg.seed}, Started: g.started,
 		DurationMS: took.Milliseconds(), Infra: g.sh.Infra.Name(), Scenarios: g.scenarios, Retried: g.retried,
 		Variants: g.variants, TargetVariants: targetVariants(g.tgt), KnownFindings: g.known,
 		Interrupted: errors.Is(context.Cause(g.ctx), supervisor.ErrInterrupted)}
