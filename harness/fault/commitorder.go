@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -31,13 +32,13 @@ const KindCommitOrder = "commit-order"
 // past such a row by the time it commits; one that claims rows by their
 // status finds it.
 //
-// A read is what faultline sees a relay do with a row: publish it (the
-// live tap) or write it (the audit trail); or a read of the outbox (a
-// SELECT naming it) that a relay's session began after a later insert had
-// committed, and finished (pg_stat_activity): a relay that reads by
-// position has read past the held row in it. Faultline writes the eventIds
-// it saw read into a table of its own, and the held transaction waits for
-// one of an insert made after it, at most Hold, or until the target's own
+// A relay is past a held insert once faultline sees it write an insert
+// made after it (a claim, a mark: the audit trail names the writer), or
+// begin and finish a read of the outbox (a SELECT or WITH naming it,
+// pg_stat_activity) once such an insert has committed: a relay that reads
+// by position has read past the held row then. Faultline writes the writes
+// it saw into a table of its own, and the held transaction waits until
+// every relay is past it, at most Hold, or until the target's own
 // sessions wait for it (its inserts are serialized: nothing later can
 // commit first). After Duration the
 // triggers are dropped (that waits for the held transactions). The fault
@@ -50,6 +51,9 @@ type CommitOrder struct {
 	Holds    int           // hold at most this many
 	Hold     time.Duration // the longest a held insert waits at its commit for a later one to be read
 	Duration time.Duration // how long the triggers stay in place
+
+	need   int  // relays that must be past a held insert (install)
+	shared bool // the relays keep one position (install)
 }
 
 func init() {
@@ -180,16 +184,8 @@ func (c CommitOrder) Require(env *Env) error {
 	return errors.Join(errs...)
 }
 
-// WaitsForCommits implements CommitWaiter: the reads come from the commit
-// feed's publishes.
-func (CommitOrder) WaitsForCommits() {}
-
-// WatchesPublishes implements PublishWatcher: a publish of a later insert
-// is a read.
-func (CommitOrder) WatchesPublishes() bool { return true }
-
-// WatchesAudit implements AuditWatcher: a write to a later insert's row
-// (a claim, a mark) is a read.
+// WatchesAudit implements AuditWatcher: a relay's write to a later
+// insert's row (a claim, a mark) shows that relay past the held one.
 func (CommitOrder) WatchesAudit() bool { return true }
 
 // Inject implements Fault.
@@ -206,7 +202,7 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 	start = time.Now()
 	// One transaction: on an error nothing of it stays in place.
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		for _, s := range c.install(ob) {
+		for _, s := range c.install(ob, env.RelayModel) {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				return err
 			}
@@ -265,26 +261,25 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 	r.NotOffered = notOffered
 	var b strings.Builder
 	for _, h := range held {
-		fmt.Fprintf(&b, "; %s (insert #%d) held %dms, %d later inserts committed first, %d of them read, %d relay reads after, %d sessions waiting for it", h.eventID, h.number, h.heldMS, h.later, h.read, h.looked, h.blocked)
+		fmt.Fprintf(&b, "; %s (insert #%d) held %dms, %d later inserts committed first, %d of %d relays past it, %d sessions waiting for it", h.eventID, h.number, h.heldMS, h.later, h.passedBy, h.relays, h.blocked)
 	}
 	r.Detail += fmt.Sprintf(" — %d inserts, %d held%s", inserts, len(held), b.String())
 	r.EventIDs = passed
 	return r
 }
 
-// judgeCommitOrder says whether the window opened — a held insert whose
-// later insert a relay was seen to read before it committed, or whose
-// later insert had committed when a relay began a query (a relay that
-// reads by position has then read past it; one that waits for earlier
-// transactions has shown it does) — which held rows were passed so, and,
-// when it did not open, why not. Where every
+// judgeCommitOrder says whether the window opened — a held insert every
+// relay was seen past before it committed (a relay that reads by position
+// has then read past it; one that waits for earlier transactions has
+// shown it does) — which held rows were passed so, and, when it did not
+// open, why not. Where every
 // held insert ended its hold because the target's own sessions waited for
 // it (a producer that serializes its outbox commits), no commit order can
 // be inverted on this target: notOffered says so.
 func judgeCommitOrder(held []heldInsert, inserts int) (opened bool, passed []string, why, notOffered string) {
 	blocked := 0
 	for _, h := range held {
-		if h.read > 0 || h.looked > 0 {
+		if h.relays > 0 && h.passedBy >= h.relays {
 			passed = append(passed, h.eventID)
 		}
 		if h.blocked > 0 {
@@ -300,16 +295,21 @@ func judgeCommitOrder(held []heldInsert, inserts int) (opened bool, passed []str
 		why := fmt.Sprintf("the target's outbox inserts wait for one another: each of the %d held made the target's other sessions wait, so none committed after it", len(held))
 		return false, nil, why, why
 	default:
-		return false, nil, fmt.Sprintf("%d inserts held, and no relay was seen to read, or to query after, an insert made after one of them before it committed", len(held)), ""
+		return false, nil, fmt.Sprintf("%d inserts held, and for none of them was every relay seen past it (writing a later row, or reading the outbox once one had committed) before it committed", len(held)), ""
 	}
 }
 
 // tellReads writes into the read table, every readEvery until ctx ends,
-// the eventIds faultline saw the relays read since the last time: the
-// publishes the live tap saw, and the outbox rows the audit trail shows
-// written by an UPDATE.
+// the outbox rows the audit trail shows a relay wrote (an UPDATE) since
+// the last time, with the relay.
 func tellReads(ctx context.Context, env *Env, pool *pgxpool.Pool) error {
-	told := map[string]bool{}
+	if env.Audit == nil {
+		return nil // the relays' reads of the outbox are all there is to see
+	}
+	relays := map[string]bool{}
+	for _, name := range relayNames(env) {
+		relays[name] = true
+	}
 	var after int64
 	tick := time.NewTicker(readEvery)
 	defer tick.Stop()
@@ -319,32 +319,22 @@ func tellReads(ctx context.Context, env *Env, pool *pgxpool.Pool) error {
 			return ctx.Err()
 		case <-tick.C:
 		}
-		var fresh []string
-		for id := range env.Commits.EventIDs(TablePublish) {
-			if !told[id] {
-				fresh = append(fresh, id)
+		rows, err := env.Audit(ctx, after)
+		if err != nil {
+			return fmt.Errorf("read the audit trail: %w", err)
+		}
+		var ids, by []string
+		for _, a := range rows {
+			after = a.ID
+			if a.Op == "UPDATE" && relays[a.Writer] {
+				ids, by = append(ids, a.EventID), append(by, a.Writer)
 			}
 		}
-		if env.Audit != nil {
-			rows, err := env.Audit(ctx, after)
-			if err != nil {
-				return fmt.Errorf("read the audit trail: %w", err)
-			}
-			for _, a := range rows {
-				after = a.ID
-				if a.Op == "UPDATE" && !told[a.EventID] {
-					fresh = append(fresh, a.EventID)
-				}
-			}
-		}
-		if len(fresh) == 0 {
+		if len(ids) == 0 {
 			continue
 		}
-		if _, err := pool.Exec(ctx, "INSERT INTO "+commitOrderRead+" (event_id) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING", fresh); err != nil {
+		if _, err := pool.Exec(ctx, "INSERT INTO "+commitOrderRead+" (event_id, relay) SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING", ids, by); err != nil {
 			return fmt.Errorf("tell the held inserts what was read: %w", err)
-		}
-		for _, id := range fresh {
-			told[id] = true
 		}
 	}
 }
@@ -355,9 +345,10 @@ type heldInsert struct {
 	eventID string
 	heldMS  int64
 	later   int64 // inserts made after it that had committed when its hold ended
-	read    int64 // of those, the ones a relay was seen to read
-	looked  int64 // the relays' sessions that read the outbox after a later insert committed
-	blocked int64 // the target's sessions that waited for it when its hold ended
+	// passedBy are the relays seen past it — each wrote a later row, or
+	// read the outbox once a later row had committed — of relays.
+	passedBy, relays int64
+	blocked          int64 // the target's sessions that waited for it when its hold ended
 }
 
 // readHeld reads the held inserts, in insert order, and how many inserts
@@ -367,13 +358,13 @@ func readHeld(ctx context.Context, tx pgx.Tx) ([]heldInsert, int, error) {
 	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+commitOrderInserts).Scan(&inserts); err != nil {
 		return nil, 0, err
 	}
-	rows, err := tx.Query(ctx, "SELECT ins, event_id, held_ms, later, later_read, looked, blocked FROM "+commitOrderHeld+" ORDER BY ins")
+	rows, err := tx.Query(ctx, "SELECT ins, event_id, held_ms, later, passed_by, relays, blocked FROM "+commitOrderHeld+" ORDER BY ins")
 	if err != nil {
 		return nil, 0, err
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (heldInsert, error) {
 		var h heldInsert
-		err := row.Scan(&h.number, &h.eventID, &h.heldMS, &h.later, &h.read, &h.looked, &h.blocked)
+		err := row.Scan(&h.number, &h.eventID, &h.heldMS, &h.later, &h.passedBy, &h.relays, &h.blocked)
 		return h, err
 	})
 	return out, inserts, err
@@ -391,15 +382,24 @@ func readHeld(ctx context.Context, tx pgx.Tx) ([]heldInsert, int, error) {
 // numbers once its hold is over: in READ COMMITTED (PostgreSQL's default)
 // each of those statements sees exactly what was committed by then —
 // before its own commit, which follows.
-func (c CommitOrder) install(ob target.Table) []string {
+func (c CommitOrder) install(ob target.Table, model string) []string {
+	// Relays that claim rows each keep their own place: every one must be
+	// past the held insert. Relays that keep one position between them (an
+	// offset relay's group) pass it together, and a read of theirs that
+	// finished once a later insert had committed shows where that position
+	// is.
+	c.need, c.shared = math.MaxInt32, model == target.ModelOffset
+	if c.shared {
+		c.need = 1
+	}
 	table := pgx.Identifier(target.Ident(ob.Name)).Sanitize()
 	eventID := "NEW." + pgx.Identifier{ob.EventID}.Sanitize() + "::text"
 	return []string{
 		fmt.Sprintf("CREATE TABLE %s (ins bigserial PRIMARY KEY, event_id text NOT NULL)", commitOrderInserts),
 		fmt.Sprintf("CREATE INDEX ON %s (event_id)", commitOrderInserts),
-		fmt.Sprintf("CREATE TABLE %s (event_id text PRIMARY KEY)", commitOrderRead),
+		fmt.Sprintf("CREATE TABLE %s (event_id text NOT NULL, relay text NOT NULL, PRIMARY KEY (event_id, relay))", commitOrderRead),
 		fmt.Sprintf("CREATE TABLE %s (name text PRIMARY KEY, outbox text NOT NULL)", commitOrderRelays),
-		fmt.Sprintf("CREATE TABLE %s (ins bigint PRIMARY KEY, event_id text NOT NULL, held_ms bigint NOT NULL, later bigint NOT NULL, later_read bigint NOT NULL, looked bigint NOT NULL, blocked bigint NOT NULL)", commitOrderHeld),
+		fmt.Sprintf("CREATE TABLE %s (ins bigint PRIMARY KEY, event_id text NOT NULL, held_ms bigint NOT NULL, later bigint NOT NULL, passed_by bigint NOT NULL, relays bigint NOT NULL, blocked bigint NOT NULL)", commitOrderHeld),
 		fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $fl$
 BEGIN
   INSERT INTO %s (event_id) VALUES (%s);
@@ -410,8 +410,8 @@ $fl$`, commitOrderNumber, commitOrderInserts, eventID),
 DECLARE
   mine bigint;
   later bigint;
-  seen bigint;
-  looked bigint := 0;
+  passed bigint := 0;
+  relays bigint;
   blocked bigint;
   since timestamptz;
   committed timestamptz;
@@ -420,31 +420,35 @@ BEGIN
   IF mine IS NULL OR mod(mine, %[4]d) <> 0 OR mine > %[5]d THEN
     RETURN NULL;
   END IF;
+  SELECT least(count(*), %[12]d) INTO relays FROM %[11]s;
   since := clock_timestamp();
   LOOP
-    SELECT count(*) INTO seen FROM %[2]s i JOIN %[8]s r ON r.event_id = i.event_id WHERE i.ins > mine;
     -- pg_stat_activity is read once per transaction unless cleared.
     PERFORM pg_stat_clear_snapshot();
-    IF committed IS NULL THEN
-      IF EXISTS (SELECT 1 FROM %[2]s WHERE ins > mine) THEN
-        committed := clock_timestamp();
-      END IF;
-    ELSE
-      SELECT count(*) INTO looked FROM pg_stat_activity a JOIN %[11]s r ON r.name = a.application_name
-        WHERE a.query_start > committed AND a.state <> 'active'
-          AND a.query ~* '^\s*(select|with)\M' AND strpos(lower(a.query), lower(r.outbox)) > 0;
+    IF committed IS NULL AND EXISTS (SELECT 1 FROM %[2]s WHERE ins > mine) THEN
+      committed := clock_timestamp();
     END IF;
+    -- The relays that have passed it: wrote a later row; and, where the
+    -- relays share one position (looks), began and finished a read of the
+    -- outbox once a later row had committed.
+    SELECT count(*) INTO passed FROM (
+      SELECT r.relay FROM %[2]s i JOIN %[8]s r ON r.event_id = i.event_id WHERE i.ins > mine
+      UNION
+      SELECT a.application_name FROM pg_stat_activity a JOIN %[11]s rl ON rl.name = a.application_name
+        WHERE %[13]t AND committed IS NOT NULL AND a.query_start > committed AND a.state <> 'active'
+          AND a.query ~* '^\s*(select|with)\M' AND strpos(lower(a.query), lower(rl.outbox)) > 0
+    ) p;
     SELECT count(*) INTO blocked FROM pg_stat_activity
       WHERE application_name <> '%[10]s' AND pg_backend_pid() = ANY (pg_blocking_pids(pid));
-    EXIT WHEN seen > 0 OR looked > 0 OR blocked > 0 OR clock_timestamp() - since >= make_interval(secs => %[6]f);
+    EXIT WHEN passed >= relays OR blocked > 0 OR clock_timestamp() - since >= make_interval(secs => %[6]f);
     PERFORM pg_sleep(%[9]f);
   END LOOP;
   SELECT count(*) INTO later FROM %[2]s WHERE ins > mine;
-  INSERT INTO %[7]s (ins, event_id, held_ms, later, later_read, looked, blocked)
-    VALUES (mine, %[3]s, (1000 * extract(epoch FROM clock_timestamp() - since))::bigint, later, seen, looked, blocked);
+  INSERT INTO %[7]s (ins, event_id, held_ms, later, passed_by, relays, blocked)
+    VALUES (mine, %[3]s, (1000 * extract(epoch FROM clock_timestamp() - since))::bigint, later, passed, relays, blocked);
   RETURN NULL;
 END
-$fl$`, commitOrderHoldFn, commitOrderInserts, eventID, c.Every, c.Every*c.Holds, c.Hold.Seconds(), commitOrderHeld, commitOrderRead, readEvery.Seconds(), infra.OwnApplicationName, commitOrderRelays),
+$fl$`, commitOrderHoldFn, commitOrderInserts, eventID, c.Every, c.Every*c.Holds, c.Hold.Seconds(), commitOrderHeld, commitOrderRead, readEvery.Seconds(), infra.OwnApplicationName, commitOrderRelays, c.need, c.shared),
 		fmt.Sprintf("CREATE TRIGGER %s AFTER INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s()", commitOrderNumber, table, commitOrderNumber),
 		fmt.Sprintf("CREATE CONSTRAINT TRIGGER %s AFTER INSERT ON %s DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION %s()", commitOrderHoldFn, table, commitOrderHoldFn),
 	}

@@ -40,7 +40,7 @@ func TestCommitOrderRequire(t *testing.T) {
 // prefix; the hold is deferred to the commit.
 func TestCommitOrderInstallSQL(t *testing.T) {
 	c := CommitOrder{Every: 3, Holds: 2, Hold: 450 * time.Millisecond}
-	sql := strings.Join(c.install(target.Table{Name: "shop.Outbox", EventID: "EventId"}), "\n")
+	sql := strings.Join(c.install(target.Table{Name: "shop.Outbox", EventID: "EventId"}, target.ModelClaim), "\n")
 	assert.Contains(t, sql, `AFTER INSERT ON "shop"."Outbox" DEFERRABLE INITIALLY DEFERRED`)
 	assert.Contains(t, sql, `NEW."EventId"::text`)
 	assert.Contains(t, sql, "make_interval(secs => 0.450000)")
@@ -59,9 +59,9 @@ func TestOrdinal(t *testing.T) {
 	}
 }
 
-// The window opened only where a relay was seen to read an insert made
-// after a held one before the held one committed: later inserts merely
-// committed are not a read past it.
+// The window opened only where every relay was seen past a held insert
+// before it committed: later inserts merely committed, or one relay of
+// two past it, are not enough — the other still reads it.
 func TestJudgeCommitOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -72,16 +72,16 @@ func TestJudgeCommitOrder(t *testing.T) {
 		notOffered bool
 	}{
 		{name: "nothing held", why: "no outbox insert was held"},
-		{name: "later inserts committed, none read", held: []heldInsert{{number: 4, eventID: "a", later: 3}, {number: 8, eventID: "b", later: 1}},
-			why: "no relay was seen to read"},
-		{name: "one read past", held: []heldInsert{{number: 4, eventID: "a", later: 3, read: 2}, {number: 8, eventID: "b", later: 1}},
-			opened: true, passed: []string{"a"}},
-		{name: "a relay queried after a later insert committed", held: []heldInsert{{number: 4, eventID: "a", later: 3, looked: 1}},
+		{name: "later inserts committed, no relay past", held: []heldInsert{{number: 4, eventID: "a", later: 3, relays: 2}, {number: 8, eventID: "b", later: 1, relays: 2}},
+			why: "every relay seen past it"},
+		{name: "one relay of two past: the other still reads it", held: []heldInsert{{number: 4, eventID: "a", later: 3, passedBy: 1, relays: 2}},
+			why: "every relay seen past it"},
+		{name: "every relay past one of them", held: []heldInsert{{number: 4, eventID: "a", later: 3, passedBy: 2, relays: 2}, {number: 8, eventID: "b", later: 1, passedBy: 1, relays: 2}},
 			opened: true, passed: []string{"a"}},
 		{name: "every held one made the others wait", held: []heldInsert{{number: 4, eventID: "a", blocked: 2}, {number: 8, eventID: "b", blocked: 1}},
 			why: "wait for one another", notOffered: true},
 		{name: "one made the others wait, one ran out unread", held: []heldInsert{{number: 4, eventID: "a", blocked: 2}, {number: 8, eventID: "b", later: 3}},
-			why: "no relay was seen to read"},
+			why: "every relay seen past it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opened, passed, why, notOffered := judgeCommitOrder(tc.held, 12)

@@ -143,7 +143,10 @@ type Env struct {
 	// that waits for a takeover waits some leases for it, never a fixed
 	// time sized on one target's lease.
 	Lease time.Duration
-	Logf  func(format string, args ...any)
+	// RelayModel is how the target's relays take work from the outbox
+	// (target.ModelClaim, ModelOffset, ModelLog).
+	RelayModel string
+	Logf       func(format string, args ...any)
 }
 
 // Trigger says when a fault fires: after the workload has had AfterOrders
