@@ -308,7 +308,7 @@ func (g *gateRun) whole() result.Run {
 	took := time.Since(g.started)
 	run := result.Run{Schema: result.Schema, Target: g.tgt.Name, TargetFile: g.tgt.Path, Version: version.String(), Seed: g.cfg.seed, Seeds: []int64{g.cfg.seed}, Started: g.started,
 		DurationMS: took.Milliseconds(), Infra: g.sh.Infra.Name(), Scenarios: g.scenarios, Retried: g.retried,
-		Variants: g.variants, TargetVariants: targetVariants(g.tgt), KnownFindings: g.known,
+		Variants: g.variants, TargetVariants: gate.TargetVariants(g.tgt), KnownFindings: g.known,
 		Interrupted: errors.Is(context.Cause(g.ctx), supervisor.ErrInterrupted)}
 	if run.Variants == nil {
 		run.Variants = []result.Variant{}
@@ -321,15 +321,6 @@ func (g *gateRun) whole() result.Run {
 	run.Timing.RunsMS = took.Milliseconds()
 	run.Timing.TotalMS = took.Milliseconds()
 	return run
-}
-
-// targetVariants are the target file's variants as a report lists them.
-func targetVariants(t *target.Target) []result.TargetVariant {
-	out := make([]result.TargetVariant, 0, len(t.Variants))
-	for _, v := range t.Variants {
-		out = append(out, result.TargetVariant{Name: v.Name, Guard: v.Guard, Expect: v.Expect, CaughtBy: slices.Clone(v.CaughtBy)})
-	}
-	return out
 }
 
 // Outcomes of a subtest.

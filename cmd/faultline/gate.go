@@ -130,7 +130,7 @@ func cmdGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			out.Infra = sh.Infra.Name()
 			out.Target = t.Name
 			out.TargetFile, out.Version = t.Path, version.String()
-			out.TargetVariants = targetVariants(t)
+			out.TargetVariants = gate.TargetVariants(t)
 			if out.Timing != nil {
 				out.Timing.TotalMS = time.Since(from).Milliseconds()
 			}

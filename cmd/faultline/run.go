@@ -296,7 +296,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	timing.TotalMS = time.Since(started).Milliseconds()
 	rep.Stop()
-	out := result.Run{Schema: result.Schema, Target: c.target.Name, TargetFile: c.target.Path, Version: version.String(), TargetVariants: targetVariants(c.target), Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS,
+	out := result.Run{Schema: result.Schema, Target: c.target.Name, TargetFile: c.target.Path, Version: version.String(), TargetVariants: gate.TargetVariants(c.target), Seed: c.seed, Seeds: []int64{c.seed}, Started: started, DurationMS: timing.TotalMS,
 		Scenarios: results, Variants: gate.Verdicts(catches, results), Timing: timing, Interrupted: interrupted}
 	out.Verdict = runVerdict(results, interrupted)
 	out.Pass = out.Verdict == result.Pass
@@ -400,16 +400,6 @@ func oneLine(r result.Scenario) string {
 		}
 	}
 	return s
-}
-
-// targetVariants are the target file's variants as results.json carries
-// them: the report's window table is drawn from them.
-func targetVariants(t *target.Target) []result.TargetVariant {
-	out := make([]result.TargetVariant, 0, len(t.Variants))
-	for _, v := range t.Variants {
-		out = append(out, result.TargetVariant{Name: v.Name, Guard: v.Guard, Expect: v.Expect, CaughtBy: slices.Clone(v.CaughtBy)})
-	}
-	return out
 }
 
 // writeReport writes the report folder (index.html, summary.md,

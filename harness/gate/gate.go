@@ -578,3 +578,13 @@ func Matrix(run result.Run, catches []Catch) (variants, scenarios []string, cell
 	sort.Strings(scenarios)
 	return variants, scenarios, cells
 }
+
+// TargetVariants are the target file's variants as results.json carries
+// them: the report's window table is drawn from them.
+func TargetVariants(t *target.Target) []result.TargetVariant {
+	out := make([]result.TargetVariant, 0, len(t.Variants))
+	for _, v := range t.Variants {
+		out = append(out, result.TargetVariant{Name: v.Name, Guard: v.Guard, Expect: v.Expect, CaughtBy: slices.Clone(v.CaughtBy)})
+	}
+	return out
+}
