@@ -44,9 +44,9 @@ func blackBox() []runner.Scenario {
 			Description: "relay-1 is SIGKILLed the moment one of its claims commits (a trigger on the outbox tells): its rows must be claimed again by another relay after the lease.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				c := atClaim(rng)
+				c, slow := atClaim(rng)
 				c.Action, c.RestartAfter = fault.ActKill, 300*time.Millisecond
-				return []fault.Fault{c}
+				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.ReclaimedByAnother()},
 			Relay:    relayTimed{offset: killedAtMark, noAnyRelay: noBatchStart}.on,
@@ -56,9 +56,9 @@ func blackBox() []runner.Scenario {
 			Description: "relay-1 is frozen (SIGSTOP) the moment one of its claims commits, for longer than the lease; another relay takes the rows over; when relay-1 thaws, its writes to those rows must be refused — the audit trail of the outbox shows any it was allowed.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				c := atClaim(rng)
+				c, slow := atClaim(rng)
 				c.Action, c.Hold, c.UntilTakeover = fault.ActPause, pastLease, true
-				return []fault.Fault{c}
+				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.ReclaimedByAnother()},
 			Relay:    relayTimed{offset: frozenAtMark, noAnyRelay: noLeaseAny}.on,
@@ -70,10 +70,10 @@ func blackBox() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				// relay-1 is frozen at its claim while the database latency
 				// goes on, so it is in place before its Published write.
-				c := atClaim(rng)
+				c, slow := atClaim(rng)
 				c.ToxicLink, c.Toxic, c.ToxicFor = "relay-1.pg", proxies.Latency{Latency: time.Duration(between(rng, 3000, 3500)) * time.Millisecond, Stream: proxies.Upstream}, 6*time.Second
 				c.Action = fault.ActNone
-				return []fault.Fault{c}
+				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.ReclaimedByAnother()},
 			Relay:    relayTimed{offset: dbSlowAtMark, noAnyRelay: noLeaseAny}.on,
@@ -83,11 +83,11 @@ func blackBox() []runner.Scenario {
 			Description: "The moment relay-1's claim commits, what it sends its database is held back (1 s of latency towards PostgreSQL: the claim's own answer still comes back), so it publishes and gets its confirms while its Published write waits on the wire; then that link is cut and relay-1 SIGKILLed. Confirmed, never marked: the rows are published again after the lease, and the consumer must absorb the duplicates.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				c := atClaim(rng)
+				c, slow := atClaim(rng)
 				c.ToxicLink, c.Toxic, c.ToxicFor = "relay-1.pg", proxies.Latency{Latency: time.Second, Stream: proxies.Upstream}, 600*time.Millisecond
 				c.Cut, c.CutAfter, c.CutFor = []string{"relay-1.pg"}, 500*time.Millisecond, 3*time.Second
 				c.ActAfter, c.Action, c.RestartAfter = 200*time.Millisecond, fault.ActKill, 300*time.Millisecond
-				return []fault.Fault{c}
+				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.RoutedTwice(), check.ReclaimedByAnother()},
 			Relay:    relayTimed{offset: confirmedNotMarkedAtPublish, anyRelay: confirmedNotMarkedAtPublish}.on,
@@ -97,10 +97,10 @@ func blackBox() []runner.Scenario {
 			Description: "The moment relay-1's claim commits, its broker link stops carrying the broker's answers (confirms, returns) with its publishes in flight: an unknown outcome, so the same eventIds must go out again after the lease, never be marked Published blind.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				c := atClaim(rng)
+				c, slow := atClaim(rng)
 				c.ToxicLink, c.Toxic, c.ToxicFor = "relay-1.amqp", proxies.Timeout{Timeout: 0, Stream: proxies.Downstream}, 4*time.Second
 				c.Action = fault.ActNone
-				return []fault.Fault{c}
+				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.RoutedTwice()},
 			Relay:    relayTimed{offset: answersLostAtPublish, anyRelay: answersLostAtPublish}.on,
@@ -192,11 +192,16 @@ func blackBox() []runner.Scenario {
 	}
 }
 
-// atClaim is relay-1's first claim after a trigger: the fault freezes
-// relay-1 the moment it commits, and acts on it there (fault.OnCommit), so
-// what the scenario does lands before relay-1 has its confirms and writes
-// Published, however fast or slow the machine.
-func atClaim(rng *rand.Rand) fault.OnCommit {
-	return fault.OnCommit{Process: "relay-1", Table: fault.TableOutbox, Status: "Processing", Nth: 1,
-		Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}}
+// atClaim is relay-1's first claim after a trigger, with its broker's
+// answers slowed from the trigger on: the fault freezes relay-1 the moment
+// the claim's commit is told and checks it has not gone on to write the
+// row (fault.OnCommit), so whether the window opened is what it saw; the
+// slowed confirms only make it likely that the freeze lands before
+// relay-1 marks, where the commit notification is slow to arrive.
+func atClaim(rng *rand.Rand) (fault.OnCommit, fault.Toxic) {
+	at := fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
+	c := fault.OnCommit{Process: "relay-1", Table: fault.TableOutbox, Status: "Processing", Nth: 1,
+		Trigger: fault.Trigger{AfterOrders: at.AfterOrders, Delay: 300 * time.Millisecond}}
+	slow := fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: time.Second}, Trigger: at, Duration: 8 * time.Second}
+	return c, slow
 }

@@ -78,10 +78,10 @@ func killedAtMark(sc runner.Scenario) runner.Scenario {
 	sc.Window = "position marked, next batch not yet published (black-box, offset relay)"
 	sc.Description = "relay-1 (the one relay) is SIGKILLed the moment a write to its position table commits (a trigger on that table tells): restarted, it must read on from its committed position, publishing every event once at least."
 	sc.Faults = func(rng *rand.Rand) []fault.Fault {
-		c := atClaim(rng)
+		c, slow := atClaim(rng)
 		c.Table, c.Status = fault.TablePosition, ""
 		c.Action, c.RestartAfter = fault.ActKill, 300*time.Millisecond
-		return []fault.Fault{c}
+		return []fault.Fault{slow, c}
 	}
 	sc.Evidence = nil
 	return sc

@@ -172,8 +172,10 @@ func TestRelayFailsOverToTheNextNode(t *testing.T) {
 			if tc.variant == variant.SingleNode {
 				e.waitFor("three dials of the lost node", func() bool { return first.refused.Load() >= 3 })
 				assert.Zero(t, second.served.Load(), "single-node never dials the second node")
+				// Claimed or not (a claim can land before the relay sees its
+				// connection gone), none of them went out.
 				for _, id := range after {
-					assert.Equal(t, "Pending", e.row(id).status, id)
+					assert.NotEqual(t, "Published", e.row(id).status, id)
 				}
 				return
 			}
