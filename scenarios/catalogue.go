@@ -321,7 +321,7 @@ func All() []runner.Scenario {
 					// relay-2's claims), not yet Published, when its late
 					// retry write comes.
 					fault.Unbind{Trigger: at, Duration: 6 * time.Second},
-					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRetry, Action: crashpoint.Pause, Hit: 1, Trigger: at, Hold: 3 * time.Second, UntilTakeover: true},
+					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRetry, Action: crashpoint.Pause, Hit: 1, Trigger: at, Hold: 3 * time.Second},
 				}
 			},
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.RelayBeforeRetry), check.AtLeast(1, eventlog.Fenced)},
