@@ -17,11 +17,12 @@ import (
 // off rests a row longer after each attempt; one that does not claims a
 // due row in its turn, so its rests are the wait for a claim, whatever the
 // attempt. Load slows every wait alike, so a rest after a second or later
-// attempt is compared with the claim waits of new rows (insert to first
-// claim) beside it, which no relay delays: their ratio grows with backoff
-// and stays near 1 without it (a relay that claims the oldest due rows
-// first makes a retried row wait less than a new one), however slow or
-// loaded the machine. Durations are differences of the database's own
+// attempt is compared with the undelayed waits beside it in time — new
+// rows' claim waits (insert to first claim), which no relay delays, and
+// rests after a first retry (the shortest backoff, if any): their ratio
+// grows with backoff and stays near 1 without it (a relay that claims the
+// oldest due rows first makes a retried row wait less than a new one),
+// however slow or loaded the machine. Durations are differences of the database's own
 // clock.
 type RetryShape struct {
 	// Claims counts the claims after the mark, Retries the retry writes
@@ -184,12 +185,12 @@ func MeasureRetryShape(audit []AuditRow, mark int64) RetryShape {
 	var pooled []float64
 	pooledBatches := map[string]bool{}
 	for n := 2; len(ratios[n]) > 0; n++ {
-		s.Levels = append(s.Levels, Level{Ratio: medianOf(ratios[n]), Rests: len(ratios[n]), Claims: len(batches[n])})
+		s.Levels = append(s.Levels, Level{Ratio: median(ratios[n]), Rests: len(ratios[n]), Claims: len(batches[n])})
 		pooled = append(pooled, ratios[n]...)
 		maps.Copy(pooledBatches, batches[n])
 	}
 	if len(pooled) > 0 {
-		s.Pooled = Level{Ratio: medianOf(pooled), Rests: len(pooled), Claims: len(pooledBatches)}
+		s.Pooled = Level{Ratio: median(pooled), Rests: len(pooled), Claims: len(pooledBatches)}
 	}
 	return s
 }
@@ -218,19 +219,13 @@ func nearest(waits []rest, r rest) []time.Duration {
 	return out
 }
 
-// medianOf the ratios rs (not empty).
-func medianOf(rs []float64) float64 {
-	rs = slices.Clone(rs)
-	slices.Sort(rs)
-	return rs[len(rs)/2]
-}
-
-// median of ds; 0 for none.
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
+// median of xs (the upper one of an even count); zero for none.
+func median[T cmp.Ordered](xs []T) T {
+	var zero T
+	if len(xs) == 0 {
+		return zero
 	}
-	s := slices.Clone(ds)
+	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
 }

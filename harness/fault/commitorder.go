@@ -40,27 +40,24 @@ const KindCommitOrder = "commit-order"
 // it saw into a table of its own, and the held transaction waits until
 // every relay is past it, at most Hold, or until the target's own
 // sessions wait for it (its inserts are serialized: nothing later can
-// commit first). After Duration the
-// triggers are dropped (that waits for the held transactions). The fault
-// happened when a held insert's later insert was read before it committed:
-// only then has a relay that reads by position passed it, however slow the
-// machine. Its result names those held rows' eventIds.
+// commit first). After Duration the triggers are dropped (that waits for
+// the held transactions). The fault happened when every relay was past a
+// held insert before it committed: only then has a relay that reads by
+// position skipped it, however slow the machine. Its result names those
+// held rows' eventIds.
 type CommitOrder struct {
 	Trigger  Trigger
 	Every    int           // hold every Every-th insert after the triggers are in place
 	Holds    int           // hold at most this many
-	Hold     time.Duration // the longest a held insert waits at its commit for a later one to be read
+	Hold     time.Duration // the longest a held insert waits at its commit for the relays to pass it
 	Duration time.Duration // how long the triggers stay in place
-
-	need   int  // relays that must be past a held insert (install)
-	shared bool // the relays keep one position (install)
 }
 
 func init() {
 	register(Desc[CommitOrder, commitOrderParams]{
 		Name:    KindCommitOrder,
 		Example: CommitOrder{Trigger: Trigger{AfterOrders: 20}, Every: 4, Holds: 5, Hold: 600 * time.Millisecond, Duration: 3 * time.Second},
-		Doc:     "every n-th outbox insert held at its COMMIT until a later one is seen read (a relay reading by position moves past it)",
+		Doc:     "every n-th outbox insert held at its COMMIT until every relay is seen past it (a relay reading by position skips it)",
 		Opens:   protocol.OutboxCommitOrder,
 		Params: func(c CommitOrder) (commitOrderParams, error) {
 			return commitOrderParams{Hold: Duration(c.Hold), Duration: Duration(c.Duration), Every: c.Every, Holds: c.Holds, Trigger: c.Trigger.Data()}, nil
@@ -75,7 +72,7 @@ func init() {
 		Window:  func(CommitOrder) (string, string) { return "", protocol.OutboxCommitOrder },
 		Trigger: func(c CommitOrder) Trigger { return c.Trigger },
 		// Explored when faultline watches the outbox: every 4th insert, five
-		// of them, each held until a later one is read (as in
+		// of them, each held until every relay is past it (as in
 		// blackbox-outbox-commit-order).
 		Enumerate: func(s *Surface, _ int) []Candidate {
 			if !s.Watches(TableOutbox) {
@@ -151,7 +148,7 @@ const (
 // Describe implements Fault.
 func (c CommitOrder) Describe() result.Fault {
 	return result.Fault{Kind: KindCommitOrder, Target: "outbox",
-		Detail: fmt.Sprintf("every %s outbox insert (up to %d) held at its commit until a later one is read (at most %s), for %s, %s",
+		Detail: fmt.Sprintf("every %s outbox insert (up to %d) held at its commit until every relay is past it (at most %s), for %s, %s",
 			ordinal(c.Every), c.Holds, c.Hold, c.Duration, c.Trigger)}
 }
 
@@ -212,7 +209,7 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 	}); err != nil {
 		return record(c, start, false, fmt.Errorf("install the commit-order triggers on %s: %w", ob.Name, err))
 	}
-	env.Logf("commit-order triggers on %s: every %s insert held at its commit until a later one is read, at most %s", ob.Name, ordinal(c.Every), c.Hold)
+	env.Logf("commit-order triggers on %s: every %s insert held at its commit until every relay is past it, at most %s", ob.Name, ordinal(c.Every), c.Hold)
 	readCtx, stopReads := context.WithCancel(ctx)
 	readErr := make(chan error, 1)
 	go func() { readErr <- tellReads(readCtx, env, pool) }()
@@ -388,9 +385,10 @@ func (c CommitOrder) install(ob target.Table, model string) []string {
 	// offset relay's group) pass it together, and a read of theirs that
 	// finished once a later insert had committed shows where that position
 	// is.
-	c.need, c.shared = math.MaxInt32, model == target.ModelOffset
-	if c.shared {
-		c.need = 1
+	shared := model == target.ModelOffset
+	need := math.MaxInt32 // every relay
+	if shared {
+		need = 1
 	}
 	table := pgx.Identifier(target.Ident(ob.Name)).Sanitize()
 	eventID := "NEW." + pgx.Identifier{ob.EventID}.Sanitize() + "::text"
@@ -448,7 +446,7 @@ BEGIN
     VALUES (mine, %[3]s, (1000 * extract(epoch FROM clock_timestamp() - since))::bigint, later, passed, relays, blocked);
   RETURN NULL;
 END
-$fl$`, commitOrderHoldFn, commitOrderInserts, eventID, c.Every, c.Every*c.Holds, c.Hold.Seconds(), commitOrderHeld, commitOrderRead, readEvery.Seconds(), infra.OwnApplicationName, commitOrderRelays, c.need, c.shared),
+$fl$`, commitOrderHoldFn, commitOrderInserts, eventID, c.Every, c.Every*c.Holds, c.Hold.Seconds(), commitOrderHeld, commitOrderRead, readEvery.Seconds(), infra.OwnApplicationName, commitOrderRelays, need, shared),
 		fmt.Sprintf("CREATE TRIGGER %s AFTER INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s()", commitOrderNumber, table, commitOrderNumber),
 		fmt.Sprintf("CREATE CONSTRAINT TRIGGER %s AFTER INSERT ON %s DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION %s()", commitOrderHoldFn, table, commitOrderHoldFn),
 	}

@@ -258,7 +258,7 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 		case c.UntilNacked:
 			started := time.Now()
 			if who, _, err := waitOtherRelays(ctx, env, c.Process, c.Hold, func(e eventlog.Entry) bool { return e.Event == eventlog.Nacked }); err != nil {
-				holdErr = fmt.Errorf("window not opened: %w: no relay was nacked while %s was frozen: %w", errNoTakeover, c.Process, err)
+				holdErr = fmt.Errorf("window not opened: %w: no relay was nacked while %s was frozen: %w", errUnseen, c.Process, err)
 			} else {
 				seen = fmt.Sprintf("; %s nacked after %s", who, time.Since(started).Round(time.Millisecond))
 			}
@@ -269,7 +269,7 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 			return notUndone(record(c, start, true, holdErr), fmt.Errorf("resume %s: %w", c.Process, err))
 		}
 		if holdErr != nil {
-			return record(c, start, !errors.Is(holdErr, errNoTakeover), holdErr)
+			return record(c, start, !errors.Is(holdErr, errUnseen), holdErr)
 		}
 		r := record(c, start, true, nil)
 		r.Detail += seen
@@ -283,8 +283,9 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 // comes round and takes the rows, with room for a slow machine).
 func TakeoverWait(least, lease time.Duration) time.Duration { return max(least, 4*lease) }
 
-// errNoTakeover: the freeze ended without what it waited for.
-var errNoTakeover = errors.New("no takeover")
+// errUnseen: the freeze ended without what it waited for (a takeover, a
+// nack): its window did not open.
+var errUnseen = errors.New("not seen")
 
 // waitTakeover waits, at most within, until another relay's event log
 // shows a claim of a row of frozen's last claim (read from frozen's own
@@ -292,12 +293,12 @@ var errNoTakeover = errors.New("no takeover")
 func waitTakeover(ctx context.Context, env *Env, frozen string, within time.Duration) (string, error) {
 	mine, err := lastClaim(env, frozen)
 	if err != nil {
-		return "", fmt.Errorf("window not opened: %w: %w", errNoTakeover, err)
+		return "", fmt.Errorf("window not opened: %w: %w", errUnseen, err)
 	}
 	started := time.Now()
 	other, e, err := waitOtherRelays(ctx, env, frozen, within, func(e eventlog.Entry) bool { return takesOver(mine, e) })
 	if err != nil {
-		return "", fmt.Errorf("window not opened: %w of %s's claim by another relay: %w", errNoTakeover, frozen, err)
+		return "", fmt.Errorf("window not opened: %w of %s's claim by another relay: %w", errUnseen, frozen, err)
 	}
 	return fmt.Sprintf("; %s took %s over after %s", other, e.EventID, time.Since(started).Round(time.Millisecond)), nil
 }
@@ -403,24 +404,16 @@ func takesOver(mine map[string]bool, e eventlog.Entry) bool {
 // unsent, at most env.Deadline (a peer that never reads: the kill would
 // take back what the process wrote, and the window did not open).
 func waitSent(ctx context.Context, env *Env, p *supervisor.Process) error {
-	ctx, cancel := context.WithTimeout(ctx, env.Deadline)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		n, err := p.Unsent()
-		if err == nil && n == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if err != nil {
-				return fmt.Errorf("window not opened: what %s wrote before its crash point could not be seen sent: %w", p.Name(), err)
-			}
-			return fmt.Errorf("window not opened: %s still had %d bytes unsent %s after its crash point", p.Name(), n, env.Deadline)
-		case <-tick.C:
-		}
+	var unsent int64
+	err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
+		var err error
+		unsent, err = p.Unsent()
+		return err == nil && unsent == 0, err
+	})
+	if err != nil {
+		return fmt.Errorf("window not opened: %s still had %d bytes unsent after its crash point: %w", p.Name(), unsent, err)
 	}
+	return nil
 }
 
 // waitStopped waits until the process is frozen (state T).
@@ -429,18 +422,8 @@ func waitStopped(ctx context.Context, env *Env, name string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, env.Deadline)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if stopped, err := p.Stopped(); err == nil && stopped {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s did not freeze at its pause crash point", name)
-		case <-tick.C:
-		}
+	if err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, p.Stopped); err != nil {
+		return fmt.Errorf("%s did not freeze at its pause crash point: %w", name, err)
 	}
+	return nil
 }

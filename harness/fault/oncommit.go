@@ -468,7 +468,7 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 		if err := p.Resume(); err != nil {
 			undid(fmt.Errorf("resume %s: %w", in.Name, err))
 		}
-		r := done(!errors.Is(holdErr, errNoTakeover), holdErr)
+		r := done(!errors.Is(holdErr, errUnseen), holdErr)
 		r.Detail += taken
 		return r
 	}
@@ -497,23 +497,14 @@ func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name
 	if !ok || ob.Status == "" || ob.EventID == "" || commit.EventID == "" {
 		return true, nil // nothing to read the row by: the freeze itself is the pin
 	}
-	wctx, cancel := context.WithTimeout(ctx, env.Deadline)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	// Frozen, the relay starts nothing new; what its sessions were running
+	// ends (a COMMIT on its way lands before the row is read).
+	if err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
 		var active int
-		if err := pool.QueryRow(wctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'`, name).Scan(&active); err != nil {
-			return false, fmt.Errorf("window not opened: read %s's database sessions: %w", name, err)
-		}
-		if active == 0 {
-			break
-		}
-		select {
-		case <-wctx.Done():
-			return false, fmt.Errorf("window not opened: %s's database sessions still busy %s after it was frozen", name, env.Deadline)
-		case <-tick.C:
-		}
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'`, name).Scan(&active)
+		return err == nil && active == 0, err
+	}); err != nil {
+		return false, fmt.Errorf("window not opened: %s's database sessions still busy after it was frozen: %w", name, err)
 	}
 	table := pgx.Identifier(target.Ident(ob.Name)).Sanitize()
 	claim := "NULL"
@@ -523,11 +514,14 @@ func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name
 	var status string
 	var held *string
 	q := fmt.Sprintf("SELECT %s::text, %s FROM %s WHERE %s::text = $1", pgx.Identifier{ob.Status}.Sanitize(), claim, table, pgx.Identifier{ob.EventID}.Sanitize())
-	if err := pool.QueryRow(wctx, q, commit.EventID).Scan(&status, &held); err != nil {
+	if err := pool.QueryRow(ctx, q, commit.EventID).Scan(&status, &held); err != nil {
 		return false, fmt.Errorf("window not opened: read %s's claimed row %s: %w", name, commit.EventID, err)
 	}
-	if s := ob.ArticleStatus(status); s != "Processing" || (held != nil && commit.Claim != "" && *held != commit.Claim) {
+	if s := ob.ArticleStatus(status); s != "Processing" {
 		return false, fmt.Errorf("window not opened: %s had already written %s to %s when it was frozen", name, s, commit.EventID)
+	}
+	if held != nil && commit.Claim != "" && *held != commit.Claim {
+		return false, fmt.Errorf("window not opened: %s was under another claim (%s) when %s was frozen", commit.EventID, *held, name)
 	}
 	return true, nil
 }
@@ -546,7 +540,7 @@ func (c OnCommit) waitTakeover(ctx context.Context, env *Env, name string, commi
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		return "", fmt.Errorf("window not opened: %w of %s's claim of %s by another relay in %s", errNoTakeover, name, commit.EventID, within)
+		return "", fmt.Errorf("window not opened: %w of %s's claim of %s by another relay in %s", errUnseen, name, commit.EventID, within)
 	}
 	return fmt.Sprintf("; %s took %s over after %s", taken.Writer, commit.EventID, time.Since(started).Round(time.Millisecond)), nil
 }

@@ -257,6 +257,8 @@ func (u Unbind) holdShaped(ctx context.Context, env *Env, start time.Time) (open
 	if len(trail) > 0 {
 		mark = trail[len(trail)-1].ID
 	}
+	after := mark
+	shape := check.MeasureRetryShape(trail, mark)
 	tick := time.NewTicker(paceEvery)
 	defer tick.Stop()
 	for {
@@ -265,16 +267,14 @@ func (u Unbind) holdShaped(ctx context.Context, env *Env, start time.Time) (open
 			return false, "", "", ctx.Err()
 		case <-tick.C:
 		}
-		after := mark
-		if len(trail) > 0 {
-			after = trail[len(trail)-1].ID
-		}
 		more, err := env.Audit(ctx, after)
 		if err != nil {
 			return false, "", "", fmt.Errorf("watch the outage: %w", err)
 		}
-		trail = append(trail, more...)
-		shape := check.MeasureRetryShape(trail, mark)
+		if len(more) > 0 { // the shape changes only with the trail
+			trail, after = append(trail, more...), more[len(more)-1].ID
+			shape = check.MeasureRetryShape(trail, mark)
+		}
 		held := time.Since(start)
 		if stop, closed := u.settled(held, shape); stop {
 			return closed == "", closed, fmt.Sprintf("; held %s: %s", held.Round(time.Millisecond), shape), nil
