@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/check"
@@ -155,11 +156,11 @@ func blackBox() []runner.Scenario {
 		},
 		{
 			Name: "blackbox-outbox-commit-order", Window: protocol.OutboxCommitOrder,
-			Description: "Chosen outbox inserts are held at their COMMIT — a deferred constraint trigger faultline puts on the outbox waits there — until a relay is seen (on the tap, or in the audit trail) to read an insert made after them. A relay that reads the outbox by a position (a SERIAL id, an offset) has then moved past such a row and never publishes it; one that claims rows by their status publishes every one. A hold in which no later insert was read (at most 10 s) does not open the window.",
+			Description: "Chosen outbox inserts are held at their COMMIT — a deferred constraint trigger faultline puts on the outbox waits there — until every relay is seen past them: each claiming relay writing an insert made after them (the audit trail), or, for relays that keep one position, a read of the outbox finished after such an insert committed (pg_stat_activity). A relay that reads the outbox by a position (a SERIAL id, an offset) has then moved past such a row and never publishes it; one that claims rows by their status publishes every one. A hold that ends (at most 5 s) with a relay not seen past it does not open the window; a producer whose commits wait for one another cannot have their order inverted, and the scenario is not run.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				// Each held insert waits until a later one is read: the
-				// fault's result names those a relay passed so.
+				// Each held insert waits until every relay is past it: the
+				// fault's result names those the relays passed so.
 				return []fault.Fault{fault.CommitOrder{Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))},
 					Every: between(rng, 3, 5), Holds: 5, Hold: fault.CommitOrderHold, Duration: 3 * time.Second}}
 			},
@@ -168,14 +169,14 @@ func blackBox() []runner.Scenario {
 			Name: "blackbox-unroutable-then-routable", Window: protocol.QueueUnroutable,
 			Description: "The consumer's queue (and faultline's tap) lose their bindings for at least 3 s and until the relays' retries show their shape in the audit trail (a row given up on, rests after later retries growing past the undelayed waits beside them, or flat ones held until a row is given up on), at most 60 s (no shape by then leaves the run indeterminate): publishes are unroutable and must come back to the relay, be retried with backoff and delivered once the bindings are back, none given up. Without a retry-budget setting: the outage the target file says it rides out, or 3 s with a row given up on flagged, not lost.",
 			Workload:    steady(),
-			Prefers:     map[string]string{retryBudget: "30"},
+			Prefers:     map[string]string{retryBudget: strconv.Itoa(longOutageBudget)},
 			Invariants:  []string{check.NoneGaveUp},
 			Without:     ridesOutInstead(3 * time.Second),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				// A budget of 30 backs off far longer than backoff takes to
 				// show: a relay that gives a row up inside the outage did
 				// not back off.
-				return []fault.Fault{shapedOutage(fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, 3*time.Second, time.Minute, 30)}
+				return []fault.Fault{shapedOutage(fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, 3*time.Second, time.Minute, longOutageBudget)}
 			},
 			// A relay whose outbox has no status writes no retry to see.
 			Evidence: []check.Evidence{check.Optional(check.RetriedInAudit())},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -357,14 +358,14 @@ func All() []runner.Scenario {
 			Name: "unroutable-short-outage", Window: protocol.QueueUnroutable,
 			Description: "The queue's bindings go away for at least 1.5 s and until the relays' retries show their shape in the audit trail, at most 20 s: returned publishes must back off (a row's rests grow from attempt to attempt while younger rows are claimed), and the bindings come back well inside a budget of 8; every event is delivered once they are back, none may end Failed. A relay that does not back off spends its budget in it however slow the machine; an outage in which no shape showed by 20 s leaves the run indeterminate.",
 			Workload:    steady(),
-			Prefers:     map[string]string{retryBudget: "8"},
+			Prefers:     map[string]string{retryBudget: strconv.Itoa(shortOutageBudget)},
 			Invariants:  []string{check.NoneGaveUp},
 			Without:     shortOutageInstead,
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				// Backoff shows by a row's third retry; a budget of 8 backs
 				// off for several times as long again before a row is given
 				// up on.
-				return []fault.Fault{shapedOutage(fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, 1500*time.Millisecond, 20*time.Second, 8)}
+				return []fault.Fault{shapedOutage(fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, 1500*time.Millisecond, 20*time.Second, shortOutageBudget)}
 			},
 			Evidence: []check.Evidence{check.AtLeast(1, eventlog.Returned), check.AtLeast(1, eventlog.Retry)},
 		},

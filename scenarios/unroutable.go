@@ -20,6 +20,13 @@ import (
 // it and run without it, their timing bounded instead.
 const retryBudget = "retry-budget"
 
+// The retry budgets the outages judged by their shape set (retryBudget),
+// and end before a relay that backs off could spend.
+const (
+	shortOutageBudget = 8
+	longOutageBudget  = 30
+)
+
 // shapedOutage is the bindings gone at trigger for at least least, and
 // until the relays' retries show their shape in the audit trail (a row
 // given up on, retries backing off, or publishes into it taken for
