@@ -20,6 +20,7 @@ func Init(name string) []byte {
 		"@NAME@", strconv.Quote(Slug(name)),
 		"@FACTS@", indent(defaultFactsSQL, 6),
 		"@EFFECTS@", indent(defaultEffectsSQL, 6),
+		"@WORKLOAD_TOPOLOGY@", workloadTopology,
 	).Replace(blackBoxTemplate))
 }
 
@@ -37,6 +38,7 @@ func InitProtocol(name string) []byte {
 		"@INBOX@", defaultInboxSQL,
 		"@PAYLOAD@", defaultPayloadSQL,
 		"@INBOX_EXPIRE@", defaultInboxExpireSQL,
+		"@WORKLOAD_TOPOLOGY@", workloadTopology,
 	).Replace(initTemplate))
 }
 
@@ -62,6 +64,34 @@ func Slug(name string) string {
 	}
 	return s
 }
+
+// workloadTopology is the workload and topology sections both forms of
+// the file write: the reference's business and broker names.
+const workloadTopology = `# What makes one business fact. create is one request; steps are the
+# follow-ups of the same aggregate. Each: method (default POST), path and
+# body (templates with {{n}}, the fact's number from 0; {{random LO HI}}, an
+# int drawn from the run's seed; and in steps {{id}}, the field named by
+# create's id in its answer), headers (default Content-Type:
+# application/json with a body), ok (default [200, 201]) and done (statuses
+# meaning "already done", e.g. 409 for a step retried after a crash).
+workload:
+  create:
+    method: POST
+    path: /orders
+    body: '{"customerId":"C{{random 10000 99999}}","amount":{{random 1 500}},"currency":"CNY","items":[{"sku":"SKU-{{n}}","quantity":1}]}'
+    id: orderId
+    ok: [201]
+  steps:
+    - {method: POST, path: "/orders/{{id}}/pay", ok: [201], done: [409]}
+    - {method: POST, path: "/orders/{{id}}/cancel", ok: [201], done: [409]}
+
+# The broker's side: the exchange the relays publish to, the queue the
+# consumers read, its dead-letter queue (optional) and the routing keys.
+topology:
+  exchange: orders.events
+  queue: inventory.order-events
+  dead_letter_queue: inventory.order-events.dead
+  routing_keys: [order.created, order.paid, order.cancelled]`
 
 // indent indents every line of s by n spaces, for a YAML block scalar.
 func indent(s string, n int) string {
@@ -210,31 +240,7 @@ timing:
   lease: 2s
   # rides_out: 1500ms
 
-# What makes one business fact. create is one request; steps are the
-# follow-ups of the same aggregate. Each: method (default POST), path and
-# body (templates with {{n}}, the fact's number from 0; {{random LO HI}}, an
-# int drawn from the run's seed; and in steps {{id}}, the field named by
-# create's id in its answer), headers (default Content-Type:
-# application/json with a body), ok (default [200, 201]) and done (statuses
-# meaning "already done", e.g. 409 for a step retried after a crash).
-workload:
-  create:
-    method: POST
-    path: /orders
-    body: '{"customerId":"C{{random 10000 99999}}","amount":{{random 1 500}},"currency":"CNY","items":[{"sku":"SKU-{{n}}","quantity":1}]}'
-    id: orderId
-    ok: [201]
-  steps:
-    - {method: POST, path: "/orders/{{id}}/pay", ok: [201], done: [409]}
-    - {method: POST, path: "/orders/{{id}}/cancel", ok: [201], done: [409]}
-
-# The broker's side: the exchange the relays publish to, the queue the
-# consumers read, its dead-letter queue (optional) and the routing keys.
-topology:
-  exchange: orders.events
-  queue: inventory.order-events
-  dead_letter_queue: inventory.order-events.dead
-  routing_keys: [order.created, order.paid, order.cancelled]
+@WORKLOAD_TOPOLOGY@
 
 # The contract, as SQL over the pipeline's own tables: facts (aggregate_id,
 # sequence, event_id of every fact committed), effects (event_id,
@@ -393,31 +399,7 @@ processes:
     ready:
       http: "http://{{control_addr}}/healthz"
 
-# What makes one business fact. create is one request to the producer;
-# steps are the follow-ups of the same aggregate. Each: method (default
-# POST), path and body (templates with {{n}}, the fact's number from 0;
-# {{random LO HI}}, an int drawn from the run's seed; and in steps {{id}},
-# the field named by create's id in its answer), ok (default [200, 201])
-# and done (statuses meaning "already done", e.g. 409 for a step retried
-# after a crash).
-workload:
-  create:
-    method: POST
-    path: /orders
-    body: '{"customerId":"C{{random 10000 99999}}","amount":{{random 1 500}},"currency":"CNY","items":[{"sku":"SKU-{{n}}","quantity":1}]}'
-    id: orderId
-    ok: [201]
-  steps:
-    - {method: POST, path: "/orders/{{id}}/pay", ok: [201], done: [409]}
-    - {method: POST, path: "/orders/{{id}}/cancel", ok: [201], done: [409]}
-
-# The broker's side: the exchange the relays publish to, the queue the
-# consumer reads, its dead-letter queue (optional) and the routing keys.
-topology:
-  exchange: orders.events
-  queue: inventory.order-events
-  dead_letter_queue: inventory.order-events.dead
-  routing_keys: [order.created, order.paid, order.cancelled]
+@WORKLOAD_TOPOLOGY@
 
 # The contract, as SQL over the pipeline's own tables: facts (aggregate_id,
 # sequence, event_id of every fact committed) and effects (event_id,
