@@ -95,12 +95,14 @@ func TestLiveAfterHeal(t *testing.T) {
 		name       string
 		rec        *Recovery
 		ok, judged bool
+		// unknown: past the bound but caught up, no verdict either way
+		unknown bool
 	}{
-		{"within the bound", &Recovery{Healed: healed, CaughtUp: healed.Add(4 * time.Second), Bound: bound, BoundIs: is}, true, true},
-		{"past the bound", &Recovery{Healed: healed, CaughtUp: healed.Add(18 * time.Second), Bound: bound, BoundIs: is}, false, true},
-		{"never caught up", &Recovery{Healed: healed, Bound: bound, BoundIs: is}, false, true},
-		{"healed mid-load: the clock starts at the last order", &Recovery{Healed: healed, LoadEnded: healed.Add(15 * time.Second), CaughtUp: healed.Add(20 * time.Second), Bound: bound, BoundIs: is}, true, true},
-		{"no fault healed", nil, false, false},
+		{"within the bound", &Recovery{Healed: healed, CaughtUp: healed.Add(4 * time.Second), Bound: bound, BoundIs: is}, true, true, false},
+		{"past the bound: caught up, but no verdict", &Recovery{Healed: healed, CaughtUp: healed.Add(18 * time.Second), Bound: bound, BoundIs: is}, false, true, true},
+		{"never caught up", &Recovery{Healed: healed, Bound: bound, BoundIs: is}, false, true, false},
+		{"healed mid-load: the clock starts at the last order", &Recovery{Healed: healed, LoadEnded: healed.Add(15 * time.Second), CaughtUp: healed.Add(20 * time.Second), Bound: bound, BoundIs: is}, true, true, false},
+		{"no fault healed", nil, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inv := liveAfterHeal(&Observation{Recovery: tc.rec})
@@ -109,6 +111,7 @@ func TestLiveAfterHeal(t *testing.T) {
 				assert.Equal(t, tc.ok, inv.OK, inv.Detail)
 				assert.Contains(t, inv.Detail, "bound 17s")
 				assert.Equal(t, !tc.ok, len(inv.Violations) == 1)
+				assert.Equal(t, tc.unknown, inv.Unconverged, "a late recovery is unknown, a missing one a violation")
 			}
 		})
 	}

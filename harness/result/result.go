@@ -392,6 +392,9 @@ func (s Scenario) NotConverged() string {
 	if len(lines) == 0 {
 		return ""
 	}
+	if queued == 0 && inOutbox == 0 {
+		return "not judged in time: " + strings.Join(lines, "; ")
+	}
 	return fmt.Sprintf("did not converge: %d still queued, %d still in the outbox (%s)", queued, inOutbox, strings.Join(lines, "; "))
 }
 
