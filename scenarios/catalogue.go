@@ -97,7 +97,7 @@ func All() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{Latency: time.Duration(between(rng, 3000, 3500)) * time.Millisecond, Stream: proxies.Upstream},
 					Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, Duration: 6 * time.Second,
-					At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterConfirm, Delay: 300 * time.Millisecond}}}
+					At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterConfirm}}}
 			},
 			Evidence: []check.Evidence{check.AtLeast(1, eventlog.Fenced)},
 			Relay:    fromOutside(protocol.RelayAfterConfirm, asBlackBox("blackbox-relay-db-slow-past-lease")),
@@ -278,7 +278,7 @@ func All() []runner.Scenario {
 					// past two 0.4 s renewal ticks: one renewal done, the
 					// kill at the second (see relay-renewal-pause-past-lease).
 					fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 1500 * time.Millisecond}, Trigger: at, Duration: 6 * time.Second,
-						At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterPublish, Delay: 900 * time.Millisecond}},
+						At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterPublish}},
 					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRenew, Action: crashpoint.Kill, Hit: 2, RestartAfter: 300 * time.Millisecond, Trigger: at},
 				}
 			},
@@ -301,7 +301,7 @@ func All() []runner.Scenario {
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.LinkDown{Link: "consumer.pg", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: 2 * time.Second,
-					At: &fault.Sync{Process: "consumer", Point: protocol.ConsumerBeforeCommit, Delay: 500 * time.Millisecond}}}
+					At: &fault.Sync{Process: "consumer", Point: protocol.ConsumerBeforeCommit}}}
 			},
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.ConsumerBeforeCommit), processErrors("consumer")},
 		},
@@ -343,7 +343,7 @@ func All() []runner.Scenario {
 					// connection handshake, and relay-1 connected only after
 					// the last order, with nothing left to renew.
 					fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 1500 * time.Millisecond}, Trigger: at, Duration: 8 * time.Second,
-						At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterPublish, Delay: 500 * time.Millisecond}},
+						At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterPublish}},
 					// Hit 1 counted from the same trigger: the first renewal
 					// tick of a batch held out, by the sync above or by the
 					// slowed confirms. Armed at start, a batch slow to confirm

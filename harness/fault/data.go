@@ -58,9 +58,12 @@ func (t *TriggerData) Trigger() Trigger {
 
 // SyncData is a Sync as data.
 type SyncData struct {
-	Process string   `json:"process"`
-	Point   string   `json:"point"`
-	Delay   Duration `json:"delay,omitempty"`
+	Process string `json:"process"`
+	Point   string `json:"point"`
+	// Delay is read, and ignored, in schedules written while a process
+	// waited at its point for a fixed time; it now freezes there until
+	// the fault has landed.
+	Delay Duration `json:"delay,omitempty"`
 }
 
 // Data is s as data; nil for nil.
@@ -68,7 +71,7 @@ func (s *Sync) Data() *SyncData {
 	if s == nil {
 		return nil
 	}
-	return &SyncData{Process: s.Process, Point: s.Point, Delay: Duration(s.Delay)}
+	return &SyncData{Process: s.Process, Point: s.Point}
 }
 
 // Sync is the data as a Sync, checked.
@@ -79,7 +82,7 @@ func (s *SyncData) Sync() (*Sync, error) {
 	if s.Process == "" || s.Point == "" {
 		return nil, errors.New("at: needs process and point")
 	}
-	return &Sync{Process: s.Process, Point: s.Point, Delay: time.Duration(s.Delay)}, nil
+	return &Sync{Process: s.Process, Point: s.Point}, nil
 }
 
 // ToxicData is a proxies.Toxic as data: its Toxiproxy type and the fields

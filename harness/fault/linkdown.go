@@ -27,7 +27,7 @@ const KindLinkDown = "link-down"
 func init() {
 	register(Desc[LinkDown, linkDownParams]{
 		Name:    KindLinkDown,
-		Example: LinkDown{Link: "consumer.pg", Trigger: Trigger{AfterOrders: 10}, Duration: 2 * time.Second, At: &Sync{Process: "consumer", Point: protocol.ConsumerBeforeCommit, Delay: SyncDelay}},
+		Example: LinkDown{Link: "consumer.pg", Trigger: Trigger{AfterOrders: 10}, Duration: 2 * time.Second, At: &Sync{Process: "consumer", Point: protocol.ConsumerBeforeCommit}},
 		Doc:     "a process's link (to PostgreSQL or RabbitMQ) taken down, alone or while it waits at a window, then up again",
 		Opens:   "the window it waits at, if any",
 		Params: func(l LinkDown) (linkDownParams, error) {
@@ -102,16 +102,21 @@ func (l LinkDown) Inject(ctx context.Context, env *Env) result.Fault {
 	if err := env.Wait(ctx, l.Trigger); err != nil {
 		return record(l, start, false, err)
 	}
+	thaw := noThaw
 	if l.At != nil {
-		if err := l.At.wait(ctx, env); err != nil {
+		if thaw, err = l.At.freeze(ctx, env); err != nil {
 			return record(l, start, false, err)
 		}
 	}
 	start = time.Now()
 	if err := link.Down(ctx); err != nil {
-		return record(l, start, false, err)
+		return thawed(record(l, start, false, err), thaw)
 	}
 	env.Logf("link %s down", l.Link)
+	if err := thaw(); err != nil {
+		_ = link.Up(context.WithoutCancel(ctx))
+		return notUndone(record(l, start, true, nil), err)
+	}
 	holdErr := pause(ctx, l.Duration)
 	if err := link.Up(context.WithoutCancel(ctx)); err != nil {
 		return notUndone(record(l, start, true, holdErr), err) // it names the link

@@ -140,7 +140,6 @@ func SurfaceOf(t *target.Target) (Surface, error) {
 // Timings of explored faults, from the target's lease.
 const (
 	RestartAfter = 200 * time.Millisecond // a killed process stays dead this long
-	SyncDelay    = 300 * time.Millisecond // a process waits at its window while a link fault lands
 	PlainAfter   = 20                     // orders before a fault on its own
 	SyncAfter    = 10                     // orders before a fault at a window
 )
@@ -222,17 +221,13 @@ func (s *Surface) Opener(in SurfaceInstance, w, busy string) (o Opening, ok bool
 			// it is connected and working: timed by the order count alone,
 			// it once slowed a relay's first connection handshake on a
 			// loaded machine, and the relay connected after the last order.
-			slow.At = &Sync{Process: in.Ref, Point: protocol.RelayAfterPublish, Delay: renewSyncDelay}
+			slow.At = &Sync{Process: in.Ref, Point: protocol.RelayAfterPublish}
 			o.Keys = append(o.Keys, PointKey(in.Ref, protocol.RelayAfterPublish))
 		}
 		o.Faults = []Fault{slow}
 	}
 	return o, true
 }
-
-// renewSyncDelay is how long a relay waits at relay.after-publish while the
-// renewal window's slowing lands on its broker link.
-const renewSyncDelay = 100 * time.Millisecond
 
 // LinkMoment is one moment a link fault lands: on its own (At nil) or
 // while the link's process waits at one of its windows, with what that
@@ -263,7 +258,7 @@ func (s *Surface) LinkMoments() []LinkMoment {
 				continue
 			}
 			open.Keys = append(open.Keys, PointKey(l.Instance.Ref, w))
-			out = append(out, LinkMoment{Link: l, At: &Sync{Process: l.Instance.Ref, Point: w, Delay: SyncDelay},
+			out = append(out, LinkMoment{Link: l, At: &Sync{Process: l.Instance.Ref, Point: w},
 				Trigger: Trigger{AfterOrders: SyncAfter}, Open: open, Depth: l.Instance.N})
 		}
 	}

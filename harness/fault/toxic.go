@@ -35,7 +35,7 @@ const KindToxic = "toxic"
 func init() {
 	register(Desc[Toxic, toxicParams]{
 		Name:    KindToxic,
-		Example: Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{Latency: 3 * time.Second, Jitter: 50 * time.Millisecond, Stream: proxies.Upstream}, Trigger: Trigger{AfterOrders: 10}, Duration: 6 * time.Second, At: &Sync{Process: "relay-1", Point: protocol.RelayAfterClaim, Delay: SyncDelay}},
+		Example: Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{Latency: 3 * time.Second, Jitter: 50 * time.Millisecond, Stream: proxies.Upstream}, Trigger: Trigger{AfterOrders: 10}, Duration: 6 * time.Second, At: &Sync{Process: "relay-1", Point: protocol.RelayAfterClaim}},
 		Doc:     "a Toxiproxy toxic (latency, timeout, reset, bandwidth, slicer, data limit) on a process's link, alone or while it waits at a window",
 		Opens:   "the window it waits at, if any",
 		Params: func(t Toxic) (toxicParams, error) {
@@ -120,11 +120,12 @@ type toxicParams struct {
 }
 
 // Sync names a crash point used as a synchronisation point: the process
-// pauses there for Delay while the fault lands.
+// freezes there (it stops itself as the point fires), the fault lands, and
+// only then is the process thawed. The fault is in place before the
+// process takes its next step, however slowly either side runs.
 type Sync struct {
 	Process string // instance reference
 	Point   string // window
-	Delay   time.Duration
 }
 
 // window is the window the fault waits at and the instance whose it is
@@ -168,17 +169,22 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 	if err := env.Wait(ctx, t.Trigger); err != nil {
 		return record(t, start, false, err)
 	}
+	thaw := noThaw
 	if t.At != nil {
-		if err := t.At.wait(ctx, env); err != nil {
+		if thaw, err = t.At.freeze(ctx, env); err != nil {
 			return record(t, start, false, err)
 		}
 	}
 	start = time.Now()
 	applied, err := link.Add(ctx, t.Toxic)
 	if err != nil {
-		return record(t, start, false, err)
+		return thawed(record(t, start, false, err), thaw)
 	}
 	env.Logf("toxic %s on %s", t.Toxic.Type(), t.Link)
+	if err := thaw(); err != nil {
+		_ = applied.Remove(context.WithoutCancel(ctx))
+		return notUndone(record(t, start, true, nil), err)
+	}
 	holdErr := pause(ctx, t.Duration)
 	if err := applied.Remove(context.WithoutCancel(ctx)); err != nil {
 		return notUndone(record(t, start, true, holdErr), fmt.Errorf("remove the toxic on %s: %w", t.Link, err))
@@ -186,25 +192,50 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 	return record(t, start, true, holdErr)
 }
 
-// wait arms the synchronisation point and waits until the process is there.
-func (s *Sync) wait(ctx context.Context, env *Env) error {
+// freeze arms the synchronisation point to pause and waits until the
+// process has stopped there; thaw resumes it. A process that fired the
+// point but never stopped is resumed all the same before the error
+// returns, so nothing is left frozen.
+func (s *Sync) freeze(ctx context.Context, env *Env) (thaw func() error, err error) {
 	p, err := env.Process(s.Process)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	own, err := env.Point(s.Process, s.Point)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	armed := time.Now()
-	arming := crashpoint.Arming{Action: crashpoint.Delay, Delay: s.Delay, Hit: 1}.String()
+	arming := crashpoint.Arming{Action: crashpoint.Pause, Hit: 1}.String()
 	if err := p.Arm(ctx, own, arming); err != nil {
-		return err
+		return nil, err
 	}
-	_, err = env.WaitLog(ctx, s.Process, func(e eventlog.Entry) bool {
+	if _, err := env.WaitLog(ctx, s.Process, func(e eventlog.Entry) bool {
 		return e.Event == eventlog.CrashPoint && e.Point == own && !e.Time.Before(armed)
-	})
-	return err
+	}); err != nil {
+		return nil, err
+	}
+	thaw = func() error {
+		if err := p.Resume(); err != nil {
+			return fmt.Errorf("thaw %s at %s: %w", s.Process, s.Point, err)
+		}
+		return nil
+	}
+	if err := waitStopped(ctx, env, s.Process); err != nil {
+		return nil, errors.Join(err, thaw())
+	}
+	return thaw, nil
+}
+
+// noThaw is the thaw of a fault that froze nothing.
+func noThaw() error { return nil }
+
+// thawed is r after thaw: a process left frozen makes the fault not undone.
+func thawed(r result.Fault, thaw func() error) result.Fault {
+	if err := thaw(); err != nil {
+		return notUndone(r, err)
+	}
+	return r
 }
 
 // attributes renders a toxic's attributes as sorted key=value pairs.
