@@ -62,12 +62,13 @@ func oneRelay(sc runner.Scenario) runner.Scenario {
 	return sc
 }
 
-// atPublish is relay-1's first publish after a trigger, seen on faultline's
-// live tap, with what the scenario does there still to fill in.
-func atPublish(rng *rand.Rand) (at fault.Trigger, c fault.OnCommit) {
+// atPublish is relay-1's first publish, seen on faultline's live tap, once
+// a fault on slowed (relay-1's link) triggered at at has landed, with what
+// the scenario does there still to fill in.
+func atPublish(rng *rand.Rand, slowed string) (at fault.Trigger, c fault.OnCommit) {
 	at = fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
 	c = fault.OnCommit{Process: "relay-1", Table: fault.TablePublish, Nth: 1,
-		Trigger: fault.Trigger{AfterOrders: at.AfterOrders, Delay: 300 * time.Millisecond}}
+		Trigger: fault.Trigger{AfterOrders: at.AfterOrders, AfterLink: slowed}}
 	return at, c
 }
 
@@ -143,7 +144,7 @@ func confirmedNotMarkedAtPublish(sc runner.Scenario) runner.Scenario {
 	sc.Window = "published and confirmed, its mark not yet written (black-box, timed by its publishes)"
 	sc.Description = "What relay-1 (the one relay) sends its database is held back 600 ms from a trigger on; the moment one of its publishes reaches the broker (a queue faultline binds beside the target's tells), while the write that marks the batch waits on the wire, that link is cut and relay-1 SIGKILLed. Confirmed, never marked: restarted, it publishes the batch again from its committed position, and the consumer must absorb the duplicates."
 	sc.Faults = func(rng *rand.Rand) []fault.Fault {
-		at, c := atPublish(rng)
+		at, c := atPublish(rng, "relay-1.pg")
 		slowDB := fault.Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{Latency: 600 * time.Millisecond, Stream: proxies.Upstream}, Trigger: at, Duration: 8 * time.Second}
 		c.Cut, c.CutAfter, c.CutFor = []string{"relay-1.pg"}, 300*time.Millisecond, 3*time.Second
 		c.ActAfter, c.Action, c.RestartAfter = 200*time.Millisecond, fault.ActKill, 300*time.Millisecond
@@ -160,7 +161,7 @@ func answersLostAtPublish(sc runner.Scenario) runner.Scenario {
 	sc.Window = "published, confirm not yet seen (black-box, timed by its publishes)"
 	sc.Description = "With relay-1's (the one relay's) confirms slowed a little, the moment one of its publishes reaches the broker (a queue faultline binds beside the target's tells) its broker link stops carrying the broker's answers: an unknown outcome for the publishes in flight. Every committed event must still take effect once; a relay that marks without confirms is not caught here (the broker did take the messages)."
 	sc.Faults = func(rng *rand.Rand) []fault.Fault {
-		at, c := atPublish(rng)
+		at, c := atPublish(rng, "relay-1.amqp")
 		slow := fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 150 * time.Millisecond}, Trigger: at, Duration: 8 * time.Second}
 		c.ToxicLink, c.Toxic, c.ToxicFor = "relay-1.amqp", proxies.Timeout{Timeout: 0, Stream: proxies.Downstream}, 4*time.Second
 		c.Action = fault.ActNone
@@ -230,7 +231,7 @@ func asBlackBox(name string) func(runner.Scenario, *target.Target) (runner.Scena
 func killedAtPublish(sc runner.Scenario, _ *target.Target) (runner.Scenario, string, error) {
 	sc = oneRelay(sc)
 	sc.Faults = func(rng *rand.Rand) []fault.Fault {
-		at, c := atPublish(rng)
+		at, c := atPublish(rng, "relay-1.amqp")
 		slow := fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 150 * time.Millisecond}, Trigger: at, Duration: 8 * time.Second}
 		c.Action, c.RestartAfter = fault.ActKill, 300*time.Millisecond
 		return []fault.Fault{slow, c}

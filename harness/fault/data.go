@@ -37,6 +37,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // TriggerData is a Trigger as data.
 type TriggerData struct {
 	AfterOrders int64    `json:"after_orders,omitempty"`
+	AfterLink   string   `json:"after_link,omitempty"`
 	Delay       Duration `json:"delay,omitempty"`
 }
 
@@ -45,7 +46,7 @@ func (t Trigger) Data() *TriggerData {
 	if t == (Trigger{}) {
 		return nil
 	}
-	return &TriggerData{AfterOrders: t.AfterOrders, Delay: Duration(t.Delay)}
+	return &TriggerData{AfterOrders: t.AfterOrders, AfterLink: t.AfterLink, Delay: Duration(t.Delay)}
 }
 
 // Trigger is the data as a Trigger.
@@ -53,7 +54,7 @@ func (t *TriggerData) Trigger() Trigger {
 	if t == nil {
 		return Trigger{}
 	}
-	return Trigger{AfterOrders: t.AfterOrders, Delay: time.Duration(t.Delay)}
+	return Trigger{AfterOrders: t.AfterOrders, AfterLink: t.AfterLink, Delay: time.Duration(t.Delay)}
 }
 
 // SyncData is a Sync as data.

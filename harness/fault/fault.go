@@ -146,18 +146,26 @@ type Env struct {
 	// RelayModel is how the target's relays take work from the outbox
 	// (target.ModelClaim, ModelOffset, ModelLog).
 	RelayModel string
-	Logf       func(format string, args ...any)
+	// Landings tells when a fault on a link has landed (Trigger.AfterLink).
+	Landings *Landings
+	Logf     func(format string, args ...any)
 }
 
 // Trigger says when a fault fires: after the workload has had AfterOrders
-// orders acknowledged, plus Delay.
+// orders acknowledged and, with AfterLink, once a fault of the same run on
+// that link ("producer.amqp") has landed, plus Delay. AfterLink orders two
+// faults by what happened, where a delay would only make the order likely.
 type Trigger struct {
 	AfterOrders int64
+	AfterLink   string
 	Delay       time.Duration
 }
 
 func (t Trigger) String() string {
 	s := fmt.Sprintf("after %d orders", t.AfterOrders)
+	if t.AfterLink != "" {
+		s += fmt.Sprintf(", once %s is faulted", t.AfterLink)
+	}
 	if t.Delay > 0 {
 		s += " + " + t.Delay.String()
 	}
@@ -173,6 +181,17 @@ func (env *Env) Wait(ctx context.Context, t Trigger) error {
 		case <-ctx.Done():
 			return fmt.Errorf("trigger %s: %w", t, ctx.Err())
 		case <-tick.C:
+		}
+	}
+	if t.AfterLink != "" {
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if env.Deadline > 0 {
+			wctx, cancel = context.WithTimeout(ctx, env.Deadline)
+		}
+		err := env.Landings.wait(wctx, t.AfterLink)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("trigger %s: %w", t, err)
 		}
 	}
 	return pause(ctx, t.Delay)

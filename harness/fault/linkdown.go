@@ -95,6 +95,7 @@ func (l LinkDown) Require(env *Env) error {
 // Inject implements Fault.
 func (l LinkDown) Inject(ctx context.Context, env *Env) result.Fault {
 	start := time.Now()
+	defer env.Landings.land(l.Link, notLanded(l.Link)) // after a landing: no-op
 	link, err := env.Link(l.Link)
 	if err != nil {
 		return record(l, start, false, err)
@@ -112,6 +113,7 @@ func (l LinkDown) Inject(ctx context.Context, env *Env) result.Fault {
 	if err := link.Down(ctx); err != nil {
 		return thawed(record(l, start, false, err), thaw)
 	}
+	env.Landings.land(l.Link, nil)
 	env.Logf("link %s down", l.Link)
 	if err := thaw(); err != nil {
 		_ = link.Up(context.WithoutCancel(ctx))

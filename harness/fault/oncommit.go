@@ -205,18 +205,20 @@ func enumerateOnCommits(s *Surface, hits int) []Candidate {
 			continue
 		}
 		at := Trigger{AfterOrders: SyncAfter}
-		after := Trigger{AfterOrders: SyncAfter, Delay: 300 * time.Millisecond}
+		after := at // once the opening fault, if any, has landed
 		var open Opening
 		switch in.Role {
 		case protocol.Producer:
 			if l := in.Ref + ".amqp"; s.HasLink(l) {
 				open.Faults = []Fault{LinkDown{Link: l, Trigger: at, Duration: 2 * s.Lease}}
 				open.Keys = []string{LinkKey(l)}
+				after.AfterLink = l
 			}
 		case protocol.Relay:
 			if l := in.Ref + ".amqp"; s.HasLink(l) {
 				open.Faults = []Fault{Toxic{Link: l, Toxic: proxies.Latency{Latency: 150 * time.Millisecond, Stream: proxies.Downstream}, Trigger: at, Duration: 4 * s.Lease}}
 				open.Keys = []string{LinkKey(l)}
+				after.AfterLink = l
 			}
 		}
 		key := "commit:" + in.Ref

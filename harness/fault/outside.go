@@ -115,7 +115,9 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 			at.AfterOrders = c.Hit
 		}
 		after := at
-		after.Delay += 50 * time.Millisecond
+		if link := c.Process + ".amqp"; hasLink(link) {
+			after.AfterLink = link
+		}
 		oc := OnCommit{Process: c.Process, Table: TableFacts, Nth: 1, Trigger: after, RestartAfter: c.RestartAfter, Hold: c.Hold, Action: ActKill}
 		if c.Action == crashpoint.Pause {
 			oc.Action = ActPause
@@ -162,7 +164,7 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 			at.AfterOrders = 10 + c.Hit
 		}
 		after := at
-		after.Delay += 100 * time.Millisecond
+		after.AfterLink = c.Process + ".amqp"
 		o.Faults = []Fault{
 			Toxic{Link: c.Process + ".amqp", Toxic: proxies.Timeout{Timeout: 0, Stream: proxies.Upstream}, Trigger: at, Duration: 2 * time.Second},
 			OnCommit{Process: c.Process, Table: TableEffects, Nth: 1, Trigger: after, Action: ActKill, RestartAfter: c.RestartAfter},

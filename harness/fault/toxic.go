@@ -162,6 +162,7 @@ func (t Toxic) Describe() result.Fault {
 // Inject implements Fault.
 func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 	start := time.Now()
+	defer env.Landings.land(t.Link, notLanded(t.Link)) // after a landing: no-op
 	link, err := env.Link(t.Link)
 	if err != nil {
 		return record(t, start, false, err)
@@ -180,6 +181,7 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 	if err != nil {
 		return thawed(record(t, start, false, err), thaw)
 	}
+	env.Landings.land(t.Link, nil)
 	env.Logf("toxic %s on %s", t.Toxic.Type(), t.Link)
 	if err := thaw(); err != nil {
 		_ = applied.Remove(context.WithoutCancel(ctx))

@@ -1,0 +1,75 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Landings tells the faults of one run when a fault on a link has landed,
+// so that a fault which must act after another (a kill at a commit once
+// the link the process would publish on is down) waits for that landing,
+// not for a head start of a few milliseconds.
+type Landings struct {
+	mu    sync.Mutex
+	links map[string]*landing
+}
+
+type landing struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// NewLandings is an empty record of landings, one per run.
+func NewLandings() *Landings { return &Landings{links: map[string]*landing{}} }
+
+func (l *Landings) of(link string) *landing {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g, ok := l.links[link]
+	if !ok {
+		g = &landing{done: make(chan struct{})}
+		l.links[link] = g
+	}
+	return g
+}
+
+// land records that a fault on link landed (err nil) or ended without
+// landing (err says why); only the first call for a link counts. Nil
+// Landings record nothing.
+func (l *Landings) land(link string, err error) {
+	if l == nil {
+		return
+	}
+	g := l.of(link)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-g.done:
+		return
+	default:
+	}
+	g.err = err
+	close(g.done)
+}
+
+// wait blocks until a fault on link has landed, and returns the error of
+// one that ended without landing.
+func (l *Landings) wait(ctx context.Context, link string) error {
+	if l == nil {
+		return fmt.Errorf("waits for a fault on %s, and this run records no landings", link)
+	}
+	g := l.of(link)
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("no fault landed on %s: %w", link, ctx.Err())
+	case <-g.done:
+		return g.err
+	}
+}
+
+// notLanded is what a link fault that ended before it acted leaves its
+// followers.
+func notLanded(link string) error {
+	return fmt.Errorf("the fault on %s ended before it landed", link)
+}
