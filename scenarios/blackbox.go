@@ -33,7 +33,7 @@ func blackBox() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				at := fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
 				after := at
-				after.Delay = 50 * time.Millisecond
+				after.AfterLink = "producer.amqp"
 				return []fault.Fault{
 					fault.LinkDown{Link: "producer.amqp", Trigger: at, Duration: 4 * time.Second},
 					fault.OnCommit{Process: "producer", Table: fault.TableFacts, Nth: 1, Trigger: after, Action: fault.ActKill, RestartAfter: 200 * time.Millisecond},
@@ -113,7 +113,7 @@ func blackBox() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				at := fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}
 				after := at
-				after.Delay = 100 * time.Millisecond
+				after.AfterLink = "consumer.amqp"
 				return []fault.Fault{
 					fault.Toxic{Link: "consumer.amqp", Toxic: proxies.Timeout{Timeout: 0, Stream: proxies.Upstream}, Trigger: at, Duration: 2 * time.Second},
 					fault.OnCommit{Process: "consumer", Table: fault.TableEffects, Nth: 1, Trigger: after, Action: fault.ActKill, RestartAfter: 300 * time.Millisecond},
@@ -135,7 +135,7 @@ func blackBox() []runner.Scenario {
 				at := fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}
 				return []fault.Fault{
 					fault.Toxic{Link: "consumer.pg", Toxic: proxies.Latency{Latency: 300 * time.Millisecond, Stream: proxies.Upstream}, Trigger: at, Duration: 1500 * time.Millisecond},
-					fault.Unacked{Process: "consumer", Trigger: fault.Trigger{AfterOrders: at.AfterOrders, Delay: time.Second},
+					fault.Unacked{Process: "consumer", Trigger: fault.Trigger{AfterOrders: at.AfterOrders, AfterLink: "consumer.pg"},
 						Cut: "consumer.pg", Action: fault.ActKill, RestartAfter: 200 * time.Millisecond},
 				}
 			},
@@ -143,15 +143,11 @@ func blackBox() []runner.Scenario {
 		},
 		{
 			Name: "blackbox-consumer-db-cut-mid-transaction", Window: protocol.ConsumerDBCommitCut,
-			Description: "Every statement the consumer sends its database is slowed by 200 ms, so its transactions are long; 100 ms after one of its effects commits — the next transaction's statements, or its COMMIT, on the wire — the link is cut for 2 s. The consumer cannot know whether that transaction committed: it must not ack it, and every event still takes effect once.",
+			Description: "One of the consumer's transactions is held at its COMMIT (a deferred trigger faultline puts on the effects table sleeps there); while pg_stat_activity shows its backend asleep in that COMMIT, the consumer's database link is cut for 2 s and the backend terminated: the COMMIT the consumer sent meets a dead connection, and it cannot know whether the transaction committed (it did not). It must not ack it, and every event still takes effect once.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				at := fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}
-				return []fault.Fault{
-					fault.Toxic{Link: "consumer.pg", Toxic: proxies.Latency{Latency: 200 * time.Millisecond, Stream: proxies.Upstream}, Trigger: at, Duration: 1500 * time.Millisecond},
-					fault.OnCommit{Process: "consumer", Table: fault.TableEffects, Nth: 1, Trigger: fault.Trigger{AfterOrders: at.AfterOrders, Delay: 300 * time.Millisecond},
-						Cut: []string{"consumer.pg"}, CutAfter: 100 * time.Millisecond, CutFor: 2 * time.Second, Action: fault.ActNone},
-				}
+				return []fault.Fault{fault.HeldCommit{Process: "consumer", Table: fault.TableEffects, Nth: 1,
+					Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Cut: "consumer.pg", CutFor: 2 * time.Second}}
 			},
 		},
 		{
@@ -202,7 +198,7 @@ func blackBox() []runner.Scenario {
 func atClaim(rng *rand.Rand) (fault.OnCommit, fault.Toxic) {
 	at := fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
 	c := fault.OnCommit{Process: "relay-1", Table: fault.TableOutbox, Status: "Processing", Nth: 1,
-		Trigger: fault.Trigger{AfterOrders: at.AfterOrders, Delay: 300 * time.Millisecond}}
+		Trigger: fault.Trigger{AfterOrders: at.AfterOrders, AfterLink: "relay-1.amqp"}}
 	slow := fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: time.Second}, Trigger: at, Duration: 8 * time.Second}
 	return c, slow
 }
