@@ -13,9 +13,15 @@ import (
 	"github.com/faultline-dev/faultline/proxies"
 )
 
-// pastLease is how long a relay is held up past its lease: the reference's
-// and the claim examples' leases are 2 s.
+// pastLease is the least a relay is held up for until another takes its
+// rows over; the wait runs to at least four of the target's leases
+// (fault.TakeoverWait), so a long lease keeps its window.
 const pastLease = 5 * time.Second
+
+// heldBack is a latency that holds what a process sends until the fault
+// that put it on takes it off, at the cause it waits for: longer than any
+// such wait.
+const heldBack = time.Hour
 
 // blackBox are the scenarios that need nothing of a target but its target
 // file: no crash point, no event log. Each opens its window by combining
@@ -66,14 +72,14 @@ func blackBox() []runner.Scenario {
 		},
 		{
 			Name: "blackbox-relay-db-slow-past-lease", Window: protocol.ClaimPastLease,
-			Description: "With relay-1's confirms slowed a little, the moment one of its claims commits what it sends its database is held back longer than the lease: it publishes and gets its confirms, but its Published write arrives after another relay has taken the rows over. That late write must be refused — the audit trail of the outbox shows any that was allowed.",
+			Description: "With relay-1's confirms slowed a little, the moment one of its claims commits what it sends its database is held back until another relay's claim of the same row commits (at most four leases; not seen, the window did not open): it publishes and gets its confirms, but its Published write arrives after another relay has taken the rows over. That late write must be refused — the audit trail of the outbox shows any that was allowed.",
 			Workload:    workload.Spec{Orders: 150, Concurrency: 4, Pace: 8 * time.Second},
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				// relay-1 is frozen at its claim while the database latency
 				// goes on, so it is in place before its Published write.
 				c, slow := atClaim(rng)
-				c.ToxicLink, c.Toxic, c.ToxicFor = "relay-1.pg", proxies.Latency{Latency: time.Duration(between(rng, 3000, 3500)) * time.Millisecond, Stream: proxies.Upstream}, 6*time.Second
-				c.Action = fault.ActNone
+				c.ToxicLink, c.Toxic, c.ToxicFor = "relay-1.pg", proxies.Latency{Latency: heldBack, Stream: proxies.Upstream}, pastLease
+				c.ToxicUntilOvertaken, c.Action = true, fault.ActNone
 				return []fault.Fault{slow, c}
 			},
 			Evidence: []check.Evidence{check.ReclaimedByAnother()},

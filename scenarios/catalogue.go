@@ -92,11 +92,11 @@ func All() []runner.Scenario {
 		},
 		{
 			Name: "relay-db-slow-past-lease", Window: protocol.ClaimPastLease,
-			Description: "Latency on relay-1's database link longer than the lease lands just before relay-1 writes Published: its claim expires first, another relay takes the rows, and the late write is fenced.",
+			Description: "relay-1 is frozen after its confirms, just before it writes Published, while what it sends its database is held back; thawed, its Published write waits on the wire until another relay is seen taking the rows over (at most four leases; not seen, the window did not open). Then the late write arrives and must be fenced.",
 			Workload:    workload.Spec{Orders: 150, Concurrency: 4, Pace: 8 * time.Second},
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				return []fault.Fault{fault.Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{Latency: time.Duration(between(rng, 3000, 3500)) * time.Millisecond, Stream: proxies.Upstream},
-					Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, Duration: 6 * time.Second,
+				return []fault.Fault{fault.Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{Latency: heldBack, Stream: proxies.Upstream},
+					Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, Duration: pastLease, UntilTakeover: true,
 					At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterConfirm}}}
 			},
 			Evidence: []check.Evidence{check.AtLeast(1, eventlog.Fenced)},

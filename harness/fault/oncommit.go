@@ -67,6 +67,14 @@ type OnCommit struct {
 	// UntilTakeover, for ActPause at a relay's claim: frozen until another
 	// relay claims the row.
 	UntilTakeover bool
+	// ToxicUntilOvertaken, at a relay's claim, keeps Toxic on until
+	// another relay's claim of the row commits (at most TakeoverWait of
+	// ToxicFor and the lease; not seen, the window did not open). A
+	// latency that holds back what the relay sends then lets its late
+	// write through the moment it is late, however slow the machine. (An
+	// offset relay's mark has no such cause: its group may wait on the
+	// lock the held-back relay holds.)
+	ToxicUntilOvertaken bool
 }
 
 // KindOnCommit is the black-box window fault's kind, as a schedule names
@@ -80,7 +88,7 @@ func init() {
 		Doc:     "at the n-th commit of an instance's write to a watched table: a toxic, links cut, then a kill or a freeze (a black-box window, no crash point)",
 		Opens:   "blackbox.<role>.<table>[.<status>]",
 		Params: func(c OnCommit) (onCommitParams, error) {
-			p := onCommitParams{Process: c.Process, Action: c.Action, Hit: int64(c.Nth), Hold: Duration(c.Hold), RestartAfter: Duration(c.RestartAfter), UntilTakeover: c.UntilTakeover,
+			p := onCommitParams{Process: c.Process, Action: c.Action, Hit: int64(c.Nth), Hold: Duration(c.Hold), RestartAfter: Duration(c.RestartAfter), UntilTakeover: c.UntilTakeover, ToxicUntilOvertaken: c.ToxicUntilOvertaken,
 				Link: c.ToxicLink, Duration: Duration(c.ToxicFor), Table: c.Table, Status: c.Status, Cut: c.Cut, CutAfter: Duration(c.CutAfter),
 				CutFor: Duration(c.CutFor), ActAfter: Duration(c.ActAfter), Trigger: c.Trigger.Data()}
 			if c.ToxicLink != "" {
@@ -148,7 +156,10 @@ type onCommitParams struct {
 	CutFor        Duration     `json:"cut_for,omitempty"`
 	ActAfter      Duration     `json:"act_after,omitempty"`
 	UntilTakeover bool         `json:"until_takeover,omitempty"`
-	Trigger       *TriggerData `json:"trigger,omitempty"`
+	// ToxicUntilOvertaken: the toxic stays until another instance wrote
+	// past this one.
+	ToxicUntilOvertaken bool         `json:"toxic_until_overtaken,omitempty"`
+	Trigger             *TriggerData `json:"trigger,omitempty"`
 }
 
 // onCommitOf is the data as an OnCommit, checked.
@@ -173,13 +184,16 @@ func onCommitOf(p onCommitParams) (OnCommit, error) {
 	if (p.Link == "") != (p.Toxic == nil) {
 		errs = append(errs, errors.New("on-commit fault: link and toxic go together"))
 	}
+	if p.ToxicUntilOvertaken && (p.Link == "" || p.Table != TableOutbox || p.Status != "Processing") {
+		errs = append(errs, errors.New("on-commit fault: toxic_until_overtaken needs a toxic, at a claim (table outbox, status Processing)"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return OnCommit{}, err
 	}
 	c := OnCommit{Process: p.Process, Table: p.Table, Status: p.Status, Nth: int(p.Hit), Trigger: p.Trigger.Trigger(),
 		Cut: p.Cut, CutAfter: time.Duration(p.CutAfter), CutFor: time.Duration(p.CutFor), ToxicLink: p.Link, ToxicFor: time.Duration(p.Duration),
 		ActAfter: time.Duration(p.ActAfter), Action: p.Action, Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter),
-		UntilTakeover: p.UntilTakeover}
+		UntilTakeover: p.UntilTakeover, ToxicUntilOvertaken: p.ToxicUntilOvertaken}
 	if p.Toxic != nil {
 		t, err := p.Toxic.Toxic()
 		if err != nil {
@@ -356,9 +370,11 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 			}
 		}
 	}
+	saw := "" // what the fault waited for and saw, after the commit
 	done := func(hit bool, err error) result.Fault {
 		endLinks()
 		r := record(c, start, hit, err)
+		r.Detail += saw
 		seen := "commit"
 		if commit.EventID != "" {
 			seen += " of " + commit.EventID
@@ -430,6 +446,15 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 		ups = append(ups, func() error { return link.Up(context.WithoutCancel(ctx)) }) // its error names the link
 	}
 	env.Logf("%s committed a %s (eventId %s) at %s; acting %s later", in.Name, c.what(), commit.EventID, commit.At.Format("15:04:05.000"), time.Since(commit.At).Round(time.Microsecond))
+	if c.ToxicUntilOvertaken && untoxic != nil {
+		taken, holdErr := c.waitOvertaken(ctx, env, in.Name, commit, TakeoverWait(c.ToxicFor, env.Lease))
+		saw += taken
+		undid(untoxic())
+		untoxic = nil
+		if holdErr != nil {
+			return done(!errors.Is(holdErr, errUnseen), holdErr)
+		}
+	}
 	if err := pause(ctx, c.ActAfter); err != nil {
 		return done(true, err)
 	}
@@ -463,7 +488,7 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 		var holdErr error
 		taken := ""
 		if c.UntilTakeover && commit.EventID != "" {
-			taken, holdErr = c.waitTakeover(ctx, env, in.Name, commit)
+			taken, holdErr = c.waitOvertaken(ctx, env, in.Name, commit, TakeoverWait(c.Hold, env.Lease))
 		} else {
 			holdErr = pause(ctx, c.Hold)
 		}
@@ -528,13 +553,16 @@ func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name
 	return true, nil
 }
 
-// waitTakeover waits, at most TakeoverWait(Hold, lease), for another
-// relay's claim of the claimed row to commit; it says what it saw.
-func (c OnCommit) waitTakeover(ctx context.Context, env *Env, name string, commit Commit) (string, error) {
-	within := TakeoverWait(c.Hold, env.Lease)
+// waitOvertaken waits, at most within, for another relay's claim of the
+// row name claimed to commit; it says what it saw, or that the window did
+// not open (errUnseen).
+func (c OnCommit) waitOvertaken(ctx context.Context, env *Env, name string, commit Commit, within time.Duration) (string, error) {
 	started := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
+	if commit.EventID == "" {
+		return "", fmt.Errorf("window not opened: %w: %s's claim named no eventId (observe.outbox.event_id) to see it taken over by", errUnseen, name)
+	}
 	taken, err := env.Commits.Wait(wctx, func(cm Commit) bool {
 		return cm.Table == TableOutbox && cm.EventID == commit.EventID && cm.Status == "Processing" && cm.Writer != name
 	})

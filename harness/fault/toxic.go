@@ -18,15 +18,22 @@ import (
 // Toxic puts a Toxiproxy toxic on one link for Duration.
 //
 // With At set, the toxic lands at a known point of a process: after the
-// trigger, the crash point At.Point is armed with a short delay, and the
-// toxic goes on while the process waits there — e.g. after its confirms and
-// before its Published write, so that write is the one slowed down.
+// trigger, the process is frozen at the crash point At.Point, the toxic
+// goes on, and the process is thawed — e.g. after its confirms and before
+// its Published write, so that write is the one slowed down.
+//
+// With UntilTakeover (At a relay's point), the toxic stays on until
+// another relay is seen claiming a row of At.Process's last claim (at
+// most TakeoverWait of Duration and the lease; not seen, the window did
+// not open), then comes off: a latency longer than that wait lets the
+// relay's late write through the moment another relay holds its rows.
 type Toxic struct {
-	Link     string
-	Toxic    proxies.Toxic
-	Trigger  Trigger
-	Duration time.Duration
-	At       *Sync
+	Link          string
+	Toxic         proxies.Toxic
+	Trigger       Trigger
+	Duration      time.Duration
+	At            *Sync
+	UntilTakeover bool
 }
 
 // KindToxic is the toxic fault's kind, as a schedule names it.
@@ -43,7 +50,7 @@ func init() {
 			if err != nil {
 				return toxicParams{}, fmt.Errorf("toxic on %s: %w", t.Link, err)
 			}
-			return toxicParams{Link: t.Link, Toxic: &td, Duration: Duration(t.Duration), At: t.At.Data(), Trigger: t.Trigger.Data()}, nil
+			return toxicParams{Link: t.Link, Toxic: &td, Duration: Duration(t.Duration), At: t.At.Data(), Trigger: t.Trigger.Data(), UntilTakeover: t.UntilTakeover}, nil
 		},
 		Fault: func(p toxicParams) (Toxic, error) {
 			if err := errors.Join(Need(KindToxic, p.Link != "", "link"), Need(KindToxic, p.Toxic != nil, "toxic")); err != nil {
@@ -57,7 +64,10 @@ func init() {
 			if err != nil {
 				return Toxic{}, fmt.Errorf("toxic fault on %s: %w", p.Link, err)
 			}
-			return Toxic{Link: p.Link, Toxic: t, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), At: at}, nil
+			if p.UntilTakeover && at == nil {
+				return Toxic{}, fmt.Errorf("toxic fault on %s: until_takeover needs at (the relay whose claim is taken over)", p.Link)
+			}
+			return Toxic{Link: p.Link, Toxic: t, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), At: at, UntilTakeover: p.UntilTakeover}, nil
 		},
 		Window:  func(t Toxic) (string, string) { return t.At.window() },
 		Touches: func(t Toxic) Touch { return Touch{Links: []string{t.Link}} },
@@ -117,6 +127,8 @@ type toxicParams struct {
 	Duration Duration     `json:"duration,omitempty"`
 	At       *SyncData    `json:"at,omitempty"`
 	Trigger  *TriggerData `json:"trigger,omitempty"`
+	// UntilTakeover: on until another relay takes At.Process's claim over.
+	UntilTakeover bool `json:"until_takeover,omitempty"`
 }
 
 // Sync names a crash point used as a synchronisation point: the process
@@ -186,6 +198,15 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 	if err := thaw(); err != nil {
 		_ = applied.Remove(context.WithoutCancel(ctx))
 		return notUndone(record(t, start, true, nil), err)
+	}
+	if t.UntilTakeover {
+		seen, holdErr := waitTakeover(ctx, env, t.At.Process, TakeoverWait(t.Duration, env.Lease))
+		if err := applied.Remove(context.WithoutCancel(ctx)); err != nil {
+			return notUndone(record(t, start, true, holdErr), fmt.Errorf("remove the toxic on %s: %w", t.Link, err))
+		}
+		r := record(t, start, !errors.Is(holdErr, errUnseen), holdErr)
+		r.Detail += seen
+		return r
 	}
 	holdErr := pause(ctx, t.Duration)
 	if err := applied.Remove(context.WithoutCancel(ctx)); err != nil {
