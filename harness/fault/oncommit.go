@@ -141,21 +141,21 @@ func init() {
 // Duration, the links in Cut down CutAfter later for CutFor, then Action
 // (kill, pause or none) ActAfter later.
 type onCommitParams struct {
-	Process       string       `json:"process,omitempty"`
-	Action        string       `json:"action,omitempty"`
-	Hit           int64        `json:"hit,omitempty"`
-	Hold          Duration     `json:"hold,omitempty"`
-	RestartAfter  Duration     `json:"restart_after,omitempty"`
-	Link          string       `json:"link,omitempty"`
-	Toxic         *ToxicData   `json:"toxic,omitempty"`
-	Duration      Duration     `json:"duration,omitempty"`
-	Table         string       `json:"table,omitempty"`
-	Status        string       `json:"status,omitempty"`
-	Cut           []string     `json:"cut,omitempty"`
-	CutAfter      Duration     `json:"cut_after,omitempty"`
-	CutFor        Duration     `json:"cut_for,omitempty"`
-	ActAfter      Duration     `json:"act_after,omitempty"`
-	UntilTakeover bool         `json:"until_takeover,omitempty"`
+	Process       string     `json:"process,omitempty"`
+	Action        string     `json:"action,omitempty"`
+	Hit           int64      `json:"hit,omitempty"`
+	Hold          Duration   `json:"hold,omitempty"`
+	RestartAfter  Duration   `json:"restart_after,omitempty"`
+	Link          string     `json:"link,omitempty"`
+	Toxic         *ToxicData `json:"toxic,omitempty"`
+	Duration      Duration   `json:"duration,omitempty"`
+	Table         string     `json:"table,omitempty"`
+	Status        string     `json:"status,omitempty"`
+	Cut           []string   `json:"cut,omitempty"`
+	CutAfter      Duration   `json:"cut_after,omitempty"`
+	CutFor        Duration   `json:"cut_for,omitempty"`
+	ActAfter      Duration   `json:"act_after,omitempty"`
+	UntilTakeover bool       `json:"until_takeover,omitempty"`
 	// ToxicUntilOvertaken: the toxic stays until another instance wrote
 	// past this one.
 	ToxicUntilOvertaken bool         `json:"toxic_until_overtaken,omitempty"`
