@@ -94,6 +94,11 @@ func (l LinkDown) Require(env *Env) error {
 
 // Inject implements Fault.
 func (l LinkDown) Inject(ctx context.Context, env *Env) result.Fault {
+	return withWaits(func(w *waits) result.Fault { return l.inject(ctx, env, w) })
+}
+
+// inject is Inject, recording what it waits for in w.
+func (l LinkDown) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
 	link, err := env.Link(l.Link)
 	if err != nil {
@@ -103,7 +108,7 @@ func (l LinkDown) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(l, start, false, err)
 	}
 	if l.At != nil {
-		if err := l.At.wait(ctx, env); err != nil {
+		if err := l.At.wait(ctx, env, w); err != nil {
 			return record(l, start, false, err)
 		}
 	}

@@ -160,6 +160,11 @@ func (t Toxic) Describe() result.Fault {
 
 // Inject implements Fault.
 func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
+	return withWaits(func(w *waits) result.Fault { return t.inject(ctx, env, w) })
+}
+
+// inject is Inject, recording what it waits for in w.
+func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
 	link, err := env.Link(t.Link)
 	if err != nil {
@@ -169,7 +174,7 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(t, start, false, err)
 	}
 	if t.At != nil {
-		if err := t.At.wait(ctx, env); err != nil {
+		if err := t.At.wait(ctx, env, w); err != nil {
 			return record(t, start, false, err)
 		}
 	}
@@ -186,8 +191,9 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 	return record(t, start, true, holdErr)
 }
 
-// wait arms the synchronisation point and waits until the process is there.
-func (s *Sync) wait(ctx context.Context, env *Env) error {
+// wait arms the synchronisation point and waits until the process is
+// there; w records the wait.
+func (s *Sync) wait(ctx context.Context, env *Env, w *waits) error {
 	p, err := env.Process(s.Process)
 	if err != nil {
 		return err
@@ -201,10 +207,12 @@ func (s *Sync) wait(ctx context.Context, env *Env) error {
 	if err := p.Arm(ctx, own, arming); err != nil {
 		return err
 	}
-	_, err = env.WaitLog(ctx, s.Process, func(e eventlog.Entry) bool {
-		return e.Event == eventlog.CrashPoint && e.Point == own && !e.Time.Before(armed)
+	return w.wait(fmt.Sprintf("%s to reach %s", s.Process, s.Point), env.Deadline, func() (string, error) {
+		_, err := env.WaitLog(ctx, s.Process, func(e eventlog.Entry) bool {
+			return e.Event == eventlog.CrashPoint && e.Point == own && !e.Time.Before(armed)
+		})
+		return "", err
 	})
-	return err
 }
 
 // attributes renders a toxic's attributes as sorted key=value pairs.
