@@ -227,10 +227,12 @@ func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	var hit eventlog.Entry
 	err = w.wait(fmt.Sprintf("%s to reach %s", c.Process, c.Point), env.Deadline, func() (string, error) {
 		var err error
-		hit, err = env.WaitLog(ctx, c.Process, func(e eventlog.Entry) bool {
+		if hit, err = env.WaitLog(ctx, c.Process, func(e eventlog.Entry) bool {
 			return e.Event == eventlog.CrashPoint && e.Point == own
-		})
-		return fmt.Sprintf("hit %d", hit.Hit), err
+		}); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("hit %d", hit.Hit), nil
 	})
 	if err != nil {
 		return record(c, start, false, fmt.Errorf("crash point %s never fired: %w", c.Point, err))

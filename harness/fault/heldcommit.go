@@ -180,8 +180,10 @@ func (h HeldCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault
 	var held heldBackend
 	holdErr := w.wait(fmt.Sprintf("%s's write #%d to %s to be held at its COMMIT (pg_stat_activity)", in.Name, max(h.Nth, 1), tbl.Name), env.Deadline, func() (string, error) {
 		var err error
-		held, err = waitHeld(ctx, env, pool, in.Name)
-		return fmt.Sprintf("backend %d, transaction %s", held.pid, held.xid), err
+		if held, err = waitHeld(ctx, env, pool, in.Name); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("backend %d, transaction %s", held.pid, held.xid), nil
 	})
 	var killErr, termErr error
 	var up func() error
