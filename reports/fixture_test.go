@@ -147,7 +147,11 @@ func fixtureRun() result.Run {
 				c.Reservations, c.Lost, c.FencedWrites = 89, 1, 2
 				return c
 			}(),
-			Faults:   []result.Fault{{Kind: "pause", Target: "relay-1", Detail: "relay.after-confirm pause@2 for 5s " + evil, Hit: true, Start: at(3000), End: at(5000)}},
+			Faults: []result.Fault{{Kind: "pause", Target: "relay-1", Detail: "relay.after-confirm pause@2 for 5s " + evil, Hit: true, Start: at(3000), End: at(5000),
+				Waits: []result.Wait{
+					{Cause: "relay-1 to reach relay.after-confirm", Seen: true, TookMS: 240, BoundMS: 30000, Detail: "hit 2"},
+					{Cause: "another relay to take relay-1's claim over", Seen: true, TookMS: 1340, BoundMS: 8000, Detail: "relay-2 took 01JLOST" + evil + " over"},
+				}}},
 			Evidence: []result.Evidence{{Name: "at least 1 \"fenced\"", Seen: true, Detail: "2 seen"}, {Name: "duplicate absorbed", Seen: false, Detail: "0 seen"}},
 			Invariants: invariants(result.Invariant{Name: "no-lost-event", OK: false, Detail: "1 committed events have no reservation",
 				Violations: []result.Violation{{Kind: "lost", EventIDs: []string{"01JLOST" + evil}, Message: "1 committed events have no reservation " + evil, Timeline: lostLines,
@@ -302,6 +306,9 @@ func fixtureBlackBox() result.Run {
 		{
 			Name: "blackbox-consumer-acks-dropped", Variant: "correct", Seed: 8, Attempt: 2, Window: protocol.ConsumerAfterCommit, Verdict: result.Indeterminate,
 			Reason: "window not shown: evidence not seen: redelivered", DurationMS: 15000, Started: at(-7000),
+			Faults: []result.Fault{{Kind: "crash", Target: "consumer", Detail: "consumer killed (SIGKILL) holding deliveries unacked", Error: "the broker counted no delivery held",
+				Waits: []result.Wait{{Cause: "the broker to count deliveries consumer holds unacked on inventory", TookMS: 30010, BoundMS: 30000,
+					Detail: "the broker counted no delivery held by the consumer on inventory within 30s " + evil}}}},
 		},
 		{Name: "amqp-reset-before-confirm", Variant: "correct", Seed: 7, Window: protocol.RelayAfterPublish, Verdict: result.Pass, Counts: counts(120), Invariants: invariants(), DurationMS: 12000, Started: at(-7000)},
 		{Name: "broker-restart", Variant: "correct", Seed: 7, Window: protocol.BrokerRestart, Verdict: result.Pass, Counts: counts(120), Invariants: invariants(), DurationMS: 20000, Started: at(-7000)},

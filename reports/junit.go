@@ -139,6 +139,12 @@ func renderJUnit(run result.Run) ([]byte, error) {
 				suite.Failures++
 			}
 		}
+		if w := waitsText(s); w != "" {
+			if c.SystemOut != "" && !strings.HasSuffix(c.SystemOut, "\n") {
+				c.SystemOut += "\n"
+			}
+			c.SystemOut += w
+		}
 		suite.Cases = append(suite.Cases, c)
 		suite.Tests++
 	}
@@ -241,6 +247,16 @@ func violationText(s result.Scenario, expected bool) string {
 				fmt.Fprintf(&b, "  %s\n", l)
 			}
 		}
+	}
+	return b.String()
+}
+
+// waitsText is what the run's faults waited for, one line each: how each
+// window opened, or why it did not.
+func waitsText(s result.Scenario) string {
+	var b strings.Builder
+	for _, l := range s.WaitLines() {
+		fmt.Fprintf(&b, "%s\n", l)
 	}
 	return b.String()
 }

@@ -189,6 +189,9 @@ func renderMarkdown(run result.Run) []byte {
 			p(" (recovery %s, took %s)", fmtRecovery(s.RecoveryMS), fmtDuration(s.DurationMS))
 		}
 		p("\n")
+		for _, w := range s.WaitLines() {
+			p("  - %s\n", mdCell(w))
+		}
 	}
 
 	p("\n## Catch matrix\n\n")

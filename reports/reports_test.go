@@ -3,6 +3,7 @@ package reports
 import (
 	"encoding/json"
 	"encoding/xml"
+	"html"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -430,5 +431,44 @@ func TestTimelineLayoutStaysInside(t *testing.T) {
 		}
 		require.NotNil(t, v.Recovery)
 		assert.Greater(t, v.Recovery.X2, v.Recovery.X1)
+	}
+}
+
+// Each run's waits read as one line each under its faults in index.html,
+// under its verdict in summary.md and in its junit testcase's output: a
+// wait seen and one that ran to its bound, their details escaped.
+func TestWaitsRendered(t *testing.T) {
+	seen := "waited 1.3 s (at most 8 s) for another relay to take relay-1's claim over — seen: relay-2 took 01JLOST" + evil + " over"
+	unseen := "waited 30 s (at most 30 s) for the broker to count deliveries consumer holds unacked on inventory — not seen: bound reached: the broker counted no delivery held by the consumer on inventory within 30s " + evil
+	for _, tc := range []struct {
+		name string
+		run  result.Run
+		line string
+		test string // its junit testcase
+	}{
+		{"seen", fixtureRun(), seen, "correct/relay-pause-past-lease"},
+		{"not seen: bound reached", fixtureBlackBox(), unseen, "correct/blackbox-consumer-acks-dropped"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := reportDir(t)
+			require.NoError(t, Write(dir, tc.run))
+
+			page := read(t, filepath.Join(dir, IndexFile))
+			assert.Contains(t, page, html.EscapeString(tc.line), "under its fault, escaped")
+			assert.NotContains(t, strings.ToLower(page), "<script")
+
+			md := read(t, filepath.Join(dir, SummaryFile))
+			assert.Contains(t, md, "  - "+mdCell(tc.line)+"\n", "under its verdict")
+
+			var js jSuites
+			require.NoError(t, xml.Unmarshal([]byte(read(t, filepath.Join(dir, JUnitFile))), &js))
+			var out string
+			for _, c := range js.Suites[0].Cases {
+				if c.Classname+"/"+c.Name == tc.test {
+					out = c.SystemOut
+				}
+			}
+			assert.Contains(t, out, tc.line+"\n", "in its testcase's output, verbatim")
+		})
 	}
 }

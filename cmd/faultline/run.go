@@ -302,6 +302,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	out.Pass = out.Verdict == result.Pass
 	for _, r := range results {
 		fmt.Fprintf(stdout, "%-32s %-24s %s  %s\n", r.Name, r.Variant, r.Verdict, oneLine(r))
+		for _, w := range r.WaitLines() {
+			fmt.Fprintf(stdout, "    %s\n", w)
+		}
 	}
 	if *repeat > 1 {
 		printRepeats(stdout, results, *repeat)

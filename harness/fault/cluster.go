@@ -194,6 +194,9 @@ func waitSeenDown(ctx context.Context, c infra.Cluster, name string, within time
 // fault: a node restarted to clear a partition rejoins in about 10 s.
 const healTimeout = 2 * time.Minute
 
+// causeHealed is what a cluster fault waits for after it (waitHealed).
+const causeHealed = "the cluster to be whole again (every node running, no partition)"
+
 // waitHealed waits until the cluster is whole again and notes it.
 func waitHealed(ctx context.Context, env *Env, c infra.Cluster, s *states) error {
 	ctx, cancel := context.WithTimeout(ctx, healTimeout)
@@ -229,9 +232,10 @@ type nodeHold struct {
 func (h nodeHold) inject(ctx context.Context, env *Env) result.Fault {
 	start := time.Now()
 	var seen states
+	var w waits
 	done := func(hit bool, err error) result.Fault {
 		r := record(h.fault, start, hit, err)
-		r.States = seen
+		r.States, r.Waits = seen, w
 		return r
 	}
 	c, err := cluster(env)
@@ -252,7 +256,9 @@ func (h nodeHold) inject(ctx context.Context, env *Env) result.Fault {
 	}
 	seen.add(LaneCluster, "down", "%s %s", name, h.entered)
 	env.Logf("broker node %s (%s) %s", name, h.node, h.entered)
-	windowErr := waitSeenDown(ctx, c, name, h.hold, &seen)
+	windowErr := w.wait(fmt.Sprintf("another node to see %s down or partitioned", name), h.hold, func() (string, error) {
+		return "", waitSeenDown(ctx, c, name, h.hold, &seen)
+	})
 	if windowErr == nil {
 		seen.readLeader(ctx, env, c)
 	}
@@ -262,7 +268,7 @@ func (h nodeHold) inject(ctx context.Context, env *Env) result.Fault {
 	}
 	seen.add(LaneCluster, "up", "%s %s after %s", name, h.left, time.Since(start).Round(time.Millisecond))
 	env.Logf("broker node %s %s", name, h.left)
-	if err := waitHealed(context.WithoutCancel(ctx), env, c, &seen); err != nil {
+	if err := w.wait(causeHealed, healTimeout, func() (string, error) { return "", waitHealed(context.WithoutCancel(ctx), env, c, &seen) }); err != nil {
 		return notUndone(done(windowErr == nil, windowErr), err)
 	}
 	if windowErr != nil {

@@ -262,7 +262,30 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	r.Detail += fmt.Sprintf(" — %d inserts, %d held%s", inserts, len(held), b.String())
 	r.EventIDs = passed
+	r.Waits = commitOrderWaits(held, c.Hold)
 	return r
+}
+
+// commitOrderWaits are the held inserts' waits, in insert order: each
+// waited, at most hold, for every relay to be past it before it committed
+// (seen), or ended its hold without that (the target's own sessions
+// waiting for it, or the hold reached).
+func commitOrderWaits(held []heldInsert, hold time.Duration) []result.Wait {
+	var out []result.Wait
+	for _, h := range held {
+		cause := fmt.Sprintf("every relay to be past held insert #%d (%s) before its commit", h.number, h.eventID)
+		detail := fmt.Sprintf("%d of %d relays past it, %d later inserts committed first", h.passedBy, h.relays, h.later)
+		var err error
+		switch {
+		case h.relays > 0 && h.passedBy >= h.relays:
+		case h.blocked > 0:
+			err = fmt.Errorf("%d of the target's sessions waited for it", h.blocked)
+		default:
+			err = errors.New("not every relay was seen past it")
+		}
+		out = append(out, waitOf(cause, time.Duration(h.heldMS)*time.Millisecond, hold, detail, err))
+	}
+	return out
 }
 
 // judgeCommitOrder says whether the window opened — a held insert every

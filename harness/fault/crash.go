@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/faultline-dev/faultline/protocol"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/result"
@@ -200,6 +201,11 @@ func (c Crash) Require(env *Env) error {
 
 // Inject implements Fault.
 func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
+	return withWaits(func(w *waits) result.Fault { return c.inject(ctx, env, w) })
+}
+
+// inject is Inject, recording what it waits for in w.
+func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
 	p, err := env.Process(c.Process)
 	if err != nil {
@@ -218,8 +224,15 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 			return record(c, start, false, err)
 		}
 	}
-	hit, err := env.WaitLog(ctx, c.Process, func(e eventlog.Entry) bool {
-		return e.Event == eventlog.CrashPoint && e.Point == own
+	var hit eventlog.Entry
+	err = w.wait(fmt.Sprintf("%s to reach %s", c.Process, c.Point), env.Deadline, func() (string, error) {
+		var err error
+		if hit, err = env.WaitLog(ctx, c.Process, func(e eventlog.Entry) bool {
+			return e.Event == eventlog.CrashPoint && e.Point == own
+		}); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("hit %d", hit.Hit), nil
 	})
 	if err != nil {
 		return record(c, start, false, fmt.Errorf("crash point %s never fired: %w", c.Point, err))
@@ -227,10 +240,10 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 	env.Logf("%s hit %s (hit %d, %s)", c.Process, c.Point, hit.Hit, c.Action)
 	switch c.Action {
 	case crashpoint.Kill:
-		if err := waitStopped(ctx, env, c.Process); err != nil {
+		if err := waitStopped(ctx, env, c.Process, w); err != nil {
 			return record(c, start, true, err)
 		}
-		sentErr := waitSent(ctx, env, p)
+		sentErr := waitSent(ctx, env, p, w)
 		if err := p.Kill(); err != nil {
 			return record(c, start, true, fmt.Errorf("kill %s at its crash point: %w", c.Process, err))
 		}
@@ -247,21 +260,28 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 			return notUndone(record(c, start, true, nil), fmt.Errorf("restart %s: %w", c.Process, err))
 		}
 	case crashpoint.Pause:
-		if err := waitStopped(ctx, env, c.Process); err != nil {
+		if err := waitStopped(ctx, env, c.Process, w); err != nil {
 			return record(c, start, true, err)
 		}
 		var holdErr error
 		var seen string
 		switch {
 		case c.UntilTakeover:
-			seen, holdErr = waitTakeover(ctx, env, c.Process, TakeoverWait(c.Hold, env.Lease))
+			within := TakeoverWait(c.Hold, env.Lease)
+			holdErr = w.wait(fmt.Sprintf("another relay to take %s's claim over", c.Process), within, func() (string, error) {
+				var err error
+				seen, err = waitTakeover(ctx, env, c.Process, within)
+				return strings.TrimPrefix(seen, "; "), err
+			})
 		case c.UntilNacked:
 			started := time.Now()
-			if who, _, err := waitOtherRelays(ctx, env, c.Process, c.Hold, func(e eventlog.Entry) bool { return e.Event == eventlog.Nacked }); err != nil {
+			who, _, err := waitOtherRelays(ctx, env, c.Process, c.Hold, func(e eventlog.Entry) bool { return e.Event == eventlog.Nacked })
+			if err != nil {
 				holdErr = fmt.Errorf("window not opened: %w: no relay was nacked while %s was frozen: %w", errUnseen, c.Process, err)
 			} else {
 				seen = fmt.Sprintf("; %s nacked after %s", who, time.Since(started).Round(time.Millisecond))
 			}
+			w.add(fmt.Sprintf("a relay to be nacked by the broker while %s is frozen", c.Process), started, c.Hold, strings.TrimPrefix(seen, "; "), holdErr)
 		default:
 			holdErr = pause(ctx, c.Hold)
 		}
@@ -402,28 +422,34 @@ func takesOver(mine map[string]bool, e eventlog.Entry) bool {
 
 // waitSent waits until the frozen process's sockets have nothing left
 // unsent, at most env.Deadline (a peer that never reads: the kill would
-// take back what the process wrote, and the window did not open).
-func waitSent(ctx context.Context, env *Env, p *supervisor.Process) error {
+// take back what the process wrote, and the window did not open); w
+// records the wait.
+func waitSent(ctx context.Context, env *Env, p *supervisor.Process, w *waits) error {
 	var unsent int64
-	err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
-		var err error
-		unsent, err = p.Unsent()
-		return err == nil && unsent == 0, err
+	return w.wait(fmt.Sprintf("%s's sockets to have nothing left unsent", p.Name()), env.Deadline, func() (string, error) {
+		err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
+			var err error
+			unsent, err = p.Unsent()
+			return err == nil && unsent == 0, err
+		})
+		if err != nil {
+			return "", fmt.Errorf("window not opened: %s still had %d bytes unsent after its crash point: %w", p.Name(), unsent, err)
+		}
+		return "", nil
 	})
-	if err != nil {
-		return fmt.Errorf("window not opened: %s still had %d bytes unsent after its crash point: %w", p.Name(), unsent, err)
-	}
-	return nil
 }
 
-// waitStopped waits until the process is frozen (state T).
-func waitStopped(ctx context.Context, env *Env, name string) error {
+// waitStopped waits until the process is frozen (state T); w records the
+// wait.
+func waitStopped(ctx context.Context, env *Env, name string, w *waits) error {
 	p, err := env.Process(name)
 	if err != nil {
 		return err
 	}
-	if err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, p.Stopped); err != nil {
-		return fmt.Errorf("%s did not freeze at its pause crash point: %w", name, err)
-	}
-	return nil
+	return w.wait(fmt.Sprintf("%s to be frozen at its crash point", name), env.Deadline, func() (string, error) {
+		if err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, p.Stopped); err != nil {
+			return "", fmt.Errorf("%s did not freeze at its pause crash point: %w", name, err)
+		}
+		return "", nil
+	})
 }

@@ -143,6 +143,7 @@ func (c CrashLoop) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	start = time.Now()
 	var seen []string
+	var w waits
 	var unslow func() error
 	// restore undoes the slowed link, once.
 	restore := func() error {
@@ -155,6 +156,7 @@ func (c CrashLoop) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	done := func(hit bool, err error) result.Fault {
 		r := record(c, start, hit, err)
+		r.Waits = w
 		if len(seen) > 0 {
 			r.Detail += " — " + strings.Join(seen, "; ")
 		}
@@ -174,7 +176,13 @@ func (c CrashLoop) Inject(ctx context.Context, env *Env) result.Fault {
 		// many consumers as before the kill, is of this incarnation: the
 		// one killed before had its connection closed by the kernel at
 		// once.
-		held, consumers, err := waitHeldDeliveries(ctx, env, false, after)
+		var held string
+		var consumers int
+		err := w.wait(fmt.Sprintf("%s (kill %d of %d)", causeHeld(env, c.Process), i, c.Times), env.Deadline, func() (string, error) {
+			var err error
+			held, consumers, err = waitHeldDeliveries(ctx, env, false, after)
+			return held, err
+		})
 		if err != nil {
 			err = fmt.Errorf("kill %d of %d: %w", i, c.Times, err)
 			if after.at.IsZero() || p.Running() {

@@ -143,6 +143,11 @@ func (h HeldCommit) Require(env *Env) error {
 
 // Inject implements Fault.
 func (h HeldCommit) Inject(ctx context.Context, env *Env) result.Fault {
+	return withWaits(func(w *waits) result.Fault { return h.inject(ctx, env, w) })
+}
+
+// inject is Inject, recording what it waits for in w.
+func (h HeldCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
 	in, err := env.Roles.Instance(h.Process)
 	if err != nil {
@@ -172,7 +177,14 @@ func (h HeldCommit) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(h, start, false, fmt.Errorf("install the held-commit trigger on %s: %w", tbl.Name, err))
 	}
 	env.Logf("held-commit trigger on %s: %s's write #%d held at its COMMIT", tbl.Name, in.Name, max(h.Nth, 1))
-	held, holdErr := waitHeld(ctx, env, pool, in.Name)
+	var held heldBackend
+	holdErr := w.wait(fmt.Sprintf("%s's write #%d to %s to be held at its COMMIT (pg_stat_activity)", in.Name, max(h.Nth, 1), tbl.Name), env.Deadline, func() (string, error) {
+		var err error
+		if held, err = waitHeld(ctx, env, pool, in.Name); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("backend %d, transaction %s", held.pid, held.xid), nil
+	})
 	var killErr, termErr error
 	var up func() error
 	var cutAt time.Time

@@ -94,6 +94,11 @@ func (l LinkDown) Require(env *Env) error {
 
 // Inject implements Fault.
 func (l LinkDown) Inject(ctx context.Context, env *Env) result.Fault {
+	return withWaits(func(w *waits) result.Fault { return l.inject(ctx, env, w) })
+}
+
+// inject is Inject, recording what it waits for in w.
+func (l LinkDown) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
 	defer env.Landings.land(l.Link, notLanded(l.Link)) // after a landing: no-op
 	link, err := env.Link(l.Link)
@@ -105,7 +110,7 @@ func (l LinkDown) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	thaw := noThaw
 	if l.At != nil {
-		if thaw, err = l.At.freeze(ctx, env); err != nil {
+		if thaw, err = l.At.freeze(ctx, env, w); err != nil {
 			return record(l, start, false, err)
 		}
 	}

@@ -115,9 +115,10 @@ func (k NodeKill) Inject(ctx context.Context, env *Env) result.Fault {
 	// it, the consumer would commit and ack them first), or when the fault
 	// ends sooner.
 	var unslow func() error
+	var w waits
 	done := func(hit bool, err error) result.Fault {
 		r := record(k, start, hit, err)
-		r.States = seen
+		r.States, r.Waits = seen, w
 		if unslow != nil {
 			if uerr := unslow(); uerr != nil {
 				r.UndoError = uerr.Error()
@@ -139,7 +140,12 @@ func (k NodeKill) Inject(ctx context.Context, env *Env) result.Fault {
 				return done(false, err)
 			}
 		}
-		held, _, err := waitHeldDeliveries(ctx, env, false, respawn{})
+		var held string
+		err := w.wait(causeHeld(env, "its consumer"), env.Deadline, func() (string, error) {
+			var err error
+			held, _, err = waitHeldDeliveries(ctx, env, false, respawn{})
+			return held, err
+		})
 		if err != nil {
 			return done(false, err)
 		}
@@ -173,7 +179,13 @@ func (k NodeKill) Inject(ctx context.Context, env *Env) result.Fault {
 	var windowErr error
 	switch {
 	case name == leader && replicated:
-		_, windowErr = waitLeaderMoved(ctx, env, c, name, &seen)
+		windowErr = w.wait(fmt.Sprintf("a node other than %s to lead %s", name, env.Topology.Queue), env.Deadline, func() (string, error) {
+			leader, err := waitLeaderMoved(ctx, env, c, name, &seen)
+			if err != nil {
+				return "", err
+			}
+			return leader + " elected", nil
+		})
 	case name == leader:
 		seen.add(LaneCluster, "unavailable", "%s has no replica to elect: it is unavailable while %s is down", env.Topology.Queue, name)
 	case k.Node == NodeLeader:
@@ -190,7 +202,7 @@ func (k NodeKill) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	seen.add(LaneCluster, "up", "%s started again", name)
 	env.Logf("broker node %s started again", name)
-	if err := waitHealed(context.WithoutCancel(ctx), env, c, &seen); err != nil {
+	if err := w.wait(causeHealed, healTimeout, func() (string, error) { return "", waitHealed(context.WithoutCancel(ctx), env, c, &seen) }); err != nil {
 		return notUndone(done(windowErr == nil, windowErr), err)
 	}
 	if windowErr != nil {

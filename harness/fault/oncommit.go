@@ -314,6 +314,11 @@ func (c OnCommit) Require(env *Env) error {
 
 // Inject implements Fault.
 func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
+	return withWaits(func(w *waits) result.Fault { return c.inject(ctx, env, w) })
+}
+
+// inject is Inject, recording what it waits for in w.
+func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
 	in, err := env.Roles.Instance(c.Process)
 	if err != nil {
@@ -326,6 +331,7 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 	if err := env.Wait(ctx, c.Trigger); err != nil {
 		return record(c, start, false, err)
 	}
+	waited := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, env.Deadline)
 	seen := 0
 	commit, err := env.Commits.Wait(wctx, func(cm Commit) bool {
@@ -337,7 +343,11 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 	})
 	cancel()
 	if err != nil {
-		return record(c, start, false, fmt.Errorf("no commit of %s by %s seen within %s: %w", c.what(), in.Name, env.Deadline, err))
+		err = fmt.Errorf("no commit of %s by %s seen within %s: %w", c.what(), in.Name, env.Deadline, err)
+	}
+	w.add(fmt.Sprintf("the commit of %s's %s #%d", in.Name, c.what(), max(c.Nth, 1)), waited, env.Deadline, commit.EventID, err)
+	if err != nil {
+		return record(c, start, false, err)
 	}
 	start = time.Now()
 	// What the fault did to the links is undone on its own clock, from the
@@ -388,7 +398,7 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	pinned := c.pins()
 	if pinned {
-		if ok, err := c.pin(ctx, env, p, in.Name, commit); err != nil || !ok {
+		if ok, err := c.pin(ctx, env, p, in.Name, commit, w); err != nil || !ok {
 			if rerr := p.Resume(); rerr != nil {
 				undid(fmt.Errorf("resume %s: %w", in.Name, rerr))
 			}
@@ -447,7 +457,13 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	env.Logf("%s committed a %s (eventId %s) at %s; acting %s later", in.Name, c.what(), commit.EventID, commit.At.Format("15:04:05.000"), time.Since(commit.At).Round(time.Microsecond))
 	if c.ToxicUntilOvertaken && untoxic != nil {
-		taken, holdErr := c.waitOvertaken(ctx, env, in.Name, commit, TakeoverWait(c.ToxicFor, env.Lease))
+		within := TakeoverWait(c.ToxicFor, env.Lease)
+		var taken string
+		holdErr := w.wait(fmt.Sprintf("another relay's claim of %s, claimed by %s, to commit while %s is held back", commit.EventID, in.Name, c.ToxicLink), within, func() (string, error) {
+			var err error
+			taken, err = c.waitOvertaken(ctx, env, in.Name, commit, within)
+			return strings.TrimPrefix(taken, "; "), err
+		})
 		saw += taken
 		undid(untoxic())
 		untoxic = nil
@@ -488,7 +504,11 @@ func (c OnCommit) Inject(ctx context.Context, env *Env) result.Fault {
 		var holdErr error
 		taken := ""
 		if c.UntilTakeover && commit.EventID != "" {
-			taken, holdErr = c.waitOvertaken(ctx, env, in.Name, commit, TakeoverWait(c.Hold, env.Lease))
+			holdErr = w.wait(fmt.Sprintf("another relay's claim of %s, claimed by %s, to commit", commit.EventID, in.Name), TakeoverWait(c.Hold, env.Lease), func() (string, error) {
+				var err error
+				taken, err = c.waitOvertaken(ctx, env, in.Name, commit, TakeoverWait(c.Hold, env.Lease))
+				return strings.TrimPrefix(taken, "; "), err
+			})
 		} else {
 			holdErr = pause(ctx, c.Hold)
 		}
@@ -511,12 +531,12 @@ func (c OnCommit) pins() bool { return c.Table == TableOutbox && c.Status == "Pr
 // still where the window is: its sockets drained and its database
 // sessions idle (nothing it sent can still land), the claimed row still
 // Processing under that claim. It returns an error saying why when it is
-// not; the relay is left frozen either way.
-func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name string, commit Commit) (bool, error) {
+// not; the relay is left frozen either way. w records what it waits for.
+func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name string, commit Commit, w *waits) (bool, error) {
 	if err := p.Pause(); err != nil {
 		return false, fmt.Errorf("freeze %s at its claim: %w", name, err)
 	}
-	if err := waitSent(ctx, env, p); err != nil {
+	if err := waitSent(ctx, env, p, w); err != nil {
 		return false, err
 	}
 	ob := env.Observe.Outbox
@@ -526,10 +546,12 @@ func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name
 	}
 	// Frozen, the relay starts nothing new; what its sessions were running
 	// ends (a COMMIT on its way lands before the row is read).
-	if err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
-		var active int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'`, name).Scan(&active)
-		return err == nil && active == 0, err
+	if err := w.wait(fmt.Sprintf("%s's database sessions to be idle", name), env.Deadline, func() (string, error) {
+		return "", pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
+			var active int
+			err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'`, name).Scan(&active)
+			return err == nil && active == 0, err
+		})
 	}); err != nil {
 		return false, fmt.Errorf("window not opened: %s's database sessions still busy after it was frozen: %w", name, err)
 	}

@@ -80,6 +80,11 @@ func (r RetentionReplay) Require(env *Env) error {
 
 // Inject implements Fault.
 func (r RetentionReplay) Inject(ctx context.Context, env *Env) result.Fault {
+	return withWaits(func(w *waits) result.Fault { return r.inject(ctx, env, w) })
+}
+
+// inject is Inject, recording what it waits for in w.
+func (r RetentionReplay) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
 	fail := func(hit bool, err error, ids ...string) result.Fault {
 		res := record(r, start, hit, err)
@@ -90,10 +95,15 @@ func (r RetentionReplay) Inject(ctx context.Context, env *Env) result.Fault {
 		return fail(false, err)
 	}
 	if in, err := env.Roles.Instance(r.Consumer); err == nil && !in.EventLog {
-		return r.injectBlind(ctx, env)
+		return r.injectBlind(ctx, env, w)
 	}
 	// The first event the consumer applied.
-	first, err := env.WaitLog(ctx, r.Consumer, func(e eventlog.Entry) bool { return e.Event == eventlog.Reserved })
+	var first eventlog.Entry
+	err := w.wait(fmt.Sprintf("%s to apply an event (its event log)", r.Consumer), env.Deadline, func() (string, error) {
+		var err error
+		first, err = env.WaitLog(ctx, r.Consumer, func(e eventlog.Entry) bool { return e.Event == eventlog.Reserved })
+		return first.EventID, err
+	})
 	if err != nil {
 		return fail(false, err)
 	}
@@ -106,7 +116,10 @@ func (r RetentionReplay) Inject(ctx context.Context, env *Env) result.Fault {
 	if err := r.publish(ctx, env, id, msg); err != nil {
 		return fail(false, err, id)
 	}
-	if _, err := env.WaitLog(ctx, r.Consumer, func(e eventlog.Entry) bool { return e.Event == eventlog.Duplicate && e.EventID == id }); err != nil {
+	if err := w.wait(fmt.Sprintf("%s to absorb the replay of %s (its event log)", r.Consumer, id), env.Deadline, func() (string, error) {
+		_, err := env.WaitLog(ctx, r.Consumer, func(e eventlog.Entry) bool { return e.Event == eventlog.Duplicate && e.EventID == id })
+		return "", err
+	}); err != nil {
 		return fail(true, fmt.Errorf("replay inside the retention was not absorbed: %w", err), id)
 	}
 	env.Logf("replay of %s absorbed by the inbox", id)
@@ -114,11 +127,14 @@ func (r RetentionReplay) Inject(ctx context.Context, env *Env) result.Fault {
 		return fail(true, err, id)
 	}
 	reserved := 0
-	if _, err := env.WaitLog(ctx, r.Consumer, func(e eventlog.Entry) bool {
-		if e.Event == eventlog.Reserved && e.EventID == id {
-			reserved++
-		}
-		return reserved >= 2
+	if err := w.wait(fmt.Sprintf("%s to apply the replay of %s again after the inbox expired (its event log)", r.Consumer, id), env.Deadline, func() (string, error) {
+		_, err := env.WaitLog(ctx, r.Consumer, func(e eventlog.Entry) bool {
+			if e.Event == eventlog.Reserved && e.EventID == id {
+				reserved++
+			}
+			return reserved >= 2
+		})
+		return "", err
 	}); err != nil {
 		return fail(true, fmt.Errorf("replay after the inbox expired did not take effect: %w", err), id)
 	}

@@ -22,8 +22,8 @@ import (
 // query shows; a replay is handled once the broker has delivered it and
 // the queue is empty again (its counters); absorbed means the effects
 // query still shows the event once, and after the inbox expired, the
-// second replay shows it twice.
-func (r RetentionReplay) injectBlind(ctx context.Context, env *Env) result.Fault {
+// second replay shows it twice. w records what it waits for.
+func (r RetentionReplay) injectBlind(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
 	fail := func(hit bool, err error, ids ...string) result.Fault {
 		res := record(r, start, hit, err)
@@ -46,12 +46,14 @@ func (r RetentionReplay) injectBlind(ctx context.Context, env *Env) result.Fault
 	}
 	// The first event the consumer applied.
 	var id string
-	if err := pollUntil(ctx, env.Deadline, func() (bool, error) {
-		effects, err := effectIDs(ctx, epool, eq)
-		if err == nil && len(effects) > 0 {
-			id = effects[0]
-		}
-		return id != "", err
+	if err := w.wait("the effects query to show an effect", env.Deadline, func() (string, error) {
+		return id, pollUntil(ctx, env.Deadline, func() (bool, error) {
+			effects, err := effectIDs(ctx, epool, eq)
+			if err == nil && len(effects) > 0 {
+				id = effects[0]
+			}
+			return id != "", err
+		})
 	}); err != nil {
 		return fail(false, fmt.Errorf("no effect seen: %w", err))
 	}
@@ -60,7 +62,7 @@ func (r RetentionReplay) injectBlind(ctx context.Context, env *Env) result.Fault
 		return fail(false, err, id)
 	}
 	start = time.Now()
-	delivered, err := r.replayHandled(ctx, env, id, msg)
+	delivered, err := r.replayHandled(ctx, env, id, msg, w)
 	if err != nil {
 		return fail(false, err, id)
 	}
@@ -71,9 +73,11 @@ func (r RetentionReplay) injectBlind(ctx context.Context, env *Env) result.Fault
 	if err := r.expireAndReplay(ctx, env, id, msg); err != nil {
 		return fail(true, err, id)
 	}
-	if err := pollUntil(ctx, env.Deadline, func() (bool, error) {
-		n, err := effectsOf(id)
-		return n >= 2, err
+	if err := w.wait(fmt.Sprintf("the effects query to show %s twice after the inbox expired", id), env.Deadline, func() (string, error) {
+		return "", pollUntil(ctx, env.Deadline, func() (bool, error) {
+			n, err := effectsOf(id)
+			return n >= 2, err
+		})
 	}); err != nil {
 		return fail(true, fmt.Errorf("replay after the inbox expired did not take effect: %w", err), id)
 	}
@@ -86,19 +90,21 @@ func (r RetentionReplay) injectBlind(ctx context.Context, env *Env) result.Fault
 // replayHandled publishes the replay once the target's queue is quiet (empty,
 // its delivery count steady over a statistics interval) and waits until
 // the broker has delivered it and the queue is empty again; it returns how
-// many deliveries the broker counted since.
-func (r RetentionReplay) replayHandled(ctx context.Context, env *Env, id string, msg replayed) (int, error) {
+// many deliveries the broker counted since. w records what it waits for.
+func (r RetentionReplay) replayHandled(ctx context.Context, env *Env, id string, msg replayed, w *waits) (int, error) {
 	queue := func() (infra.QueueInfo, error) { return env.Infra.Queue(ctx, env.VHost, env.Topology.Queue) }
 	var baseline infra.QueueInfo
 	prev := -1
-	if err := pollEvery(ctx, env.Deadline, statsInterval, func() (bool, error) {
-		q, err := queue()
-		if err != nil {
-			return false, err
-		}
-		quiet := q.Messages == 0 && q.Delivered == prev
-		prev, baseline = q.Delivered, q
-		return quiet, nil
+	if err := w.wait(fmt.Sprintf("%s to be quiet before the replay (empty, its deliveries steady)", env.Topology.Queue), env.Deadline, func() (string, error) {
+		return "", pollEvery(ctx, env.Deadline, statsInterval, func() (bool, error) {
+			q, err := queue()
+			if err != nil {
+				return false, err
+			}
+			quiet := q.Messages == 0 && q.Delivered == prev
+			prev, baseline = q.Delivered, q
+			return quiet, nil
+		})
 	}); err != nil {
 		return 0, fmt.Errorf("the queue %s never went quiet before the replay: %w", env.Topology.Queue, err)
 	}
@@ -106,10 +112,12 @@ func (r RetentionReplay) replayHandled(ctx context.Context, env *Env, id string,
 		return 0, err
 	}
 	var now infra.QueueInfo
-	if err := pollUntil(ctx, env.Deadline, func() (bool, error) {
-		q, err := queue()
-		now = q
-		return err == nil && q.Delivered > baseline.Delivered && q.Messages == 0, err
+	if err := w.wait(fmt.Sprintf("the broker to deliver the replay of %s and %s to be empty again", id, env.Topology.Queue), env.Deadline, func() (string, error) {
+		return "", pollUntil(ctx, env.Deadline, func() (bool, error) {
+			q, err := queue()
+			now = q
+			return err == nil && q.Delivered > baseline.Delivered && q.Messages == 0, err
+		})
 	}); err != nil {
 		return 0, fmt.Errorf("the replay of %s was not delivered and acked: %w", id, err)
 	}

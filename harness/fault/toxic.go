@@ -173,6 +173,11 @@ func (t Toxic) Describe() result.Fault {
 
 // Inject implements Fault.
 func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
+	return withWaits(func(w *waits) result.Fault { return t.inject(ctx, env, w) })
+}
+
+// inject is Inject, recording what it waits for in w.
+func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
 	defer env.Landings.land(t.Link, notLanded(t.Link)) // after a landing: no-op
 	link, err := env.Link(t.Link)
@@ -184,7 +189,7 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	thaw := noThaw
 	if t.At != nil {
-		if thaw, err = t.At.freeze(ctx, env); err != nil {
+		if thaw, err = t.At.freeze(ctx, env, w); err != nil {
 			return record(t, start, false, err)
 		}
 	}
@@ -200,7 +205,13 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 		return notUndone(record(t, start, true, nil), err)
 	}
 	if t.UntilTakeover {
-		seen, holdErr := waitTakeover(ctx, env, t.At.Process, TakeoverWait(t.Duration, env.Lease))
+		within := TakeoverWait(t.Duration, env.Lease)
+		var seen string
+		holdErr := w.wait(fmt.Sprintf("another relay to take %s's claim over while %s is held back", t.At.Process, t.Link), within, func() (string, error) {
+			var err error
+			seen, err = waitTakeover(ctx, env, t.At.Process, within)
+			return strings.TrimPrefix(seen, "; "), err
+		})
 		if err := applied.Remove(context.WithoutCancel(ctx)); err != nil {
 			return notUndone(record(t, start, true, holdErr), fmt.Errorf("remove the toxic on %s: %w", t.Link, err))
 		}
@@ -219,7 +230,7 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 // process has stopped there; thaw resumes it. A process that fired the
 // point but never stopped is resumed all the same before the error
 // returns, so nothing is left frozen.
-func (s *Sync) freeze(ctx context.Context, env *Env) (thaw func() error, err error) {
+func (s *Sync) freeze(ctx context.Context, env *Env, w *waits) (thaw func() error, err error) {
 	p, err := env.Process(s.Process)
 	if err != nil {
 		return nil, err
@@ -233,8 +244,11 @@ func (s *Sync) freeze(ctx context.Context, env *Env) (thaw func() error, err err
 	if err := p.Arm(ctx, own, arming); err != nil {
 		return nil, err
 	}
-	if _, err := env.WaitLog(ctx, s.Process, func(e eventlog.Entry) bool {
-		return e.Event == eventlog.CrashPoint && e.Point == own && !e.Time.Before(armed)
+	if err := w.wait(fmt.Sprintf("%s to reach %s", s.Process, s.Point), env.Deadline, func() (string, error) {
+		_, err := env.WaitLog(ctx, s.Process, func(e eventlog.Entry) bool {
+			return e.Event == eventlog.CrashPoint && e.Point == own && !e.Time.Before(armed)
+		})
+		return "", err
 	}); err != nil {
 		return nil, err
 	}
@@ -244,7 +258,7 @@ func (s *Sync) freeze(ctx context.Context, env *Env) (thaw func() error, err err
 		}
 		return nil
 	}
-	if err := waitStopped(ctx, env, s.Process); err != nil {
+	if err := waitStopped(ctx, env, s.Process, w); err != nil {
 		return nil, errors.Join(err, thaw())
 	}
 	return thaw, nil

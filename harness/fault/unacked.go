@@ -105,6 +105,11 @@ func (u Unacked) Require(env *Env) error {
 
 // Inject implements Fault.
 func (u Unacked) Inject(ctx context.Context, env *Env) result.Fault {
+	return withWaits(func(w *waits) result.Fault { return u.inject(ctx, env, w) })
+}
+
+// inject is Inject, recording what it waits for in w.
+func (u Unacked) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
 	p, err := env.Process(u.Process)
 	if err != nil {
@@ -135,7 +140,12 @@ func (u Unacked) Inject(ctx context.Context, env *Env) result.Fault {
 		}
 		return r
 	}
-	seen, _, err := waitHeldDeliveries(ctx, env, u.Cut != "", respawn{})
+	var seen string
+	err = w.wait(causeHeld(env, u.Process), env.Deadline, func() (string, error) {
+		var err error
+		seen, _, err = waitHeldDeliveries(ctx, env, u.Cut != "", respawn{})
+		return seen, err
+	})
 	if err != nil {
 		return linkUp(record(u, start, false, err))
 	}
@@ -230,6 +240,12 @@ func waitHeldDeliveries(ctx context.Context, env *Env, cut bool, after respawn) 
 		case <-tick.C:
 		}
 	}
+}
+
+// causeHeld is what waitHeldDeliveries waits for, for a wait's record:
+// consumer (its words) holding deliveries unacked.
+func causeHeld(env *Env, consumer string) string {
+	return fmt.Sprintf("the broker to count deliveries %s holds unacked on %s", consumer, env.Topology.Queue)
 }
 
 // respawn is a consumer started again without waiting for its health

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/faultline-dev/faultline/protocol"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/check"
@@ -135,6 +136,11 @@ func (u Unbind) Describe() result.Fault {
 
 // Inject implements Fault.
 func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
+	return withWaits(func(w *waits) result.Fault { return u.inject(ctx, env, w) })
+}
+
+// inject is Inject, recording what it waits for in w.
+func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
 	if err := env.Wait(ctx, u.Trigger); err != nil {
 		return record(u, start, false, err)
@@ -181,6 +187,8 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 	opened, closed, measured, holdErr := true, "", "", error(nil)
 	if u.Shape {
 		opened, closed, measured, holdErr = u.holdShaped(ctx, env, start)
+		w.add("the relays' retries to show their shape (a row given up on, retries backing off, or publishes into the outage taken for published)",
+			start, max(u.Max, u.Duration), strings.TrimPrefix(measured, "; "), unseen(opened, closed, holdErr))
 	} else {
 		holdErr = pause(ctx, u.Duration)
 	}
@@ -194,8 +202,10 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 	}
 	env.Logf("bindings %v restored%s", keys, measured)
 	if counted && holdErr == nil {
+		counting := time.Now()
 		opened, measured, holdErr = publishedInto(ctx, env, before)
 		closed = "nothing was published while the bindings were gone"
+		w.add("the broker to count a message published into the outage (unroutable)", counting, unroutableCountWait, strings.TrimPrefix(measured, "; "), unseen(opened, closed, holdErr))
 	}
 	return u.result(start, opened, closed, measured, holdErr)
 }

@@ -6,6 +6,7 @@ package result
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -124,6 +125,73 @@ type Fault struct {
 	// acted: a queue's leader, nodes seen down, partitions, a promotion and
 	// the WAL it lost. They go on the timeline's infrastructure lanes.
 	States []State `json:"states,omitempty"`
+	// Waits are the causes the fault waited for before or while it acted
+	// (a takeover, a relay reading past a held row, the broker counting
+	// deliveries held), in the order it waited: how a window opened by
+	// cause, or why it did not.
+	Waits []Wait `json:"waits,omitempty"`
+}
+
+// Wait is one cause a fault waited for: Cause says what, in words that
+// follow "waited for" ("another relay to take relay-1's claim over");
+// Seen whether it was seen; TookMS how long the fault waited, BoundMS the
+// longest it would have (0: no bound of its own). Detail says what was
+// seen, or why it was not. A wait that reached its bound without its cause
+// left its window unopened: the fault says so in its Hit and Error, and
+// the run is indeterminate, never a pass.
+type Wait struct {
+	Cause   string `json:"cause"`
+	Seen    bool   `json:"seen"`
+	TookMS  int64  `json:"took_ms"`
+	BoundMS int64  `json:"bound_ms,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// BoundReached says whether the wait ended at its bound without its cause.
+func (w Wait) BoundReached() bool { return !w.Seen && w.BoundMS > 0 && w.TookMS >= w.BoundMS }
+
+// Line says the wait in one line: "waited 1.3 s (at most 5 s) for relay-2
+// to take relay-1's claim over — seen: relay-2 took E1 over".
+func (w Wait) Line() string {
+	var b strings.Builder
+	b.WriteString("waited " + waitDuration(w.TookMS))
+	if w.BoundMS > 0 {
+		b.WriteString(" (at most " + waitDuration(w.BoundMS) + ")")
+	}
+	b.WriteString(" for " + w.Cause + " — ")
+	switch {
+	case w.Seen:
+		b.WriteString("seen")
+	case w.BoundReached():
+		b.WriteString("not seen: bound reached")
+	default:
+		b.WriteString("not seen")
+	}
+	if w.Detail != "" {
+		b.WriteString(": " + w.Detail)
+	}
+	return b.String()
+}
+
+// WaitLines are the waits of every fault of the run, one line each, in
+// fault order.
+func (s Scenario) WaitLines() []string {
+	var out []string
+	for _, f := range s.Faults {
+		for _, w := range f.Waits {
+			out = append(out, w.Line())
+		}
+	}
+	return out
+}
+
+// waitDuration says ms as a reader counts it: "40 ms", "1.3 s", "5 s".
+func waitDuration(ms int64) string {
+	if ms < 1000 {
+		return fmt.Sprintf("%d ms", max(ms, 0))
+	}
+	s := strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64)
+	return strings.TrimSuffix(s, ".0") + " s"
 }
 
 // State is one reading of the infrastructure's state: Lane names what it

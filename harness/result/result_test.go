@@ -1,10 +1,12 @@
 package result
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // A variant run is caught by the violation its missing guard causes (any
@@ -95,4 +97,48 @@ func TestUnconvergedIsNoCatch(t *testing.T) {
 	v := Violation{Stages: map[Stage][]string{StageConsumedNoEffect: {"E9"}, StageSkipped: {"E4", "E5"}, StageUnknown: {"A#3"}}}
 	assert.Equal(t, []string{"skipped 2: E4, E5", "consumed-without-effect 1: E9", "unknown 1: A#3"}, v.StageSummary())
 	assert.Empty(t, Violation{}.StageSummary())
+}
+
+// A fault's waits survive results.json as they were recorded, in
+// milliseconds, and a fault that waited for nothing writes no waits key.
+func TestWaitsRoundTrip(t *testing.T) {
+	f := Fault{Kind: "pause", Target: "relay-1", Hit: true, Waits: []Wait{
+		{Cause: "another relay to take relay-1's claim over", Seen: true, TookMS: 1340, BoundMS: 8000, Detail: "relay-2 took E1 over"},
+		{Cause: "relay-1's sockets to have nothing left unsent", TookMS: 30000, BoundMS: 30000, Detail: "not within 30s"},
+	}}
+	b, err := json.Marshal(f)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"waits":[{"cause":"another relay to take relay-1's claim over","seen":true,"took_ms":1340,"bound_ms":8000,"detail":"relay-2 took E1 over"}`)
+	var back Fault
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, f, back)
+
+	b, err = json.Marshal(Fault{Kind: "crash"})
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "waits")
+}
+
+// A wait reads as one line: how long against its bound, what for, and
+// whether it was seen; one that ran to its bound says so.
+func TestWaitLine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		w    Wait
+		want string
+	}{
+		{"seen", Wait{Cause: "relay-2 to take the row over", Seen: true, TookMS: 1300, BoundMS: 5000, Detail: "relay-2 took E1 over"},
+			"waited 1.3 s (at most 5 s) for relay-2 to take the row over — seen: relay-2 took E1 over"},
+		{"bound reached", Wait{Cause: "a relay to be nacked", TookMS: 5012, BoundMS: 5000, Detail: "none seen in 5s"},
+			"waited 5 s (at most 5 s) for a relay to be nacked — not seen: bound reached: none seen in 5s"},
+		{"ended before its bound", Wait{Cause: "every relay to be past held insert #4 (E4) before its commit", TookMS: 40, BoundMS: 5000, Detail: "2 of the target's sessions waited for it"},
+			"waited 40 ms (at most 5 s) for every relay to be past held insert #4 (E4) before its commit — not seen: 2 of the target's sessions waited for it"},
+		{"no bound of its own", Wait{Cause: "the cluster to be whole again", Seen: true, TookMS: 12345},
+			"waited 12.3 s for the cluster to be whole again — seen"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.w.Line())
+		})
+	}
+	s := Scenario{Faults: []Fault{{Waits: []Wait{{Cause: "a", Seen: true, TookMS: 1}}}, {}, {Waits: []Wait{{Cause: "b", TookMS: 2, BoundMS: 2}}}}}
+	assert.Equal(t, []string{"waited 1 ms for a — seen", "waited 2 ms (at most 2 ms) for b — not seen: bound reached"}, s.WaitLines())
 }
