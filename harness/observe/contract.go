@@ -97,8 +97,12 @@ func columns(rows pgx.Rows, what string, required, optional []string) (map[strin
 	}
 	for _, c := range required {
 		if _, ok := idx[c]; !ok {
-			return nil, fmt.Errorf("contract %s: the query returns no column %q (it returns %s; wanted %s, optional %s)",
-				what, c, strings.Join(got, ", "), strings.Join(required, ", "), strings.Join(optional, ", "))
+			wanted := strings.Join(required, ", ")
+			if len(optional) > 0 {
+				wanted += ", optional " + strings.Join(optional, ", ")
+			}
+			return nil, fmt.Errorf("contract %s: the query returns no column %q (it returns %s; wanted %s)",
+				what, c, strings.Join(got, ", "), wanted)
 		}
 	}
 	return idx, nil
