@@ -11,6 +11,6 @@ set -eu
 app="$1/app"
 mkdir -p "$app"
 # everything but the installed packages and the tests
-tar -cf - --exclude=./node_modules --exclude=./test . | tar -xf - -C "$app"
+tar -cf - --exclude=./node_modules --exclude=./test --exclude=./applylater_test.go . | tar -xf - -C "$app"
 cd "$app"
 exec npm ci --prefer-offline --no-audit --no-fund

@@ -2,6 +2,14 @@
 // transaction: the inbox row (ON CONFLICT DO NOTHING) and, only if it was
 // new, the stock reservation; commit, then ack. A redelivery or a republish
 // of the same eventId finds its inbox row and is acked without effect.
+// With --apply=later it stores first and applies later, as inbox libraries
+// do: per delivery one transaction stores the event in its inbox row (ON
+// CONFLICT DO NOTHING); commit, then ack. A poller, every --apply-every,
+// takes the rows not applied yet (FOR UPDATE SKIP LOCKED) and applies each
+// in the same transaction as the write that marks it applied; one that
+// fails is rolled back to its savepoint and tried again at next_attempt_at,
+// after a backoff up to --apply-retry-max. Its schema is
+// schema/inventory-apply-later.sql.
 // A message that cannot be parsed, or has no eventId, is dead-lettered at
 // once (nack, requeue=false). A database error acks nothing: the message
 // goes back to the queue (nack, requeue=true) after a pause.
@@ -30,6 +38,10 @@ try {
     prefetch: 32,
     'db-connections': 4,
     'reconnect-max': { duration: '2s' },
+    apply: 'now',
+    'apply-every': { duration: '1s' },
+    'apply-batch': 32,
+    'apply-retry-max': { duration: '10s' },
   });
   variant = variantFor('inventory');
   if (!config.dbUrl) throw new Error('--db-url (or DB_URL) is required');
@@ -37,6 +49,9 @@ try {
   brokers = ring(brokerUrls(config.amqpUrls, config.amqpUrl));
   if (config.amqpHeartbeat <= 0) throw new Error('--amqp-heartbeat must be positive');
   if (config.prefetch < 2) throw new Error('--prefetch must be at least 2');
+  if (config.apply !== 'now' && config.apply !== 'later') throw new Error(`--apply must be now or later, got ${JSON.stringify(config.apply)}`);
+  if (config.applyEvery <= 0) throw new Error('--apply-every must be positive');
+  if (config.applyBatch < 1) throw new Error('--apply-batch must be at least 1');
 } catch (err) {
   fatal(err);
 }
@@ -74,6 +89,17 @@ function parseEvent(msg) {
   return [{ ...body, eventType }, null];
 }
 
+// reserve writes the effect of one event.
+function reserve(db, event) {
+  return db.query('INSERT INTO stock_reservations (event_id, order_id, sequence, action, items) VALUES ($1, $2, $3, $4, $5)', [
+    event.eventId,
+    event.orderId,
+    event.sequence,
+    actions[event.eventType],
+    event.items ? JSON.stringify(event.items) : null,
+  ]);
+}
+
 // apply is the consumer's transaction; true if the effect was applied,
 // false if the inbox already had the eventId.
 function apply(event) {
@@ -85,15 +111,88 @@ function apply(event) {
       ]);
       if (inbox.rowCount === 0) return false;
     }
-    await db.query('INSERT INTO stock_reservations (event_id, order_id, sequence, action, items) VALUES ($1, $2, $3, $4, $5)', [
-      event.eventId,
-      event.orderId,
-      event.sequence,
-      actions[event.eventType],
-      event.items ? JSON.stringify(event.items) : null,
-    ]);
+    await reserve(db, event);
     return true;
   });
+}
+
+// store is the transaction of a consumer that applies later: the event in
+// its inbox row; true if it was new, false if the inbox already had it.
+function store(event) {
+  return withTransaction(pool, async (db) => {
+    const inbox = await db.query('INSERT INTO inbox (consumer, event_id, event) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [
+      config.consumerName,
+      event.eventId,
+      JSON.stringify(event),
+    ]);
+    return inbox.rowCount > 0;
+  });
+}
+
+// applyDue is one round of the poller: the inbox rows due and not applied,
+// locked (SKIP LOCKED: another poller takes others), each applied with the
+// write that marks it applied, in one transaction. A row whose effect
+// fails is rolled back to its savepoint and given its next attempt. It
+// returns how many rows it took; the reserved lines follow the commit.
+async function applyDue() {
+  const done = [];
+  const taken = await withTransaction(pool, async (db) => {
+    const { rows } = await db.query(
+      `SELECT event_id, event, attempts FROM inbox
+       WHERE consumer = $1 AND applied_at IS NULL AND next_attempt_at <= clock_timestamp()
+       ORDER BY received_at, event_id LIMIT $2 FOR UPDATE SKIP LOCKED`,
+      [config.consumerName, config.applyBatch],
+    );
+    for (const row of rows) {
+      const event = row.event;
+      await db.query('SAVEPOINT apply_one');
+      try {
+        await reserve(db, event);
+        await db.query('UPDATE inbox SET applied_at = clock_timestamp() WHERE consumer = $1 AND event_id = $2', [config.consumerName, row.event_id]);
+        await db.query('RELEASE SAVEPOINT apply_one');
+        done.push({ eventId: event.eventId, aggregateId: event.orderId, sequence: event.sequence });
+      } catch (err) {
+        await db.query('ROLLBACK TO SAVEPOINT apply_one');
+        const wait = backoff(row.attempts + 1, config.applyEvery, config.applyRetryMax);
+        await db.query(
+          `UPDATE inbox SET attempts = attempts + 1, last_error = $3,
+             next_attempt_at = clock_timestamp() + $4 * interval '1 millisecond'
+           WHERE consumer = $1 AND event_id = $2`,
+          [config.consumerName, row.event_id, String(err.message ?? err), wait],
+        );
+        log.error(err, `apply of ${row.event_id}: tried again in ${wait}ms`);
+      }
+    }
+    return rows.length;
+  });
+  for (const fields of done) log.log('reserved', fields);
+  return taken;
+}
+
+// applyLoop runs the poller until the consumer stops: a full batch is
+// followed at once by the next, anything less by a wait of --apply-every.
+let wakePoller = () => {};
+async function applyLoop() {
+  let failures = 0;
+  while (!stopping) {
+    let taken = 0;
+    try {
+      taken = await applyDue();
+      failures = 0;
+    } catch (err) {
+      failures++;
+      log.error(err, 'inbox poller');
+    }
+    if (stopping || taken === config.applyBatch) continue;
+    const wait = failures > 0 ? backoff(failures, 100, config.applyRetryMax) : config.applyEvery;
+    await new Promise((resolve) => {
+      const timer = setTimeout(resolve, wait);
+      wakePoller = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
 }
 
 // settle acks or nacks on the channel the message came on; if that channel
@@ -121,7 +220,7 @@ async function handle(ch, msg) {
 
   let applied;
   try {
-    applied = await apply(event);
+    applied = config.apply === 'later' ? await store(event) : await apply(event);
     dbFailures = 0;
   } catch (err) {
     dbFailures++;
@@ -131,7 +230,9 @@ async function handle(ch, msg) {
     settle(ch, msg, 'requeue', fields);
     return;
   }
-  log.log(applied ? 'reserved' : 'duplicate', fields);
+  // applying later: the poller logs reserved once it has applied it
+  if (!applied) log.log('duplicate', fields);
+  else if (config.apply === 'now') log.log('reserved', fields);
   await points.hit('inventory:committed');
   if (variant !== 'ack-before-commit') settle(ch, msg, 'ack', fields);
 }
@@ -175,15 +276,17 @@ async function run() {
 }
 
 await serveControl(config.controlAddr, { points, healthy: async () => link !== null && (await ping(pool)) });
-log.log('started', { detail: `inventory consumer, prefetch ${config.prefetch}, variant ${variant}` });
+log.log('started', { detail: `inventory consumer, prefetch ${config.prefetch}, apply ${config.apply}, variant ${variant}` });
 
 const done = run();
+const poller = config.apply === 'later' ? applyLoop() : Promise.resolve();
 async function shutdown() {
   stopping = true;
   setTimeout(() => process.exit(0), 2500).unref();
   const current = link;
   if (current && consumerTag) await current.ch.cancel(consumerTag).catch(() => {});
-  await Promise.allSettled([...inFlight]);
+  wakePoller();
+  await Promise.allSettled([...inFlight, poller]);
   drop(current?.conn);
   await done.catch(() => {});
   await pool.end().catch(() => {});

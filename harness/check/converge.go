@@ -11,24 +11,32 @@ type Progress struct {
 	// Pending or Processing where the outbox query has a status, and the
 	// pending query's events (0 with neither).
 	Unsettled int
-	Effects   int
-	Ready     int
-	Unacked   int
-	Queue     string // the target's queue, which Ready and Unacked count
+	// InboxPending are the events the consumer has taken in and not
+	// applied yet (the contract's inbox_pending query; 0 without it).
+	InboxPending int
+	Effects      int
+	Ready        int
+	Unacked      int
+	Queue        string // the target's queue, which Ready and Unacked count
 }
 
 func (p Progress) settled() bool {
-	return p.Unsettled == 0 && p.Ready == 0 && p.Unacked == 0
+	return p.Unsettled == 0 && p.Ready == 0 && p.Unacked == 0 && p.InboxPending == 0
 }
 
 func (p Progress) String() string {
-	return fmt.Sprintf("%d outbox events unsettled, %d messages ready and %d unacked in %s, %d effects",
-		p.Unsettled, p.Ready, p.Unacked, p.Queue, p.Effects)
+	inbox := ""
+	if p.InboxPending > 0 {
+		inbox = fmt.Sprintf(", %d events in the inbox not applied", p.InboxPending)
+	}
+	return fmt.Sprintf("%d outbox events unsettled, %d messages ready and %d unacked in %s%s, %d effects",
+		p.Unsettled, p.Ready, p.Unacked, p.Queue, inbox, p.Effects)
 }
 
 // Settling judges convergence from samples of the pipeline's progress,
 // taken one after another: it has converged once the outbox is settled,
-// the queue drained and the effects unchanged for quiet.
+// the queue drained, the inbox applied (where the contract names what it
+// still holds) and the effects unchanged for quiet.
 type Settling struct {
 	quiet        time.Duration
 	last         Progress

@@ -18,6 +18,10 @@ func TestSettling(t *testing.T) {
 	settled := Progress{Effects: 5, Queue: "orders"}
 	busy := Progress{Effects: 4, Ready: 1, Queue: "orders"}
 	unreadable := errors.New("connection refused")
+	// a consumer that applies later: its queue drained, one event stored
+	// in its inbox and not applied yet, then applied
+	inbox := Progress{Effects: 5, InboxPending: 1, Queue: "orders"}
+	settled6 := Progress{Effects: 6, Queue: "orders"}
 	type sample struct {
 		p   Progress
 		err error
@@ -34,6 +38,10 @@ func TestSettling(t *testing.T) {
 		{"moving effects restart the window", []sample{{settled, nil, 0}, {settled, nil, 200}, {Progress{Effects: 6}, nil, 600}, {Progress{Effects: 6}, nil, 1300}}, -1, "6 effects"},
 		{"an unreadable sample restarts the window", []sample{{settled, nil, 0}, {settled, nil, 200}, {Progress{}, unreadable, 600}, {settled, nil, 1300}}, -1, "5 effects"},
 		{"a wait that ends on an unreadable sample says why", []sample{{settled, nil, 0}, {Progress{}, unreadable, 200}}, -1, "connection refused"},
+		{"events in the inbox not applied: queue drained and effects still, but not settled",
+			[]sample{{settled, nil, 0}, {inbox, nil, 200}, {inbox, nil, 1400}, {inbox, nil, 3000}}, -1, "1 events in the inbox not applied, 5 effects"},
+		{"the inbox applied: settled from then on",
+			[]sample{{inbox, nil, 0}, {inbox, nil, 1400}, {settled6, nil, 1600}, {settled6, nil, 1800}, {settled6, nil, 2800}}, 1800, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -267,8 +267,8 @@ func labelsOf(missing []key) []string {
 // noLost: every committed order has exactly its effects (one per event of
 // its history), except events the pipeline flagged Failed with an alert.
 // Each missing event is placed at the stage where it stopped (placer): one
-// still queued or still in the outbox had not got through when the run
-// was checked, which is the run not converging, never a loss — the
+// still queued, still in the outbox or still in a consumer's inbox to be
+// applied had not got through when the run was checked, which is the run not converging, never a loss — the
 // invariant is then broken only as unconverged (the run indeterminate),
 // with a not-converged violation listing them by stage. Every other stage
 // is a loss: a lost violation lists those events by stage, all of them.

@@ -109,6 +109,12 @@ type Observation struct {
 	// end (HasPending: the contract has a pending query).
 	Pending    []string
 	HasPending bool
+	// InboxPending are the events the consumer had taken in and not
+	// applied at the end (HasInboxPending: the contract has an
+	// inbox_pending query): a consumer that stores first and applies
+	// later still has them to apply.
+	InboxPending    []string
+	HasInboxPending bool
 	// Position is the trail of an offset relay's position table
 	// (HasPosition: it was watched).
 	Position    PositionTrail

@@ -17,6 +17,10 @@ import (
 // The rules, first match wins (the furthest an event can still get from
 // where it is):
 //
+//   - still-in-inbox: the contract's inbox_pending query lists it at the
+//     end: the consumer took it in and stored it, and still has it to
+//     apply (a consumer that applies its inbox later, by a poller). The
+//     target says it still has it, so it is not lost.
 //   - still-queued: a message of it is in the target's queue at the end
 //     (read after the processes stopped, so unacked ones are back). Without
 //     that read, a queue the broker says is not empty places it unknown.
@@ -59,6 +63,7 @@ type placer struct {
 	o          *Observation
 	outbox     map[string]string // eventId → outbox status
 	pending    map[string]bool   // beyond an offset relay's position (the pending query)
+	inbox      map[string]bool   // taken in, not applied yet (the inbox_pending query)
 	passed     map[string]bool   // Pending, with a Published row after it
 	delivered  map[string]bool   // a consumer logged its delivery
 	deliveries map[string]int    // how many times a consumer logged its delivery
@@ -82,6 +87,10 @@ func newPlacer(o *Observation) *placer {
 	p.pending = make(map[string]bool, len(o.Pending))
 	for _, id := range o.Pending {
 		p.pending[id] = true
+	}
+	p.inbox = make(map[string]bool, len(o.InboxPending))
+	for _, id := range o.InboxPending {
+		p.inbox[id] = true
 	}
 	for _, e := range o.Log {
 		switch e.Event {
@@ -122,6 +131,8 @@ func (p *placer) place(id string) result.Stage {
 	switch {
 	case id == "":
 		return result.StageUnknown // no eventId to trace it by
+	case p.inbox[id]:
+		return StageInInbox
 	case o.HasQueued && o.Queued[id] > 0:
 		return result.StageQueued
 	case !o.HasQueued && o.Queue.Messages+o.Queue.Unacked > 0:
@@ -233,6 +244,28 @@ func (p *placer) unboundAt(from, to time.Time) bool {
 	return false
 }
 
+// StageInInbox: taken in by the consumer and stored in its inbox, not
+// applied yet (the contract's inbox_pending query lists it): the run did
+// not converge; never "lost".
+const StageInInbox result.Stage = "still-in-inbox"
+
+// stages are result.Stages with StageInInbox where it sits in the
+// pipeline: after the queue, before what the consumer dropped or lost.
+func stages() []result.Stage {
+	var out []result.Stage
+	for _, st := range result.Stages() {
+		if st == result.StageDroppedAtLimit {
+			out = append(out, StageInInbox)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// unconvergedStage says whether an event in stage st means only that the
+// run had not finished when it was checked.
+func unconvergedStage(st result.Stage) bool { return st.Unconverged() || st == StageInInbox }
+
 // placed are the committed events without effect, by stage, each stage's
 // eventIds in the order given.
 type placed map[result.Stage][]string
@@ -260,7 +293,7 @@ func placeAll(o *Observation, ids, labels []string) placed {
 // those that mean the events are lost.
 func (pl placed) split() (lost, unconverged placed) {
 	for st, ids := range pl {
-		if st.Unconverged() {
+		if unconvergedStage(st) {
 			if unconverged == nil {
 				unconverged = placed{}
 			}
@@ -278,7 +311,7 @@ func (pl placed) split() (lost, unconverged placed) {
 // ids are every eventId placed, in pipeline order of their stages.
 func (pl placed) ids() []string {
 	var out []string
-	for _, st := range result.Stages() {
+	for _, st := range stages() {
 		out = append(out, pl[st]...)
 	}
 	return out
@@ -287,7 +320,7 @@ func (pl placed) ids() []string {
 // summary is "3 skipped, 2 routed-nowhere", in pipeline order.
 func (pl placed) summary() string {
 	var parts []string
-	for _, st := range result.Stages() {
+	for _, st := range stages() {
 		if n := len(pl[st]); n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, st))
 		}

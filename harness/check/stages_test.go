@@ -120,6 +120,17 @@ func TestStageOfALostEvent(t *testing.T) {
 		{"published, never reached the queue, the binding always there (published-before-confirm)", lostOne("Published", logs, published), result.StageSkipped},
 		{"no outbox row at all (published by the producer, who died first)", lostOne("", logs), result.StageSkipped},
 		{"no outbox query: it may still be pending", with(lostOne("", logs), func(o *Observation) { o.HasOutbox = false }), result.StageUnknown},
+		{"delivered, acked, stored in the inbox and not applied yet: the consumer still has it",
+			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(151, "inventory", eventlog.Acked, "E1", "")),
+				func(o *Observation) { o.HasInboxPending, o.InboxPending = true, []string{"E1"} }), StageInInbox},
+		{"delivered, acked, not in the inbox's pending list: consumed without effect",
+			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(151, "inventory", eventlog.Acked, "E1", "")),
+				func(o *Observation) { o.HasInboxPending, o.InboxPending = true, []string{"E2"} }), result.StageConsumedNoEffect},
+		{"in the inbox's pending list and redelivered into the queue: the inbox is further along",
+			with(lostOne("Published", logs, published), func(o *Observation) {
+				o.Queued["E1"] = 1
+				o.HasInboxPending, o.InboxPending = true, []string{"E1"}
+			}), StageInInbox},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Len(t, missingEffects(tc.o), 1, "the run has one committed event without effect")
@@ -175,6 +186,46 @@ func TestNoLostByStage(t *testing.T) {
 		verdict, reason := s.Judge(nil)
 		assert.Equal(t, result.Indeterminate, verdict)
 		assert.Contains(t, reason, "did not converge: 2 still queued, 0 still in the outbox")
+	})
+
+	// A consumer that stores first and applies later, judged from what one
+	// run recorded: E00 delivered and acked, its effect not applied yet.
+	// Listed by the contract's inbox_pending query it is still the
+	// consumer's work (the run indeterminate); not listed, it is lost.
+	applyLater := func(listed bool) *Observation {
+		o := many(1, "Published", 0)
+		o.Log = append(o.Log, ev(150, "inventory", eventlog.Delivered, "E00", ""), ev(151, "inventory", eventlog.Acked, "E00", ""))
+		o.HasInboxPending = true
+		if listed {
+			o.InboxPending = []string{"E00"}
+		}
+		return o
+	}
+	t.Run("pending in the inbox: indeterminate, not lost", func(t *testing.T) {
+		o := applyLater(true)
+		inv := find(Invariants(o, nil), NoLost)
+		assert.True(t, inv.Unconverged)
+		require.Len(t, inv.Violations, 1)
+		assert.Equal(t, "not-converged", inv.Violations[0].Kind)
+		assert.Equal(t, map[result.Stage][]string{StageInInbox: {"E00"}}, inv.Violations[0].Stages)
+		assert.Contains(t, inv.Detail, "1 still-in-inbox")
+		assert.Equal(t, 0, Counts(o).Lost)
+		s := result.Scenario{Invariants: Invariants(o, nil)}
+		verdict, _ := s.Judge(nil)
+		assert.Equal(t, result.Indeterminate, verdict)
+		assert.False(t, s.HasViolation("lost"))
+	})
+	t.Run("not in the inbox's pending list: lost", func(t *testing.T) {
+		o := applyLater(false)
+		inv := find(Invariants(o, nil), NoLost)
+		assert.False(t, inv.Unconverged)
+		require.Len(t, inv.Violations, 1)
+		assert.Equal(t, map[result.Stage][]string{result.StageConsumedNoEffect: {"E00"}}, inv.Violations[0].Stages)
+		assert.Equal(t, 1, Counts(o).Lost)
+		s := result.Scenario{Invariants: Invariants(o, nil)}
+		verdict, _ := s.Judge(nil)
+		assert.Equal(t, result.Fail, verdict)
+		assert.True(t, s.HasViolation("lost"))
 	})
 
 	t.Run("lost beside not converged", func(t *testing.T) {

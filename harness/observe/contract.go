@@ -14,7 +14,8 @@ import (
 )
 
 // ReadContract reads the target's tables through the contract's queries
-// (facts, effects, and the outbox, pending and held_back where it has them) into o,
+// (facts, effects, and the outbox, pending, inbox_pending and held_back
+// where it has them) into o,
 // each in a read-only transaction on the run's databases (db: the target's
 // database name → a pool on the run's copy).
 // model is the relay's (target.ModelClaim, ...): a claim relay's outbox
@@ -39,10 +40,16 @@ func ReadContract(ctx context.Context, db map[string]*pgxpool.Pool, c target.Con
 		o.HasOutbox = true
 	}
 	if q := c.Pending; q != nil {
-		if o.Pending, err = readPending(ctx, db, *q); err != nil {
+		if o.Pending, err = readEventIDs(ctx, db, *q, "pending"); err != nil {
 			return err
 		}
 		o.HasPending = true
+	}
+	if q := c.InboxPending; q != nil {
+		if o.InboxPending, err = readEventIDs(ctx, db, *q, "inbox_pending"); err != nil {
+			return err
+		}
+		o.HasInboxPending = true
 	}
 	if q := c.HeldBack; q != nil {
 		pool, err := poolFor(db, *q, "held_back")
@@ -90,8 +97,12 @@ func columns(rows pgx.Rows, what string, required, optional []string) (map[strin
 	}
 	for _, c := range required {
 		if _, ok := idx[c]; !ok {
-			return nil, fmt.Errorf("contract %s: the query returns no column %q (it returns %s; wanted %s, optional %s)",
-				what, c, strings.Join(got, ", "), strings.Join(required, ", "), strings.Join(optional, ", "))
+			wanted := strings.Join(required, ", ")
+			if len(optional) > 0 {
+				wanted += ", optional " + strings.Join(optional, ", ")
+			}
+			return nil, fmt.Errorf("contract %s: the query returns no column %q (it returns %s; wanted %s)",
+				what, c, strings.Join(got, ", "), wanted)
 		}
 	}
 	return idx, nil

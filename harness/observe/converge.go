@@ -13,7 +13,8 @@ import (
 // convergePoll is how often the wait for convergence samples the pipeline.
 const convergePoll = 200 * time.Millisecond
 
-// Progress samples the pipeline once: the outbox rows not yet settled and
+// Progress samples the pipeline once: the outbox rows not yet settled,
+// the events a consumer has taken in and not applied (inbox_pending) and
 // the effects, through the contract's queries, and the target queue's
 // depth.
 func (w *Watch) Progress(ctx context.Context) (check.Progress, error) {
@@ -21,6 +22,11 @@ func (w *Watch) Progress(ctx context.Context) (check.Progress, error) {
 	var err error
 	if p.Unsettled, err = w.unsettled(ctx); err != nil {
 		return p, err
+	}
+	if q := w.run.Target.Contract.InboxPending; q != nil {
+		if p.InboxPending, err = countRows(ctx, w.run.DB, *q, "inbox_pending", ""); err != nil {
+			return p, err
+		}
 	}
 	if p.Effects, err = w.Effects(ctx); err != nil {
 		return p, err
@@ -52,7 +58,8 @@ func (w *Watch) Effects(ctx context.Context) (int, error) {
 
 // WaitConverged samples the pipeline every convergePoll, the checker
 // judging the samples (check.Settling), until the outbox is settled, the
-// queue is drained and the effects have stopped changing for quiet, or
+// queue is drained, the consumer's inbox applied (where the contract has
+// an inbox_pending query) and the effects have stopped changing for quiet, or
 // until timeout. It returns when convergence was first seen; on timeout
 // the error says what had not converged. It ends at once, with down's
 // error, when a process is down with no restart coming (down nil: nothing

@@ -99,15 +99,17 @@ func (w *Watch) outboxHasStatus(ctx context.Context, model string, q target.Quer
 	return *w.withStatus, nil
 }
 
-// readPending reads the contract's pending query: the eventIds of the
-// committed outbox events the relay has not settled.
-func readPending(ctx context.Context, db map[string]*pgxpool.Pool, q target.Query) ([]string, error) {
-	pool, err := poolFor(db, q, "pending")
+// readEventIDs reads a contract query (named what) that lists eventIds
+// in its column event_id: pending, the committed outbox events the relay
+// has not settled; inbox_pending, the events the consumer has taken in and
+// not applied.
+func readEventIDs(ctx context.Context, db map[string]*pgxpool.Pool, q target.Query, what string) ([]string, error) {
+	pool, err := poolFor(db, q, what)
 	if err != nil {
 		return nil, err
 	}
 	out := []string{}
-	err = scanAll(ctx, pool, q, "pending", []string{"event_id"}, nil, func(get func(string) any) error {
+	err = scanAll(ctx, pool, q, what, []string{"event_id"}, nil, func(get func(string) any) error {
 		out = append(out, asString(get("event_id")))
 		return nil
 	})

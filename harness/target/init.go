@@ -245,9 +245,13 @@ timing:
 # The contract, as SQL over the pipeline's own tables: facts (aggregate_id,
 # sequence, event_id of every fact committed), effects (event_id,
 # aggregate_id, sequence of every effect applied), and optionally outbox,
-# inbox, held_back, payload, inbox_expire and pending (event_id of every
-# committed event an offset relay has not passed yet). These are the defaults, the
-# article's schema: leave out what you keep as is.
+# inbox, held_back, payload, inbox_expire, pending (event_id of every
+# committed event an offset relay has not passed yet) and inbox_pending
+# (event_id of every event a consumer that stores first and applies later
+# has in its inbox, not applied yet: the run is not settled while it returns
+# rows). These are the defaults, the article's schema: leave out what you
+# keep as is.
+#   inbox_pending: {database: inventory, sql: "SELECT event_id FROM inbox WHERE applied_at IS NULL"}
 contract:
   facts:
     database: orders
@@ -405,7 +409,8 @@ processes:
 # sequence, event_id of every fact committed) and effects (event_id,
 # aggregate_id, sequence of every effect applied). Optional, with the
 # article's tables as defaults: outbox, inbox, payload, inbox_expire (and
-# held_back, pending); faultline init --protocol writes them out.
+# held_back, pending, inbox_pending); faultline init --protocol writes
+# them out.
 contract:
   facts:
     database: orders

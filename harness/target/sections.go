@@ -809,7 +809,7 @@ func (d *decoder) decodeContract(m *mapping, model string) Contract {
 	var cm *mapping
 	if present {
 		var ok bool
-		if cm, ok = d.mapping(cv, "facts", "effects", "outbox", "inbox", "held_back", "payload", "inbox_expire", "pending"); !ok {
+		if cm, ok = d.mapping(cv, "facts", "effects", "outbox", "inbox", "held_back", "payload", "inbox_expire", "pending", "inbox_pending"); !ok {
 			return c
 		}
 	}
@@ -883,6 +883,7 @@ func (d *decoder) decodeContract(m *mapping, model string) Contract {
 	c.Payload = optional("payload", c.Facts.Database, defaultPayloadSQL)
 	c.InboxExpire = optional("inbox_expire", c.Effects.Database, defaultInboxExpireSQL)
 	c.Pending = optional("pending", "", "")
+	c.InboxPending = optional("inbox_pending", "", "")
 	return c
 }
 

@@ -160,6 +160,11 @@ type Contract struct {
 	// relay has not settled yet: for an offset relay, those beyond its
 	// committed position.
 	Pending *Query
+	// InboxPending lists (column event_id) the events the consumer has
+	// taken in but not applied yet: a consumer that stores each delivery
+	// in its inbox and applies it later (a poller working off the inbox)
+	// has work pending while this returns rows.
+	InboxPending *Query
 }
 
 // Query is one query of the contract.

@@ -363,6 +363,9 @@ func TestProblems(t *testing.T) {
 		{"no routing keys", "  routing_keys: [order.created]", "  routing_keys: []", 16, "topology.routing_keys", "must list at least one routing key"},
 		{"contract defaults need their databases", "databases: [orders, inventory]", "databases: [orders, stock]", 3, "contract", "the contract defaults need database inventory (declared: orders, stock); declare it, or write contract.effects"},
 		{"contract query without sql", "topology:", "contract: {facts: {database: orders}}\ntopology:", 13, "contract.facts.sql", "required"},
+		{"inbox_pending without sql", "topology:", "contract: {inbox_pending: {database: inventory}}\ntopology:", 13, "contract.inbox_pending.sql", "required"},
+		{"inbox_pending in an unknown database", "topology:", "contract: {inbox_pending: {database: stock, sql: SELECT event_id FROM inbox}}\ntopology:", 13, "contract.inbox_pending.database", `database "stock" is not declared`},
+		{"inbox_pending misspelt", "topology:", "contract: {inbox_pendng: {database: inventory, sql: SELECT event_id FROM inbox}}\ntopology:", 13, "contract.inbox_pendng", "did you mean inbox_pending?"},
 		{"setting role without process", "topology:", "settings: {budget: {role: relay, args: ['--budget={{value}}']}}\ntopology:", 13, "settings.budget.role", "no process has role relay"},
 		{"setting explore without value", "topology:", "settings: {budget: {role: producer, args: ['--b={{value}}'], explore: {opens: [producer.after-commit]}}}\ntopology:", 13, "settings.budget.explore.value", "required"},
 		{"setting explore opens no window", "topology:", "settings: {budget: {role: producer, args: ['--b={{value}}'], explore: {value: '3', opens: [relay.before-renw]}}}\ntopology:", 13, "settings.budget.explore.opens[0]", `"relay.before-renw"`},
@@ -662,6 +665,25 @@ func TestKnownFindingsMistakes(t *testing.T) {
 			assert.Equal(t, tt.line, p.Line, "%v", p)
 			assert.Equal(t, tt.field, p.Field, "%v", p)
 			assert.Contains(t, p.Message, tt.message)
+		})
+	}
+}
+
+func TestInboxPending(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		want *Query
+	}{
+		{"left out: no default", minimal, nil},
+		{"given", strings.Replace(minimal, "topology:", "contract:\n  inbox_pending: {database: inventory, sql: SELECT event_id FROM inbox WHERE applied_at IS NULL}\ntopology:", 1),
+			&Query{Database: "inventory", SQL: "SELECT event_id FROM inbox WHERE applied_at IS NULL", Line: 14}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tg, err := Parse(filepath.Join(t.TempDir(), "faultline.yaml"), []byte(tt.file))
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, tg.Contract.InboxPending)
 		})
 	}
 }
