@@ -132,7 +132,7 @@ func (p *placer) place(id string) result.Stage {
 	case id == "":
 		return result.StageUnknown // no eventId to trace it by
 	case p.inbox[id]:
-		return StageInInbox
+		return result.StageInInbox
 	case o.HasQueued && o.Queued[id] > 0:
 		return result.StageQueued
 	case !o.HasQueued && o.Queue.Messages+o.Queue.Unacked > 0:
@@ -244,28 +244,6 @@ func (p *placer) unboundAt(from, to time.Time) bool {
 	return false
 }
 
-// StageInInbox: taken in by the consumer and stored in its inbox, not
-// applied yet (the contract's inbox_pending query lists it): the run did
-// not converge; never "lost".
-const StageInInbox result.Stage = "still-in-inbox"
-
-// stages are result.Stages with StageInInbox where it sits in the
-// pipeline: after the queue, before what the consumer dropped or lost.
-func stages() []result.Stage {
-	var out []result.Stage
-	for _, st := range result.Stages() {
-		if st == result.StageDroppedAtLimit {
-			out = append(out, StageInInbox)
-		}
-		out = append(out, st)
-	}
-	return out
-}
-
-// unconvergedStage says whether an event in stage st means only that the
-// run had not finished when it was checked.
-func unconvergedStage(st result.Stage) bool { return st.Unconverged() || st == StageInInbox }
-
 // placed are the committed events without effect, by stage, each stage's
 // eventIds in the order given.
 type placed map[result.Stage][]string
@@ -293,7 +271,7 @@ func placeAll(o *Observation, ids, labels []string) placed {
 // those that mean the events are lost.
 func (pl placed) split() (lost, unconverged placed) {
 	for st, ids := range pl {
-		if unconvergedStage(st) {
+		if st.Unconverged() {
 			if unconverged == nil {
 				unconverged = placed{}
 			}
@@ -311,7 +289,7 @@ func (pl placed) split() (lost, unconverged placed) {
 // ids are every eventId placed, in pipeline order of their stages.
 func (pl placed) ids() []string {
 	var out []string
-	for _, st := range stages() {
+	for _, st := range result.Stages() {
 		out = append(out, pl[st]...)
 	}
 	return out
@@ -320,7 +298,7 @@ func (pl placed) ids() []string {
 // summary is "3 skipped, 2 routed-nowhere", in pipeline order.
 func (pl placed) summary() string {
 	var parts []string
-	for _, st := range stages() {
+	for _, st := range result.Stages() {
 		if n := len(pl[st]); n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, st))
 		}

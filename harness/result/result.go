@@ -266,6 +266,10 @@ const (
 	// StageQueued: ready or unacked in the target's queue: the run did not
 	// converge; never "lost".
 	StageQueued Stage = "still-queued"
+	// StageInInbox: taken in by the consumer and stored in its inbox, not
+	// applied yet (the contract's inbox_pending query lists it): the run
+	// did not converge; never "lost".
+	StageInInbox Stage = "still-in-inbox"
 	// StageConsumedNoEffect: delivered to the consumer, gone from the queue,
 	// and no effect.
 	StageConsumedNoEffect Stage = "consumed-without-effect"
@@ -283,7 +287,7 @@ const (
 
 // Stages lists the stages in pipeline order, unknown last.
 func Stages() []Stage {
-	return []Stage{StageNeverCommitted, StageInOutbox, StageSkipped, StageRoutedNowhere, StageQueued, StageDroppedAtLimit, StageConsumedNoEffect, StageUnknown}
+	return []Stage{StageNeverCommitted, StageInOutbox, StageSkipped, StageRoutedNowhere, StageQueued, StageInInbox, StageDroppedAtLimit, StageConsumedNoEffect, StageUnknown}
 }
 
 // StageSummary is one line per stage of the violation, in pipeline order:
@@ -301,7 +305,9 @@ func (v Violation) StageSummary() []string {
 
 // Unconverged says whether an event in this stage means only that the run
 // had not finished when it was checked.
-func (s Stage) Unconverged() bool { return s == StageInOutbox || s == StageQueued }
+func (s Stage) Unconverged() bool {
+	return s == StageInOutbox || s == StageQueued || s == StageInInbox
+}
 
 // Phase is a span of the run: infra, workload, faults, converging, checking.
 type Phase struct {
@@ -442,28 +448,35 @@ func (s Scenario) Limits() []string {
 func (s Scenario) Passed() bool { return s.Verdict == Pass || s.Verdict == Limit }
 
 // NotConverged says, in one line, that the run did not converge — how many
-// events were still queued and still in the outbox, and the invariants
-// broken only on that account — or "" if it converged.
+// events were still in the outbox, still queued and still in the inbox,
+// and the invariants broken only on that account — or "" if it converged.
 func (s Scenario) NotConverged() string {
 	var lines []string
-	queued, inOutbox := 0, 0
+	counts := map[Stage]int{}
 	for _, inv := range s.Invariants {
 		if inv.OK || !inv.Unconverged || inv.Expected || inv.NotChecked {
 			continue
 		}
 		lines = append(lines, inv.Name+detailSuffix(inv.Detail))
 		for _, v := range inv.Violations {
-			queued += len(v.Stages[StageQueued])
-			inOutbox += len(v.Stages[StageInOutbox])
+			for st, ids := range v.Stages {
+				counts[st] += len(ids)
+			}
 		}
 	}
 	if len(lines) == 0 {
 		return ""
 	}
-	if queued == 0 && inOutbox == 0 {
+	var where []string
+	for _, st := range []Stage{StageQueued, StageInOutbox, StageInInbox} {
+		if n := counts[st]; n > 0 {
+			where = append(where, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	if len(where) == 0 {
 		return "not judged in time: " + strings.Join(lines, "; ")
 	}
-	return fmt.Sprintf("did not converge: %d still queued, %d still in the outbox (%s)", queued, inOutbox, strings.Join(lines, "; "))
+	return fmt.Sprintf("did not converge: %s (%s)", strings.Join(where, ", "), strings.Join(lines, "; "))
 }
 
 func errSuffix(s string) string {

@@ -71,7 +71,7 @@ func TestJudge(t *testing.T) {
 		{"a link not restored: indeterminate, its violations the harness's", Scenario{Faults: []Fault{notUndone}, Invariants: []Invariant{lost}}, nil, Indeterminate, "fault not undone: link-down consumer.pg: link up: connection refused"},
 		{"a link not restored, the invariants held", Scenario{Faults: []Fault{hit, notUndone}, Invariants: []Invariant{held}}, nil, Indeterminate, "fault not undone: link-down consumer.pg"},
 		{"not converged: indeterminate, with what is still on its way", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{timedOut, pending}}, nil, Indeterminate,
-			"did not converge: 2 still queued, 1 still in the outbox (converged: not converged after 5s; no lost event)"},
+			"did not converge: 2 still-queued, 1 still-in-outbox (converged: not converged after 5s; no lost event)"},
 		{"not converged beside a violation: a fail", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{timedOut, lost}}, nil, Fail, "invariant broken: no lost event"},
 		{"a fault never happened says more than not converged", Scenario{Faults: []Fault{missed}, Invariants: []Invariant{pending}}, nil, Indeterminate, "fault never happened"},
 		{"an expected break is no violation", Scenario{Faults: []Fault{hit}, Invariants: []Invariant{{Name: "retention", Expected: true}}}, nil, Limit, "documented limit: retention"},

@@ -267,6 +267,8 @@ func (r *run) checkQueries(ctx context.Context, eventID string, add func(string,
 				alone.HeldBack = q
 			case "pending":
 				alone.Pending = q
+			case "inbox_pending":
+				alone.InboxPending = q
 			}
 			return observe.ReadContract(ctx, r.pools, alone, r.sh.Target.Relay.Model, &check.Observation{})
 		}
@@ -276,6 +278,7 @@ func (r *run) checkQueries(ctx context.Context, eventID string, add func(string,
 	one("outbox", c.Outbox, only("outbox", c.Outbox))
 	one("held_back", c.HeldBack, only("held_back", c.HeldBack))
 	one("pending", c.Pending, only("pending", c.Pending))
+	one("inbox_pending", c.InboxPending, only("inbox_pending", c.InboxPending))
 	one("inbox", c.Inbox, func() error {
 		return check.ReadOnly(ctx, r.pools[c.Inbox.Database], func(tx pgx.Tx) error {
 			rows, err := tx.Query(ctx, c.Inbox.SQL)
