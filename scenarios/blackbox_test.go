@@ -109,7 +109,7 @@ func TestCommitOrderInversion(t *testing.T) {
 			opts := runner.Options{Seed: seed, Variant: tc.variant}
 			if tc.variant != "" {
 				// its lost rows stay Pending: the gate's bound, not 45 s
-				opts.Converge = gate.VariantConverge
+				opts.Stall = gate.VariantStall
 			}
 			res := runRetryingOn(t, tc.sh, sc, opts)
 			require.Len(t, res.Faults, 1)

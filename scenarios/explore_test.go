@@ -55,7 +55,7 @@ func TestExploreTellsTwoLostBugsApart(t *testing.T) {
 	cfg := explore.Config{
 		Target: tgt.Name, Offered: explore.OfferedOf(tgt, s), Variant: twoBugs, Seed: seed, PlanTotal: len(items),
 		Workload: small, Parallel: 3, Repeats: 1, Retries: 2, Budget: time.Minute, ShrinkBudget: 90 * time.Second,
-		Converge: gate.VariantConverge, FaultDeadline: explore.FaultDeadline(small, tgt.Lease),
+		Stall: gate.VariantStall, FaultDeadline: explore.FaultDeadline(small, tgt.Lease),
 		Progress: func(p explore.Progress) {
 			if p.Line != "" {
 				t.Logf("[%s] %s", p.Stage, p.Line)

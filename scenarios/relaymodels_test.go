@@ -141,7 +141,7 @@ func TestRelayWindowsOnOtherModels(t *testing.T) {
 			require.NoError(t, err)
 			opts := runner.Options{Seed: seed, Variant: tc.variant}
 			if tc.variant != "" {
-				opts.Converge = gate.VariantConverge
+				opts.Stall = gate.VariantStall
 				res := tc.sh.Run(t.Context(), sc, opts)
 				require.True(t, res.Caught(tc.want), "%s not caught with %s: %s %s", tc.variant, tc.want, res.Verdict, res.Reason)
 				return

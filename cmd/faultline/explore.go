@@ -149,7 +149,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		cfg.Settings = settings
 	}
 	if *variant != "" && *variant != "correct" {
-		cfg.Converge = gate.VariantConverge // as in the gate: a broken pipeline may never settle
+		cfg.Stall = gate.VariantStall // as in the gate: a broken pipeline may never settle
 		v, _ := c.target.Variant(*variant)
 		cfg.StopKind = v.Expect
 	}

@@ -375,7 +375,7 @@ func runAll(ctx context.Context, sh *runner.Shared, picked []runner.Scenario, va
 				Phase: func(p string) { rep.Phase(key, p) },
 				Tick:  func(p string, d float64) { rep.Tick(key, p, d) }}
 			if variant != "" && variant != "correct" {
-				opts.Converge = gate.VariantConverge // as in the gate: a broken pipeline may never settle
+				opts.Stall = gate.VariantStall // as in the gate: a broken pipeline may never settle
 			}
 			res := sh.Run(ctx, sc, opts) // a panic of the harness is the run's indeterminate verdict
 			results[i] = res

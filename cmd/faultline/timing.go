@@ -28,7 +28,7 @@ func waits(variants bool, lease time.Duration) []string {
 		"faults: a broker restart waits for RabbitMQ to boot again (about 5s); these runs have the broker to themselves",
 	}
 	if variants {
-		out = append(out, fmt.Sprintf("variants: convergence bounded at %s (no-lease never converges and waits all of it)", gate.VariantConverge))
+		out = append(out, fmt.Sprintf("variants: convergence ends once nothing changed for %s or five leases (no-lease never converges and waits that long)", gate.VariantStall))
 	}
 	return out
 }

@@ -42,10 +42,28 @@ type Settling struct {
 	last         Progress
 	lastErr      error
 	settledSince time.Time
+	// changed is when a sample last differed from the one before it (the
+	// first sample counts as a change).
+	changed time.Time
+	sampled bool
 }
 
 // NewSettling judges convergence with a quiet window of quiet.
 func NewSettling(quiet time.Duration) *Settling { return &Settling{quiet: quiet} }
+
+// same says whether two samples show the pipeline in the same place.
+func (p Progress) same(q Progress) bool {
+	return p.Unsettled == q.Unsettled && p.InboxPending == q.InboxPending && p.Effects == q.Effects && p.Ready == q.Ready && p.Unacked == q.Unacked
+}
+
+// Stalled says whether the pipeline, not settled, has shown no change at
+// all for stall up to now: nothing settled in the outbox, nothing left or
+// joined the queue or the inbox, no effect. A pipeline that is only slow
+// moves, however slowly; one that stopped (rows claimed and never freed)
+// does not. Samples that could not be read do not count as a change.
+func (s *Settling) Stalled(now time.Time, stall time.Duration) bool {
+	return stall > 0 && s.sampled && !s.last.settled() && now.Sub(s.changed) >= stall
+}
 
 // Sample takes one sample read at now (err: it could not be read, which
 // breaks the quiet). Once the pipeline has stayed settled for the quiet
@@ -65,9 +83,18 @@ func (s *Settling) Sample(p Progress, err error, now time.Time) (time.Time, bool
 		s.settledSince = time.Time{}
 	}
 	if err == nil {
-		s.last, s.lastErr = p, nil
+		if !s.sampled || !p.same(s.last) {
+			s.changed = now
+		}
+		s.last, s.lastErr, s.sampled = p, nil, true
 	}
 	return time.Time{}, false
+}
+
+// NotConvergedStalled says what had not converged when the wait ended
+// because nothing changed for stall.
+func (s *Settling) NotConvergedStalled(stall time.Duration) error {
+	return fmt.Errorf("not converged: nothing changed for %s: %s", stall, s.last)
 }
 
 // NotConverged says what had not converged when the wait ended after

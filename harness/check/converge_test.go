@@ -62,3 +62,47 @@ func TestSettling(t *testing.T) {
 		})
 	}
 }
+
+// TestSettlingStalled: a pipeline not settled that shows no change for the
+// stall has stalled; one that moves, however slowly, has not; a settled
+// one, or a wait without a stall, never stalls; unreadable samples are no
+// change.
+func TestSettlingStalled(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	stuck := Progress{Unsettled: 3, Effects: 97, Queue: "orders"}
+	tests := []struct {
+		name    string
+		samples []Progress // one a second from t0; nil Queue: unreadable
+		stall   time.Duration
+		want    bool
+	}{
+		{"rows that never settle stall", []Progress{stuck, stuck, stuck, stuck, stuck, stuck}, 5 * time.Second, true},
+		{"not yet for the whole stall", []Progress{stuck, stuck, stuck, stuck, stuck}, 5 * time.Second, false},
+		{"a slow pipeline moves",
+			[]Progress{{Unsettled: 9, Queue: "q"}, {Unsettled: 9, Queue: "q"}, {Unsettled: 9, Queue: "q"}, {Unsettled: 8, Effects: 1, Queue: "q"}, {Unsettled: 8, Effects: 1, Queue: "q"}, {Unsettled: 8, Effects: 1, Queue: "q"}},
+			5 * time.Second, false},
+		{"a message leaving the queue is a change",
+			[]Progress{{Ready: 2, Queue: "q"}, {Ready: 2, Queue: "q"}, {Ready: 1, Unacked: 1, Queue: "q"}, {Ready: 1, Unacked: 1, Queue: "q"}, {Ready: 1, Unacked: 1, Queue: "q"}, {Ready: 1, Unacked: 1, Queue: "q"}},
+			5 * time.Second, false},
+		{"unreadable samples are no change", []Progress{stuck, stuck, {}, {}, stuck, stuck}, 5 * time.Second, true},
+		{"settled is not stalled", []Progress{{Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}}, 5 * time.Second, false},
+		{"no stall asked", []Progress{stuck, stuck, stuck, stuck, stuck, stuck}, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewSettling(time.Second)
+			for i, p := range tt.samples {
+				var err error
+				if p.Queue == "" {
+					err = errors.New("connection refused")
+				}
+				s.Sample(p, err, at(i))
+			}
+			assert.Equal(t, tt.want, s.Stalled(at(len(tt.samples)-1), tt.stall))
+		})
+	}
+	s := NewSettling(time.Second)
+	s.Sample(stuck, nil, at(0))
+	assert.Contains(t, s.NotConvergedStalled(5*time.Second).Error(), "nothing changed for 5s: 3 outbox events unsettled")
+}

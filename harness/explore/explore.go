@@ -65,6 +65,9 @@ type Config struct {
 	Retries int
 	// Converge bounds each run's wait for convergence (0: the runner's).
 	Converge time.Duration
+	// Stall ends a run's wait for convergence once nothing changed for it
+	// (runner.Options.Stall; 0: never).
+	Stall time.Duration
 	// FaultDeadline bounds each fault's wait for its window (0: the
 	// runner's): a window that does not open in the workload's time will
 	// not open later, and a run that waits for it only costs time.
@@ -199,7 +202,7 @@ func (cfg *Config) schedule(faults []fault.Fault, settings map[string]string, in
 }
 
 func (cfg *Config) options(name string) runner.Options {
-	opts := runner.Options{Seed: cfg.Seed, Variant: cfg.Variant, Converge: cfg.Converge, FaultDeadline: cfg.FaultDeadline}
+	opts := runner.Options{Seed: cfg.Seed, Variant: cfg.Variant, Converge: cfg.Converge, Stall: cfg.Stall, FaultDeadline: cfg.FaultDeadline}
 	if opts.Variant == "correct" {
 		opts.Variant = ""
 	}

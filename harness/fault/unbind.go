@@ -211,10 +211,11 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 }
 
 // unroutableCountWait bounds the wait for the broker's counters to show a
-// message published into the outage: several statistics intervals (500 ms
-// on the local and docker providers). An outage nothing was published into
-// waits all of it.
-const unroutableCountWait = 3 * time.Second
+// message published into the outage: twenty statistics intervals (500 ms
+// on the local and docker providers), so a broker slow to collect them
+// still shows the count. Only an outage nothing was published into waits
+// all of it, and its window did not open.
+const unroutableCountWait = 10 * time.Second
 
 // publishedInto says whether the vhost's unroutable count grew past
 // before, polling until it does or unroutableCountWait passes.

@@ -145,25 +145,21 @@ const (
 	GoalScenarioMedian = 10 * time.Second
 )
 
-// VariantConverge bounds a broken variant's wait for convergence: a broken
-// pipeline may never converge (no-lease leaves its rows Processing), and the
-// checker reports what it finds when the wait ends. It has to be long
-// enough that a variant which does converge gets there first, and that
-// rows still unsettled at the end are stuck, not slow: on this 2-core
-// machine the correct pipeline's convergence wait in the gate's scenarios
-// (the 1.5 s quiet window included) took at most 2.8 s, and variants
-// that converge at most 3.2 s; with RabbitMQ's default 5 s quorum-queue
-// stats tick (an external broker) it took up to 7.4 s. 10 s clears all of
-// these, and is five relay leases, so a row left Processing that long is
-// one no lease will free. (It was 15 s; only no-lease waits all of it.)
-const VariantConverge = 10 * time.Second
+// VariantStall ends a broken variant's wait for convergence once its
+// pipeline has shown no change at all for this long, or for five of the
+// target's leases if that is longer (runner.Options.Stall): a broken
+// pipeline may never converge (no-lease leaves its rows Processing), and
+// the checker reports what it finds then. A variant that converges slowly
+// still moves, and waits up to the scenario's own bound; rows that stood
+// still for five leases are ones no lease will free.
+const VariantStall = 10 * time.Second
 
 type job struct {
 	sc      runner.Scenario
 	variant string
 	seed    int64
 	// stuck: the variant is to be caught with rows left stuck, so its
-	// pipeline never settles and the run waits all of VariantConverge.
+	// pipeline never settles and the run waits until it stalls.
 	stuck bool
 }
 
@@ -173,7 +169,7 @@ type job struct {
 func (j job) expected() time.Duration {
 	d := j.sc.Workload.Pace
 	if j.stuck {
-		d += VariantConverge
+		d += VariantStall
 	}
 	return d
 }
@@ -221,7 +217,7 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 	attempt := func(j job, seed int64) result.Scenario {
 		opts := runner.Options{Seed: seed, Variant: j.variant}
 		if j.variant != "" {
-			opts.Converge = VariantConverge
+			opts.Stall = VariantStall
 		}
 		name := RunName(j.sc.Name, variantName(j.variant), seed)
 		if plan.Phase != nil {

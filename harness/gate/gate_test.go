@@ -68,7 +68,7 @@ func TestExpected(t *testing.T) {
 		{"paced workload", job{sc: steady}, 5 * time.Second},
 		{"unpaced workload", job{sc: runner.Scenario{}}, 0},
 		{"a variant that settles", job{sc: steady, variant: "no-inbox"}, 5 * time.Second},
-		{"a variant that never settles", job{sc: steady, variant: "no-lease", stuck: true}, 5*time.Second + VariantConverge},
+		{"a variant that never settles", job{sc: steady, variant: "no-lease", stuck: true}, 5*time.Second + VariantStall},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, tc.job.expected())

@@ -60,11 +60,12 @@ func (w *Watch) Effects(ctx context.Context) (int, error) {
 // judging the samples (check.Settling), until the outbox is settled, the
 // queue is drained, the consumer's inbox applied (where the contract has
 // an inbox_pending query) and the effects have stopped changing for quiet, or
-// until timeout. It returns when convergence was first seen; on timeout
-// the error says what had not converged. It ends at once, with down's
-// error, when a process is down with no restart coming (down nil: nothing
-// to ask).
-func (w *Watch) WaitConverged(ctx context.Context, down func() error, timeout, quiet time.Duration) (time.Time, error) {
+// until timeout, or (stall above zero) until nothing at all changed for
+// stall while the pipeline was not settled. It returns when convergence
+// was first seen; on timeout or stall the error says what had not
+// converged. It ends at once, with down's error, when a process is down
+// with no restart coming (down nil: nothing to ask).
+func (w *Watch) WaitConverged(ctx context.Context, down func() error, timeout, quiet, stall time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(convergePoll)
 	defer tick.Stop()
@@ -81,6 +82,9 @@ func (w *Watch) WaitConverged(ctx context.Context, down func() error, timeout, q
 		}
 		if time.Now().After(deadline) {
 			return time.Time{}, settling.NotConverged(timeout)
+		}
+		if settling.Stalled(time.Now(), stall) {
+			return time.Time{}, settling.NotConvergedStalled(stall)
 		}
 		select {
 		case <-ctx.Done():

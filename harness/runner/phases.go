@@ -294,7 +294,11 @@ func (r *run) converge(ctx context.Context, s started, d driven) (converged, err
 	convStart := time.Now()
 	stopTick := r.tick(PhaseConverging, func() float64 { return time.Since(convStart).Seconds() / timeout.Seconds() })
 	var c converged
-	c.at, c.err = s.watch.WaitConverged(runCtx, r.sup.Down, timeout, QuietWindow)
+	stall := time.Duration(0)
+	if r.opts.Stall > 0 {
+		stall = max(r.opts.Stall, 5*r.sh.Target.Lease)
+	}
+	c.at, c.err = s.watch.WaitConverged(runCtx, r.sup.Down, timeout, QuietWindow, stall)
 	stopTick()
 	c.clients = d.clients()
 	if isDown(c.err) {

@@ -129,6 +129,12 @@ type Options struct {
 	Phase func(name string)
 	// Converge overrides the scenario's convergence bound.
 	Converge time.Duration
+	// Stall, above zero, ends the convergence wait early once the
+	// pipeline, not settled, has shown no change for Stall or five of the
+	// target's leases, whichever is longer: a broken pipeline that stopped
+	// (rows claimed and never freed) is judged on what it left, while one
+	// that is only slow goes on to the convergence bound.
+	Stall time.Duration
 	// Tick is told, about once a second during the long phases (workload,
 	// converging), how far the phase has come (0..1); may be nil.
 	Tick func(phase string, done float64)
