@@ -29,6 +29,15 @@ func between(rng *rand.Rand, lo, hi int) int { return lo + rng.IntN(hi-lo+1) }
 // land mid-stream.
 func steady() workload.Spec { return workload.Steady() }
 
+// steadyThenMore is steady traffic and ten orders more once the faults
+// have ended, for a scenario whose evidence is a process seen working
+// again after them.
+func steadyThenMore() workload.Spec {
+	s := workload.Steady()
+	s.AfterFaults = 10
+	return s
+}
+
 // All returns every scenario, by name.
 func All() []runner.Scenario {
 	all := []runner.Scenario{
@@ -167,7 +176,7 @@ func All() []runner.Scenario {
 		{
 			Name: "broker-restart", Window: protocol.BrokerRestart,
 			Description: "The RabbitMQ node is SIGKILLed mid-stream and started again; relays and consumer reconnect without a restart and nothing is lost.",
-			Workload:    steady(),
+			Workload:    steadyThenMore(),
 			Exclusive:   true,
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				// RabbitMQ 3.10 forgets a quorum queue declared less than about
@@ -218,7 +227,7 @@ func All() []runner.Scenario {
 		{
 			Name: "relay-db-down", Window: protocol.RelayDBDown,
 			Description: "relay-1's database link is down for a while: its claims and status writes fail and are retried, its rows wait for their lease, and the relay carries on when the link is back, without a restart.",
-			Workload:    steady(),
+			Workload:    steadyThenMore(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.LinkDown{Link: "relay-1.pg", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: 2 * time.Second}}
 			},
@@ -227,7 +236,7 @@ func All() []runner.Scenario {
 		{
 			Name: "relay-broker-link-flaps", Window: protocol.LinkFlapping,
 			Description: "relay-1's broker link drops five times in a row, 300 ms down and 300 ms up, mid-stream: each reconnection is cut short, publishes in flight lose their confirms, and every event is still delivered with its effect once.",
-			Workload:    steady(),
+			Workload:    steadyThenMore(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Flap{Link: "relay-1.amqp", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))},
 					Times: 5, Down: 300 * time.Millisecond, Up: 300 * time.Millisecond}}

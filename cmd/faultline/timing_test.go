@@ -152,7 +152,7 @@ func TestWaits(t *testing.T) {
 		absent   []string
 	}{
 		{false, []string{"quiet for 1.5s", "lease 2s", "120 orders over 5s"}, []string{"variants:"}},
-		{true, []string{"quiet for 1.5s", "variants: convergence bounded at"}, nil},
+		{true, []string{"quiet for 1.5s", "variants: convergence ends once nothing changed for 10s"}, nil},
 	} {
 		all := strings.Join(waits(tc.variants, 2*time.Second), "\n")
 		for _, w := range tc.want {

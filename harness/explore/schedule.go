@@ -65,6 +65,7 @@ type workloadSpec struct {
 	EventsPerOrder int      `json:"events_per_order,omitempty"`
 	Pace           Duration `json:"pace,omitempty"`
 	StepDelay      Duration `json:"step_delay,omitempty"`
+	AfterFaults    int      `json:"after_faults,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler.
@@ -76,7 +77,7 @@ func (s Schedule) MarshalJSON() ([]byte, error) {
 	return json.Marshal(scheduleFile{
 		Schema: ScheduleSchema, Target: s.Target, Variant: variantName(s.Variant), Seed: s.Seed,
 		Workload: workloadSpec{Orders: s.Workload.Orders, Concurrency: s.Workload.Concurrency, EventsPerOrder: s.Workload.EventsPerOrder,
-			Pace: Duration(s.Workload.Pace), StepDelay: Duration(s.Workload.StepDelay)},
+			Pace: Duration(s.Workload.Pace), StepDelay: Duration(s.Workload.StepDelay), AfterFaults: s.Workload.AfterFaults},
 		Settings: s.Settings, Instances: s.Instances, Invariants: s.Invariants, Faults: specs, Violation: s.Violation, Origin: s.Origin,
 	})
 }
@@ -122,7 +123,7 @@ func (s *Schedule) UnmarshalJSON(b []byte) error {
 	}
 	*s = Schedule{Target: f.Target, Variant: f.Variant, Seed: f.Seed,
 		Workload: workload.Spec{Orders: f.Workload.Orders, Concurrency: f.Workload.Concurrency, EventsPerOrder: f.Workload.EventsPerOrder,
-			Pace: time.Duration(f.Workload.Pace), StepDelay: time.Duration(f.Workload.StepDelay)},
+			Pace: time.Duration(f.Workload.Pace), StepDelay: time.Duration(f.Workload.StepDelay), AfterFaults: f.Workload.AfterFaults},
 		Settings: f.Settings, Instances: f.Instances, Invariants: invariants, Faults: faults, Violation: f.Violation, Origin: f.Origin}
 	return nil
 }
@@ -194,7 +195,7 @@ func (s Schedule) key() string {
 		S map[string]string
 		I []string
 		F []Spec
-	}{S: s.Settings, I: s.Invariants, W: workloadSpec{s.Workload.Orders, s.Workload.Concurrency, s.Workload.EventsPerOrder, Duration(s.Workload.Pace), Duration(s.Workload.StepDelay)}, F: mustSpecs(s.Faults)})
+	}{S: s.Settings, I: s.Invariants, W: workloadSpec{s.Workload.Orders, s.Workload.Concurrency, s.Workload.EventsPerOrder, Duration(s.Workload.Pace), Duration(s.Workload.StepDelay), s.Workload.AfterFaults}, F: mustSpecs(s.Faults)})
 	if err != nil {
 		return fmt.Sprint(s.Workload, s.Faults)
 	}

@@ -226,6 +226,10 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	r.startPhase(PhaseFaults)
 	d.results = faultsDone()
 	r.res.Faults = append(d.results, p.notOffered...)
+	if wlErr == nil && r.sc.Workload.AfterFaults > 0 {
+		wlErr = wl.RunAfterFaults(runCtx)
+		d.acknowledged, d.loadEnded = wl.Acknowledged(), time.Now()
+	}
 	if wlErr != nil {
 		return d, fmt.Errorf("workload: %w (%d orders acknowledged)", wlErr, wl.Acknowledged())
 	}

@@ -34,6 +34,11 @@ type Spec struct {
 	// StepDelay separates the events of one order (created → paid →
 	// cancelled), so they are claimed in different batches.
 	StepDelay time.Duration
+	// AfterFaults more orders are sent, as fast as they go, once every
+	// fault of the run has ended (RunAfterFaults): a process that must be
+	// seen working again after a fault has work to do then, however long
+	// the fault took against the paced orders.
+	AfterFaults int
 }
 
 // Steady is the traffic most runs send: 120 orders over 5 s from four
@@ -108,6 +113,17 @@ func (r *Runner) WaitAcknowledged(ctx context.Context, n int64) error {
 // Run sends every order (and its later events) and returns when all were
 // acknowledged or ctx ended.
 func (r *Runner) Run(ctx context.Context) error {
+	return r.run(ctx, 0, r.spec.Orders, r.spec.Pace)
+}
+
+// RunAfterFaults sends the spec's AfterFaults orders, numbered after the
+// others, unpaced; the caller calls it once every fault has ended.
+func (r *Runner) RunAfterFaults(ctx context.Context) error {
+	return r.run(ctx, r.spec.Orders, r.spec.AfterFaults, 0)
+}
+
+// run sends count orders numbered from first, spread over pace.
+func (r *Runner) run(ctx context.Context, first, count int, pace time.Duration) error {
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	errs := make(chan error, r.spec.Concurrency)
@@ -132,9 +148,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	start := time.Now()
 	var sendErr error
-	for i := 0; i < r.spec.Orders; i++ {
-		if r.spec.Pace > 0 {
-			due := start.Add(r.spec.Pace * time.Duration(i) / time.Duration(r.spec.Orders))
+	for i := 0; i < count; i++ {
+		if pace > 0 {
+			due := start.Add(pace * time.Duration(i) / time.Duration(count))
 			if d := time.Until(due); d > 0 {
 				select {
 				case <-ctx.Done():
@@ -143,7 +159,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		}
 		select {
-		case jobs <- i:
+		case jobs <- first + i:
 			continue
 		case <-ctx.Done():
 			sendErr = ctx.Err()
