@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -57,6 +58,8 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 		sh.untrack(r.dir)
 		_ = os.RemoveAll(r.dir)
 	}()
+	held = append(held, fmt.Sprintf("timing: lease %s: a past-lease window waits up to %s for another relay to take the rows over, a run up to %s",
+		t.Lease, fault.TakeoverWait(0, t.Lease), runBound(t.Lease)))
 	p, err := r.provision(ctx)
 	if err != nil {
 		field := "databases / schema"

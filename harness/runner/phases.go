@@ -191,8 +191,13 @@ type driven struct {
 	clients func() []check.ClientSample
 }
 
-// runBound bounds a run from its workload to the end of its convergence.
-const runBound = 3 * time.Minute
+// runBound bounds a run from its workload to the end of its convergence:
+// three minutes, and as long as a fault may wait for a takeover besides
+// (fault.TakeoverWait), so a target with a long lease keeps its
+// past-lease windows.
+func runBound(lease time.Duration) time.Duration {
+	return 3*time.Minute + fault.TakeoverWait(0, lease)
+}
 
 // drive runs the workload with the faults injected alongside, waits for
 // every fault to end, and makes sure each was undone and every link carries
@@ -204,7 +209,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	wl := workload.New(r.sc.Workload, r.sh.Target.Workload, uint64(r.opts.Seed), r.producerAddr())
 	p.env.Processes = r.sup
 	p.env.Acknowledged = wl.Acknowledged
-	runCtx, cancelRun := context.WithTimeout(ctx, runBound)
+	runCtx, cancelRun := context.WithTimeout(ctx, runBound(r.sh.Target.Lease))
 	defer cancelRun()
 	d.deadline, _ = runCtx.Deadline()
 	perOrder := max(r.sc.Workload.EventsPerOrder, 1)

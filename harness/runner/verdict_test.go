@@ -167,3 +167,12 @@ func TestCheckAddrs(t *testing.T) {
 		})
 	}
 }
+
+// TestRunBoundFollowsTheLease: a run may last as long as a fault waits
+// for a takeover beyond its usual bound, so a long lease keeps its
+// past-lease windows.
+func TestRunBoundFollowsTheLease(t *testing.T) {
+	assert.Equal(t, 3*time.Minute+8*time.Second, runBound(2*time.Second))
+	assert.Equal(t, 5*time.Minute, runBound(30*time.Second))
+	assert.Greater(t, runBound(2*time.Minute), fault.TakeoverWait(0, 2*time.Minute))
+}
