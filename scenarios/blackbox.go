@@ -141,7 +141,11 @@ func blackBox() []runner.Scenario {
 				at := fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}
 				return []fault.Fault{
 					fault.Toxic{Link: "consumer.pg", Toxic: proxies.Latency{Latency: 300 * time.Millisecond, Stream: proxies.Upstream}, Trigger: at, Duration: 1500 * time.Millisecond},
-					fault.Unacked{Process: "consumer", Trigger: fault.Trigger{AfterOrders: at.AfterOrders, AfterLink: "consumer.pg"},
+					// The cut comes a second after the slowing landed, so the
+					// slowed transactions are under way: cut at the landing,
+					// a consumer that acks on receipt had acked nothing it
+					// then lost (ack-before-commit went uncaught).
+					fault.Unacked{Process: "consumer", Trigger: fault.Trigger{AfterOrders: at.AfterOrders, AfterLink: "consumer.pg", Delay: time.Second},
 						Cut: "consumer.pg", Action: fault.ActKill, RestartAfter: 200 * time.Millisecond},
 				}
 			},
