@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/faultline-dev/faultline/protocol"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/result"
@@ -224,16 +223,7 @@ func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 			return record(c, start, false, err)
 		}
 	}
-	var hit eventlog.Entry
-	err = w.wait(fmt.Sprintf("%s to reach %s", c.Process, c.Point), env.Deadline, func() (string, error) {
-		var err error
-		if hit, err = env.WaitLog(ctx, c.Process, func(e eventlog.Entry) bool {
-			return e.Event == eventlog.CrashPoint && e.Point == own
-		}); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("hit %d", hit.Hit), nil
-	})
+	hit, err := reachPoint(ctx, env, w, c.Process, c.Point, own, time.Time{})
 	if err != nil {
 		return record(c, start, false, fmt.Errorf("crash point %s never fired: %w", c.Point, err))
 	}
@@ -267,21 +257,16 @@ func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		var seen string
 		switch {
 		case c.UntilTakeover:
-			within := TakeoverWait(c.Hold, env.Lease)
-			holdErr = w.wait(fmt.Sprintf("another relay to take %s's claim over", c.Process), within, func() (string, error) {
-				var err error
-				seen, err = waitTakeover(ctx, env, c.Process, within)
-				return strings.TrimPrefix(seen, "; "), err
-			})
+			seen, holdErr = waitTakeover(ctx, env, w, c.Process, TakeoverWait(c.Hold, env.Lease))
 		case c.UntilNacked:
 			started := time.Now()
 			who, _, err := waitOtherRelays(ctx, env, c.Process, c.Hold, func(e eventlog.Entry) bool { return e.Event == eventlog.Nacked })
 			if err != nil {
 				holdErr = fmt.Errorf("window not opened: %w: no relay was nacked while %s was frozen: %w", errUnseen, c.Process, err)
 			} else {
-				seen = fmt.Sprintf("; %s nacked after %s", who, time.Since(started).Round(time.Millisecond))
+				seen = fmt.Sprintf("%s nacked after %s", who, time.Since(started).Round(time.Millisecond))
 			}
-			w.add(fmt.Sprintf("a relay to be nacked by the broker while %s is frozen", c.Process), started, c.Hold, strings.TrimPrefix(seen, "; "), holdErr)
+			w.add(fmt.Sprintf("a relay to be nacked by the broker while %s is frozen", c.Process), started, c.Hold, seen, holdErr)
 		default:
 			holdErr = pause(ctx, c.Hold)
 		}
@@ -292,7 +277,9 @@ func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 			return record(c, start, !errors.Is(holdErr, errUnseen), holdErr)
 		}
 		r := record(c, start, true, nil)
-		r.Detail += seen
+		if seen != "" {
+			r.Detail += "; " + seen
+		}
 		return r
 	}
 	return record(c, start, true, nil)
@@ -309,18 +296,22 @@ var errUnseen = errors.New("not seen")
 
 // waitTakeover waits, at most within, until another relay's event log
 // shows a claim of a row of frozen's last claim (read from frozen's own
-// event log); it says what it saw.
-func waitTakeover(ctx context.Context, env *Env, frozen string, within time.Duration) (string, error) {
-	mine, err := lastClaim(env, frozen)
-	if err != nil {
-		return "", fmt.Errorf("window not opened: %w: %w", errUnseen, err)
-	}
-	started := time.Now()
-	other, e, err := waitOtherRelays(ctx, env, frozen, within, func(e eventlog.Entry) bool { return takesOver(mine, e) })
-	if err != nil {
-		return "", fmt.Errorf("window not opened: %w of %s's claim by another relay: %w", errUnseen, frozen, err)
-	}
-	return fmt.Sprintf("; %s took %s over after %s", other, e.EventID, time.Since(started).Round(time.Millisecond)), nil
+// event log); it records the wait in w and says what it saw.
+func waitTakeover(ctx context.Context, env *Env, w *waits, frozen string, within time.Duration) (seen string, err error) {
+	err = w.wait(fmt.Sprintf("another relay to take %s's claim over", frozen), within, func() (string, error) {
+		mine, err := lastClaim(env, frozen)
+		if err != nil {
+			return "", fmt.Errorf("window not opened: %w: %w", errUnseen, err)
+		}
+		started := time.Now()
+		other, e, err := waitOtherRelays(ctx, env, frozen, within, func(e eventlog.Entry) bool { return takesOver(mine, e) })
+		if err != nil {
+			return "", fmt.Errorf("window not opened: %w of %s's claim by another relay: %w", errUnseen, frozen, err)
+		}
+		seen = fmt.Sprintf("%s took %s over after %s", other, e.EventID, time.Since(started).Round(time.Millisecond))
+		return seen, nil
+	})
+	return seen, err
 }
 
 // waitOtherRelays waits, at most within, for a line that matches in the
@@ -437,6 +428,23 @@ func waitSent(ctx context.Context, env *Env, p *supervisor.Process, w *waits) er
 		}
 		return "", nil
 	})
+}
+
+// reachPoint waits until the process's event log shows it at its crash
+// point own (c.Point as the target maps it), in a line written from since
+// on; w records the wait.
+func reachPoint(ctx context.Context, env *Env, w *waits, process, point, own string, since time.Time) (eventlog.Entry, error) {
+	var hit eventlog.Entry
+	err := w.wait(fmt.Sprintf("%s to reach %s", process, point), env.Deadline, func() (string, error) {
+		var err error
+		if hit, err = env.WaitLog(ctx, process, func(e eventlog.Entry) bool {
+			return e.Event == eventlog.CrashPoint && e.Point == own && !e.Time.Before(since)
+		}); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("hit %d", hit.Hit), nil
+	})
+	return hit, err
 }
 
 // waitStopped waits until the process is frozen (state T); w records the

@@ -108,7 +108,7 @@ func (l LinkDown) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	if err := env.Wait(ctx, l.Trigger); err != nil {
 		return record(l, start, false, err)
 	}
-	thaw := noThaw
+	thaw := nothingToUndo
 	if l.At != nil {
 		if thaw, err = l.At.freeze(ctx, env, w); err != nil {
 			return record(l, start, false, err)
@@ -116,7 +116,7 @@ func (l LinkDown) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	}
 	start = time.Now()
 	if err := link.Down(ctx); err != nil {
-		return thawed(record(l, start, false, err), thaw)
+		return withUndo(record(l, start, false, err), thaw)
 	}
 	env.Landings.land(l.Link, nil)
 	env.Logf("link %s down", l.Link)

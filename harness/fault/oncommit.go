@@ -457,14 +457,10 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	}
 	env.Logf("%s committed a %s (eventId %s) at %s; acting %s later", in.Name, c.what(), commit.EventID, commit.At.Format("15:04:05.000"), time.Since(commit.At).Round(time.Microsecond))
 	if c.ToxicUntilOvertaken && untoxic != nil {
-		within := TakeoverWait(c.ToxicFor, env.Lease)
-		var taken string
-		holdErr := w.wait(fmt.Sprintf("another relay's claim of %s, claimed by %s, to commit while %s is held back", commit.EventID, in.Name, c.ToxicLink), within, func() (string, error) {
-			var err error
-			taken, err = c.waitOvertaken(ctx, env, in.Name, commit, within)
-			return strings.TrimPrefix(taken, "; "), err
-		})
-		saw += taken
+		taken, holdErr := waitClaimTakenOver(ctx, env, w, in.Name, commit, TakeoverWait(c.ToxicFor, env.Lease))
+		if holdErr == nil {
+			saw += "; " + taken
+		}
 		undid(untoxic())
 		untoxic = nil
 		if holdErr != nil {
@@ -504,11 +500,9 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		var holdErr error
 		taken := ""
 		if c.UntilTakeover && commit.EventID != "" {
-			holdErr = w.wait(fmt.Sprintf("another relay's claim of %s, claimed by %s, to commit", commit.EventID, in.Name), TakeoverWait(c.Hold, env.Lease), func() (string, error) {
-				var err error
-				taken, err = c.waitOvertaken(ctx, env, in.Name, commit, TakeoverWait(c.Hold, env.Lease))
-				return strings.TrimPrefix(taken, "; "), err
-			})
+			if taken, holdErr = waitClaimTakenOver(ctx, env, w, in.Name, commit, TakeoverWait(c.Hold, env.Lease)); holdErr == nil {
+				taken = "; " + taken
+			}
 		} else {
 			holdErr = pause(ctx, c.Hold)
 		}
@@ -575,24 +569,28 @@ func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name
 	return true, nil
 }
 
-// waitOvertaken waits, at most within, for another relay's claim of the
-// row name claimed to commit; it says what it saw, or that the window did
-// not open (errUnseen).
-func (c OnCommit) waitOvertaken(ctx context.Context, env *Env, name string, commit Commit, within time.Duration) (string, error) {
-	started := time.Now()
-	wctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	if commit.EventID == "" {
-		return "", fmt.Errorf("window not opened: %w: %s's claim named no eventId (observe.outbox.event_id) to see it taken over by", errUnseen, name)
-	}
-	taken, err := env.Commits.Wait(wctx, func(cm Commit) bool {
-		return cm.Table == TableOutbox && cm.EventID == commit.EventID && cm.Status == "Processing" && cm.Writer != name
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", ctx.Err()
+// waitClaimTakenOver waits, at most within, for another relay's claim of
+// the row name claimed to commit (the commit feed); it records the wait in
+// w and says what it saw, or that the window did not open (errUnseen).
+func waitClaimTakenOver(ctx context.Context, env *Env, w *waits, name string, commit Commit, within time.Duration) (seen string, err error) {
+	err = w.wait(fmt.Sprintf("another relay's claim of %s, claimed by %s, to commit", commit.EventID, name), within, func() (string, error) {
+		if commit.EventID == "" {
+			return "", fmt.Errorf("window not opened: %w: %s's claim named no eventId (observe.outbox.event_id) to see it taken over by", errUnseen, name)
 		}
-		return "", fmt.Errorf("window not opened: %w of %s's claim of %s by another relay in %s", errUnseen, name, commit.EventID, within)
-	}
-	return fmt.Sprintf("; %s took %s over after %s", taken.Writer, commit.EventID, time.Since(started).Round(time.Millisecond)), nil
+		started := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
+		taken, err := env.Commits.Wait(wctx, func(cm Commit) bool {
+			return cm.Table == TableOutbox && cm.EventID == commit.EventID && cm.Status == "Processing" && cm.Writer != name
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			return "", fmt.Errorf("window not opened: %w of %s's claim of %s by another relay in %s", errUnseen, name, commit.EventID, within)
+		}
+		seen = fmt.Sprintf("%s took %s over after %s", taken.Writer, commit.EventID, time.Since(started).Round(time.Millisecond))
+		return seen, nil
+	})
+	return seen, err
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
-	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"github.com/faultline-dev/faultline/proxies"
 )
 
@@ -187,7 +186,7 @@ func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	if err := env.Wait(ctx, t.Trigger); err != nil {
 		return record(t, start, false, err)
 	}
-	thaw := noThaw
+	thaw := nothingToUndo
 	if t.At != nil {
 		if thaw, err = t.At.freeze(ctx, env, w); err != nil {
 			return record(t, start, false, err)
@@ -196,7 +195,7 @@ func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start = time.Now()
 	applied, err := link.Add(ctx, t.Toxic)
 	if err != nil {
-		return thawed(record(t, start, false, err), thaw)
+		return withUndo(record(t, start, false, err), thaw)
 	}
 	env.Landings.land(t.Link, nil)
 	env.Logf("toxic %s on %s", t.Toxic.Type(), t.Link)
@@ -205,18 +204,14 @@ func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		return notUndone(record(t, start, true, nil), err)
 	}
 	if t.UntilTakeover {
-		within := TakeoverWait(t.Duration, env.Lease)
-		var seen string
-		holdErr := w.wait(fmt.Sprintf("another relay to take %s's claim over while %s is held back", t.At.Process, t.Link), within, func() (string, error) {
-			var err error
-			seen, err = waitTakeover(ctx, env, t.At.Process, within)
-			return strings.TrimPrefix(seen, "; "), err
-		})
+		seen, holdErr := waitTakeover(ctx, env, w, t.At.Process, TakeoverWait(t.Duration, env.Lease))
 		if err := applied.Remove(context.WithoutCancel(ctx)); err != nil {
 			return notUndone(record(t, start, true, holdErr), fmt.Errorf("remove the toxic on %s: %w", t.Link, err))
 		}
 		r := record(t, start, !errors.Is(holdErr, errUnseen), holdErr)
-		r.Detail += seen
+		if holdErr == nil {
+			r.Detail += "; " + seen
+		}
 		return r
 	}
 	holdErr := pause(ctx, t.Duration)
@@ -244,12 +239,7 @@ func (s *Sync) freeze(ctx context.Context, env *Env, w *waits) (thaw func() erro
 	if err := p.Arm(ctx, own, arming); err != nil {
 		return nil, err
 	}
-	if err := w.wait(fmt.Sprintf("%s to reach %s", s.Process, s.Point), env.Deadline, func() (string, error) {
-		_, err := env.WaitLog(ctx, s.Process, func(e eventlog.Entry) bool {
-			return e.Event == eventlog.CrashPoint && e.Point == own && !e.Time.Before(armed)
-		})
-		return "", err
-	}); err != nil {
+	if _, err := reachPoint(ctx, env, w, s.Process, s.Point, own, armed); err != nil {
 		return nil, err
 	}
 	thaw = func() error {
@@ -264,12 +254,14 @@ func (s *Sync) freeze(ctx context.Context, env *Env, w *waits) (thaw func() erro
 	return thaw, nil
 }
 
-// noThaw is the thaw of a fault that froze nothing.
-func noThaw() error { return nil }
+// nothingToUndo is the undo (a thaw, a toxic to take off) of a fault
+// that did nothing to undo.
+func nothingToUndo() error { return nil }
 
-// thawed is r after thaw: a process left frozen makes the fault not undone.
-func thawed(r result.Fault, thaw func() error) result.Fault {
-	if err := thaw(); err != nil {
+// withUndo is r after undo: what could not be undone (a process left
+// frozen, a toxic left on) makes the fault not undone.
+func withUndo(r result.Fault, undo func() error) result.Fault {
+	if err := undo(); err != nil {
 		return notUndone(r, err)
 	}
 	return r
