@@ -14,14 +14,20 @@ type Progress struct {
 	// InboxPending are the events the consumer has taken in and not
 	// applied yet (the contract's inbox_pending query; 0 without it).
 	InboxPending int
-	Effects      int
-	Ready        int
-	Unacked      int
-	Queue        string // the target's queue, which Ready and Unacked count
+	// Expected is how many effects the events the workload was answered
+	// for call for (one each), where the target shows no backlog of its
+	// relay (no status in its outbox, no pending query): with nothing else
+	// to tell a relay still catching up from one done, the pipeline is not
+	// settled with fewer effects. 0 where the backlog is shown.
+	Expected int
+	Effects  int
+	Ready    int
+	Unacked  int
+	Queue    string // the target's queue, which Ready and Unacked count
 }
 
 func (p Progress) settled() bool {
-	return p.Unsettled == 0 && p.Ready == 0 && p.Unacked == 0 && p.InboxPending == 0
+	return p.Unsettled == 0 && p.Ready == 0 && p.Unacked == 0 && p.InboxPending == 0 && p.Effects >= p.Expected
 }
 
 func (p Progress) String() string {
@@ -29,8 +35,12 @@ func (p Progress) String() string {
 	if p.InboxPending > 0 {
 		inbox = fmt.Sprintf(", %d events in the inbox not applied", p.InboxPending)
 	}
-	return fmt.Sprintf("%d outbox events unsettled, %d messages ready and %d unacked in %s%s, %d effects",
-		p.Unsettled, p.Ready, p.Unacked, p.Queue, inbox, p.Effects)
+	expected := ""
+	if p.Expected > 0 {
+		expected = fmt.Sprintf(" of the %d the answered events call for", p.Expected)
+	}
+	return fmt.Sprintf("%d outbox events unsettled, %d messages ready and %d unacked in %s%s, %d effects%s",
+		p.Unsettled, p.Ready, p.Unacked, p.Queue, inbox, p.Effects, expected)
 }
 
 // Settling judges convergence from samples of the pipeline's progress,

@@ -16,12 +16,18 @@ const convergePoll = 200 * time.Millisecond
 // Progress samples the pipeline once: the outbox rows not yet settled,
 // the events a consumer has taken in and not applied (inbox_pending) and
 // the effects, through the contract's queries, and the target queue's
-// depth.
-func (w *Watch) Progress(ctx context.Context) (check.Progress, error) {
+// depth. events is how many events the workload was answered for: where
+// the target shows no backlog of its relay, that many effects are
+// expected (check.Progress.Expected).
+func (w *Watch) Progress(ctx context.Context, events int) (check.Progress, error) {
 	p := check.Progress{Queue: w.run.Target.Topology.Queue}
-	var err error
-	if p.Unsettled, err = w.unsettled(ctx); err != nil {
+	unsettled, shown, err := w.unsettled(ctx)
+	if err != nil {
 		return p, err
+	}
+	p.Unsettled = unsettled
+	if !shown {
+		p.Expected = events
 	}
 	if q := w.run.Target.Contract.InboxPending; q != nil {
 		if p.InboxPending, err = countRows(ctx, w.run.DB, *q, "inbox_pending", ""); err != nil {
@@ -56,27 +62,40 @@ func (w *Watch) Effects(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// Converge bounds a wait for convergence and says what it needs.
+type Converge struct {
+	// Timeout bounds the wait; Quiet is how long the pipeline must stay
+	// settled; Stall, above zero, ends the wait once nothing at all
+	// changed for it while the pipeline was not settled.
+	Timeout, Quiet, Stall time.Duration
+	// Events is how many events the workload was answered for (see
+	// Progress).
+	Events int
+}
+
 // WaitConverged samples the pipeline every convergePoll, the checker
-// judging the samples (check.Settling), until the outbox is settled, the
-// queue is drained, the consumer's inbox applied (where the contract has
-// an inbox_pending query) and the effects have stopped changing for quiet, or
-// until timeout, or (stall above zero) until nothing at all changed for
-// stall while the pipeline was not settled. It returns when convergence
-// was first seen; on timeout or stall the error says what had not
-// converged. It ends at once, with down's error, when a process is down
-// with no restart coming (down nil: nothing to ask).
-func (w *Watch) WaitConverged(ctx context.Context, down func() error, timeout, quiet, stall time.Duration) (time.Time, error) {
+// judging the samples (check.Settling), until the outbox is settled (or,
+// where the target shows no backlog of its relay, every answered event
+// has its effect), the queue is drained, the consumer's inbox applied
+// (where the contract has an inbox_pending query) and the effects have
+// stopped changing for c.Quiet, or until c.Timeout, or until it stalls
+// (c.Stall). It returns when convergence was first seen; on timeout or
+// stall the error says what had not converged. It ends at once, with
+// down's error, when a process is down with no restart coming (down nil:
+// nothing to ask).
+func (w *Watch) WaitConverged(ctx context.Context, down func() error, c Converge) (time.Time, error) {
+	timeout, stall := c.Timeout, c.Stall
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(convergePoll)
 	defer tick.Stop()
-	settling := check.NewSettling(quiet)
+	settling := check.NewSettling(c.Quiet)
 	for {
 		if down != nil {
 			if err := down(); err != nil {
 				return time.Time{}, fmt.Errorf("cannot converge: %w", err)
 			}
 		}
-		p, err := w.Progress(ctx)
+		p, err := w.Progress(ctx, c.Events)
 		if at, ok := settling.Sample(p, err, time.Now()); ok {
 			return at, nil
 		}

@@ -17,7 +17,7 @@ func TestWaitConvergedEndsWhenAProcessIsDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	begin := time.Now()
-	_, err := New(Run{}, nil).WaitConverged(ctx, func() error { return down }, time.Minute, time.Second, 0)
+	_, err := New(Run{}, nil).WaitConverged(ctx, func() error { return down }, Converge{Timeout: time.Minute, Quiet: time.Second})
 	require.ErrorIs(t, err, down)
 	assert.Contains(t, err.Error(), "cannot converge")
 	assert.Less(t, time.Since(begin), time.Second, "not after the bound")

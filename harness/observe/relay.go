@@ -135,31 +135,31 @@ func countRows(ctx context.Context, db map[string]*pgxpool.Pool, q target.Query,
 
 // unsettled counts the outbox events the relay has not settled: the
 // pending query's, and the rows Pending or Processing where the outbox
-// query has a status.
-func (w *Watch) unsettled(ctx context.Context) (int, error) {
+// query has a status. shown is false where the target has neither: its
+// relay's backlog cannot be seen.
+func (w *Watch) unsettled(ctx context.Context) (total int, shown bool, err error) {
 	c, model := w.run.Target.Contract, w.run.Target.Relay.Model
-	total := 0
 	if q := c.Pending; q != nil {
 		n, err := countRows(ctx, w.run.DB, *q, "pending", "")
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
-		total += n
+		total, shown = total+n, true
 	}
 	if q := c.Outbox; q != nil {
 		withStatus, err := w.outboxHasStatus(ctx, model, *q)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		if withStatus {
 			n, err := countRows(ctx, w.run.DB, *q, "outbox", `WHERE status IN ('Pending', 'Processing')`)
 			if err != nil {
-				return 0, err
+				return 0, false, err
 			}
-			total += n
+			total, shown = total+n, true
 		}
 	}
-	return total, nil
+	return total, shown, nil
 }
 
 // readRelay gives the observation the relay's model and, where it was

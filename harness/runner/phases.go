@@ -212,8 +212,9 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	runCtx, cancelRun := context.WithTimeout(ctx, runBound(r.sh.Target.Lease))
 	defer cancelRun()
 	d.deadline, _ = runCtx.Deadline()
-	perOrder := max(r.sc.Workload.EventsPerOrder, 1)
-	stopClients := r.watchClients(ctx, s.watch, func() int { return int(wl.Acknowledged()) * perOrder })
+	// Every answered request is an event (the create and each step), with
+	// one effect to come.
+	stopClients := r.watchClients(ctx, s.watch, func() int { return int(wl.Acknowledged()) })
 	var once sync.Once
 	var samples []check.ClientSample
 	d.clients = func() []check.ClientSample {
@@ -307,7 +308,7 @@ func (r *run) converge(ctx context.Context, s started, d driven) (converged, err
 	if r.opts.Stall > 0 {
 		stall = max(r.opts.Stall, 5*r.sh.Target.Lease)
 	}
-	c.at, c.err = s.watch.WaitConverged(runCtx, r.sup.Down, timeout, QuietWindow, stall)
+	c.at, c.err = s.watch.WaitConverged(runCtx, r.sup.Down, observe.Converge{Timeout: timeout, Quiet: QuietWindow, Stall: stall, Events: int(d.acknowledged)})
 	stopTick()
 	c.clients = d.clients()
 	if isDown(c.err) {
