@@ -129,7 +129,7 @@ func blackBox() []runner.Scenario {
 		},
 		{
 			Name: "blackbox-consumer-db-cut-with-deliveries", Window: protocol.ConsumerAfterReceive,
-			Description: "Every statement the consumer sends its database is slowed by 300 ms for a second, so transactions are in flight; then its database link is cut while deliveries keep coming; once the broker's management API shows the consumer holding deliveries it took after the cut (acked since the cut — a consumer that acks on receipt, with nothing committed — or, given 3 s to show such an ack, held unacked), the consumer is SIGKILLed with them in hand, none of them committed: none may have been acked, so the broker redelivers them and every event still takes effect once.",
+			Description: "Every statement the consumer sends its database is slowed by 300 ms, so its transactions are long; once pg_stat_activity shows one of them under way (it has written), its database link is cut while deliveries keep coming; once the broker's management API shows the consumer holding deliveries it took after the cut (acked since the cut — a consumer that acks on receipt, with nothing committed — or, given 3 s to show such an ack, held unacked), the consumer is SIGKILLed with them in hand, none of them committed: none may have been acked, so the broker redelivers them and every event still takes effect once.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				// Slowed first, the consumer is mid-transaction when the cut
@@ -141,12 +141,13 @@ func blackBox() []runner.Scenario {
 				at := fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}
 				return []fault.Fault{
 					fault.Toxic{Link: "consumer.pg", Toxic: proxies.Latency{Latency: 300 * time.Millisecond, Stream: proxies.Upstream}, Trigger: at, Duration: 1500 * time.Millisecond},
-					// The cut comes a second after the slowing landed, so the
-					// slowed transactions are under way: cut at the landing,
-					// a consumer that acks on receipt had acked nothing it
-					// then lost (ack-before-commit went uncaught).
-					fault.Unacked{Process: "consumer", Trigger: fault.Trigger{AfterOrders: at.AfterOrders, AfterLink: "consumer.pg", Delay: time.Second},
-						Cut: "consumer.pg", Action: fault.ActKill, RestartAfter: 200 * time.Millisecond},
+					// The cut comes once the slowing has landed and a transaction
+					// of the consumer's is under way (pg_stat_activity): a
+					// consumer that acks on receipt has acked its deliveries
+					// and loses them; cut between transactions, it had acked
+					// nothing it then lost.
+					fault.Unacked{Process: "consumer", Trigger: fault.Trigger{AfterOrders: at.AfterOrders, AfterLink: "consumer.pg"},
+						Cut: "consumer.pg", MidTransaction: true, Action: fault.ActKill, RestartAfter: 200 * time.Millisecond},
 				}
 			},
 			Evidence: []check.Evidence{check.BrokerRedelivered()},

@@ -83,3 +83,16 @@ func mustKind(t *testing.T, f Fault) Kind {
 	require.True(t, ok, "%T", f)
 	return k
 }
+
+// An unacked fault cuts mid-transaction only with a link to cut.
+func TestUnackedMidTransactionNeedsCut(t *testing.T) {
+	k, ok := KindNamed(KindUnacked)
+	require.True(t, ok)
+	_, err := k.Decode([]byte(`{"kind":"unacked","process":"consumer","action":"kill","mid_transaction":true}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "mid_transaction needs cut")
+
+	f, err := k.Decode([]byte(`{"kind":"unacked","process":"consumer","action":"kill","cut":"consumer.pg","mid_transaction":true}`))
+	require.NoError(t, err)
+	assert.Equal(t, Unacked{Process: "consumer", Action: ActKill, Cut: "consumer.pg", MidTransaction: true}, f)
+}

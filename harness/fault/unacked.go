@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/proxies"
 )
@@ -25,13 +27,19 @@ const KindUnacked = "unacked"
 // deliveries it holds are received, not committed: the broker counts them
 // unacked or — a consumer that acks on receipt — counts acks since the
 // cut. Its result says which the broker counted.
+//
+// With MidTransaction, the cut waits until pg_stat_activity shows one of
+// the consumer's sessions in a transaction that has written (on the
+// effects' database): the cut then fails a transaction under way, whose
+// deliveries a consumer that acks on receipt has acked already.
 type Unacked struct {
-	Process      string // the consumer instance reference
-	Trigger      Trigger
-	Action       string // ActKill or ActPause
-	Hold         time.Duration
-	RestartAfter time.Duration
-	Cut          string // a link reference ("consumer.pg") down from the trigger to the action; "" none
+	Process        string // the consumer instance reference
+	Trigger        Trigger
+	Action         string // ActKill or ActPause
+	Hold           time.Duration
+	RestartAfter   time.Duration
+	Cut            string // a link reference ("consumer.pg") down from the trigger to the action; "" none
+	MidTransaction bool   // with Cut: cut while a transaction of the consumer's is under way
 }
 
 func init() {
@@ -41,17 +49,20 @@ func init() {
 		Doc:     "the consumer killed or frozen while the broker counts deliveries it holds unacked on the target's queue",
 		Opens:   "consumer.after-receive (from outside)",
 		Params: func(u Unacked) (unackedParams, error) {
-			return unackedParams{Process: u.Process, Action: u.Action, Hold: Duration(u.Hold), RestartAfter: Duration(u.RestartAfter), Cut: u.Cut, Trigger: u.Trigger.Data()}, nil
+			return unackedParams{Process: u.Process, Action: u.Action, Hold: Duration(u.Hold), RestartAfter: Duration(u.RestartAfter), Cut: u.Cut, MidTransaction: u.MidTransaction, Trigger: u.Trigger.Data()}, nil
 		},
 		Fault: func(p unackedParams) (Unacked, error) {
 			errs := []error{Need(KindUnacked, p.Process != "", "process")}
 			if p.Action != ActKill && p.Action != ActPause {
 				errs = append(errs, fmt.Errorf("unacked fault: action %q: want %s or %s", p.Action, ActKill, ActPause))
 			}
+			if p.MidTransaction && p.Cut == "" {
+				errs = append(errs, errors.New("unacked fault: mid_transaction needs cut"))
+			}
 			if err := errors.Join(errs...); err != nil {
 				return Unacked{}, err
 			}
-			return Unacked{Process: p.Process, Action: p.Action, Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter), Cut: p.Cut, Trigger: p.Trigger.Trigger()}, nil
+			return Unacked{Process: p.Process, Action: p.Action, Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter), Cut: p.Cut, MidTransaction: p.MidTransaction, Trigger: p.Trigger.Trigger()}, nil
 		},
 		Window: func(u Unacked) (string, string) { return u.Process, "consumer.after-receive" },
 		Touches: func(u Unacked) Touch {
@@ -67,12 +78,15 @@ func init() {
 
 // unackedParams are an Unacked as a schedule writes it.
 type unackedParams struct {
-	Process      string       `json:"process,omitempty"`
-	Action       string       `json:"action,omitempty"`
-	Hold         Duration     `json:"hold,omitempty"`
-	RestartAfter Duration     `json:"restart_after,omitempty"`
-	Cut          string       `json:"cut,omitempty"`
-	Trigger      *TriggerData `json:"trigger,omitempty"`
+	Process      string   `json:"process,omitempty"`
+	Action       string   `json:"action,omitempty"`
+	Hold         Duration `json:"hold,omitempty"`
+	RestartAfter Duration `json:"restart_after,omitempty"`
+	Cut          string   `json:"cut,omitempty"`
+	// MidTransaction: the cut waits for a transaction of the consumer's
+	// under way.
+	MidTransaction bool         `json:"mid_transaction,omitempty"`
+	Trigger        *TriggerData `json:"trigger,omitempty"`
 }
 
 // Describe implements Fault.
@@ -82,7 +96,11 @@ func (u Unacked) Describe() result.Fault {
 		kind, detail = "pause", fmt.Sprintf("%s frozen (SIGSTOP) holding deliveries unacked, %s, held %s", u.Process, u.Trigger, u.Hold)
 	}
 	if u.Cut != "" {
-		detail = fmt.Sprintf("link %s down, then ", u.Cut) + detail
+		mid := ""
+		if u.MidTransaction {
+			mid = " while a transaction of its is under way"
+		}
+		detail = fmt.Sprintf("link %s down%s, then ", u.Cut, mid) + detail
 	}
 	return result.Fault{Kind: kind, Target: u.Process, Detail: detail}
 }
@@ -125,11 +143,17 @@ func (u Unacked) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		if err != nil {
 			return record(u, start, false, err)
 		}
+		release := nothingToUndo
+		if u.MidTransaction {
+			if release, err = cutMidTransaction(ctx, env, w, u.Process, link); err != nil {
+				return withUndo(record(u, start, false, err), release)
+			}
+		}
 		if err := link.Down(ctx); err != nil {
-			return record(u, start, false, fmt.Errorf("cut %s: %w", u.Cut, err))
+			return withUndo(record(u, start, false, fmt.Errorf("cut %s: %w", u.Cut, err)), release)
 		}
 		env.Logf("link %s down", u.Cut)
-		up = func() error { return link.Up(context.WithoutCancel(ctx)) }
+		up = func() error { return errors.Join(link.Up(context.WithoutCancel(ctx)), release()) }
 	}
 	linkUp := func(r result.Fault) result.Fault {
 		if up != nil {
@@ -240,6 +264,74 @@ func waitHeldDeliveries(ctx context.Context, env *Env, cut bool, after respawn) 
 		case <-tick.C:
 		}
 	}
+}
+
+// cutMidTransaction waits, at most the fault deadline, until
+// pg_stat_activity shows a session of the consumer's (by the
+// application_name faultline gave it) in a transaction that has written,
+// on the database of the contract's effects; then it holds back all the
+// consumer sends over link (a timeout toxic: nothing more reaches the
+// server, not even a COMMIT a latency toxic still holds) and terminates
+// the consumer's backends that are in a transaction. The window opened
+// only if one of those transactions aborted (txid_status): one that
+// committed between the look and the hold failed nothing. w records the
+// wait; release takes the toxic off.
+func cutMidTransaction(ctx context.Context, env *Env, w *waits, consumer string, link *proxies.Link) (release func() error, err error) {
+	in, err := env.Roles.Instance(consumer)
+	if err != nil {
+		return nothingToUndo, err
+	}
+	_, pool, err := env.Query(&env.Contract.Effects, "effects")
+	if err != nil {
+		return nothingToUndo, err
+	}
+	const inTransaction = `FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()
+		AND backend_xid IS NOT NULL AND state IN ('active', 'idle in transaction', 'idle in transaction (aborted)')`
+	release = nothingToUndo
+	err = w.wait(fmt.Sprintf("a transaction of %s's that has written to be under way, for the cut to fail it (pg_stat_activity)", in.Name), env.Deadline, func() (string, error) {
+		err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
+			var one int
+			err := pool.QueryRow(ctx, `SELECT 1 `+inTransaction+` LIMIT 1`, in.Name).Scan(&one)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return false, nil
+			}
+			return err == nil, err
+		})
+		if err != nil {
+			return "", fmt.Errorf("window not opened: no transaction of %s's under way: %w", in.Name, err)
+		}
+		held, err := link.Add(ctx, proxies.Timeout{Timeout: 0, Stream: proxies.Upstream})
+		if err != nil {
+			return "", fmt.Errorf("hold back what %s sends: %w", in.Name, err)
+		}
+		release = func() error {
+			if err := held.Remove(context.WithoutCancel(ctx)); err != nil {
+				return fmt.Errorf("remove the toxic on %s: %w", link.Name(), err)
+			}
+			return nil
+		}
+		// Each backend is waited for (up to 5 s) to end, so its
+		// transaction's fate is final when it is read.
+		rows, err := pool.Query(ctx, `SELECT backend_xid::text FROM (SELECT backend_xid, pg_terminate_backend(pid, 5000) `+inTransaction+`) t`, in.Name)
+		if err != nil {
+			return "", fmt.Errorf("terminate %s's transactions under way: %w", in.Name, err)
+		}
+		xids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return "", fmt.Errorf("terminate %s's transactions under way: %w", in.Name, err)
+		}
+		for _, xid := range xids {
+			status, err := xidStatus(ctx, pool, xid)
+			if err != nil {
+				return "", err
+			}
+			if status == "aborted" {
+				return fmt.Sprintf("transaction %s aborted by the cut", xid), nil
+			}
+		}
+		return "", fmt.Errorf("window not opened: %s's transactions under way committed before the cut (%d looked at)", in.Name, len(xids))
+	})
+	return release, err
 }
 
 // causeHeld is what waitHeldDeliveries waits for, for a wait's record:
