@@ -210,6 +210,11 @@ func TestCatalogue(t *testing.T) {
 	}
 	_, err := Lookup("no-such-scenario")
 	assert.ErrorContains(t, err, `unknown scenario "no-such-scenario"`)
+	for _, sc := range append(All(), Production()...) {
+		for seed := int64(1); seed <= 10; seed++ {
+			assert.NoError(t, fault.CheckOrder(sc.Schedule(seed)), "%s, seed %d", sc.Name, seed)
+		}
+	}
 	for _, sc := range All() {
 		assert.NoError(t, check.ValidateOptional(sc.Invariants), "%s asks for an invariant the checker has no optional one of", sc.Name)
 		if sc.Window != "" {

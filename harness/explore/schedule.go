@@ -114,6 +114,9 @@ func (s *Schedule) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("schedule: %w", err)
 	}
+	if err := fault.CheckOrder(faults); err != nil {
+		return fmt.Errorf("schedule: %w", err)
+	}
 	invariants := f.Invariants
 	if f.NoneFailed && !slices.Contains(invariants, check.NoneGaveUp) {
 		invariants = append(invariants, check.NoneGaveUp)

@@ -143,6 +143,7 @@ func TestScheduleDecodeErrors(t *testing.T) {
 		{"unknown toxic", fmt.Sprintf(ok, `{"kind":"toxic","link":"consumer.pg","toxic":{"type":"gremlin"}}`), `unknown toxic type "gremlin"`},
 		{"invalid toxic", fmt.Sprintf(ok, `{"kind":"toxic","link":"consumer.pg","toxic":{"type":"bandwidth"}}`), "rate must be positive"},
 		{"unknown field", fmt.Sprintf(ok, `{"kind":"poison","count":1,"colour":"red"}`), `unknown field "colour"`},
+		{"after a link nothing lands on", fmt.Sprintf(ok, `{"kind":"link-down","link":"consumer.pg","duration":"1s"},{"kind":"unacked","process":"consumer","action":"kill","trigger":{"after_link":"relay-1.amqp"}}`), `after_link "relay-1.amqp": no toxic or link-down of this schedule lands on that link`},
 		{"commit-order without every", fmt.Sprintf(ok, `{"kind":"commit-order","holds":5,"hold":"600ms"}`), "commit-order fault: needs every of 1 or more"},
 		{"other schema", `{"schema":"github.com/faultline-dev/faultline/schedule/v9","target":"x","workload":{"orders":1},"faults":[]}`, `schema "github.com/faultline-dev/faultline/schedule/v9"`},
 		{"no target", `{"schema":"github.com/faultline-dev/faultline/schedule/v1","workload":{"orders":1},"faults":[]}`, "no target name"},

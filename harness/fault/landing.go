@@ -2,6 +2,7 @@ package fault
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -72,4 +73,34 @@ func (l *Landings) wait(ctx context.Context, link string) error {
 // followers.
 func notLanded(link string) error {
 	return fmt.Errorf("the fault on %s ended before it landed", link)
+}
+
+// lander is a fault that lands on a link (a toxic, a cut), for a trigger's
+// AfterLink to wait for.
+type lander interface{ landsOn() string }
+
+func (t Toxic) landsOn() string    { return t.Link }
+func (l LinkDown) landsOn() string { return l.Link }
+
+// CheckOrder refuses a schedule in which a fault waits for a landing on a
+// link (its trigger's AfterLink) that no toxic or cut of the same schedule
+// lands on: it would wait until the fault deadline and end unopened.
+func CheckOrder(faults []Fault) error {
+	landed := map[string]bool{}
+	for _, f := range faults {
+		if l, ok := f.(lander); ok {
+			landed[l.landsOn()] = true
+		}
+	}
+	var errs []error
+	for i, f := range faults {
+		k, ok := KindOf(f)
+		if !ok {
+			continue
+		}
+		if link := k.Trigger(f).AfterLink; link != "" && !landed[link] {
+			errs = append(errs, fmt.Errorf("fault %d (%s): after_link %q: no toxic or link-down of this schedule lands on that link", i+1, k.Name(), link))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -56,3 +56,16 @@ func TestTriggerAfterLink(t *testing.T) {
 	})
 	assert.Equal(t, "after 5 orders, once producer.amqp is faulted", Trigger{AfterOrders: 5, AfterLink: "producer.amqp"}.String())
 }
+
+// A fault that waits for a landing on a link no fault of its schedule
+// lands on is refused before the run, naming the fault and the link.
+func TestCheckOrder(t *testing.T) {
+	after := Trigger{AfterOrders: 5, AfterLink: "consumer.pg"}
+	kill := Unacked{Process: "consumer", Action: ActKill, Trigger: after}
+	require.NoError(t, CheckOrder(nil))
+	assert.NoError(t, CheckOrder([]Fault{LinkDown{Link: "consumer.pg"}, kill}))
+	assert.NoError(t, CheckOrder([]Fault{kill, Toxic{Link: "consumer.pg"}}), "the order in the list does not matter")
+	err := CheckOrder([]Fault{Toxic{Link: "consumer.amqp"}, kill})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `fault 2 (unacked): after_link "consumer.pg"`)
+}

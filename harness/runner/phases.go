@@ -81,6 +81,9 @@ func (r *run) provision(ctx context.Context) (provisioned, error) {
 	r.sc = sc
 	r.res.Window = sc.Window // re-timed for the target's relay, maybe
 	p := provisioned{faults: r.sc.Schedule(r.opts.Seed)}
+	if err := fault.CheckOrder(p.faults); err != nil {
+		return provisioned{}, fmt.Errorf("scenario %s: %w", r.sc.Name, err)
+	}
 	for _, need := range needs(p.faults) {
 		if need == fault.CapBrokerRestart && !r.sh.Infra.CanRestartBroker() {
 			r.res.Verdict = result.NotRun
