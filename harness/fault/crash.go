@@ -21,12 +21,13 @@ import (
 // or delay.
 //
 // A kill is made at the point, not by it: the point freezes the process
-// (the protocol's pause), faultline waits until the frozen process's
-// sockets have nothing left unsent, and then sends SIGKILL. What the
-// process did before the point (an ack, a publish) has then reached its
-// peer, however slow the machine: killed by its own point, a process
-// whose sockets hold unread input is reset, and a reset discards what it
-// had written and not yet sent.
+// (the protocol's pause), faultline waits until everything the frozen
+// process wrote has been read by the processes at the other end of its
+// sockets, and then sends SIGKILL. What the process did before the point
+// (an ack, a publish) has then reached its peer, however slow the
+// machine: killed by its own point, a process whose sockets hold unread
+// input is reset, and a reset discards what it had written and not yet
+// sent, and what its peer had received and not yet read.
 type Crash struct {
 	Process string        // instance reference: "relay-1", "consumer"
 	Point   string        // the protocol's window, e.g. protocol.RelayAfterConfirm
@@ -485,20 +486,20 @@ func (t *takeover) see(e eventlog.Entry) bool {
 	return all
 }
 
-// waitSent waits until the frozen process's sockets have nothing left
-// unsent, at most env.Deadline (a peer that never reads: the kill would
-// take back what the process wrote, and the window did not open); w
-// records the wait.
+// waitSent waits until everything the frozen process wrote to its sockets
+// has been read by their peers (supervisor.Process.Unsent), at most
+// env.Deadline (a peer that never reads: the kill would take back what the
+// process wrote, and the window did not open); w records the wait.
 func waitSent(ctx context.Context, env *Env, p *supervisor.Process, w *waits) error {
 	var unsent int64
-	return w.wait(fmt.Sprintf("%s's sockets to have nothing left unsent", p.Name()), env.Deadline, func() (string, error) {
+	return w.wait(fmt.Sprintf("what %s wrote to its sockets to be read by their peers", p.Name()), env.Deadline, func() (string, error) {
 		err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
 			var err error
 			unsent, err = p.Unsent()
 			return err == nil && unsent == 0, err
 		})
 		if err != nil {
-			return "", fmt.Errorf("window not opened: %s still had %d bytes unsent after its crash point: %w", p.Name(), unsent, err)
+			return "", fmt.Errorf("window not opened: %d bytes %s wrote were still unread by their peers after its crash point: %w", unsent, p.Name(), err)
 		}
 		return "", nil
 	})

@@ -10,11 +10,15 @@ import (
 )
 
 // Unsent is how many bytes the current incarnation has written to its TCP
-// sockets that their peers have not acknowledged yet (the kernel's send
-// queues, /proc/net/tcp's tx_queue). A process frozen with none unsent has
-// had everything it wrote received: killing it then cannot take a written
-// frame back, however slow the machine (a socket closed with unread input
-// is reset, and a reset discards what was still queued to send).
+// sockets that have not yet been read by the process at the other end:
+// what its own send queues hold (the peer's kernel has not acknowledged
+// it, /proc/net/tcp's tx_queue) and, for a peer on this machine (every
+// link runs through a proxy on loopback), what the peer's socket has
+// received and its process not read (the peer's rx_queue). A process
+// frozen with none unsent has had everything it wrote read: killing it
+// then cannot take a written frame back, however slow the machine. A
+// socket closed with unread input is reset, and a reset discards both what
+// was still queued to send and what the peer had received but not read.
 func (p *Process) Unsent() (int64, error) {
 	inc := p.current()
 	if inc.exited() {
@@ -26,7 +30,7 @@ func (p *Process) Unsent() (int64, error) {
 	}
 	var total int64
 	for _, table := range []string{"tcp", "tcp6"} {
-		n, err := sendQueued(filepath.Join("/proc", strconv.Itoa(inc.pid), "net", table), inodes)
+		n, err := unreadBy(filepath.Join("/proc", strconv.Itoa(inc.pid), "net", table), inodes)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", p.spec.Name, err)
 		}
@@ -55,9 +59,10 @@ func socketInodes(pid int) (map[string]bool, error) {
 	return out, nil
 }
 
-// sendQueued sums the tx_queue of the sockets in a /proc/net/tcp table
-// whose inode is among inodes. A missing table (no IPv6) holds none.
-func sendQueued(path string, inodes map[string]bool) (int64, error) {
+// unreadBy sums, in a /proc/net/tcp table, the tx_queue of the sockets
+// whose inode is among inodes and the rx_queue of their peers' sockets in
+// the same table. A missing table (no IPv6) holds none.
+func unreadBy(path string, inodes map[string]bool) (int64, error) {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return 0, nil
@@ -66,13 +71,21 @@ func sendQueued(path string, inodes map[string]bool) (int64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	return parseSendQueued(bufio.NewScanner(f), inodes)
+	return parseUnread(bufio.NewScanner(f), inodes)
 }
 
-// parseSendQueued reads a /proc/net/tcp table: after its header line,
-// "sl local rem st tx_queue:rx_queue tr:when retrnsmt uid timeout inode ...".
-func parseSendQueued(sc *bufio.Scanner, inodes map[string]bool) (int64, error) {
-	var total int64
+// tcpEntry is one socket of a /proc/net/tcp table.
+type tcpEntry struct {
+	local, remote, inode string
+	tx, rx               int64
+}
+
+// parseUnread reads a /proc/net/tcp table: after its header line,
+// "sl local rem st tx_queue:rx_queue tr:when retrnsmt uid timeout inode
+// ...". It sums the send queues of the sockets in inodes and the receive
+// queues of the sockets connected to them (local and remote swapped).
+func parseUnread(sc *bufio.Scanner, inodes map[string]bool) (int64, error) {
+	var entries []tcpEntry
 	header := true
 	for sc.Scan() {
 		if header {
@@ -80,18 +93,38 @@ func parseSendQueued(sc *bufio.Scanner, inodes map[string]bool) (int64, error) {
 			continue
 		}
 		f := strings.Fields(sc.Text())
-		if len(f) < 10 || !inodes[f[9]] {
+		if len(f) < 10 {
 			continue
 		}
-		tx, _, ok := strings.Cut(f[4], ":")
+		txs, rxs, ok := strings.Cut(f[4], ":")
 		if !ok {
 			return 0, fmt.Errorf("malformed queue field %q", f[4])
 		}
-		n, err := strconv.ParseInt(tx, 16, 64)
+		tx, err := strconv.ParseInt(txs, 16, 64)
 		if err != nil {
-			return 0, fmt.Errorf("malformed send queue %q: %w", tx, err)
+			return 0, fmt.Errorf("malformed send queue %q: %w", txs, err)
 		}
-		total += n
+		rx, err := strconv.ParseInt(rxs, 16, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed receive queue %q: %w", rxs, err)
+		}
+		entries = append(entries, tcpEntry{local: f[1], remote: f[2], inode: f[9], tx: tx, rx: rx})
 	}
-	return total, sc.Err()
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	peerOf := map[string]bool{} // "local remote" of each of our sockets' peers
+	var total int64
+	for _, e := range entries {
+		if inodes[e.inode] {
+			total += e.tx
+			peerOf[e.remote+" "+e.local] = true
+		}
+	}
+	for _, e := range entries {
+		if !inodes[e.inode] && peerOf[e.local+" "+e.remote] {
+			total += e.rx
+		}
+	}
+	return total, nil
 }
