@@ -14,6 +14,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/gate"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/protocol"
@@ -35,10 +36,12 @@ func TestLostEventStages(t *testing.T) {
 		return sc
 	}
 	// The consumer is killed at its third batch and never comes back: the
-	// relays publish on and the rest waits in the queue. The wait ends once
-	// the pipeline stands still (runner.Options.Stall), so the relays have
-	// settled the outbox however slow the machine, and only the queue is
-	// left unconverged.
+	// relays publish on and the rest waits in the queue. Each case's wait
+	// ends once its pipeline stands still (runner.Options.Stall, as a
+	// gate's variants), not after a fixed time: whatever is still moving
+	// then (the relays settling the outbox, the consumer draining the
+	// queue) has finished however slow the machine, and only the stage the
+	// case is about is left.
 	consumerDown := runner.Scenario{
 		Name: "stage-consumer-kept-down", Window: "consumer down for good",
 		Workload: steady(), Converge: time.Minute,
@@ -60,9 +63,9 @@ func TestLostEventStages(t *testing.T) {
 		// on the tap queue and the audit trail)
 		blind bool
 	}{
-		{"a consumer kept down: still queued, not converged", consumerDown, "", runner.Options{Stall: time.Nanosecond}, result.Indeterminate, result.StageQueued, "not-converged", false},
+		{"a consumer kept down: still queued, not converged", consumerDown, "", runner.Options{Stall: gate.VariantStall}, result.Indeterminate, result.StageQueued, "not-converged", false},
 		{"a relay killed holding claims without a lease: still in the outbox", lookup("relay-crash-after-claim"), "no-lease",
-			runner.Options{Converge: 5 * time.Second}, result.Fail, result.StageInOutbox, "not-converged", false},
+			runner.Options{Stall: gate.VariantStall}, result.Fail, result.StageInOutbox, "not-converged", false},
 		{"returns ignored while the queue stays unbound: routed nowhere", lookup("unroutable-budget-exhausted"), "ignore-return",
 			runner.Options{}, result.Fail, result.StageRoutedNowhere, "lost", false},
 		{"without event logs, returns ignored while the queue is unbound: routed nowhere", lookup("blackbox-unroutable-then-routable"), "ignore-return",
@@ -70,7 +73,7 @@ func TestLostEventStages(t *testing.T) {
 		{"acked before the commit, the consumer killed: consumed without effect", lookup("consumer-crash-after-receive"), "ack-before-commit",
 			runner.Options{}, result.Fail, result.StageConsumedNoEffect, "lost", false},
 		{"a relay reading by id past rows held at their commit: skipped", lookup("blackbox-outbox-commit-order"), "reads-by-id",
-			runner.Options{Converge: 10 * time.Second}, result.Fail, result.StageSkipped, "lost", true},
+			runner.Options{Stall: gate.VariantStall}, result.Fail, result.StageSkipped, "lost", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
