@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/faultline-dev/faultline/protocol"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/supervisor"
-	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -259,7 +258,7 @@ func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		var seen string
 		switch {
 		case c.UntilTakeover:
-			seen, holdErr = waitTakeover(ctx, env, w, c.Process, c.Point, TakeoverWait(c.Hold, env.Lease))
+			seen, holdErr = waitTakeover(ctx, env, w, c.Process, TakeoverWait(c.Hold, env.Lease))
 		case c.UntilNacked:
 			started := time.Now()
 			who, _, err := waitOtherRelays(ctx, env, c.Process, c.Hold, func(e eventlog.Entry) bool { return e.Event == eventlog.Nacked })
@@ -297,25 +296,20 @@ func TakeoverWait(least, lease time.Duration) time.Duration { return max(least, 
 var errUnseen = errors.New("not seen")
 
 // waitTakeover waits, at most within, until another relay's event log
-// shows a claim of a row of each claim frozen (a relay frozen at point)
-// holds (read from frozen's own event log, frozenClaims); it records the
-// wait in w and says what it saw.
-func waitTakeover(ctx context.Context, env *Env, w *waits, frozen, point string, within time.Duration) (seen string, err error) {
+// shows a claim of a row of frozen's last claim (read from frozen's own
+// event log); it records the wait in w and says what it saw.
+func waitTakeover(ctx context.Context, env *Env, w *waits, frozen string, within time.Duration) (seen string, err error) {
 	err = w.wait(fmt.Sprintf("another relay to take %s's claim over", frozen), within, func() (string, error) {
-		claims, err := heldClaims(env, frozen, point)
+		mine, err := lastClaim(env, frozen)
 		if err != nil {
 			return "", fmt.Errorf("window not opened: %w: %w", errUnseen, err)
 		}
-		over := newTakeover(claims)
 		started := time.Now()
-		other, e, err := waitOtherRelays(ctx, env, frozen, within, over.see)
+		other, e, err := waitOtherRelays(ctx, env, frozen, within, func(e eventlog.Entry) bool { return takesOver(mine, e) })
 		if err != nil {
 			return "", fmt.Errorf("window not opened: %w of %s's claim by another relay: %w", errUnseen, frozen, err)
 		}
 		seen = fmt.Sprintf("%s took %s over after %s", other, e.EventID, time.Since(started).Round(time.Millisecond))
-		if len(claims) > 1 {
-			seen += fmt.Sprintf(" (a row of each of the %d claims %s held)", len(claims), frozen)
-		}
 		return seen, nil
 	})
 	return seen, err
@@ -378,9 +372,9 @@ func waitOtherRelays(ctx context.Context, env *Env, exclude string, within time.
 	}
 }
 
-// heldClaims are the claims (each a set of eventIds) a relay frozen at
-// point holds, from its event log: frozenClaims.
-func heldClaims(env *Env, process, point string) ([]map[string]bool, error) {
+// lastClaim is the set of eventIds of the last claim in process's event
+// log.
+func lastClaim(env *Env, process string) (map[string]bool, error) {
 	p, err := env.Process(process)
 	if err != nil {
 		return nil, err
@@ -389,58 +383,11 @@ func heldClaims(env *Env, process, point string) ([]map[string]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s's event log: %w", process, err)
 	}
-	claims := frozenClaims(entries, point)
-	if len(claims) == 0 {
-		return nil, fmt.Errorf("%s's event log shows no claim held at %s", process, point)
+	rows := lastClaimOf(entries)
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%s's event log shows no claim", process)
 	}
-	return claims, nil
-}
-
-// frozenClaims are the claims whose late write the freeze is for. At
-// relay.before-retry, every claim with returns logged and no retry write
-// logged (Retry, Failed, Fenced): a relay keeps more than one batch in
-// flight, and the newest claim need not be the one at the point; each
-// must be taken over for the late retry write to meet another's claim.
-// Elsewhere, or where the relay logs no returns, the last claim (the
-// point is in the claim's own settling).
-func frozenClaims(entries []eventlog.Entry, point string) []map[string]bool {
-	if point == protocol.RelayBeforeRetry {
-		if claims := returnedClaims(entries); len(claims) > 0 {
-			return claims
-		}
-	}
-	if rows := lastClaimOf(entries); len(rows) > 0 {
-		return []map[string]bool{rows}
-	}
-	return nil
-}
-
-// returnedClaims are the claims with returns logged and no retry write
-// logged, each as the set of its returned eventIds.
-func returnedClaims(entries []eventlog.Entry) []map[string]bool {
-	returned := map[string]map[string]bool{}
-	var order []string
-	for _, e := range entries {
-		switch e.Event {
-		case eventlog.Returned:
-			if returned[e.ClaimID] == nil {
-				returned[e.ClaimID] = map[string]bool{}
-				order = append(order, e.ClaimID)
-			}
-			returned[e.ClaimID][e.EventID] = true
-		case eventlog.Retry, eventlog.FailedAlert, eventlog.Fenced:
-			if returned[e.ClaimID] != nil {
-				delete(returned, e.ClaimID)
-			}
-		}
-	}
-	var claims []map[string]bool
-	for _, id := range order {
-		if rows := returned[id]; rows != nil {
-			claims = append(claims, rows)
-		}
-	}
-	return claims
+	return rows, nil
 }
 
 // lastClaimOf is the set of eventIds of the last claim in entries.
@@ -459,31 +406,10 @@ func lastClaimOf(entries []eventlog.Entry) map[string]bool {
 	return rows
 }
 
-// takeover follows other relays' claims until each held claim has had a
-// row claimed; see is safe for the goroutines that read each relay's log.
-type takeover struct {
-	mu     sync.Mutex
-	claims []map[string]bool
-	taken  []bool
-}
-
-func newTakeover(claims []map[string]bool) *takeover {
-	return &takeover{claims: claims, taken: make([]bool, len(claims))}
-}
-
-// see takes e, from another relay's event log, and reports whether every
-// held claim has now had a row claimed.
-func (t *takeover) see(e eventlog.Entry) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	all := true
-	for i, rows := range t.claims {
-		if e.Event == eventlog.Claimed && rows[e.EventID] {
-			t.taken[i] = true
-		}
-		all = all && t.taken[i]
-	}
-	return all
+// takesOver reports whether e, from another relay's event log, claims a
+// row of the frozen relay's last claim (mine).
+func takesOver(mine map[string]bool, e eventlog.Entry) bool {
+	return e.Event == eventlog.Claimed && mine[e.EventID]
 }
 
 // waitSent waits until everything the frozen process wrote to its sockets

@@ -204,7 +204,7 @@ func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		return notUndone(record(t, start, true, nil), err)
 	}
 	if t.UntilTakeover {
-		seen, holdErr := waitTakeover(ctx, env, w, t.At.Process, t.At.Point, TakeoverWait(t.Duration, env.Lease))
+		seen, holdErr := waitTakeover(ctx, env, w, t.At.Process, TakeoverWait(t.Duration, env.Lease))
 		if err := applied.Remove(context.WithoutCancel(ctx)); err != nil {
 			return notUndone(record(t, start, true, holdErr), fmt.Errorf("remove the toxic on %s: %w", t.Link, err))
 		}
