@@ -18,16 +18,18 @@ type Progress struct {
 	// for call for (one each), where the target shows no backlog of its
 	// relay (no status in its outbox, no pending query): with nothing else
 	// to tell a relay still catching up from one done, the pipeline is not
-	// settled with fewer effects. 0 where the backlog is shown.
+	// settled with fewer events that have an effect (Effected: one event
+	// with two effects is still one). 0 where the backlog is shown.
 	Expected int
-	Effects  int
+	Effects  int // effect rows
+	Effected int // distinct events among the effect rows
 	Ready    int
 	Unacked  int
 	Queue    string // the target's queue, which Ready and Unacked count
 }
 
 func (p Progress) settled() bool {
-	return p.Unsettled == 0 && p.Ready == 0 && p.Unacked == 0 && p.InboxPending == 0 && p.Effects >= p.Expected
+	return p.Unsettled == 0 && p.Ready == 0 && p.Unacked == 0 && p.InboxPending == 0 && p.Effected >= p.Expected
 }
 
 func (p Progress) String() string {
@@ -37,7 +39,7 @@ func (p Progress) String() string {
 	}
 	expected := ""
 	if p.Expected > 0 {
-		expected = fmt.Sprintf(" of the %d the answered events call for", p.Expected)
+		expected = fmt.Sprintf(" (%d events) of the %d the answered events call for", p.Effected, p.Expected)
 	}
 	return fmt.Sprintf("%d outbox events unsettled, %d messages ready and %d unacked in %s%s, %d effects%s",
 		p.Unsettled, p.Ready, p.Unacked, p.Queue, inbox, p.Effects, expected)
@@ -63,7 +65,7 @@ func NewSettling(quiet time.Duration) *Settling { return &Settling{quiet: quiet}
 
 // same says whether two samples show the pipeline in the same place.
 func (p Progress) same(q Progress) bool {
-	return p.Unsettled == q.Unsettled && p.InboxPending == q.InboxPending && p.Effects == q.Effects && p.Ready == q.Ready && p.Unacked == q.Unacked
+	return p.Unsettled == q.Unsettled && p.InboxPending == q.InboxPending && p.Effects == q.Effects && p.Effected == q.Effected && p.Ready == q.Ready && p.Unacked == q.Unacked
 }
 
 // Stalled says whether the pipeline, not settled, has shown no change at

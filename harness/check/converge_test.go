@@ -41,9 +41,9 @@ func TestSettling(t *testing.T) {
 		{"events in the inbox not applied: queue drained and effects still, but not settled",
 			[]sample{{settled, nil, 0}, {inbox, nil, 200}, {inbox, nil, 1400}, {inbox, nil, 3000}}, -1, "1 events in the inbox not applied, 5 effects"},
 		{"a relay whose backlog is not shown: fewer effects than the answered events call for is not settled",
-			[]sample{{Progress{Expected: 6, Effects: 5, Queue: "orders"}, nil, 0}, {Progress{Expected: 6, Effects: 5, Queue: "orders"}, nil, 1400}, {Progress{Expected: 6, Effects: 5, Queue: "orders"}, nil, 3000}}, -1, "5 effects of the 6 the answered events call for"},
+			[]sample{{Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 0}, {Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 1400}, {Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 3000}}, -1, "5 effects (5 events) of the 6 the answered events call for"},
 		{"a relay whose backlog is not shown: settled once every event has its effect",
-			[]sample{{Progress{Expected: 6, Effects: 5, Queue: "orders"}, nil, 0}, {Progress{Expected: 6, Effects: 6, Queue: "orders"}, nil, 200}, {Progress{Expected: 6, Effects: 6, Queue: "orders"}, nil, 400}, {Progress{Expected: 6, Effects: 6, Queue: "orders"}, nil, 1400}}, 400, ""},
+			[]sample{{Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 0}, {Progress{Expected: 6, Effects: 6, Effected: 6, Queue: "orders"}, nil, 200}, {Progress{Expected: 6, Effects: 6, Effected: 6, Queue: "orders"}, nil, 400}, {Progress{Expected: 6, Effects: 6, Effected: 6, Queue: "orders"}, nil, 1400}}, 400, ""},
 		{"the inbox applied: settled from then on",
 			[]sample{{inbox, nil, 0}, {inbox, nil, 1400}, {settled6, nil, 1600}, {settled6, nil, 1800}, {settled6, nil, 2800}}, 1800, ""},
 	}

@@ -34,7 +34,7 @@ func (w *Watch) Progress(ctx context.Context, events int) (check.Progress, error
 			return p, err
 		}
 	}
-	if p.Effects, err = w.Effects(ctx); err != nil {
+	if p.Effects, p.Effected, err = w.countEffects(ctx); err != nil {
 		return p, err
 	}
 	info, err := w.Queue(ctx, w.run.Target.Topology.Queue)
@@ -47,19 +47,25 @@ func (w *Watch) Progress(ctx context.Context, events int) (check.Progress, error
 
 // Effects counts the effects through the contract's effects query.
 func (w *Watch) Effects(ctx context.Context) (int, error) {
+	n, _, err := w.countEffects(ctx)
+	return n, err
+}
+
+// countEffects counts the contract's effect rows and the distinct events among
+// them (its event_id column, which the contract requires).
+func (w *Watch) countEffects(ctx context.Context) (rows, events int, err error) {
 	q := w.run.Target.Contract.Effects
 	pool, err := poolFor(w.run.DB, q, "effects")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var n int
 	err = check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM (`+q.SQL+`) AS effects`).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT count(*), count(DISTINCT event_id::text) FROM (`+q.SQL+`) AS effects`).Scan(&rows, &events); err != nil {
 			return queryError("effects", q, err)
 		}
 		return nil
 	})
-	return n, err
+	return rows, events, err
 }
 
 // Converge bounds a wait for convergence and says what it needs.
