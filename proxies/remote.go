@@ -161,8 +161,8 @@ func (s *RemoteServer) RemoveLink(ctx context.Context, name string) error {
 	if err != nil {
 		// Toxiproxy's API answers 503 when a request outlasts its
 		// handler's time limit, which a delete waiting for a proxy's
-		// connections to close can on a loaded machine; the delete goes
-		// on behind it. A proxy seen gone then was removed.
+		// connections to close can; the delete goes on behind it. A proxy
+		// seen gone then was removed.
 		if unavailable(err) && s.gone(ctx, name) {
 			s.release(name)
 			return nil

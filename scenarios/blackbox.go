@@ -134,10 +134,10 @@ func blackBox() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				// Slowed first, the consumer is mid-transaction when the cut
 				// comes: a consumer that acked on receipt has acked what
-				// those transactions held, and loses it. Unslowed, it was
-				// often between deliveries, and (the reference's variant
+				// those transactions held, and loses it. Unslowed, it is
+				// mostly between deliveries, and (the reference's variant
 				// backs off from a dead database before it takes another)
-				// acked nothing it lost: one clean-clone run missed it.
+				// may have acked nothing it loses.
 				at := fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}
 				return []fault.Fault{
 					fault.Toxic{Link: "consumer.pg", Toxic: proxies.Latency{Latency: 300 * time.Millisecond, Stream: proxies.Upstream}, Trigger: at, Duration: 1500 * time.Millisecond},

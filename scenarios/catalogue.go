@@ -347,10 +347,10 @@ func All() []runner.Scenario {
 					// The toxic lands while relay-1 holds a published batch
 					// (0.5 s at relay.after-publish, longer than the 0.4 s
 					// renewal period), so relay-1 is surely connected and
-					// working: on a loaded CI machine a toxic timed by the
-					// order count alone once slowed relay-1's first
-					// connection handshake, and relay-1 connected only after
-					// the last order, with nothing left to renew.
+					// working: an order count alone says nothing of relay-1,
+					// which may still be in its first connection handshake
+					// and connect only after the last order, with nothing
+					// left to renew.
 					fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: 1500 * time.Millisecond}, Trigger: at, Duration: 8 * time.Second,
 						At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterPublish}},
 					// Hit 1 counted from the same trigger: the first renewal

@@ -33,8 +33,8 @@ func randomChaos() runner.Scenario {
 			// Faults land in the first 200 of the 500 orders, so a crash point
 			// armed at its trigger still has batches left to fire on, also
 			// behind a broker restart (about 8 s down and back, most of the
-			// 10 s workload) and on a loaded machine: a pause armed after
-			// order 293 once found relay-2 with nothing left to confirm.
+			// 10 s workload): armed late, a point finds its process with
+			// nothing left to do.
 			at := func() fault.Trigger { return fault.Trigger{AfterOrders: int64(between(rng, 20, 200))} }
 			relayPoints := []string{protocol.RelayAfterClaim, protocol.RelayAfterPublish, protocol.RelayAfterConfirm, protocol.RelayAfterMark}
 			invPoints := []string{protocol.ConsumerAfterReceive, protocol.ConsumerAfterCommit}

@@ -218,9 +218,9 @@ func (s *Surface) Opener(in SurfaceInstance, w, busy string) (o Opening, ok bool
 		o.Keys = []string{LinkKey(link)}
 		if slices.Contains(in.Points, protocol.RelayAfterPublish) {
 			// The slowing lands while the relay holds a published batch, so
-			// it is connected and working: timed by the order count alone,
-			// it once slowed a relay's first connection handshake on a
-			// loaded machine, and the relay connected after the last order.
+			// it is connected and working: an order count alone says
+			// nothing of the relay, which may still be in its first
+			// connection handshake.
 			slow.At = &Sync{Process: in.Ref, Point: protocol.RelayAfterPublish}
 			o.Keys = append(o.Keys, PointKey(in.Ref, protocol.RelayAfterPublish))
 		}

@@ -360,9 +360,8 @@ const slowLatency = 300 * time.Millisecond
 // database link) by slowLatency, so the consumer holds what it receives
 // unacked while it commits: a fault that waits for held deliveries
 // (waitHeldDeliveries) then finds them, where a consumer that commits in
-// milliseconds holds nothing at most of the broker's samples (on a loaded
-// machine such a wait ran out three seeds in a row). remove takes the
-// latency off again.
+// milliseconds holds nothing at most of the broker's samples, however
+// long the wait. remove takes the latency off again.
 func slowLink(ctx context.Context, env *Env, ref string) (remove func() error, err error) {
 	link, err := env.Link(ref)
 	if err != nil {

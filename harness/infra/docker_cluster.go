@@ -240,7 +240,7 @@ var dockerClusterAdvanced = "[{kernel, [{net_ticktime, " + strconv.Itoa(netTickt
 // nodeStartAttempts bounds how often a node's start is tried: RabbitMQ
 // 3.10 nodes that boot at the same time (a joiner and the node it joins
 // still syncing feature flags, or every node after a whole-cluster kill)
-// now and then stop with incompatible_feature_flags on a loaded machine;
+// can stop with incompatible_feature_flags when their boots overlap;
 // started again, they boot.
 const nodeStartAttempts = 3
 

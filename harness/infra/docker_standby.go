@@ -565,8 +565,8 @@ func (r *DockerReplicated) Stop(ctx context.Context) error {
 		}
 	}
 	// After the containers: a link whose connections are gone is removed
-	// at once, one with a connection to a killed primary can take the
-	// Toxiproxy API past its 25 s limit on a loaded machine.
+	// at once, one with a connection to a killed primary waits for that
+	// connection, and can take the Toxiproxy API past its 25 s limit.
 	if r.repl != nil {
 		if err := r.parent.toxi.RemoveLink(ctx, r.repl.Name()); err != nil {
 			errs = append(errs, err)

@@ -54,9 +54,8 @@ type LocalOptions struct {
 const (
 	// startTimeout bounds one service, from spawn to ready. It is a bound,
 	// not a wait: a quiet machine boots RabbitMQ in about 10 s, but make
-	// test starts a broker per test binary, two at once on two cores, and
-	// one such boot stalled 40 s between two of its steps and ran out of
-	// 90 s (system/variant).
+	// test starts a broker per test binary, several at once, and a boot
+	// then takes several times as long.
 	startTimeout   = 180 * time.Second
 	pgFastShutdown = 5 * time.Second  // SIGINT (fast shutdown) before SIGKILL
 	killWait       = 10 * time.Second // for SIGKILLed processes to be gone

@@ -267,7 +267,7 @@ func (m mgmtAPI) vhostRunning(ctx context.Context, name string) error {
 // vhostDown says where vhost name does not run, among nodes (nil: every
 // node the broker lists), starting it on a node that reports it stopped: a
 // vhost is started on each node when it is created (or the node boots),
-// and on a loaded machine that start can fail, and the node then refuses
+// and that start can fail (it has a time limit), and the node then refuses
 // every connection to the vhost ("vhost is down": a client sees its
 // connection.open answered with a close) until it is started. A node
 // listed as down, or not listed (cut off by a partition), starts its
@@ -433,10 +433,9 @@ func waitBroker(ctx context.Context, a amqpServer, m mgmtAPI, up bool, timeout t
 			_, err = m.do(pctx, http.MethodGet, "/api/overview", nil, nil, http.StatusOK)
 		}
 		pcancel()
-		// Down means refused or closed, not slow: a probe that timed out on
-		// a loaded machine (amqp091 reports a handshake that timed out as a
-		// frame error, not as a timeout) says nothing about whether the
-		// broker is gone.
+		// Down means refused or closed, not slow: a probe that timed out
+		// (amqp091 reports a handshake that timed out as a frame error,
+		// not as a timeout) says nothing about whether the broker is gone.
 		if up && err == nil || !up && gone(err) && ctx.Err() == nil {
 			return nil
 		}

@@ -23,10 +23,10 @@ const tapAttempts = 3
 
 // retryInternalError calls do until it returns anything but the broker's
 // INTERNAL_ERROR (541), at most tapAttempts times, waiting step, then
-// twice step, between calls; it returns the last call's error. A loaded
-// broker gave that answer to the tap's declare in the clean-clone CI, and
-// the run, unable to count routed publishes, was not run; the declare and
-// the binds are idempotent.
+// twice step, between calls; it returns the last call's error. A busy
+// broker can give that answer to a declare it would take a moment later,
+// and a run without its tap cannot count routed publishes; the declare
+// and the binds are idempotent.
 func retryInternalError(ctx context.Context, do func() error, step time.Duration) error {
 	for attempt := 1; ; attempt++ {
 		err := do()

@@ -396,8 +396,7 @@ func (s Scenario) Broken() []string {
 // not seen leaves the run indeterminate: a scenario's evidence is what
 // shows its window opened (a row claimed twice, an event held back), never
 // what catches a broken guard (the invariants do), so a run without it
-// showed nothing either way although its faults happened (timing, on a
-// loaded machine). A run that did not converge (invariants broken only on
+// showed nothing either way although its faults happened. A run that did not converge (invariants broken only on
 // that account, Invariant.Unconverged: events still queued or still in the
 // outbox) is indeterminate too: an event not yet through is not lost. All
 // else is a pass.

@@ -68,11 +68,9 @@ func newClusterApart(in infra.Infra, links proxies.Links) *apart {
 const clusterReadyTimeout = 2 * time.Minute
 
 // apartStarts is how many times an infrastructure apart is started before
-// its runs are not run: a failed start stops what it started, and on a
-// loaded machine (every test starting its runs at once) a node can take
-// longer than its start bound to boot — the next start is a new one, not a
-// longer wait (seen in CI-like load: a cluster node still booting after
-// the 180 s bound).
+// its runs are not run: a failed start stops what it started, and a node
+// that boots slower than its start bound (every test starting its runs at
+// once) gets a new start, not a longer wait.
 const apartStarts = 2
 
 // take returns the infrastructure apart, started on first use, held for

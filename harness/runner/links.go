@@ -17,8 +17,8 @@ import (
 // linkCheckTimeout bounds the check of each link after the faults. A
 // link that carries traffic answers within milliseconds, but Toxiproxy
 // dials the upstream inside its accept loop, so a broker too loaded to
-// accept for a while stalls every proxy in front of it: the bound is what
-// a loaded machine needs, and costs time only where a link is broken.
+// accept for a while stalls every proxy in front of it: the bound is
+// generous because it costs time only where a link is broken.
 const linkCheckTimeout = 30 * time.Second
 
 // linkCheckPoll is how often a link that did not answer is asked again.

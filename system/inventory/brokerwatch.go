@@ -10,9 +10,8 @@ import (
 // brokerWatch tracks whether any worker holds a broker session (its
 // consumer started), and since when none has. The clock runs only once a
 // session has been held: losing the broker is losing a session. Until the
-// first one the consumer is starting (its first dial may take long on a
-// loaded machine), and whether it starts is its supervisor's readiness
-// check, not this watch.
+// first one the consumer is starting (its first dial may take long), and
+// whether it starts is its supervisor's readiness check, not this watch.
 type brokerWatch struct {
 	mu      sync.Mutex
 	held    bool          // a session has been held at some time
