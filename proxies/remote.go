@@ -113,8 +113,8 @@ func (s *RemoteServer) APIAddr() string { return s.apiAddr }
 // Client returns a client for the server's API.
 func (s *RemoteServer) Client() *toxiproxy.Client { return s.client }
 
-// FreePorts returns how many ports of the pool hold no link.
-func (s *RemoteServer) FreePorts() int {
+// freePortCount returns how many ports of the pool hold no link.
+func (s *RemoteServer) freePortCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.free)

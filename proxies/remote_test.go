@@ -86,7 +86,7 @@ func TestRemoteServerHandsOutPoolPortsAndTheirHostAddresses(t *testing.T) {
 	ports := publishedPorts(t, 2)
 	r, err := NewRemoteServer(t.Context(), s.APIAddr(), "127.0.0.1", ports)
 	require.NoError(t, err)
-	assert.Equal(t, 2, r.FreePorts())
+	assert.Equal(t, 2, r.freePortCount())
 	upstream := echoServer(t)
 
 	a, err := r.AddLink(t.Context(), "s01.order.pg", upstream)
@@ -103,7 +103,7 @@ func TestRemoteServerHandsOutPoolPortsAndTheirHostAddresses(t *testing.T) {
 
 	_, err = r.AddLink(t.Context(), "s01.order.pg", upstream)
 	assert.ErrorContains(t, err, "exists already")
-	assert.Equal(t, 1, r.FreePorts(), "a refused link takes no port")
+	assert.Equal(t, 1, r.freePortCount(), "a refused link takes no port")
 
 	b, err := r.AddLink(t.Context(), "s01.relay-1.pg", upstream)
 	require.NoError(t, err)
@@ -114,7 +114,7 @@ func TestRemoteServerHandsOutPoolPortsAndTheirHostAddresses(t *testing.T) {
 	assert.ErrorContains(t, err, "all 2 ports")
 
 	require.NoError(t, r.RemoveLink(t.Context(), a.Name()))
-	assert.Equal(t, 1, r.FreePorts())
+	assert.Equal(t, 1, r.freePortCount())
 	c2, err := r.AddLink(t.Context(), "s01.relay-2.pg", upstream)
 	require.NoError(t, err, "a removed link's port is free again")
 	assert.Equal(t, ports[0].Addr, c2.Addr())
@@ -122,7 +122,7 @@ func TestRemoteServerHandsOutPoolPortsAndTheirHostAddresses(t *testing.T) {
 	assert.Equal(t, []byte("again"), roundTrip(t, conn, []byte("again")))
 
 	require.Error(t, r.RemoveLink(t.Context(), "missing"))
-	assert.Equal(t, 0, r.FreePorts(), "removing a missing link frees nothing")
+	assert.Equal(t, 0, r.freePortCount(), "removing a missing link frees nothing")
 }
 
 func TestRemoteLinkDownAndToxicsWork(t *testing.T) {

@@ -90,9 +90,9 @@ func Screenshot(ctx context.Context, htmlPath, pngPath string) error {
 	return nil
 }
 
-// DumpDOM renders htmlPath in headless Chromium and returns the DOM as the
+// dumpDOM renders htmlPath in headless Chromium and returns the DOM as the
 // browser built it.
-func DumpDOM(ctx context.Context, htmlPath string) (string, error) {
+func dumpDOM(ctx context.Context, htmlPath string) (string, error) {
 	out, err := runChromium(ctx, htmlPath, "--dump-dom")
 	if err != nil {
 		return "", err

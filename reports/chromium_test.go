@@ -143,7 +143,7 @@ func TestReportInBrowser(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	dom, err := DumpDOM(ctx, filepath.Join(dir, IndexFile))
+	dom, err := dumpDOM(ctx, filepath.Join(dir, IndexFile))
 	require.NoError(t, err)
 	t.Logf("dump-dom took %s", time.Since(start).Round(time.Millisecond))
 
@@ -201,7 +201,7 @@ func TestBlackBoxReportInBrowser(t *testing.T) {
 	require.NoError(t, Write(dir, fixtureBlackBox()))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	dom, err := DumpDOM(ctx, filepath.Join(dir, IndexFile))
+	dom, err := dumpDOM(ctx, filepath.Join(dir, IndexFile))
 	require.NoError(t, err)
 
 	order := []string{
@@ -242,7 +242,7 @@ func TestChromiumBoundedByContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := DumpDOM(ctx, filepath.Join(dir, IndexFile))
+	_, err := dumpDOM(ctx, filepath.Join(dir, IndexFile))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 5*time.Second)
@@ -252,6 +252,6 @@ func TestChromiumBoundedByContext(t *testing.T) {
 
 func TestChromiumMissingPage(t *testing.T) {
 	needChromium(t)
-	_, err := DumpDOM(context.Background(), filepath.Join(t.TempDir(), "nope.html"))
+	_, err := dumpDOM(context.Background(), filepath.Join(t.TempDir(), "nope.html"))
 	require.Error(t, err)
 }

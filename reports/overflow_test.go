@@ -62,7 +62,7 @@ func overflowOf(t *testing.T, run result.Run) overflowReport {
 	require.NoError(t, os.WriteFile(measured, []byte(strings.Replace(page, "</body>", measureScript+"</body>", 1)), 0o644))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	dom, err := DumpDOM(ctx, measured)
+	dom, err := dumpDOM(ctx, measured)
 	require.NoError(t, err)
 	m := regexp.MustCompile(`(?s)<pre id="overflow-report">(.*?)</pre>`).FindStringSubmatch(dom)
 	require.NotNil(t, m, "the measuring script ran")

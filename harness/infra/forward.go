@@ -86,8 +86,8 @@ func (f *forwarder) Restore() {
 	f.cut = false
 }
 
-// IsCut reports whether the forwarder is cut.
-func (f *forwarder) IsCut() bool {
+// isCut reports whether the forwarder is cut.
+func (f *forwarder) isCut() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.cut

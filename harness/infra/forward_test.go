@@ -107,7 +107,7 @@ func TestForwarder(t *testing.T) {
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
 			s.do()
-			assert.Equal(t, s.cut, f.IsCut())
+			assert.Equal(t, s.cut, f.isCut())
 			err := roundTrip(open, "old "+s.name)
 			if s.openOK {
 				assert.NoError(t, err)

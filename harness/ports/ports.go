@@ -150,8 +150,8 @@ func (a *Allocator) FreeAddr(addr string) {
 	}
 }
 
-// Held is how many ports are reserved now.
-func (a *Allocator) Held() int {
+// heldCount is how many ports are reserved now.
+func (a *Allocator) heldCount() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.held)

@@ -35,7 +35,7 @@ func TestPortsAreUniqueAndBelowTheEphemeralRange(t *testing.T) {
 		assert.Less(t, n, p.hi)
 		assert.GreaterOrEqual(t, n, p.lo)
 	}
-	assert.Equal(t, 200, p.Held())
+	assert.Equal(t, 200, p.heldCount())
 }
 
 // Two allocators that probe the same ports first (two harnesses in one
@@ -53,7 +53,7 @@ func TestAllocatorsNeverShareAPort(t *testing.T) {
 	assert.NotEqual(t, pa, pb)
 
 	a.Free(pa)
-	assert.Equal(t, 0, a.Held())
+	assert.Equal(t, 0, a.heldCount())
 	b.next = pa
 	again, err := b.Port()
 	require.NoError(t, err)
@@ -70,9 +70,9 @@ func TestListenHandsOverTheBoundSocket(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	_, err = net.Listen("tcp", Loopback(port))
 	require.Error(t, err, "the port is bound while reserved")
-	require.Equal(t, 1, a.Held())
+	require.Equal(t, 1, a.heldCount())
 	require.NoError(t, ln.Close())
-	assert.Equal(t, 0, a.Held())
+	assert.Equal(t, 0, a.heldCount())
 }
 
 const childEnv = "FAULTLINE_PORTS_TEST_CHILD"

@@ -116,8 +116,8 @@ func (p *Process) Pid() int { return p.current().pid }
 // has none. It stays the same across restarts.
 func (p *Process) ControlAddr() string { return p.spec.Control }
 
-// Incarnations is how many times the process has been started.
-func (p *Process) Incarnations() int {
+// incarnations is how many times the process has been started.
+func (p *Process) incarnations() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.n
@@ -242,9 +242,9 @@ func (p *Process) waitState(inc *incarnation, stopped bool) error {
 	}
 }
 
-// Paused reports whether the process is frozen: after Pause, or because it
+// isPaused reports whether the process is frozen: after Pause, or because it
 // stopped itself (a crash point's pause action sends itself SIGSTOP).
-func (p *Process) Paused() bool {
+func (p *Process) isPaused() bool {
 	p.mu.Lock()
 	inc, paused := p.inc, p.paused
 	p.mu.Unlock()

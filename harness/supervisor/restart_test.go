@@ -125,7 +125,7 @@ func TestRestartPolicy(t *testing.T) {
 			if tt.restarted {
 				require.True(t, p.Running())
 				assert.NotEqual(t, first, p.Pid())
-				assert.Equal(t, 2, p.Incarnations())
+				assert.Equal(t, 2, p.incarnations())
 				requireHealthy(t, p)
 				assert.Contains(t, log.String(), "exited by itself; restart (policy always) in 100ms")
 				assert.Contains(t, log.String(), "restarted pid")

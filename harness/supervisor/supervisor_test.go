@@ -219,7 +219,7 @@ func TestStart(t *testing.T) {
 	assert.Equal(t, "relay", p.Role())
 	assert.Positive(t, p.Pid())
 	assert.True(t, p.Running())
-	assert.Equal(t, 1, p.Incarnations())
+	assert.Equal(t, 1, p.incarnations())
 	assert.Empty(t, p.ExitReason())
 	assert.Equal(t, spec.Control, p.ControlAddr())
 	requireHealthy(t, p)
@@ -523,7 +523,7 @@ func TestKill(t *testing.T) {
 			}
 			assert.Equal(t, "killed by SIGKILL", p.ExitReason())
 			assert.False(t, p.Running())
-			assert.False(t, p.Paused())
+			assert.False(t, p.isPaused())
 			requirePidGone(t, pid)
 			assert.ErrorIs(t, p.Kill(), ErrNotRunning)
 			assert.ErrorIs(t, p.Pause(), ErrNotRunning)
@@ -541,7 +541,7 @@ func TestPauseResume(t *testing.T) {
 	stopped, err := p.Stopped()
 	require.NoError(t, err)
 	assert.True(t, stopped)
-	assert.True(t, p.Paused())
+	assert.True(t, p.isPaused())
 	assert.True(t, p.Running(), "a paused process is still running")
 	_, _, err = get(p.ControlAddr(), "/healthz", 300*time.Millisecond)
 	require.Error(t, err, "a frozen process must not answer")
@@ -550,7 +550,7 @@ func TestPauseResume(t *testing.T) {
 	stopped, err = p.Stopped()
 	require.NoError(t, err)
 	assert.False(t, stopped)
-	assert.False(t, p.Paused())
+	assert.False(t, p.isPaused())
 	requireHealthy(t, p)
 }
 
@@ -572,7 +572,7 @@ func TestRestart(t *testing.T) {
 
 	assert.NotEqual(t, oldPid, p.Pid())
 	assert.Equal(t, oldAddr, p.ControlAddr(), "the control address stays the same across restarts")
-	assert.Equal(t, 2, p.Incarnations())
+	assert.Equal(t, 2, p.incarnations())
 	assert.True(t, p.Running())
 	assert.Empty(t, p.ExitReason())
 	assert.NotEqual(t, oldExited, p.Exited(), "a new incarnation has a new Exited channel")
@@ -584,7 +584,7 @@ func TestRestart(t *testing.T) {
 
 	require.NoError(t, p.Kill())
 	require.NoError(t, p.Restart(ctx, crashpoint.EnvVar+"="+afterClaim+"=pause@2"))
-	assert.Equal(t, 3, p.Incarnations())
+	assert.Equal(t, 3, p.incarnations())
 	assert.True(t, armed(t, p, afterClaim), "arming given again to Restart")
 	assert.False(t, armed(t, p, afterConfirm))
 }
@@ -602,7 +602,7 @@ func TestRestartFailureKeepsProcess(t *testing.T) {
 	assert.Contains(t, err.Error(), "no.such-point")
 	assert.Contains(t, err.Error(), "exit status 2")
 	assert.False(t, p.Running())
-	assert.Equal(t, 2, p.Incarnations())
+	assert.Equal(t, 2, p.incarnations())
 	got, ok := s.Process("relay-1")
 	require.True(t, ok, "a failed restart keeps the process")
 	assert.Same(t, p, got)
@@ -627,7 +627,7 @@ func TestRespawn(t *testing.T) {
 	require.NoError(t, p.Respawn())
 	_, _, err := get(p.ControlAddr(), "/healthz", time.Second)
 	assert.Error(t, err, "Respawn returned before the incarnation serves")
-	assert.Equal(t, 2, p.Incarnations())
+	assert.Equal(t, 2, p.incarnations())
 	assert.True(t, p.Running())
 	assert.NotEqual(t, oldPid, p.Pid())
 	require.Eventually(t, func() bool {
@@ -749,7 +749,7 @@ func TestCrashPointPause(t *testing.T) {
 		st, err := p.Stopped()
 		return err == nil && st
 	}, 5*time.Second, 5*time.Millisecond, "the process stops itself at the crash point")
-	assert.True(t, p.Paused())
+	assert.True(t, p.isPaused())
 	// still stopped a while later: nothing but Resume continues it
 	_, _, err := get(p.ControlAddr(), "/healthz", 200*time.Millisecond)
 	require.Error(t, err)
@@ -764,7 +764,7 @@ func TestCrashPointPause(t *testing.T) {
 	require.NoError(t, r.err)
 	assert.Equal(t, http.StatusOK, r.code)
 	assert.Equal(t, "passed\n", r.body)
-	assert.False(t, p.Paused())
+	assert.False(t, p.isPaused())
 	requireHealthy(t, p)
 }
 
@@ -890,7 +890,7 @@ func TestConcurrentLifecycle(t *testing.T) {
 					errs <- fmt.Errorf("%s: %w", p.Name(), err)
 					return
 				}
-				_ = p.Paused()
+				_ = p.isPaused()
 				_ = p.ControlAddr()
 				_ = p.Spec()
 				_ = s.EventLogPaths()
@@ -904,7 +904,7 @@ func TestConcurrentLifecycle(t *testing.T) {
 	}
 	require.Len(t, s.Processes(), 4)
 	for _, p := range s.Processes() {
-		assert.Equal(t, 2, p.Incarnations())
+		assert.Equal(t, 2, p.incarnations())
 		assert.False(t, p.Running())
 	}
 }
