@@ -62,7 +62,7 @@ func TestSurfaceComesFromTheTarget(t *testing.T) {
 			for _, own := range []string{"dispatch:", "sink:", "dispatcher", "api", "inventory", "order"} {
 				assert.NotContains(t, data, own, "faults name roles and windows, never a process's own names")
 			}
-			if w := spec.Window(); w != "" && spec.Kind == KindCrash {
+			if w := spec.Window(); w != "" && spec.Kind == fault.KindCrash {
 				_, err := s.Roles.Point(spec.Instance(), w)
 				assert.NoError(t, err, "every window is one the instance offers")
 			}

@@ -9,19 +9,6 @@ import (
 	"github.com/faultline-dev/faultline/harness/fault"
 )
 
-// Fault kinds as a schedule file names them: each kind's own (fault.Kinds).
-const (
-	KindCrash         = fault.KindCrash
-	KindToxic         = fault.KindToxic
-	KindLinkDown      = fault.KindLinkDown
-	KindUnbind        = fault.KindUnbind
-	KindPoison        = fault.KindPoison
-	KindBrokerRestart = fault.KindBrokerRestart
-	KindReplay        = fault.KindReplay
-	KindOnCommit      = fault.KindOnCommit
-	KindCommitOrder   = fault.KindCommitOrder
-)
-
 // Duration is a time.Duration written as Go writes one ("5s", "300ms").
 type Duration = fault.Duration
 
