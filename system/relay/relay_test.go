@@ -160,6 +160,19 @@ func (e *env) log(instance string) []eventlog.Entry {
 	return entries
 }
 
+// waitLogged waits until instance's event log holds n lines of event and
+// returns the log: a status write commits before its line is written, so
+// a row seen Published can precede its Marked line.
+func (e *env) waitLogged(instance, event string, n int) []eventlog.Entry {
+	e.t.Helper()
+	var entries []eventlog.Entry
+	e.waitFor(fmt.Sprintf("%d %q lines in %s's event log", n, event, instance), func() bool {
+		entries = e.log(instance)
+		return count(entries, event) >= n
+	})
+	return entries
+}
+
 func count(entries []eventlog.Entry, event string) int {
 	n := 0
 	for _, x := range entries {
@@ -236,7 +249,7 @@ func TestRetryBudgetExhaustedFailsWithAlert(t *testing.T) {
 		assert.False(t, r.published)
 	}
 	alerts := 0
-	for _, x := range e.log("relay-1") {
+	for _, x := range e.waitLogged("relay-1", eventlog.FailedAlert, 2) {
 		if x.Event == eventlog.FailedAlert {
 			alerts++
 			assert.Contains(t, x.Detail, "ALERT: outbox event "+x.EventID+" Failed after 2 attempts")
@@ -488,7 +501,7 @@ func TestNextBatchGoesOutBeforeThePreviousIsConfirmed(t *testing.T) {
 		}
 		return true
 	})
-	entries := e.log("relay-1")
+	entries := e.waitLogged("relay-1", eventlog.Marked, 30)
 	var claims []string
 	firstOf := map[string]int{} // event + claim → first line
 	for i, x := range entries {
