@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/faultline-dev/faultline/protocol"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 	"github.com/faultline-dev/faultline/proxies"
 )
@@ -226,6 +229,69 @@ func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 // point but never stopped is resumed all the same before the error
 // returns, so nothing is left frozen.
 func (s *Sync) freeze(ctx context.Context, env *Env, w *waits) (thaw func() error, err error) {
+	if s.Point != protocol.ConsumerBeforeCommit {
+		return s.freezeOnce(ctx, env, w)
+	}
+	// Before a consumer's COMMIT, the window is a transaction with an
+	// effect to lose: one of redeliveries whose effects exist (it wrote
+	// none) fails nothing, however its COMMIT ends. Such a hit is let go
+	// and the next one taken, within the fault deadline.
+	began := time.Now()
+	err = w.wait(fmt.Sprintf("%s at %s in a transaction that wrote an effect (pg_locks)", s.Process, s.Point), env.Deadline, func() (string, error) {
+		for passed := 0; ; passed++ {
+			if thaw, err = s.freezeOnce(ctx, env, w); err != nil {
+				return "", err
+			}
+			wrote, err := wroteEffects(ctx, env, s.Process)
+			if err != nil {
+				return "", errors.Join(err, thaw())
+			}
+			if wrote {
+				return fmt.Sprintf("%d hits without one let go", passed), nil
+			}
+			if err := thaw(); err != nil {
+				return "", err
+			}
+			if time.Since(began) > env.Deadline {
+				return "", fmt.Errorf("window not opened: %s reached %s only in transactions that wrote no effect (%d hits)", s.Process, s.Point, passed+1)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return thaw, nil
+}
+
+// wroteEffects says whether a session of process's (by the
+// application_name faultline gave it) is in a transaction that has
+// written to the watched effects table (it holds the table's
+// RowExclusiveLock). Where no session of process's shows at all (a
+// target that sets its own application_name), it cannot tell and says
+// true: the hit is taken as before.
+func wroteEffects(ctx context.Context, env *Env, process string) (bool, error) {
+	in, err := env.Roles.Instance(process)
+	if err != nil {
+		return false, err
+	}
+	effects := env.Observe.Effects
+	pool, ok := env.DB[effects.Database]
+	if !ok || effects.Name == "" {
+		return true, nil
+	}
+	var sessions, writing int
+	err = pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE a.backend_xid IS NOT NULL AND EXISTS (
+			SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.relation = to_regclass($2) AND l.mode = 'RowExclusiveLock' AND l.granted))
+		FROM pg_stat_activity a WHERE a.application_name = $1 AND a.datname = current_database()`,
+		in.Name, pgx.Identifier(target.Ident(effects.Name)).Sanitize()).Scan(&sessions, &writing)
+	if err != nil {
+		return false, fmt.Errorf("look at %s's transactions: %w", process, err)
+	}
+	return sessions == 0 || writing > 0, nil
+}
+
+// freezeOnce is freeze at the point's next hit.
+func (s *Sync) freezeOnce(ctx context.Context, env *Env, w *waits) (thaw func() error, err error) {
 	p, err := env.Process(s.Process)
 	if err != nil {
 		return nil, err

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/proxies"
 )
 
@@ -117,6 +119,9 @@ func (u Unacked) Require(env *Env) error {
 		if _, err := env.Roles.Link(u.Cut); err != nil {
 			return err
 		}
+	}
+	if t := env.Observe.Effects; u.MidTransaction && (t.Name == "" || t.Database == "") {
+		return errors.New("unacked fault: mid_transaction needs the effects table faultline can watch (observe.effects)")
 	}
 	return nil
 }
@@ -268,70 +273,111 @@ func waitHeldDeliveries(ctx context.Context, env *Env, cut bool, after respawn) 
 
 // cutMidTransaction waits, at most the fault deadline, until
 // pg_stat_activity shows a session of the consumer's (by the
-// application_name faultline gave it) in a transaction that has written,
-// on the database of the contract's effects; then it holds back all the
-// consumer sends over link (a timeout toxic: nothing more reaches the
-// server, not even a COMMIT a latency toxic still holds) and terminates
-// the consumer's backends that are in a transaction. The window opened
+// application_name faultline gave it) in a transaction that has written
+// to the watched effects table (observe.effects: it holds the table's
+// RowExclusiveLock); then it holds back all the consumer sends over link
+// (a timeout toxic: nothing more reaches the server, not even a COMMIT a
+// latency toxic still holds) and terminates those backends. The window opened
 // only if one of those transactions aborted (txid_status): one that
-// committed between the look and the hold failed nothing. w records the
+// committed between the look and the hold failed nothing, and the next
+// one is waited for, within the fault deadline. w records the
 // wait; release takes the toxic off.
 func cutMidTransaction(ctx context.Context, env *Env, w *waits, consumer string, link *proxies.Link) (release func() error, err error) {
 	in, err := env.Roles.Instance(consumer)
 	if err != nil {
 		return nothingToUndo, err
 	}
-	_, pool, err := env.Query(&env.Contract.Effects, "effects")
-	if err != nil {
-		return nothingToUndo, err
+	effects := env.Observe.Effects
+	pool, ok := env.DB[effects.Database]
+	if !ok {
+		return nothingToUndo, fmt.Errorf("no database %q in this run", effects.Database)
 	}
-	const inTransaction = `FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()
-		AND backend_xid IS NOT NULL AND state IN ('active', 'idle in transaction', 'idle in transaction (aborted)')`
+	// A transaction that has written an effect holds RowExclusiveLock on
+	// the effects table until it ends: failing it loses that effect. One
+	// that only locked or wrote elsewhere (a batch of redeliveries whose
+	// effects exist) has nothing to lose, and a consumer that acked it on
+	// receipt loses nothing either.
+	regclass := pgx.Identifier(target.Ident(effects.Name)).Sanitize()
+	var exists *string
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1)::text`, regclass).Scan(&exists); err != nil {
+		return nothingToUndo, fmt.Errorf("look up table %s: %w", effects.Name, err)
+	}
+	if exists == nil {
+		return nothingToUndo, fmt.Errorf("table %s does not exist in database %s (give observe.effects in the target file)", effects.Name, effects.Database)
+	}
+	const inTransaction = `FROM pg_stat_activity a WHERE a.application_name = $1 AND a.datname = current_database()
+		AND a.backend_xid IS NOT NULL AND a.state IN ('active', 'idle in transaction', 'idle in transaction (aborted)')
+		AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.relation = to_regclass($2) AND l.mode = 'RowExclusiveLock' AND l.granted)`
 	release = nothingToUndo
-	err = w.wait(fmt.Sprintf("a transaction of %s's that has written to be under way, for the cut to fail it (pg_stat_activity)", in.Name), env.Deadline, func() (string, error) {
-		err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
-			var one int
-			err := pool.QueryRow(ctx, `SELECT 1 `+inTransaction+` LIMIT 1`, in.Name).Scan(&one)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return false, nil
+	err = w.wait(fmt.Sprintf("a transaction of %s's that has written to %s to be under way, for the cut to fail it (pg_stat_activity, pg_locks)", in.Name, effects.Name), env.Deadline, func() (string, error) {
+		began := time.Now()
+		// A transaction seen may commit before the hold lands (its COMMIT
+		// already on its way): then nothing was failed, the hold is taken
+		// off, and the next transaction is waited for.
+		for looked := 0; ; {
+			left := env.Deadline - time.Since(began)
+			err := pollEvery(ctx, left, 10*time.Millisecond, func() (bool, error) {
+				var one int
+				err := pool.QueryRow(ctx, `SELECT 1 `+inTransaction+` LIMIT 1`, in.Name, regclass).Scan(&one)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return false, nil
+				}
+				return err == nil, err
+			})
+			if err != nil {
+				return "", fmt.Errorf("window not opened: no transaction of %s's under way that has written to %s (%d committed before the cut): %w", in.Name, effects.Name, looked, err)
 			}
-			return err == nil, err
-		})
-		if err != nil {
-			return "", fmt.Errorf("window not opened: no transaction of %s's under way: %w", in.Name, err)
-		}
-		held, err := link.Add(ctx, proxies.Timeout{Timeout: 0, Stream: proxies.Upstream})
-		if err != nil {
-			return "", fmt.Errorf("hold back what %s sends: %w", in.Name, err)
-		}
-		release = func() error {
-			if err := held.Remove(context.WithoutCancel(ctx)); err != nil {
-				return fmt.Errorf("remove the toxic on %s: %w", link.Name(), err)
+			held, err := link.Add(ctx, proxies.Timeout{Timeout: 0, Stream: proxies.Upstream})
+			if err != nil {
+				return "", fmt.Errorf("hold back what %s sends: %w", in.Name, err)
 			}
-			return nil
-		}
-		// Each backend is waited for (up to 5 s) to end, so its
-		// transaction's fate is final when it is read.
-		rows, err := pool.Query(ctx, `SELECT backend_xid::text FROM (SELECT backend_xid, pg_terminate_backend(pid, 5000) `+inTransaction+`) t`, in.Name)
-		if err != nil {
-			return "", fmt.Errorf("terminate %s's transactions under way: %w", in.Name, err)
-		}
-		xids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return "", fmt.Errorf("terminate %s's transactions under way: %w", in.Name, err)
-		}
-		for _, xid := range xids {
-			status, err := xidStatus(ctx, pool, xid)
+			release = func() error {
+				if err := held.Remove(context.WithoutCancel(ctx)); err != nil {
+					return fmt.Errorf("remove the toxic on %s: %w", link.Name(), err)
+				}
+				return nil
+			}
+			aborted, n, err := terminateWriting(ctx, pool, inTransaction, in.Name, regclass)
 			if err != nil {
 				return "", err
 			}
-			if status == "aborted" {
-				return fmt.Sprintf("transaction %s aborted by the cut", xid), nil
+			if aborted != "" {
+				return fmt.Sprintf("transaction %s aborted by the cut (%d before it committed first)", aborted, looked), nil
+			}
+			looked += max(n, 1)
+			err = release()
+			release = nothingToUndo
+			if err != nil {
+				return "", err
 			}
 		}
-		return "", fmt.Errorf("window not opened: %s's transactions under way committed before the cut (%d looked at)", in.Name, len(xids))
 	})
 	return release, err
+}
+
+// terminateWriting terminates the backends the clause inTransaction
+// (with arguments name and regclass) selects, waiting for each (up to
+// 5 s) to end so its transaction's fate is final, and says which of their
+// transactions aborted ("" none) of how many.
+func terminateWriting(ctx context.Context, pool *pgxpool.Pool, inTransaction, name, regclass string) (aborted string, n int, err error) {
+	rows, err := pool.Query(ctx, `SELECT backend_xid::text FROM (SELECT a.backend_xid, pg_terminate_backend(a.pid, 5000) `+inTransaction+`) t`, name, regclass)
+	if err != nil {
+		return "", 0, fmt.Errorf("terminate %s's transactions under way: %w", name, err)
+	}
+	xids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", 0, fmt.Errorf("terminate %s's transactions under way: %w", name, err)
+	}
+	for _, xid := range xids {
+		status, err := xidStatus(ctx, pool, xid)
+		if err != nil {
+			return "", 0, err
+		}
+		if status == "aborted" {
+			return xid, len(xids), nil
+		}
+	}
+	return "", len(xids), nil
 }
 
 // causeHeld is what waitHeldDeliveries waits for, for a wait's record:
