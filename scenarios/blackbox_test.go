@@ -117,13 +117,10 @@ func TestCommitOrderInversion(t *testing.T) {
 			// attempt in which it did not is run again, as an
 			// indeterminate one is.
 			res := runRetryingUntil(t, tc.sh, sc, opts, func(res result.Scenario) string {
-				switch {
-				case res.Verdict == result.Indeterminate:
-					return "indeterminate (" + res.Reason + ")"
-				case tc.variant != "" && len(res.Faults) == 1 && !res.Faults[0].Hit:
+				if tc.variant != "" && res.Verdict != result.Indeterminate && len(res.Faults) == 1 && !res.Faults[0].Hit {
 					return fmt.Sprintf("%s, but the commit-order window did not open (%s)", res.Verdict, res.Faults[0].Error)
 				}
-				return ""
+				return indeterminate(res)
 			})
 			require.Len(t, res.Faults, 1)
 			held := res.Faults[0].EventIDs

@@ -146,12 +146,16 @@ func runRetrying(t *testing.T, sc runner.Scenario, seed int64) result.Scenario {
 // opts (a variant, a convergence bound) from opts.Seed on.
 func runRetryingOn(t *testing.T, sh *runner.Shared, sc runner.Scenario, opts runner.Options) result.Scenario {
 	t.Helper()
-	return runRetryingUntil(t, sh, sc, opts, func(res result.Scenario) string {
-		if res.Verdict == result.Indeterminate {
-			return "indeterminate (" + res.Reason + ")"
-		}
-		return ""
-	})
+	return runRetryingUntil(t, sh, sc, opts, indeterminate)
+}
+
+// indeterminate says why res cannot be judged: it is indeterminate ("" if
+// it is not).
+func indeterminate(res result.Scenario) string {
+	if res.Verdict == result.Indeterminate {
+		return "indeterminate (" + res.Reason + ")"
+	}
+	return ""
 }
 
 // runRetryingUntil runs sc until again says nothing (why the attempt
@@ -162,8 +166,12 @@ func runRetryingUntil(t *testing.T, sh *runner.Shared, sc runner.Scenario, opts 
 	seed := opts.Seed
 	res := sh.Run(context.Background(), sc, opts)
 	report(t, res)
-	for n := 1; again(res) != "" && n <= retries; n++ {
-		t.Logf("%s seed %d: %s: running it again with seed %d", sc.Name, res.Seed, again(res), seed+int64(n))
+	for n := 1; n <= retries; n++ {
+		why := again(res)
+		if why == "" {
+			break
+		}
+		t.Logf("%s seed %d: %s: running it again with seed %d", sc.Name, res.Seed, why, seed+int64(n))
 		if res.Dir != "" {
 			t.Cleanup(func() { _ = os.RemoveAll(res.Dir) }) // superseded: the last attempt's logs are what counts
 		}

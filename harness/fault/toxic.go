@@ -8,10 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/faultline-dev/faultline/harness/result"
-	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 	"github.com/faultline-dev/faultline/proxies"
@@ -263,27 +260,23 @@ func (s *Sync) freeze(ctx context.Context, env *Env, w *waits) (thaw func() erro
 	return thaw, nil
 }
 
-// wroteEffects says whether a session of process's (by the
-// application_name faultline gave it) is in a transaction that has
-// written to the watched effects table (it holds the table's
-// RowExclusiveLock). Where no session of process's shows at all (a
-// target that sets its own application_name), it cannot tell and says
-// true: the hit is taken as before.
+// wroteEffects says whether a session of process's is in a transaction
+// that has written to the watched effects table (effectWriters). Where it
+// cannot tell — no session of process's shows (a target that sets its own
+// application_name), or the table cannot be looked at — it says true: the
+// hit is taken as it comes.
 func wroteEffects(ctx context.Context, env *Env, process string) (bool, error) {
 	in, err := env.Roles.Instance(process)
 	if err != nil {
 		return false, err
 	}
-	effects := env.Observe.Effects
-	pool, ok := env.DB[effects.Database]
-	if !ok || effects.Name == "" {
-		return true, nil
+	pool, regclass, ok, _, err := effectsTable(ctx, env)
+	if err != nil || !ok {
+		return true, err
 	}
 	var sessions, writing int
-	err = pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE a.backend_xid IS NOT NULL AND EXISTS (
-			SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.relation = to_regclass($2) AND l.mode = 'RowExclusiveLock' AND l.granted))
-		FROM pg_stat_activity a WHERE a.application_name = $1 AND a.datname = current_database()`,
-		in.Name, pgx.Identifier(target.Ident(effects.Name)).Sanitize()).Scan(&sessions, &writing)
+	err = pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()),
+		(SELECT count(*) `+effectWriters+`)`, in.Name, regclass).Scan(&sessions, &writing)
 	if err != nil {
 		return false, fmt.Errorf("look at %s's transactions: %w", process, err)
 	}

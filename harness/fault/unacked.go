@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/faultline-dev/faultline/harness/result"
-	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/proxies"
 )
 
@@ -271,16 +270,14 @@ func waitHeldDeliveries(ctx context.Context, env *Env, cut bool, after respawn) 
 	}
 }
 
-// cutMidTransaction waits, at most the fault deadline, until
-// pg_stat_activity shows a session of the consumer's (by the
-// application_name faultline gave it) in a transaction that has written
-// to the watched effects table (observe.effects: it holds the table's
-// RowExclusiveLock); then it holds back all the consumer sends over link
-// (a timeout toxic: nothing more reaches the server, not even a COMMIT a
-// latency toxic still holds) and terminates those backends. The window opened
-// only if one of those transactions aborted (txid_status): one that
-// committed between the look and the hold failed nothing, and the next
-// one is waited for, within the fault deadline. w records the
+// cutMidTransaction waits, at most the fault deadline, until a session of
+// the consumer's is in a transaction that has written to the watched
+// effects table (effectWriters); then it holds back all the consumer sends
+// over link (a timeout toxic: nothing more reaches the server, not even a
+// COMMIT a latency toxic still holds) and terminates those backends. The
+// window opened only if one of those transactions aborted (txid_status):
+// one that committed between the look and the hold failed nothing, and
+// the next one is waited for, within the fault deadline. w records the
 // wait; release takes the toxic off.
 func cutMidTransaction(ctx context.Context, env *Env, w *waits, consumer string, link *proxies.Link) (release func() error, err error) {
 	in, err := env.Roles.Instance(consumer)
@@ -288,26 +285,13 @@ func cutMidTransaction(ctx context.Context, env *Env, w *waits, consumer string,
 		return nothingToUndo, err
 	}
 	effects := env.Observe.Effects
-	pool, ok := env.DB[effects.Database]
+	pool, regclass, ok, why, err := effectsTable(ctx, env)
+	if err != nil {
+		return nothingToUndo, err
+	}
 	if !ok {
-		return nothingToUndo, fmt.Errorf("no database %q in this run", effects.Database)
+		return nothingToUndo, errors.New(why)
 	}
-	// A transaction that has written an effect holds RowExclusiveLock on
-	// the effects table until it ends: failing it loses that effect. One
-	// that only locked or wrote elsewhere (a batch of redeliveries whose
-	// effects exist) has nothing to lose, and a consumer that acked it on
-	// receipt loses nothing either.
-	regclass := pgx.Identifier(target.Ident(effects.Name)).Sanitize()
-	var exists *string
-	if err := pool.QueryRow(ctx, `SELECT to_regclass($1)::text`, regclass).Scan(&exists); err != nil {
-		return nothingToUndo, fmt.Errorf("look up table %s: %w", effects.Name, err)
-	}
-	if exists == nil {
-		return nothingToUndo, fmt.Errorf("table %s does not exist in database %s (give observe.effects in the target file)", effects.Name, effects.Database)
-	}
-	const inTransaction = `FROM pg_stat_activity a WHERE a.application_name = $1 AND a.datname = current_database()
-		AND a.backend_xid IS NOT NULL AND a.state IN ('active', 'idle in transaction', 'idle in transaction (aborted)')
-		AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.relation = to_regclass($2) AND l.mode = 'RowExclusiveLock' AND l.granted)`
 	release = nothingToUndo
 	err = w.wait(fmt.Sprintf("a transaction of %s's that has written to %s to be under way, for the cut to fail it (pg_stat_activity, pg_locks)", in.Name, effects.Name), env.Deadline, func() (string, error) {
 		began := time.Now()
@@ -318,7 +302,7 @@ func cutMidTransaction(ctx context.Context, env *Env, w *waits, consumer string,
 			left := env.Deadline - time.Since(began)
 			err := pollEvery(ctx, left, 10*time.Millisecond, func() (bool, error) {
 				var one int
-				err := pool.QueryRow(ctx, `SELECT 1 `+inTransaction+` LIMIT 1`, in.Name, regclass).Scan(&one)
+				err := pool.QueryRow(ctx, `SELECT 1 `+effectWriters+` LIMIT 1`, in.Name, regclass).Scan(&one)
 				if errors.Is(err, pgx.ErrNoRows) {
 					return false, nil
 				}
@@ -337,12 +321,12 @@ func cutMidTransaction(ctx context.Context, env *Env, w *waits, consumer string,
 				}
 				return nil
 			}
-			aborted, n, err := terminateWriting(ctx, pool, inTransaction, in.Name, regclass)
+			aborted, n, err := terminateWriting(ctx, pool, in.Name, regclass)
 			if err != nil {
 				return "", err
 			}
 			if aborted != "" {
-				return fmt.Sprintf("transaction %s aborted by the cut (%d before it committed first)", aborted, looked), nil
+				return fmt.Sprintf("transaction %s aborted by the cut (%d seen before it committed first)", aborted, looked), nil
 			}
 			looked += max(n, 1)
 			err = release()
@@ -355,12 +339,12 @@ func cutMidTransaction(ctx context.Context, env *Env, w *waits, consumer string,
 	return release, err
 }
 
-// terminateWriting terminates the backends the clause inTransaction
-// (with arguments name and regclass) selects, waiting for each (up to
-// 5 s) to end so its transaction's fate is final, and says which of their
-// transactions aborted ("" none) of how many.
-func terminateWriting(ctx context.Context, pool *pgxpool.Pool, inTransaction, name, regclass string) (aborted string, n int, err error) {
-	rows, err := pool.Query(ctx, `SELECT backend_xid::text FROM (SELECT a.backend_xid, pg_terminate_backend(a.pid, 5000) `+inTransaction+`) t`, name, regclass)
+// terminateWriting terminates the backends effectWriters selects (process
+// name, effects table regclass), waiting for each (up to 5 s) to end so
+// its transaction's fate is final, and says which of their transactions
+// aborted ("" none) of how many.
+func terminateWriting(ctx context.Context, pool *pgxpool.Pool, name, regclass string) (aborted string, n int, err error) {
+	rows, err := pool.Query(ctx, `SELECT backend_xid::text FROM (SELECT a.backend_xid, pg_terminate_backend(a.pid, 5000) `+effectWriters+`) t`, name, regclass)
 	if err != nil {
 		return "", 0, fmt.Errorf("terminate %s's transactions under way: %w", name, err)
 	}

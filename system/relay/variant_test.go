@@ -542,13 +542,14 @@ func TestNoBackoffFailsInAShortOutage(t *testing.T) {
 			if tc.failed {
 				e.waitFor("every row Failed", func() bool { return e.row(ids[0]).status == "Failed" && e.row(ids[1]).status == "Failed" })
 			} else {
-				e.waitFor("a retry scheduled", func() bool { return e.row(ids[0]).attempts >= 1 && e.row(ids[1]).attempts >= 1 })
-				time.Sleep(time.Second)
+				// The outage lasts until each row has been retried twice
+				// (seen, not a fixed time): long enough to show the budget
+				// is still there when it ends.
+				e.waitFor("two attempts of each row", func() bool { return e.row(ids[0]).attempts >= 2 && e.row(ids[1]).attempts >= 2 })
 			}
 			require.NoError(t, topology.DeclareConsumer(e.channel(), topology.QueueOptions{})) // the outage ends
-			entries := e.log("relay-1")
 			if tc.failed {
-				entries = e.waitLogged("relay-1", eventlog.FailedAlert, 2)
+				entries := e.waitLogged("relay-1", eventlog.FailedAlert, 2)
 				// Every retry is due at once: the budget is spent with no
 				// wait between attempts (what the logs say, not how long
 				// it took).
