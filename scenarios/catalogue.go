@@ -316,7 +316,7 @@ func All() []runner.Scenario {
 		},
 		{
 			Name: "relay-pause-before-retry-past-lease", Window: protocol.RelayBeforeRetry,
-			Description: "The queue's bindings go away, so relay-1's publishes come back as returns; relay-1 freezes before writing its retries, past its lease; relay-2 takes the rows over; when relay-1 resumes, its late retry write must be refused (fenced).",
+			Description: "The queue's bindings go away, so relay-1's publishes come back as returns; relay-1 freezes before writing its retries until relay-2 is seen (audit trail) claiming a row of each claim it holds; when relay-1 resumes, its late retry write must be refused (fenced).",
 			Workload:    steady(),
 			// The budget keeps the rows bouncing through the 6 s outage; with
 			// the target's own, a row may end Failed (flagged) and the late
@@ -326,12 +326,15 @@ func All() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				at := fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
 				return []fault.Fault{
-					// The bindings stay away past relay-1's thaw, so the rows it
-					// held are still bouncing (Pending or Processing under
-					// relay-2's claims), not yet Published, when its late
-					// retry write comes.
-					fault.Unbind{Trigger: at, Duration: 6 * time.Second},
-					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRetry, Action: crashpoint.Pause, Hit: 1, Trigger: at, Hold: 3 * time.Second},
+					// relay-1 stays frozen until relay-2 has claimed a row of
+					// each claim relay-1 holds at the point (a relay keeps
+					// more than one batch in flight; the one at the point
+					// need not be the newest); the bindings stay away until
+					// its late retry write is made, so it meets relay-2's
+					// claim of a row still bouncing, not one published
+					// (which a schema may refuse to send back to Pending).
+					fault.Unbind{Trigger: at, Duration: 6 * time.Second, UntilThawed: "relay-1"},
+					fault.Crash{Process: "relay-1", Point: protocol.RelayBeforeRetry, Action: crashpoint.Pause, Hit: 1, Trigger: at, Hold: 3 * time.Second, UntilTakeover: true},
 				}
 			},
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.RelayBeforeRetry), check.AtLeast(1, eventlog.Fenced)},

@@ -150,12 +150,12 @@ func needList(faults []fault.Fault) []string {
 				out = append(out, orOutside(f, w))
 			}
 		}
-		if u, ok := f.(fault.Unbind); ok && u.WatchesAudit() {
-			out = append(out, "outbox audit trail (outage timed by retry round trips)")
+		if a, ok := f.(fault.AuditWatcher); ok && a.WatchesAudit() {
+			out = append(out, "outbox audit trail")
 		}
 	}
 	sort.Strings(out)
-	return out
+	return slices.Compact(out)
 }
 
 // settingsOn says what a scenario's run rests on among the target's

@@ -24,9 +24,9 @@ type AuditRow struct {
 	OldClaim, NewClaim   string
 }
 
-// claims reports whether the write is a claim: the row goes Processing
+// Claims reports whether the write is a claim: the row goes Processing
 // under a new claim.
-func (a AuditRow) claims() bool {
+func (a AuditRow) Claims() bool {
 	return a.Op == "UPDATE" && a.NewStatus == "Processing" && a.NewClaim != "" && a.NewClaim != a.OldClaim
 }
 
@@ -44,7 +44,7 @@ func AuditStaleWrites(o *Observation) []string {
 		if a.Op != "UPDATE" {
 			continue
 		}
-		if a.claims() {
+		if a.Claims() {
 			holder[a.EventID] = a.Writer
 			continue
 		}
@@ -72,7 +72,7 @@ func (o *Observation) claimCommits() claimCommits {
 		return out
 	}
 	for i, a := range o.Audit {
-		if a.claims() {
+		if a.Claims() {
 			if _, ok := out[[2]string{a.EventID, a.NewClaim}]; !ok {
 				out[[2]string{a.EventID, a.NewClaim}] = i
 			}
@@ -135,7 +135,7 @@ func ReclaimedByAnother() Evidence {
 		Needs: []Need{NeedAudit, NeedAuditStatus},
 		Check: func(o *Observation) (bool, string) {
 			for _, a := range o.Audit {
-				if a.claims() && a.OldStatus == "Processing" && a.OldClaim != "" {
+				if a.Claims() && a.OldStatus == "Processing" && a.OldClaim != "" {
 					return true, fmt.Sprintf("%s taken over: claim %s, then %s (by %s)", a.EventID, a.OldClaim, a.NewClaim, a.Writer)
 				}
 			}

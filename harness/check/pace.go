@@ -137,7 +137,7 @@ func MeasureRetryShape(audit []AuditRow, mark int64) RetryShape {
 		switch {
 		case a.Op == "INSERT":
 			inserted[a.EventID] = a.At
-		case a.claims():
+		case a.Claims():
 			if at, ok := inserted[a.EventID]; ok {
 				waits = append(waits, rest{from: at, to: a.At})
 				delete(inserted, a.EventID)

@@ -4,12 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/faultline-dev/faultline/protocol"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -45,15 +51,21 @@ type Crash struct {
 	// most Hold.
 	UntilNacked bool
 	// UntilTakeover keeps a paused relay frozen until another relay is
-	// seen (in its event log) to claim a row of the frozen relay's last
-	// claim: its claim is past its lease and taken over, whatever the lease
-	// and the machine's pace. A freeze that saw no takeover did not open
-	// its window.
+	// seen to claim a row of each claim the frozen relay holds (in the
+	// outbox's audit trail, which the fault asks for: waitTakeover): its
+	// claims are past their lease and taken over, whatever the lease and
+	// the machine's pace. A freeze that saw no takeover did not open its
+	// window.
 	UntilTakeover bool
 	// RestartAfter is how long a killed process stays dead.
 	RestartAfter time.Duration
 	NoRestart    bool
 }
+
+// WatchesAudit implements AuditWatcher: a freeze until a takeover reads
+// the takeover, and the fencing check the order of the claims, from the
+// outbox's audit trail.
+func (c Crash) WatchesAudit() bool { return c.UntilTakeover }
 
 // KindCrash is the crash point fault's kind, as a schedule names it
 // (results name it by its action: crash, pause, delay).
@@ -178,7 +190,7 @@ func (c Crash) Describe() result.Fault {
 	if c.Action == crashpoint.Pause && c.UntilNacked {
 		detail += fmt.Sprintf(", held until a relay is nacked (at most %s)", c.Hold)
 	} else if c.Action == crashpoint.Pause && c.UntilTakeover {
-		detail += fmt.Sprintf(", held until its claim is taken over (at least %s of waiting, or leases)", c.Hold)
+		detail += fmt.Sprintf(", held until its claims are seen taken over (at most four leases, or %s if longer)", c.Hold)
 	} else if c.Action == crashpoint.Pause {
 		detail += fmt.Sprintf(", held %s", c.Hold)
 	}
@@ -207,6 +219,11 @@ func (c Crash) Inject(ctx context.Context, env *Env) result.Fault {
 // inject is Inject, recording what it waits for in w.
 func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
+	if c.Action == crashpoint.Pause && c.UntilTakeover {
+		// Whatever ends the fault first, a fault waiting for the thaw
+		// (Unbind.UntilThawed) is let go; only the first landing counts.
+		defer env.Landings.land(ThawedKey(c.Process), fmt.Errorf("%s was not frozen and thawed at %s", c.Process, c.Point))
+	}
 	p, err := env.Process(c.Process)
 	if err != nil {
 		return record(c, start, false, err)
@@ -271,8 +288,13 @@ func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		default:
 			holdErr = pause(ctx, c.Hold)
 		}
+		logged := c.logOffset(env, p)
 		if err := p.Resume(); err != nil {
 			return notUndone(record(c, start, true, holdErr), fmt.Errorf("resume %s: %w", c.Process, err))
+		}
+		if c.UntilTakeover && holdErr == nil {
+			c.waitLateWrite(ctx, env, w, logged)
+			env.Landings.land(ThawedKey(c.Process), nil)
 		}
 		if holdErr != nil {
 			return record(c, start, !errors.Is(holdErr, errUnseen), holdErr)
@@ -286,6 +308,48 @@ func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	return record(c, start, true, nil)
 }
 
+// ThawedKey is what a freeze past the lease of process lands on (in the
+// run's Landings) once the process is thawed and its late write made: a
+// fault that must outlast that write (Unbind.UntilThawed) waits for it.
+func ThawedKey(process string) string { return "thawed " + process }
+
+// logOffset is where process's event log ends before its thaw (-1: it
+// writes none).
+func (c Crash) logOffset(env *Env, p *supervisor.Process) int64 {
+	if in, err := env.Roles.Instance(c.Process); err != nil || !in.EventLog {
+		return -1
+	}
+	st, err := os.Stat(p.EventLogPath())
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// waitLateWrite waits, at most env.Deadline, for the thawed relay's event
+// log to show the status write it was frozen before (a mark, retry,
+// failure or renewal, fenced or not, or an error), written after its thaw
+// (from offset); a relay that writes no log is not waited for. It records
+// the wait in w.
+func (c Crash) waitLateWrite(ctx context.Context, env *Env, w *waits, offset int64) {
+	if offset < 0 {
+		return
+	}
+	_ = w.wait(fmt.Sprintf("%s's late write after its thaw (its event log)", c.Process), env.Deadline, func() (string, error) {
+		e, err := env.waitLogFrom(ctx, c.Process, offset, env.Deadline, func(e eventlog.Entry) bool {
+			switch e.Event {
+			case eventlog.Marked, eventlog.Retry, eventlog.FailedAlert, eventlog.Fenced, eventlog.Renewed, eventlog.ClaimLost, eventlog.ErrorOccurred:
+				return true
+			}
+			return false
+		})
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s %s", e.Event, e.EventID), nil
+	})
+}
+
 // TakeoverWait is the longest a freeze waits for its claim to be taken
 // over: at least least, and four leases (the lease runs out, a claim
 // comes round and takes the rows, with room for a slow machine).
@@ -295,10 +359,23 @@ func TakeoverWait(least, lease time.Duration) time.Duration { return max(least, 
 // nack): its window did not open.
 var errUnseen = errors.New("not seen")
 
-// waitTakeover waits, at most within, until another relay's event log
-// shows a claim of a row of frozen's last claim (read from frozen's own
-// event log); it records the wait in w and says what it saw.
+// waitTakeover waits, at most within, until frozen's claims are seen
+// taken over; it records the wait in w and says what it saw. Where the
+// outbox is audited with its claim column, the takeover is read as the
+// database committed it (auditTakeover): the trail orders the claims, so
+// neither the wait nor the fencing check rests on when a frozen relay's
+// lines reach its event log. Elsewhere another relay's event log must
+// show a claim of a row of frozen's last logged claim.
 func waitTakeover(ctx context.Context, env *Env, w *waits, frozen string, within time.Duration) (seen string, err error) {
+	if env.Audit != nil {
+		trail, err := env.Audit(ctx, 0)
+		if err != nil {
+			return "", fmt.Errorf("read the audit trail when %s froze: %w", frozen, err)
+		}
+		if slices.ContainsFunc(trail, check.AuditRow.Claims) {
+			return waitAuditedTakeover(ctx, env, w, frozen, trail, within)
+		}
+	}
 	err = w.wait(fmt.Sprintf("another relay to take %s's claim over", frozen), within, func() (string, error) {
 		mine, err := lastClaim(env, frozen)
 		if err != nil {
@@ -313,6 +390,176 @@ func waitTakeover(ctx context.Context, env *Env, w *waits, frozen string, within
 		return seen, nil
 	})
 	return seen, err
+}
+
+// waitAuditedTakeover waits, at most within, until the audit trail shows
+// another writer's claim of a row of each claim frozen holds (trail is the
+// trail read when it froze): heldClaims. A claim whose rows frozen's own
+// open transaction has locked cannot be taken over by anyone and is not
+// waited for (lockedBy); one claim at least must be seen taken over.
+func waitAuditedTakeover(ctx context.Context, env *Env, w *waits, frozen string, trail []check.AuditRow, within time.Duration) (seen string, err error) {
+	in, err := env.Roles.Instance(frozen)
+	if err != nil {
+		return "", err
+	}
+	held := auditHeld(trail, in.Name)
+	err = w.wait(fmt.Sprintf("another relay to claim a row of each claim %s holds (audit trail)", frozen), within, func() (string, error) {
+		if held.live() == 0 {
+			return "", fmt.Errorf("window not opened: %w: the audit trail shows %s holding no claim when it froze", errUnseen, frozen)
+		}
+		started := time.Now()
+		var locked int
+		// The whole trail each time: a write's id is drawn when it is
+		// made, not when it commits, so a later read from the last id seen
+		// could miss one.
+		err := pollEvery(ctx, within, 200*time.Millisecond, func() (bool, error) {
+			trail, err := env.Audit(ctx, 0)
+			if err != nil {
+				return false, err
+			}
+			held = auditHeld(trail, in.Name)
+			pending := held.pending()
+			locked = 0
+			for _, ids := range pending {
+				ok, err := lockedBy(ctx, env, in.Name, ids)
+				if err != nil {
+					return false, err
+				}
+				if ok {
+					locked++
+				}
+			}
+			return len(held.taken) > 0 && locked == len(pending), nil
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			return "", fmt.Errorf("window not opened: %w: %d of %s's claims seen taken over by another relay, %d not (%d of them locked by its own open transaction): %w",
+				errUnseen, len(held.taken), frozen, len(held.pending()), locked, err)
+		}
+		seen = fmt.Sprintf("%s took %s over after %s", held.by, held.eventID, time.Since(started).Round(time.Millisecond))
+		if n := len(held.taken); n > 1 {
+			seen += fmt.Sprintf(" (a row of each of %d claims %s held)", n, frozen)
+		}
+		if locked > 0 {
+			seen += fmt.Sprintf("; %d claims locked by %s's own open transaction not waited for", locked, frozen)
+		}
+		return seen, nil
+	})
+	return seen, err
+}
+
+// lockedBy reports whether every row of ids (outbox eventIds) is locked
+// by an open transaction of the writer's sessions: the row's xmax is the
+// transaction id of one of them (an UPDATE or FOR UPDATE not yet ended).
+// No other relay's claim can take such a row over while the writer is
+// frozen. Read from the row versions and pg_stat_activity only: it takes
+// no lock that could make a relay skip a row.
+func lockedBy(ctx context.Context, env *Env, writer string, ids []string) (bool, error) {
+	ob := env.Observe.Outbox
+	pool, ok := env.DB[ob.Database]
+	if !ok || ob.EventID == "" || len(ids) == 0 {
+		return false, nil
+	}
+	q := fmt.Sprintf(`SELECT count(*) FROM %s t WHERE t.%s::text = ANY($1) AND t.xmax::text IN
+		(SELECT a.backend_xid::text FROM pg_stat_activity a WHERE a.application_name = $2 AND a.backend_xid IS NOT NULL)`,
+		pgx.Identifier(target.Ident(ob.Name)).Sanitize(), pgx.Identifier{ob.EventID}.Sanitize())
+	var n int
+	if err := pool.QueryRow(ctx, q, ids, writer).Scan(&n); err != nil {
+		return false, fmt.Errorf("read the locks on %s's rows: %w", writer, err)
+	}
+	return n == len(ids), nil
+}
+
+// heldClaims follows, through an audit trail, the claims one writer (a
+// frozen relay) holds: each claim's rows it has not written since it made
+// the claim. A lease renewal keeps a row; a retry, mark or failure write,
+// or its own new claim, ends it. Another writer's claim of such a row
+// takes the claim over. The writes of one row are in trail order (each
+// waits for the row lock of the one before).
+type heldClaims struct {
+	writer string
+	claims map[string]map[string]bool // claim → rows held
+	rowOf  map[string]string          // row → the claim holding it
+	// taken are the claims taken over since the writer's last write (one
+	// taken before it is history: the writer went on working after it);
+	// by and eventID name the last takeover seen.
+	taken       map[string]bool
+	by, eventID string
+}
+
+// auditHeld reads what writer holds from trail.
+func auditHeld(trail []check.AuditRow, writer string) heldClaims {
+	h := heldClaims{writer: writer, claims: map[string]map[string]bool{}, rowOf: map[string]string{}, taken: map[string]bool{}}
+	for _, a := range trail {
+		h.see(a)
+	}
+	return h
+}
+
+// see takes the next write of the trail.
+func (h *heldClaims) see(a check.AuditRow) {
+	if a.EventID == "" {
+		return
+	}
+	claim, held := h.rowOf[a.EventID]
+	if a.Writer == h.writer {
+		clear(h.taken) // what was taken before is history now
+		if held && !a.Claims() && a.NewClaim == claim && a.NewStatus == "Processing" {
+			return // a renewal
+		}
+		if held {
+			h.drop(a.EventID)
+		}
+		if a.Claims() {
+			if h.claims[a.NewClaim] == nil {
+				h.claims[a.NewClaim] = map[string]bool{}
+			}
+			h.claims[a.NewClaim][a.EventID] = true
+			h.rowOf[a.EventID] = a.NewClaim
+		}
+		return
+	}
+	if held && a.Claims() {
+		h.drop(a.EventID)
+		h.taken[claim] = true
+		h.by, h.eventID = a.Writer, a.EventID
+	}
+}
+
+func (h *heldClaims) drop(row string) {
+	claim := h.rowOf[row]
+	delete(h.rowOf, row)
+	delete(h.claims[claim], row)
+	if len(h.claims[claim]) == 0 {
+		delete(h.claims, claim)
+	}
+}
+
+// pending are the claims still holding rows and not taken over, each as
+// its rows.
+func (h heldClaims) pending() [][]string {
+	var out [][]string
+	for claim, rows := range h.claims {
+		if h.taken[claim] {
+			continue
+		}
+		out = append(out, slices.Sorted(maps.Keys(rows)))
+	}
+	return out
+}
+
+// live counts the claims the writer holds or has had taken since its
+// last write.
+func (h heldClaims) live() int {
+	n := len(h.taken)
+	for claim := range h.claims {
+		if !h.taken[claim] {
+			n++
+		}
+	}
+	return n
 }
 
 // waitOtherRelays waits, at most within, for a line that matches in the

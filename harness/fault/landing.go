@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
 )
 
 // Landings tells the faults of one run when a fault on a link has landed,
@@ -84,12 +86,18 @@ func (l LinkDown) landsOn() string { return l.Link }
 
 // CheckOrder refuses a schedule in which a fault waits for a landing on a
 // link (its trigger's AfterLink) that no toxic or cut of the same schedule
-// lands on: it would wait until the fault deadline and end unopened.
+// lands on, or for the thaw of a process (Unbind.UntilThawed) that no
+// crash of it freezes until a takeover: it would wait until the fault
+// deadline.
 func CheckOrder(faults []Fault) error {
 	landed := map[string]bool{}
+	thawed := map[string]bool{}
 	for _, f := range faults {
 		if l, ok := f.(lander); ok {
 			landed[l.landsOn()] = true
+		}
+		if c, ok := f.(Crash); ok && c.Action == crashpoint.Pause && c.UntilTakeover {
+			thawed[c.Process] = true
 		}
 	}
 	var errs []error
@@ -100,6 +108,9 @@ func CheckOrder(faults []Fault) error {
 		}
 		if link := k.Trigger(f).AfterLink; link != "" && !landed[link] {
 			errs = append(errs, fmt.Errorf("fault %d (%s): after_link %q: no toxic or link-down of this schedule lands on that link", i+1, k.Name(), link))
+		}
+		if u, ok := f.(Unbind); ok && u.UntilThawed != "" && !thawed[u.UntilThawed] {
+			errs = append(errs, fmt.Errorf("fault %d (%s): until_thawed %q: no crash of this schedule freezes that process until a takeover", i+1, k.Name(), u.UntilThawed))
 		}
 	}
 	return errors.Join(errs...)

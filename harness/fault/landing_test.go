@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
 )
 
 // TestTriggerAfterLink: a trigger with AfterLink fires once a fault on the
@@ -68,4 +70,11 @@ func TestCheckOrder(t *testing.T) {
 	err := CheckOrder([]Fault{Toxic{Link: "consumer.amqp"}, kill})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `fault 2 (unacked): after_link "consumer.pg"`)
+
+	unbind := Unbind{Duration: time.Second, UntilThawed: "relay-1"}
+	freeze := Crash{Process: "relay-1", Point: "relay.before-retry", Action: crashpoint.Pause, UntilTakeover: true}
+	assert.NoError(t, CheckOrder([]Fault{unbind, freeze}))
+	err = CheckOrder([]Fault{unbind, Crash{Process: "relay-1", Point: "relay.before-retry", Action: crashpoint.Pause}})
+	require.Error(t, err, "a freeze of fixed length lands no thaw")
+	assert.Contains(t, err.Error(), `fault 1 (unbind): until_thawed "relay-1"`)
 }

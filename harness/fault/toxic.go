@@ -22,9 +22,9 @@ import (
 // its Published write, so that write is the one slowed down.
 //
 // With UntilTakeover (At a relay's point), the toxic stays on until
-// another relay is seen claiming a row of At.Process's last claim (at
-// most TakeoverWait of Duration and the lease; not seen, the window did
-// not open), then comes off: a latency longer than that wait lets the
+// another relay is seen claiming a row of each claim At.Process holds
+// (waitTakeover; at most TakeoverWait of Duration and the lease; not
+// seen, the window did not open), then comes off: a latency longer than that wait lets the
 // relay's late write through the moment another relay holds its rows.
 type Toxic struct {
 	Link          string
@@ -34,6 +34,11 @@ type Toxic struct {
 	At            *Sync
 	UntilTakeover bool
 }
+
+// WatchesAudit implements AuditWatcher: a toxic held until a takeover
+// reads the takeover, and the fencing check the order of the claims, from
+// the outbox's audit trail.
+func (t Toxic) WatchesAudit() bool { return t.UntilTakeover }
 
 // KindToxic is the toxic fault's kind, as a schedule names it.
 const KindToxic = "toxic"

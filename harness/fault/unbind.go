@@ -46,6 +46,12 @@ type Unbind struct {
 	// outage judged by its shape ends before a relay that backs off could
 	// spend it.
 	Budget int
+	// UntilThawed keeps the bindings away past Duration until the freeze
+	// past the lease of this process (a Crash with UntilTakeover) has
+	// ended and its late write is made (ThawedKey), at most the fault
+	// deadline: the rows it held still bounce, unpublished, when that
+	// write comes, however long the takeover took.
+	UntilThawed string
 }
 
 // WatchesAudit implements AuditWatcher: an outage judged by its shape
@@ -66,10 +72,10 @@ func init() {
 		Doc:     "the queue's bindings taken away, so publishes are unroutable (returned to a mandatory publisher), restored after a while",
 		Opens:   protocol.QueueUnroutable,
 		Params: func(u Unbind) (unbindParams, error) {
-			return unbindParams{Duration: Duration(u.Duration), RoutingKey: u.RoutingKey, Trigger: u.Trigger.Data(), Shape: u.Shape, Max: Duration(u.Max), Budget: u.Budget}, nil
+			return unbindParams{Duration: Duration(u.Duration), RoutingKey: u.RoutingKey, Trigger: u.Trigger.Data(), Shape: u.Shape, Max: Duration(u.Max), Budget: u.Budget, UntilThawed: u.UntilThawed}, nil
 		},
 		Fault: func(p unbindParams) (Unbind, error) {
-			return Unbind{RoutingKey: p.RoutingKey, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), Shape: p.Shape, Max: time.Duration(p.Max), Budget: p.Budget}, nil
+			return Unbind{RoutingKey: p.RoutingKey, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), Shape: p.Shape, Max: time.Duration(p.Max), Budget: p.Budget, UntilThawed: p.UntilThawed}, nil
 		},
 		Window:  func(Unbind) (string, string) { return "", protocol.QueueUnroutable },
 		Touches: func(Unbind) Touch { return Touch{Unroutable: true} },
@@ -116,6 +122,8 @@ type unbindParams struct {
 	Shape  bool     `json:"shape,omitempty"`
 	Max    Duration `json:"max,omitempty"`
 	Budget int      `json:"budget,omitempty"`
+	// The process whose freeze past the lease the outage outlasts.
+	UntilThawed string `json:"until_thawed,omitempty"`
 }
 
 // Describe implements Fault.
@@ -124,6 +132,8 @@ func (u Unbind) Describe() result.Fault {
 	switch {
 	case u.Shape:
 		d = fmt.Sprintf("restored once the relays' retries show whether they back off (at least %s, at most %s)", u.Duration, u.Max)
+	case u.Duration > 0 && u.UntilThawed != "":
+		d = fmt.Sprintf("restored after %s and once %s is thawed and has made its late write", u.Duration, u.UntilThawed)
 	case u.Duration > 0:
 		d = "restored after " + u.Duration.String()
 	}
@@ -191,6 +201,18 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 			start, max(u.Max, u.Duration), strings.TrimPrefix(measured, "; "), unseen(opened, closed, holdErr))
 	} else {
 		holdErr = pause(ctx, u.Duration)
+	}
+	if u.UntilThawed != "" && holdErr == nil {
+		// Not thawed within the deadline: the freeze's own result says so;
+		// the bindings come back all the same.
+		_ = w.wait(fmt.Sprintf("%s thawed and its late write made", u.UntilThawed), env.Deadline, func() (string, error) {
+			wctx, cancel := context.WithTimeout(ctx, env.Deadline)
+			defer cancel()
+			return "", env.Landings.wait(wctx, ThawedKey(u.UntilThawed))
+		})
+		if ctx.Err() != nil {
+			holdErr = ctx.Err()
+		}
 	}
 
 	for _, q := range slices.Backward(queues) {
