@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -211,4 +212,21 @@ func TestRelayCrashPointsFromOutside(t *testing.T) {
 			}
 		}
 	}
+}
+
+// check-target on a relay that tails the write-ahead log says whether the
+// server lets it create its slot, and names the run's slot: every
+// provider's PostgreSQL serves logical replication.
+func TestCheckTargetOnALogRelaySaysLogicalReplicationIsServed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the real infrastructure; not in -short")
+	}
+	t.Parallel()
+	held, problems := shared.Reading(asRelay(tgt, target.ModelLog)).CheckTarget(t.Context())
+	for _, p := range problems {
+		assert.NotEqual(t, "relay", p.Field, p.String())
+	}
+	assert.True(t, slices.ContainsFunc(held, func(s string) bool {
+		return strings.HasPrefix(s, "logical replication served (wal_level=logical") && strings.Contains(s, "_slot")
+	}), "held: %q", held)
 }

@@ -2,11 +2,14 @@ package infra
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,6 +47,8 @@ func testContract(ctx context.Context, t *testing.T, in Infra, prefix string) {
 		_, err = pgx.Connect(ctx, in.PostgresURL(db))
 		assert.Error(t, err)
 	})
+
+	t.Run("a database's replication slots go with it", func(t *testing.T) { testSlots(ctx, t, in, prefix+"_cdc") })
 
 	t.Run("vhost and queue", func(t *testing.T) {
 		vhost := prefix + "/scenario" // a slash must survive escaping
@@ -160,4 +165,54 @@ func testRestartKeepsQuorumMessage(ctx context.Context, t *testing.T, in Infra, 
 	}, 30*time.Second, 200*time.Millisecond)
 	assert.Equal(t, "survives", body)
 	require.NoError(t, in.DeleteVHost(ctx, vhost))
+}
+
+// testSlots: the server serves logical replication (a relay that tails the
+// write-ahead log creates a slot), and dropping a run's database drops its
+// slots, one of them held by a WAL sender streaming from it: DROP DATABASE
+// alone refuses a database that has one.
+func testSlots(ctx context.Context, t *testing.T, in Infra, db string) {
+	require.NoError(t, in.CreateDatabase(ctx, db))
+	t.Cleanup(func() { _ = in.DropDatabase(context.Background(), db) })
+	conn, err := pgx.Connect(ctx, in.PostgresURL(db))
+	require.NoError(t, err)
+	defer conn.Close(context.WithoutCancel(ctx))
+	var level string
+	require.NoError(t, conn.QueryRow(ctx, `SHOW wal_level`).Scan(&level))
+	require.Equal(t, "logical", level)
+	_, err = conn.Exec(ctx, `CREATE TABLE outbox (id int PRIMARY KEY); CREATE PUBLICATION outbox_pub FOR TABLE outbox`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, db+"_idle")
+	require.NoError(t, err)
+
+	// A WAL sender streaming from the second slot, as a log relay's.
+	u, err := url.Parse(in.PostgresURL(db))
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("replication", "database")
+	u.RawQuery = q.Encode()
+	rc, err := pgconn.Connect(ctx, u.String())
+	require.NoError(t, err)
+	defer rc.Close(context.WithoutCancel(ctx))
+	_, err = rc.Exec(ctx, "CREATE_REPLICATION_SLOT "+db+"_busy LOGICAL pgoutput").ReadAll()
+	require.NoError(t, err)
+	rc.Frontend().Send(&pgproto3.Query{String: "START_REPLICATION SLOT " + db + "_busy LOGICAL 0/0 (proto_version '1', publication_names 'outbox_pub')"})
+	require.NoError(t, rc.Frontend().Flush())
+	msg, err := rc.Frontend().Receive()
+	require.NoError(t, err)
+	require.IsType(t, &pgproto3.CopyBothResponse{}, msg, "streaming")
+	var active int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = $1 AND active`, db).Scan(&active))
+	require.Equal(t, 1, active)
+	_ = conn.Close(ctx)
+
+	require.NoError(t, in.DropDatabase(ctx, db))
+	admin, err := pgx.Connect(ctx, in.PostgresURL("postgres"))
+	require.NoError(t, err)
+	defer admin.Close(context.WithoutCancel(ctx))
+	var slots, dbs int
+	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = $1`, db).Scan(&slots))
+	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname = $1`, db).Scan(&dbs))
+	assert.Zero(t, slots, "its slots are gone")
+	assert.Zero(t, dbs, "the database is gone")
 }

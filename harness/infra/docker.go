@@ -310,7 +310,7 @@ func runDockerPostgres(ctx context.Context, image string, tcLog testcontainers.L
 	alias, pass string, args ...string) (*tcpostgres.PostgresContainer, error) {
 	// The module's command is postgres -c fsync=off: a crash must be
 	// real, so fsync stays on.
-	cmd := append([]string{"postgres", "-c", "fsync=on", "-c", "max_connections=500", "-c", "shared_buffers=128MB"}, args...)
+	cmd := append(append([]string{"postgres", "-c", "fsync=on", "-c", "max_connections=500", "-c", "shared_buffers=128MB"}, logicalArgs()...), args...)
 	return tcpostgres.Run(ctx, image, tcLog, onLoopback(),
 		tcnetwork.WithNetwork([]string{alias}, nw),
 		tcpostgres.WithPassword(pass),

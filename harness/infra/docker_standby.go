@@ -159,9 +159,8 @@ func (d *Docker) startReplicated(ctx context.Context, synchronous bool) (*Docker
 		tcpostgres.WithPassword(pgPass),
 		tcpostgres.BasicWaitStrategies(),
 		hba(),
-		testcontainers.WithCmd("postgres", "-c", "fsync=on", "-c", "max_connections=500", "-c", "shared_buffers=128MB",
-			"-c", "hba_file=/etc/faultline/pg_hba.conf",
-			"-c", "wal_level=replica", "-c", "max_wal_senders=5", "-c", "wal_keep_size=1GB", "-c", "wal_sender_timeout=2s"),
+		testcontainers.WithCmd(append(append([]string{"postgres", "-c", "fsync=on", "-c", "max_connections=500", "-c", "shared_buffers=128MB"}, logicalArgs()...),
+			"-c", "hba_file=/etc/faultline/pg_hba.conf", "-c", "wal_keep_size=1GB", "-c", "wal_sender_timeout=2s")...),
 	)
 	if primary != nil {
 		r.primaryC = primary
@@ -271,7 +270,7 @@ func standbyScript(primary, toxi, replPort string) string {
 		"  " + asPG + `touch "$PGDATA/standby.signal"`,
 		"fi",
 		"unset FL_REPLICATION_PASSWORD",
-		"exec " + asPG + "postgres -c fsync=on -c max_connections=500 -c shared_buffers=128MB" +
+		"exec " + asPG + "postgres -c fsync=on -c max_connections=500 -c shared_buffers=128MB " + strings.Join(logicalArgs(), " ") +
 			" -c hba_file=/etc/faultline/pg_hba.conf -c hot_standby=on" +
 			" -c 'primary_conninfo=" + conninfo + "'" +
 			" -c wal_receiver_timeout=2s -c wal_receiver_status_interval=1s -c wal_retrieve_retry_interval=100ms" +

@@ -76,7 +76,8 @@ func (l *Local) startPostgres(ctx context.Context) error {
 // pgServerArgv is the command line of a PostgreSQL server of this
 // provider: the postgres in bin, its data folder, loopback port and socket folder, the
 // settings every one has (a hot standby refuses to start with fewer
-// max_connections than its primary's), then extra -c settings.
+// max_connections or max_wal_senders than its primary's; logicalArgs),
+// then extra -c settings.
 func pgServerArgv(bin, data string, port int, socketDir string, extra ...string) []string {
 	return append([]string{
 		filepath.Join(bin, "postgres"),
@@ -86,7 +87,7 @@ func pgServerArgv(bin, data string, port int, socketDir string, extra ...string)
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "max_connections=500",
 		"-c", "shared_buffers=128MB",
-	}, extra...)
+	}, append(logicalArgs(), extra...)...)
 }
 
 // pgAnswers is a readiness probe: a query answered at url.
@@ -168,7 +169,15 @@ func (l *Local) DropDatabase(ctx context.Context, name string) error {
 	if err := validIdentifier(name); err != nil {
 		return fmt.Errorf("drop database: %w", err)
 	}
-	if err := l.adminExec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+	conn, err := pgx.Connect(ctx, l.PostgresURL("postgres"))
+	if err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := dropSlots(ctx, conn, name); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
 		return fmt.Errorf("drop database %s: %w", name, err)
 	}
 	return nil

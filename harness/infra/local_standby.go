@@ -126,14 +126,13 @@ func (l *Local) primaryPort() int {
 	return l.pgPort
 }
 
-// primaryArgs are the primary's settings for a standby to stream from it.
+// primaryArgs are the primary's settings for a standby to stream from it
+// (wal_level and max_wal_senders every server has: logicalArgs).
 func (l *Local) primaryArgs() []string {
 	if l.rep == nil {
 		return nil
 	}
 	return []string{
-		"-c", "wal_level=replica",
-		"-c", "max_wal_senders=5",
 		"-c", "wal_keep_size=1GB",
 		"-c", "wal_sender_timeout=2s",
 	}

@@ -71,7 +71,15 @@ func (p pgServer) dropDatabase(ctx context.Context, name string) error {
 	if err := validIdentifier(name); err != nil {
 		return fmt.Errorf("drop database: %w", err)
 	}
-	if err := p.exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+	conn, err := pgx.Connect(ctx, p.url(p.adminDatabase()))
+	if err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := dropSlots(ctx, conn, name); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
 		return fmt.Errorf("drop database %s: %w", name, err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,6 +72,9 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 	}
 	p.watchAlways = true // every observer must install on a target
 	held = append(held, fmt.Sprintf("databases %s and a vhost created, schema in place", strings.Join(t.Databases, ", ")))
+	if t.Relay.Model == target.ModelLog {
+		r.checkLogical(ctx, add, &held)
+	}
 
 	// Every process, consumers first; one that fails is reported and the
 	// others are still tried.
@@ -337,4 +341,36 @@ func lastLines(msg string, n int) string {
 		return msg
 	}
 	return lines[0] + "\n  …\n" + strings.Join(lines[len(lines)-n:], "\n")
+}
+
+// checkLogical says in one line whether the server lets a relay that
+// tails the write-ahead log (relay: {model: log}) create its slot: it must
+// run with wal_level=logical, and the run's user needs the REPLICATION
+// attribute (or to be a superuser).
+func (r *run) checkLogical(ctx context.Context, add func(string, int, string, ...any), held *[]string) {
+	t := r.sh.Target
+	db := cmp.Or(t.Observe.Outbox.Database, t.Databases[0])
+	pool, ok := r.pools[db]
+	if !ok {
+		return
+	}
+	var level, user string
+	var replication bool
+	if err := pool.QueryRow(ctx, `SELECT current_setting('wal_level'), current_user, rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user`).
+		Scan(&level, &user, &replication); err != nil {
+		add("relay", t.Relay.Line, "could not read whether the server serves logical replication: %v", err)
+		return
+	}
+	var missing []string
+	if level != "logical" {
+		missing = append(missing, fmt.Sprintf("the server runs wal_level=%s (it needs wal_level=logical)", level))
+	}
+	if !replication {
+		missing = append(missing, fmt.Sprintf("user %s has no REPLICATION attribute", user))
+	}
+	if len(missing) > 0 {
+		add("relay", t.Relay.Line, "a relay that tails the write-ahead log cannot create its slot: %s", strings.Join(missing, "; "))
+		return
+	}
+	*held = append(*held, fmt.Sprintf("logical replication served (wal_level=logical, user %s may replicate): slot %s, publication %s for this run", user, r.slot(), r.publication()))
 }

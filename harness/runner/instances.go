@@ -167,6 +167,8 @@ func (r *run) values(in *instance) target.Values {
 		Variant:     variant,
 		BuildDir:    r.sh.BuildDir,
 		TargetDir:   t.Dir,
+		Slot:        r.slot(),
+		Publication: r.publication(),
 	}
 }
 
@@ -333,7 +335,7 @@ func (r *run) producerAddr() func() string {
 // applySchema makes the target's tables in the run's fresh databases:
 // nothing when its processes create them, else its SQL files or its
 // commands (with direct, unproxied URLs).
-func applySchema(ctx context.Context, t *target.Target, pools map[string]*pgxpool.Pool, direct func(db string) (string, error), buildDir string) error {
+func applySchema(ctx context.Context, t *target.Target, pools map[string]*pgxpool.Pool, vals target.Values) error {
 	if t.Schema.CreatedByProcesses {
 		return nil
 	}
@@ -352,7 +354,6 @@ func applySchema(ctx context.Context, t *target.Target, pools map[string]*pgxpoo
 			return fmt.Errorf("schema of %s (%s): %w", db, path, err)
 		}
 	}
-	vals := target.Values{Postgres: direct, BuildDir: buildDir, TargetDir: t.Dir}
 	for i, cmd := range t.Schema.Commands {
 		var args []string
 		for _, a := range cmd {

@@ -645,13 +645,13 @@ func (r *run) setupInfra(ctx context.Context) error {
 		r.pools[name] = pool
 		r.cleanup = append(r.cleanup, func(context.Context) { pool.Close() })
 	}
-	if err := applySchema(ctx, t, r.pools, func(db string) (string, error) {
+	if err := applySchema(ctx, t, r.pools, target.Values{Postgres: func(db string) (string, error) {
 		run, ok := r.dbs[db]
 		if !ok {
 			return "", fmt.Errorf("no database %q in the target file", db)
 		}
 		return in.PostgresURL(run), nil
-	}, r.sh.BuildDir); err != nil {
+	}, BuildDir: r.sh.BuildDir, TargetDir: t.Dir, Slot: r.slot(), Publication: r.publication()}); err != nil {
 		return err
 	}
 
@@ -856,6 +856,16 @@ func sideBySide(n int, fn func(i int) error) error {
 }
 
 // ident makes a scenario name into a database-name prefix.
+// slot is the run's name for a logical replication slot ({{slot}}): a
+// relay that tails the write-ahead log keeps its position there, and
+// every incarnation of it resumes from the same one. Unique to the run
+// (its id), so runs side by side on one server never share one; the
+// run's databases take their slots with them when dropped.
+func (r *run) slot() string { return r.id + "_slot" }
+
+// publication is the run's name for a publication ({{publication}}).
+func (r *run) publication() string { return r.id + "_pub" }
+
 func ident(name string) string {
 	var b strings.Builder
 	for _, c := range strings.ToLower(name) {

@@ -39,6 +39,11 @@ type Values struct {
 	BuildDir    string // folder the build writes into
 	TargetDir   string // folder of the target file
 	Value       string // a setting's value (settings only)
+	// Slot and Publication are the run's names for a logical replication
+	// slot and a publication, unique to the run: a relay that tails the
+	// write-ahead log streams from that slot (the run's databases take it
+	// with them when they are dropped).
+	Slot, Publication string
 }
 
 // WorkloadValues fill workload templates.
@@ -113,6 +118,8 @@ func (v Values) funcs() template.FuncMap {
 		"build_dir":    constant(v.BuildDir),
 		"target_dir":   constant(v.TargetDir),
 		"value":        constant(v.Value),
+		"slot":         constant(v.Slot),
+		"publication":  constant(v.Publication),
 	}
 }
 
@@ -150,13 +157,13 @@ const (
 func (s scope) placeholders() []string {
 	switch s {
 	case scopeProcess:
-		return []string{"amqp", "amqp_urls", "build_dir", "control_addr", "event_log", "http_addr", "instance", "postgres", "target_dir", "variant"}
+		return []string{"amqp", "amqp_urls", "build_dir", "control_addr", "event_log", "http_addr", "instance", "postgres", "publication", "slot", "target_dir", "variant"}
 	case scopeSetting:
-		return []string{"amqp", "amqp_urls", "build_dir", "control_addr", "event_log", "http_addr", "instance", "postgres", "target_dir", "value", "variant"}
+		return []string{"amqp", "amqp_urls", "build_dir", "control_addr", "event_log", "http_addr", "instance", "postgres", "publication", "slot", "target_dir", "value", "variant"}
 	case scopeBuild:
 		return []string{"build_dir", "target_dir"}
 	case scopeSchema:
-		return []string{"amqp", "build_dir", "postgres", "target_dir", "variant"}
+		return []string{"amqp", "build_dir", "postgres", "publication", "slot", "target_dir", "variant"}
 	case scopeCreate:
 		return []string{"n", "random"}
 	case scopeStep:
