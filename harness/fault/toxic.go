@@ -229,33 +229,32 @@ func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 // freeze arms the synchronisation point to pause and waits until the
 // process has stopped there; thaw resumes it. A process that fired the
 // point but never stopped is resumed all the same before the error
-// returns, so nothing is left frozen.
+// returns, so nothing is left frozen. Where the point's window asks more
+// than the process being there (syncCondition), a hit without it is let
+// go and the next one taken, within the fault deadline.
 func (s *Sync) freeze(ctx context.Context, env *Env, w *waits) (thaw func() error, err error) {
-	if s.Point != protocol.ConsumerBeforeCommit {
+	cond, ok := syncCondition(s.Point)
+	if !ok {
 		return s.freezeOnce(ctx, env, w)
 	}
-	// Before a consumer's COMMIT, the window is a transaction with an
-	// effect to lose: one of redeliveries whose effects exist (it wrote
-	// none) fails nothing, however its COMMIT ends. Such a hit is let go
-	// and the next one taken, within the fault deadline.
 	began := time.Now()
-	err = w.wait(fmt.Sprintf("%s at %s in a transaction that wrote an effect (pg_locks)", s.Process, s.Point), env.Deadline, func() (string, error) {
+	err = w.wait(fmt.Sprintf("%s at %s %s", s.Process, s.Point, cond.cause), env.Deadline, func() (string, error) {
 		for passed := 0; ; passed++ {
 			if thaw, err = s.freezeOnce(ctx, env, w); err != nil {
 				return "", err
 			}
-			wrote, err := wroteEffects(ctx, env, s.Process)
+			holds, err := cond.holds(ctx, env, s.Process)
 			if err != nil {
 				return "", errors.Join(err, thaw())
 			}
-			if wrote {
-				return fmt.Sprintf("%d hits without one let go", passed), nil
+			if holds {
+				return fmt.Sprintf("%d hits without it let go", passed), nil
 			}
 			if err := thaw(); err != nil {
 				return "", err
 			}
 			if time.Since(began) > env.Deadline {
-				return "", fmt.Errorf("window not opened: %s reached %s only in transactions that wrote no effect (%d hits)", s.Process, s.Point, passed+1)
+				return "", fmt.Errorf("window not opened: %s reached %s only %s (%d hits)", s.Process, s.Point, cond.without, passed+1)
 			}
 		}
 	})
@@ -263,6 +262,30 @@ func (s *Sync) freeze(ctx context.Context, env *Env, w *waits) (thaw func() erro
 		return nil, err
 	}
 	return thaw, nil
+}
+
+// A pointCondition is what a sync point's window needs besides the
+// process being frozen there.
+type pointCondition struct {
+	cause   string // what is waited for, after "<process> at <point>"
+	without string // what the hits were instead, after "reached <point> only"
+	holds   func(ctx context.Context, env *Env, process string) (bool, error)
+}
+
+// syncCondition is the condition of point's window, if it has one. Before
+// a consumer's COMMIT, the window is a transaction with an effect to
+// lose: one of redeliveries whose effects exist (it wrote none) fails
+// nothing, however its COMMIT ends.
+func syncCondition(point string) (pointCondition, bool) {
+	switch point {
+	case protocol.ConsumerBeforeCommit:
+		return pointCondition{
+			cause:   "in a transaction that wrote an effect (pg_locks)",
+			without: "in transactions that wrote no effect",
+			holds:   wroteEffects,
+		}, true
+	}
+	return pointCondition{}, false
 }
 
 // wroteEffects says whether a session of process's is in a transaction
