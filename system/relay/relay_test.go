@@ -140,6 +140,16 @@ type row struct {
 	published         bool
 }
 
+// cycle inserts one fresh row (numbered n) and waits until the relay has
+// Published it: the relay has since run a whole claim, publish and mark,
+// and every row it would claim or write by then it has (a negative check
+// rests on that, not on a sleep).
+func (e *env) cycle(n int) {
+	e.t.Helper()
+	fresh := e.insertMore(1, n)
+	e.waitFor("a fresh row Published (a whole cycle of the relay's)", func() bool { return e.row(fresh[0]).status == "Published" })
+}
+
 func (e *env) row(id string) row {
 	e.t.Helper()
 	var r row
