@@ -497,6 +497,16 @@ func TestRender(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), fmt.Sprintf("%s (line %d)", dbURL.Field, dbURL.Line))
 	assert.Contains(t, err.Error(), "no proxy")
+
+	// A log relay's slot and publication, in a process and in a schema
+	// command; a workload template has neither.
+	values.Slot, values.Publication = "run_1_slot", "run_1_pub"
+	s, err = Template{Raw: "--slot={{slot}} --publication={{publication}}"}.Render(values)
+	require.NoError(t, err)
+	assert.Equal(t, "--slot=run_1_slot --publication=run_1_pub", s)
+	parsed, err := Parse("faultline.yaml", []byte(strings.Replace(minimal, "  created_by: processes", "  commands: [[psql, '-c', 'CREATE PUBLICATION {{publication}} FOR TABLE outbox']]", 1)))
+	require.NoError(t, err, "{{publication}} in a schema command")
+	assert.Equal(t, "CREATE PUBLICATION {{publication}} FOR TABLE outbox", parsed.Schema.Commands[0][2].Raw)
 }
 
 func TestRenderWorkload(t *testing.T) {
