@@ -2,10 +2,12 @@ package scenarios
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,7 +114,7 @@ func TestLostEventStages(t *testing.T) {
 			require.Len(t, noLost.Violations, 1, "one violation, of one kind: %+v", noLost.Violations)
 			v := noLost.Violations[0]
 			assert.Equal(t, tc.kind, v.Kind)
-			assert.Equal(t, []result.Stage{tc.stage}, slices.Collect(maps.Keys(v.Stages)), "every event at one stage: %v", v.StageSummary())
+			assert.Equal(t, []result.Stage{tc.stage}, slices.Collect(maps.Keys(v.Stages)), "every event at one stage: %v", stageSummary(v))
 			missing := res.Counts.Events - res.Counts.Reservations
 			assert.Len(t, v.Stages[tc.stage], missing, "every event without effect is placed, none left out by the report's cap")
 			assert.Equal(t, tc.stage.Unconverged(), noLost.Unconverged)
@@ -125,4 +127,16 @@ func TestLostEventStages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stageSummary is one line per stage of a violation, in pipeline order:
+// the stage, how many events stopped there, and their eventIds.
+func stageSummary(v result.Violation) []string {
+	var out []string
+	for _, st := range result.Stages() {
+		if ids := v.Stages[st]; len(ids) > 0 {
+			out = append(out, fmt.Sprintf("%s %d: %s", st, len(ids), strings.Join(ids, ", ")))
+		}
+	}
+	return out
 }

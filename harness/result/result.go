@@ -290,19 +290,6 @@ func Stages() []Stage {
 	return []Stage{StageNeverCommitted, StageInOutbox, StageSkipped, StageRoutedNowhere, StageQueued, StageInInbox, StageDroppedAtLimit, StageConsumedNoEffect, StageUnknown}
 }
 
-// StageSummary is one line per stage of the violation, in pipeline order:
-// the stage, how many events stopped there, and every one of their
-// eventIds. Empty for a violation without stages.
-func (v Violation) StageSummary() []string {
-	var out []string
-	for _, st := range Stages() {
-		if ids := v.Stages[st]; len(ids) > 0 {
-			out = append(out, fmt.Sprintf("%s %d: %s", st, len(ids), strings.Join(ids, ", ")))
-		}
-	}
-	return out
-}
-
 // Unconverged says whether an event in this stage means only that the run
 // had not finished when it was checked.
 func (s Stage) Unconverged() bool {

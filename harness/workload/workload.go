@@ -66,7 +66,6 @@ type Runner struct {
 	acked    atomic.Int64
 	failed   atomic.Int64
 	rejected atomic.Int64
-	notify   chan struct{}
 }
 
 // New makes a runner of the target's requests; addr is asked before every
@@ -85,7 +84,6 @@ func New(spec Spec, reqs target.Workload, seed uint64, addr func() string) *Runn
 		addr:   addr,
 		client: &http.Client{Timeout: 10 * time.Second},
 		rng:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		notify: make(chan struct{}, 1),
 	}
 }
 
@@ -95,19 +93,6 @@ func (r *Runner) Acknowledged() int64 { return r.acked.Load() }
 // Stats reports the client-side counts.
 func (r *Runner) Stats() Stats {
 	return Stats{Acknowledged: r.acked.Load(), Failed: r.failed.Load(), Rejected: r.rejected.Load()}
-}
-
-// WaitAcknowledged blocks until n requests were acknowledged.
-func (r *Runner) WaitAcknowledged(ctx context.Context, n int64) error {
-	for r.acked.Load() < n {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for %d acknowledged orders (have %d): %w", n, r.acked.Load(), ctx.Err())
-		case <-r.notify:
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
 }
 
 // Run sends every order (and its later events) and returns when all were
@@ -253,10 +238,6 @@ func (r *Runner) send(ctx context.Context, req target.Request, vals target.Workl
 		switch {
 		case err == nil && slices.Contains(req.OK, status):
 			r.acked.Add(1)
-			select {
-			case r.notify <- struct{}{}:
-			default:
-			}
 			return data, nil
 		case err == nil && slices.Contains(req.Done, status):
 			return data, nil
