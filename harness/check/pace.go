@@ -60,6 +60,7 @@ const (
 	flatLevels    = 3
 	pooledSamples = 15
 	pooledFactor  = 1.25
+	risingFactor  = 1.2
 )
 
 // BackedOff reports whether the retries show backoff: rests after later
@@ -82,8 +83,12 @@ func (l Level) read() bool { return l.Rests >= restSamples && l.Claims >= batchS
 func (l Level) pooledRead() bool { return l.Rests >= pooledSamples && l.Claims >= restSamples }
 
 // Flat reports whether the retries show no backoff: later rests near the
-// waits beside them, level by level or pooled.
+// waits beside them, level by level or pooled, and not rising from one
+// level read to the next (rising).
 func (s RetryShape) Flat() bool {
+	if s.rising() {
+		return false
+	}
 	read := 0
 	for _, l := range s.Levels {
 		if !l.read() {
@@ -95,6 +100,30 @@ func (s RetryShape) Flat() bool {
 		read++
 	}
 	return read >= flatLevels || s.Pooled.pooledRead() && s.Pooled.Ratio <= pooledFactor
+}
+
+// rising reports whether the levels read rise, each at least risingFactor
+// times the one before, over two levels or more. Backoff that is still
+// below the claim waits beside it (its first steps, on a loaded machine)
+// reads as ratios under 1, but ones that grow with the attempt; flat
+// retries stay level. Such a shape is not flat, though not yet shown
+// backing off either.
+func (s RetryShape) rising() bool {
+	var read []float64
+	for _, l := range s.Levels {
+		if l.read() {
+			read = append(read, l.Ratio)
+		}
+	}
+	if len(read) < 2 {
+		return false
+	}
+	for i := 1; i < len(read); i++ {
+		if read[i] < read[i-1]*risingFactor {
+			return false
+		}
+	}
+	return true
 }
 
 func (s RetryShape) String() string {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // trail builds an audit trail in commit order, ids counting up.
@@ -99,6 +100,27 @@ func TestRetryShapeBackedOff(t *testing.T) {
 			assert.Equal(t, tc.flat, s.Flat(), "flat: %s", s)
 		})
 	}
+}
+
+// A relay that backs off from 100 ms, read on a loaded machine where new
+// rows wait longer for a claim than its first backoffs last: the two
+// levels read are under 1 but rise with the attempt, so its retries are
+// not flat (holding the outage until a row is given up on would make a
+// correct relay spend its budget). Recorded in a hogged CI run: 0.39 at
+// attempt 2, 0.50 at attempt 3, pooled 0.50 of 165 rests.
+func TestRetryShapeRisingIsNotFlat(t *testing.T) {
+	loaded := RetryShape{MostRetries: 29,
+		Levels: []Level{{Ratio: 0.39, Rests: 110, Claims: 5}, {Ratio: 0.50, Rests: 55, Claims: 3}},
+		Pooled: Level{Ratio: 0.50, Rests: 165, Claims: 8}}
+	require.True(t, loaded.Pooled.pooledRead() && loaded.Pooled.Ratio <= pooledFactor, "pooled alone reads flat")
+	assert.False(t, loaded.Flat(), "%s", loaded)
+	assert.False(t, loaded.BackedOff(), "%s", loaded)
+
+	level := loaded
+	level.Levels = []Level{{Ratio: 0.9, Rests: 110, Claims: 5}, {Ratio: 0.95, Rests: 55, Claims: 3}}
+	level.Pooled.Ratio = 0.92
+	assert.True(t, level.Flat(), "level rests pooled: %s", level)
+
 }
 
 // What else an outage shows: a row given up on, and a publish made into
