@@ -75,7 +75,7 @@ func init() {
 		Enumerate: func(s *Surface, _ int) []Candidate {
 			var out []Candidate
 			for _, in := range s.Instances {
-				db := in.Ref + ".pg"
+				db := DBLink(in.Ref)
 				if in.Role != protocol.Consumer || !s.HasLink(db) {
 					continue
 				}

@@ -78,3 +78,23 @@ func TestCheckOrder(t *testing.T) {
 	require.Error(t, err, "a freeze of fixed length lands no thaw")
 	assert.Contains(t, err.Error(), `fault 1 (unbind): until_thawed "relay-1"`)
 }
+
+// Link names: an instance's links to its database, the broker and a
+// broker node besides its own, and which is which.
+func TestLinkNames(t *testing.T) {
+	assert.Equal(t, "relay-1.pg", DBLink("relay-1"))
+	assert.Equal(t, "relay-1.amqp", BrokerLink("relay-1"))
+	assert.Equal(t, "relay-1.amqp-n2", NodeLink("relay-1", 1))
+	for _, tc := range []struct {
+		link       string
+		db, broker bool
+	}{
+		{"consumer.pg", true, false},
+		{"consumer.amqp", false, true},
+		{"consumer.amqp-n1", false, true},
+		{"consumer", false, false},
+	} {
+		assert.Equal(t, tc.db, IsDBLink(tc.link), tc.link)
+		assert.Equal(t, tc.broker, IsBrokerLink(tc.link), tc.link)
+	}
+}

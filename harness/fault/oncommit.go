@@ -223,13 +223,13 @@ func enumerateOnCommits(s *Surface, hits int) []Candidate {
 		var open Opening
 		switch in.Role {
 		case protocol.Producer:
-			if l := in.Ref + ".amqp"; s.HasLink(l) {
+			if l := BrokerLink(in.Ref); s.HasLink(l) {
 				open.Faults = []Fault{LinkDown{Link: l, Trigger: at, Duration: 2 * s.Lease}}
 				open.Keys = []string{LinkKey(l)}
 				after.AfterLink = l
 			}
 		case protocol.Relay:
-			if l := in.Ref + ".amqp"; s.HasLink(l) {
+			if l := BrokerLink(in.Ref); s.HasLink(l) {
 				open.Faults = []Fault{Toxic{Link: l, Toxic: proxies.Latency{Latency: 150 * time.Millisecond, Stream: proxies.Downstream}, Trigger: at, Duration: 4 * s.Lease}}
 				open.Keys = []string{LinkKey(l)}
 				after.AfterLink = l
@@ -243,7 +243,7 @@ func enumerateOnCommits(s *Surface, hits int) []Candidate {
 			kill.Action, kill.RestartAfter = ActKill, RestartAfter
 			pause.Action, pause.Hold = ActPause, Hold(s.Lease)
 			out = append(out, open.Candidate(kill, depth, key), open.Candidate(pause, depth, key))
-			if l := in.Ref + ".pg"; s.HasLink(l) {
+			if l := DBLink(in.Ref); s.HasLink(l) {
 				cut := c
 				cut.Action, cut.Cut, cut.CutFor = ActNone, []string{l}, s.Lease
 				out = append(out, open.Candidate(cut, depth, key))

@@ -49,7 +49,7 @@ func OutsideOpener(f Fault) (string, bool) {
 			return OpenedAcksHeld, f.Action == crashpoint.Kill
 		}
 	case LinkDown:
-		if f.At != nil && f.At.Point == protocol.ConsumerBeforeCommit && f.Link == f.At.Process+".pg" {
+		if f.At != nil && f.At.Point == protocol.ConsumerBeforeCommit && f.Link == DBLink(f.At.Process) {
 			return OpenedCommitsCut, true
 		}
 	}
@@ -115,7 +115,7 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 			at.AfterOrders = c.Hit
 		}
 		after := at
-		if link := c.Process + ".amqp"; hasLink(link) {
+		if link := BrokerLink(c.Process); hasLink(link) {
 			after.AfterLink = link
 		}
 		oc := OnCommit{Process: c.Process, Table: TableFacts, Nth: 1, Trigger: after, RestartAfter: c.RestartAfter, Hold: c.Hold, Action: ActKill}
@@ -123,7 +123,7 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 			oc.Action = ActPause
 		}
 		o.Faults = []Fault{oc}
-		if link := c.Process + ".amqp"; hasLink(link) {
+		if link := BrokerLink(c.Process); hasLink(link) {
 			o.Faults = append(o.Faults, LinkDown{Link: link, Trigger: at, Duration: 4 * time.Second})
 		}
 		return outsideAtCommit{o}
@@ -149,7 +149,7 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 		// millisecond shows the broker no unacked delivery between two
 		// statistics samples. A paused one gets its link back when it
 		// resumes.
-		if link := c.Process + ".pg"; hasLink(link) {
+		if link := DBLink(c.Process); hasLink(link) {
 			u.Cut = link
 		}
 		o.Faults = []Fault{u}
@@ -164,9 +164,9 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 			at.AfterOrders = 10 + c.Hit
 		}
 		after := at
-		after.AfterLink = c.Process + ".amqp"
+		after.AfterLink = BrokerLink(c.Process)
 		o.Faults = []Fault{
-			Toxic{Link: c.Process + ".amqp", Toxic: proxies.Timeout{Timeout: 0, Stream: proxies.Upstream}, Trigger: at, Duration: 2 * time.Second},
+			Toxic{Link: BrokerLink(c.Process), Toxic: proxies.Timeout{Timeout: 0, Stream: proxies.Upstream}, Trigger: at, Duration: 2 * time.Second},
 			OnCommit{Process: c.Process, Table: TableEffects, Nth: 1, Trigger: after, Action: ActKill, RestartAfter: c.RestartAfter},
 		}
 		return outsideAtCommit{o}

@@ -32,6 +32,35 @@ func NewRoles(instances []Instance) *Roles {
 	return r
 }
 
+// DBLink is the name of an instance's link to its database, BrokerLink
+// of its link to the broker (on a clustered broker, to its own node): the
+// run's links are named so (instance.pg, instance.amqp), and a schedule
+// names them so.
+func DBLink(instance string) string { return instance + dbLinkSuffix }
+
+// BrokerLink: see DBLink.
+func BrokerLink(instance string) string { return instance + brokerLinkSuffix }
+
+// NodeLink is the name of an instance's link to the k-th node (0-based)
+// of a clustered broker besides its own.
+func NodeLink(instance string, k int) string {
+	return instance + brokerLinkSuffix + "-n" + strconv.Itoa(k+1)
+}
+
+// IsDBLink reports whether a link is an instance's link to its database.
+func IsDBLink(link string) bool { return strings.HasSuffix(link, dbLinkSuffix) }
+
+// IsBrokerLink reports whether a link is an instance's link to the broker
+// or to a node of it (BrokerLink, NodeLink).
+func IsBrokerLink(link string) bool {
+	return strings.HasSuffix(link, brokerLinkSuffix) || strings.Contains(link, brokerLinkSuffix+"-n")
+}
+
+const (
+	dbLinkSuffix     = ".pg"
+	brokerLinkSuffix = ".amqp"
+)
+
 // Ref is the reference of a role's n-th instance (1-based).
 func Ref(role string, n int) string { return role + "-" + strconv.Itoa(n) }
 

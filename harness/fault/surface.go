@@ -205,7 +205,7 @@ func (s *Surface) Opener(in SurfaceInstance, w, busy string) (o Opening, ok bool
 		o.Faults = []Fault{Unbind{Trigger: o.Trigger, Duration: Hold(s.Lease) + s.Lease}}
 		o.Keys = []string{KeyUnbind}
 	case protocol.RelayBeforeRenew:
-		link := in.Ref + ".amqp"
+		link := BrokerLink(in.Ref)
 		if !s.HasLink(link) {
 			return o, true
 		}

@@ -145,7 +145,7 @@ func (r *run) values(in *instance) target.Values {
 	if variant == "" {
 		variant = "correct"
 	}
-	pgLink, amqpLink := r.links[in.name+".pg"], r.links[in.name+".amqp"]
+	pgLink, amqpLink := r.links[fault.DBLink(in.name)], r.links[fault.BrokerLink(in.name)]
 	eventLog := os.DevNull // what the process writes there is not read
 	if in.proc.EventLog && r.sup != nil {
 		eventLog = r.sup.EventLogPath(in.name)
@@ -185,7 +185,7 @@ func (r *run) amqpURLs(instance string, own *proxies.Link) string {
 		if k == r.clientNodes[instance] {
 			continue
 		}
-		if l, ok := r.links[otherNodeLink(instance, k)]; ok {
+		if l, ok := r.links[fault.NodeLink(instance, k)]; ok {
 			urls = append(urls, viaLink(c.AMQPURLOf(k, r.id), l, ""))
 		}
 	}

@@ -7,10 +7,10 @@ import (
 	"io"
 	"net"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/proxies"
 )
 
@@ -88,9 +88,9 @@ func waitLink(ctx context.Context, name, addr string, timeout time.Duration) err
 func probeLink(ctx context.Context, name, addr string) error {
 	var hello string
 	switch {
-	case strings.HasSuffix(name, ".pg"):
+	case fault.IsDBLink(name):
 		hello = pgSSLRequest
-	case strings.HasSuffix(name, ".amqp"), strings.Contains(name, ".amqp-n"):
+	case fault.IsBrokerLink(name):
 		hello = amqpHeader
 	}
 	d := net.Dialer{Timeout: time.Second}

@@ -662,16 +662,16 @@ func (r *run) setupInfra(ctx context.Context) error {
 	upstreams := map[string]string{}
 	var names []string
 	for _, inst := range r.instances {
-		names = append(names, inst.name+".pg", inst.name+".amqp")
-		upstreams[inst.name+".pg"], upstreams[inst.name+".amqp"] = pgUpstream, amqpUpstream
+		names = append(names, fault.DBLink(inst.name), fault.BrokerLink(inst.name))
+		upstreams[fault.DBLink(inst.name)], upstreams[fault.BrokerLink(inst.name)] = pgUpstream, amqpUpstream
 		if c, ok := in.(infra.Cluster); ok && r.clientNodes != nil {
 			nodes := c.Nodes()
 			for k, n := range nodes {
 				if k == r.clientNodes[inst.name] {
-					upstreams[inst.name+".amqp"] = n.Upstream
+					upstreams[fault.BrokerLink(inst.name)] = n.Upstream
 					continue
 				}
-				name := otherNodeLink(inst.name, k)
+				name := fault.NodeLink(inst.name, k)
 				names = append(names, name)
 				upstreams[name] = n.Upstream
 			}
@@ -690,11 +690,6 @@ func (r *run) setupInfra(ctx context.Context) error {
 	return nil
 }
 
-// otherNodeLink names an instance's link to cluster node k (0-based) other
-// than its own.
-func otherNodeLink(instance string, k int) string {
-	return fmt.Sprintf("%s.amqp-n%d", instance, k+1)
-}
 
 // nodesOf spreads the instances over the cluster's nodes, one after the
 // other in start order (the consumer, which declares the queue, on the
