@@ -166,21 +166,7 @@ func (l *Local) CreateDatabase(ctx context.Context, name string) error {
 
 // DropDatabase implements Infra.
 func (l *Local) DropDatabase(ctx context.Context, name string) error {
-	if err := validIdentifier(name); err != nil {
-		return fmt.Errorf("drop database: %w", err)
-	}
-	conn, err := pgx.Connect(ctx, l.PostgresURL("postgres"))
-	if err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if err := dropSlots(ctx, conn, name); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	return nil
+	return dropDatabase(ctx, l.PostgresURL("postgres"), name)
 }
 
 // adminExec runs one statement on the postgres database.

@@ -20,6 +20,27 @@ func logicalArgs() []string {
 	return []string{"-c", "wal_level=logical", "-c", "max_replication_slots=64", "-c", "max_wal_senders=64"}
 }
 
+// dropDatabase drops database name (its open sessions ended: WITH
+// (FORCE), PostgreSQL 13 or later) over a connection to adminURL, and
+// first the replication slots on it (dropSlots).
+func dropDatabase(ctx context.Context, adminURL, name string) error {
+	if err := validIdentifier(name); err != nil {
+		return fmt.Errorf("drop database: %w", err)
+	}
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := dropSlots(ctx, conn, name); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
 // slotDrainWait bounds how long dropping a database's slots waits for the
 // WAL senders holding them to end once terminated.
 const slotDrainWait = 10 * time.Second

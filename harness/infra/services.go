@@ -68,21 +68,7 @@ func (p pgServer) createDatabase(ctx context.Context, name string) error {
 
 // dropDatabase needs PostgreSQL 13 or later (WITH (FORCE)).
 func (p pgServer) dropDatabase(ctx context.Context, name string) error {
-	if err := validIdentifier(name); err != nil {
-		return fmt.Errorf("drop database: %w", err)
-	}
-	conn, err := pgx.Connect(ctx, p.url(p.adminDatabase()))
-	if err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if err := dropSlots(ctx, conn, name); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	return nil
+	return dropDatabase(ctx, p.url(p.adminDatabase()), name)
 }
 
 // check connects and verifies that the user may create databases.
