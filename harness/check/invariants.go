@@ -175,6 +175,12 @@ func noneGaveUp(o *Observation) result.Invariant {
 	if o.NoOutboxStatus {
 		return notChecked(NoneGaveUp, "the outbox query returns no status: a row given up on (Failed) cannot be told")
 	}
+	if o.OutageUnopened != "" {
+		// It ended with a row within a retry of its budget, or at its
+		// longest, the relays' retries neither backing off nor flat: a row
+		// given up on around then need not have been given up early.
+		return notChecked(NoneGaveUp, "the outage ended before the relays' retries showed their shape ("+o.OutageUnopened+")")
+	}
 	var ids []string
 	for _, r := range o.Outbox {
 		if r.Status == "Failed" {

@@ -93,6 +93,11 @@ type Observation struct {
 	// Unbound are the spans in which the target's queue had no binding
 	// (faultline's unbind faults; a zero End: never restored).
 	Unbound []Interval
+	// OutageUnopened says why an outage judged by the relays' retries
+	// ended before it showed their shape ("" if none did): the premise
+	// of none-gave-up (the outage shorter than the retry budget's backoff)
+	// is then not known to hold.
+	OutageUnopened string
 	// Instances maps the role references scenarios use ("relay-1",
 	// "consumer") to the run's instance names, which its logs carry.
 	Instances map[string]string

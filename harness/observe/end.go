@@ -24,6 +24,9 @@ type Ends struct {
 	// Unbound are the spans of the run in which faultline had removed the
 	// target queue's bindings, from the faults' own record.
 	Unbound []check.Interval
+	// OutageUnopened says why an outage judged by the relays' retries
+	// ended without showing their shape ("" if none did).
+	OutageUnopened string
 	// Queued reads, without taking them, the messages still in the
 	// target's queue. Only once the processes have stopped: what a consumer
 	// held unacked is ready again then.
@@ -35,7 +38,7 @@ type Ends struct {
 // the queue (when asked), the audit trail and the tap where they were
 // installed, and the event logs, merged in time order.
 func (w *Watch) End(ctx context.Context, e Ends) (*check.Observation, error) {
-	o := &check.Observation{ByEvent: map[string][]eventlog.Entry{}, LogRoles: e.LogRoles, Instances: e.Instances, Unbound: e.Unbound}
+	o := &check.Observation{ByEvent: map[string][]eventlog.Entry{}, LogRoles: e.LogRoles, Instances: e.Instances, Unbound: e.Unbound, OutageUnopened: e.OutageUnopened}
 	if err := ReadContract(ctx, w.run.DB, w.run.Target.Contract, w.run.Target.Relay.Model, o); err != nil {
 		return nil, err
 	}

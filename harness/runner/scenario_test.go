@@ -4,11 +4,14 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
 )
 
@@ -56,4 +59,15 @@ func TestScenarioOnTarget(t *testing.T) {
 			assert.Equal(t, map[string]string{"queue-max-length": "5"}, base.Settings, "the catalogue's value is not changed")
 		})
 	}
+}
+
+// The reason an outage judged by its shape ended unopened reaches the
+// checks; an outage by the clock, or one that opened, gives none.
+func TestUnopenedOutage(t *testing.T) {
+	shaped, timed := fault.Unbind{Shape: true}, fault.Unbind{Duration: time.Second}
+	unopened := result.Fault{Hit: false, Error: "window not opened: a row came within a retry of its budget of 8"}
+	assert.Equal(t, "a row came within a retry of its budget of 8", unopenedOutage([]fault.Fault{shaped}, []result.Fault{unopened}))
+	assert.Empty(t, unopenedOutage([]fault.Fault{shaped}, []result.Fault{{Hit: true}}))
+	assert.Empty(t, unopenedOutage([]fault.Fault{timed}, []result.Fault{unopened}))
+	assert.Empty(t, unopenedOutage([]fault.Fault{shaped}, []result.Fault{{Hit: false, Error: "unbind order.created: channel closed"}}), "a fault that failed is not an unopened window")
 }

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"strings"
+
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/result"
@@ -40,6 +42,18 @@ func (r *run) observeNeeds(faults []fault.Fault) map[check.Need]bool {
 // trigger slows the target's writes, no tap doubles its routing.
 func (r *run) watches(need map[check.Need]bool) bool {
 	return len(need) > 0 || !r.logRoles()[protocol.Relay]
+}
+
+// unopenedOutage says why an outage of the run judged by the relays'
+// retries (Unbind.Shape) ended without opening its window ("" if none
+// did), from its result.
+func unopenedOutage(faults []fault.Fault, results []result.Fault) string {
+	for i, f := range faults {
+		if u, ok := f.(fault.Unbind); ok && u.Shape && i < len(results) && !results[i].Hit && strings.HasPrefix(results[i].Error, "window not opened: ") {
+			return strings.TrimPrefix(results[i].Error, "window not opened: ")
+		}
+	}
+	return ""
 }
 
 // unboundSpans are the spans in which an unbind fault of the run had
