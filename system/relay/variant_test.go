@@ -386,7 +386,9 @@ func TestLateRetryAfterAFreezeBeforeRetry(t *testing.T) {
 			} else {
 				assert.Equal(t, eventlog.Fenced, write.Event, "the stale retry is refused")
 				assert.Equal(t, "schedule retry: 0 rows", write.Detail)
-				e.cycle(100) // the relay has settled another batch since
+				// The outage ends, and the relay settles another batch.
+				require.NoError(t, topology.DeclareConsumer(e.channel(), topology.QueueOptions{}))
+				e.cycle(100)
 				assert.Zero(t, count(e.log("relay-1"), eventlog.Retry))
 				r := e.row(ids[0])
 				assert.Equal(t, "Processing", r.status)
