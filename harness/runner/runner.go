@@ -690,7 +690,6 @@ func (r *run) setupInfra(ctx context.Context) error {
 	return nil
 }
 
-
 // nodesOf spreads the instances over the cluster's nodes, one after the
 // other in start order (the consumer, which declares the queue, on the
 // first): the node each instance's own broker link goes to. Nil on one
