@@ -288,13 +288,12 @@ func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		default:
 			holdErr = pause(ctx, c.Hold)
 		}
-		logged := c.logOffset(env, p)
+		thawed := time.Now() // before the resume: its late write comes after
 		if err := p.Resume(); err != nil {
 			return notUndone(record(c, start, true, holdErr), fmt.Errorf("resume %s: %w", c.Process, err))
 		}
 		if c.UntilTakeover && holdErr == nil {
-			c.waitLateWrite(ctx, env, w, logged)
-			env.Landings.land(ThawedKey(c.Process), nil)
+			env.Landings.landAt(ThawedKey(c.Process), thawed, nil)
 		}
 		if holdErr != nil {
 			return record(c, start, !errors.Is(holdErr, errUnseen), holdErr)
@@ -309,46 +308,9 @@ func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 }
 
 // ThawedKey is what a freeze past the lease of process lands on (in the
-// run's Landings) once the process is thawed and its late write made: a
-// fault that must outlast that write (Unbind.UntilThawed) waits for it.
+// run's Landings) when the process is thawed after a takeover: a fault
+// that must outlast its late write (Unbind.UntilThawed) waits for it.
 func ThawedKey(process string) string { return "thawed " + process }
-
-// logOffset is where process's event log ends before its thaw (-1: it
-// writes none).
-func (c Crash) logOffset(env *Env, p *supervisor.Process) int64 {
-	if in, err := env.Roles.Instance(c.Process); err != nil || !in.EventLog {
-		return -1
-	}
-	st, err := os.Stat(p.EventLogPath())
-	if err != nil {
-		return 0
-	}
-	return st.Size()
-}
-
-// waitLateWrite waits, at most env.Deadline, for the thawed relay's event
-// log to show the status write it was frozen before (a mark, retry,
-// failure or renewal, fenced or not, or an error), written after its thaw
-// (from offset); a relay that writes no log is not waited for. It records
-// the wait in w.
-func (c Crash) waitLateWrite(ctx context.Context, env *Env, w *waits, offset int64) {
-	if offset < 0 {
-		return
-	}
-	_ = w.wait(fmt.Sprintf("%s's late write after its thaw (its event log)", c.Process), env.Deadline, func() (string, error) {
-		e, err := env.waitLogFrom(ctx, c.Process, offset, env.Deadline, func(e eventlog.Entry) bool {
-			switch e.Event {
-			case eventlog.Marked, eventlog.Retry, eventlog.FailedAlert, eventlog.Fenced, eventlog.Renewed, eventlog.ClaimLost, eventlog.ErrorOccurred:
-				return true
-			}
-			return false
-		})
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("%s %s", e.Event, e.EventID), nil
-	})
-}
 
 // TakeoverWait is the longest a freeze waits for its claim to be taken
 // over: at least least, and four leases (the lease runs out, a claim
@@ -367,13 +329,17 @@ var errUnseen = errors.New("not seen")
 // lines reach its event log. Elsewhere another relay's event log must
 // show a claim of a row of frozen's last logged claim.
 func waitTakeover(ctx context.Context, env *Env, w *waits, frozen string, within time.Duration) (seen string, err error) {
-	if env.Audit != nil {
+	if in, err := env.Roles.Instance(frozen); err == nil && env.Audit != nil {
 		trail, err := env.Audit(ctx, 0)
 		if err != nil {
 			return "", fmt.Errorf("read the audit trail when %s froze: %w", frozen, err)
 		}
-		if slices.ContainsFunc(trail, check.AuditRow.Claims) {
-			return waitAuditedTakeover(ctx, env, w, frozen, trail, within)
+		// The trail names a write's writer by the session's
+		// application_name, which faultline hands each instance in its
+		// URL; a pipeline that sets its own shows no claim of frozen's,
+		// and its takeover is read from the event logs.
+		if slices.ContainsFunc(trail, func(a check.AuditRow) bool { return a.Claims() && a.Writer == in.Name }) {
+			return waitAuditedTakeover(ctx, env, w, in.Name, frozen, trail, within)
 		}
 	}
 	err = w.wait(fmt.Sprintf("another relay to take %s's claim over", frozen), within, func() (string, error) {
@@ -393,16 +359,13 @@ func waitTakeover(ctx context.Context, env *Env, w *waits, frozen string, within
 }
 
 // waitAuditedTakeover waits, at most within, until the audit trail shows
-// another writer's claim of a row of each claim frozen holds (trail is the
-// trail read when it froze): heldClaims. A claim whose rows frozen's own
+// another writer's claim of a row of each claim frozen (whose sessions
+// write as writer) holds (trail is the trail read when it froze):
+// heldClaims. A claim whose rows frozen's own
 // open transaction has locked cannot be taken over by anyone and is not
 // waited for (lockedBy); one claim at least must be seen taken over.
-func waitAuditedTakeover(ctx context.Context, env *Env, w *waits, frozen string, trail []check.AuditRow, within time.Duration) (seen string, err error) {
-	in, err := env.Roles.Instance(frozen)
-	if err != nil {
-		return "", err
-	}
-	held := auditHeld(trail, in.Name)
+func waitAuditedTakeover(ctx context.Context, env *Env, w *waits, writer, frozen string, trail []check.AuditRow, within time.Duration) (seen string, err error) {
+	held := auditHeld(trail, writer)
 	err = w.wait(fmt.Sprintf("another relay to claim a row of each claim %s holds (audit trail)", frozen), within, func() (string, error) {
 		if held.live() == 0 {
 			return "", fmt.Errorf("window not opened: %w: the audit trail shows %s holding no claim when it froze", errUnseen, frozen)
@@ -417,11 +380,11 @@ func waitAuditedTakeover(ctx context.Context, env *Env, w *waits, frozen string,
 			if err != nil {
 				return false, err
 			}
-			held = auditHeld(trail, in.Name)
+			held = auditHeld(trail, writer)
 			pending := held.pending()
 			locked = 0
 			for _, ids := range pending {
-				ok, err := lockedBy(ctx, env, in.Name, ids)
+				ok, err := lockedBy(ctx, env, writer, ids)
 				if err != nil {
 					return false, err
 				}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 )
@@ -20,7 +21,8 @@ type Landings struct {
 
 type landing struct {
 	done chan struct{}
-	err  error // set before done is closed
+	err  error     // set before done is closed
+	at   time.Time // when it landed (landAt), set likewise
 }
 
 // NewLandings is an empty record of landings, one per run.
@@ -40,7 +42,10 @@ func (l *Landings) of(link string) *landing {
 // land records that a fault on link landed (err nil) or ended without
 // landing (err says why); only the first call for a link counts. Nil
 // Landings record nothing.
-func (l *Landings) land(link string, err error) {
+func (l *Landings) land(link string, err error) { l.landAt(link, time.Now(), err) }
+
+// landAt is land, saying when the fault landed.
+func (l *Landings) landAt(link string, at time.Time, err error) {
 	if l == nil {
 		return
 	}
@@ -52,22 +57,28 @@ func (l *Landings) land(link string, err error) {
 		return
 	default:
 	}
-	g.err = err
+	g.err, g.at = err, at
 	close(g.done)
 }
 
 // wait blocks until a fault on link has landed, and returns the error of
 // one that ended without landing.
 func (l *Landings) wait(ctx context.Context, link string) error {
+	_, err := l.waitAt(ctx, link)
+	return err
+}
+
+// waitAt is wait, and says when the fault landed.
+func (l *Landings) waitAt(ctx context.Context, link string) (time.Time, error) {
 	if l == nil {
-		return fmt.Errorf("waits for a fault on %s, and this run records no landings", link)
+		return time.Time{}, fmt.Errorf("waits for a fault on %s, and this run records no landings", link)
 	}
 	g := l.of(link)
 	select {
 	case <-ctx.Done():
-		return fmt.Errorf("no fault landed on %s: %w", link, ctx.Err())
+		return time.Time{}, fmt.Errorf("no fault landed on %s: %w", link, ctx.Err())
 	case <-g.done:
-		return g.err
+		return g.at, g.err
 	}
 }
 

@@ -2,6 +2,7 @@ package fault
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -28,6 +29,15 @@ func TestTriggerAfterLink(t *testing.T) {
 		env.Landings.land("consumer.amqp", nil) // another link
 		env.Landings.land("producer.amqp", nil)
 		require.NoError(t, <-fired)
+	})
+	t.Run("a thaw says when it was, and the first one counts", func(t *testing.T) {
+		l := NewLandings()
+		thawed := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+		l.landAt(ThawedKey("relay-1"), thawed, nil)
+		l.land(ThawedKey("relay-1"), errors.New("was not frozen and thawed")) // a deferred second landing
+		at, err := l.waitAt(context.Background(), ThawedKey("relay-1"))
+		require.NoError(t, err)
+		assert.Equal(t, thawed, at)
 	})
 	t.Run("a landing before the wait counts", func(t *testing.T) {
 		env := &Env{Acknowledged: acked, Landings: NewLandings(), Deadline: time.Minute}

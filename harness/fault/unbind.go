@@ -12,6 +12,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Unbind removes the consumer queue's binding for RoutingKey (empty: for
@@ -126,6 +127,27 @@ type unbindParams struct {
 	UntilThawed string `json:"until_thawed,omitempty"`
 }
 
+// lateWrite waits until process's event log shows a status write (a mark,
+// retry, failure or renewal, fenced or not, or an error) written at or
+// after thawed: the write it was frozen before. A process that writes no
+// event log is not waited for: its outage ends at the thaw.
+func lateWrite(ctx context.Context, env *Env, process string, thawed time.Time) (string, error) {
+	if in, err := env.Roles.Instance(process); err != nil || !in.EventLog {
+		return "no event log to see its late write in: restored at the thaw", nil
+	}
+	e, err := env.waitLogFrom(ctx, process, 0, env.Deadline, func(e eventlog.Entry) bool {
+		switch e.Event {
+		case eventlog.Marked, eventlog.Retry, eventlog.FailedAlert, eventlog.Fenced, eventlog.Renewed, eventlog.ClaimLost, eventlog.ErrorOccurred:
+			return !e.Time.Before(thawed)
+		}
+		return false
+	})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s %s", e.Event, e.EventID), nil
+}
+
 // Describe implements Fault.
 func (u Unbind) Describe() result.Fault {
 	d := "never restored"
@@ -203,12 +225,16 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		holdErr = pause(ctx, u.Duration)
 	}
 	if u.UntilThawed != "" && holdErr == nil {
-		// Not thawed within the deadline: the freeze's own result says so;
-		// the bindings come back all the same.
+		// Not thawed, or no late write seen, within the deadline: the
+		// freeze's own result says so; the bindings come back all the same.
 		_ = w.wait(fmt.Sprintf("%s thawed and its late write made", u.UntilThawed), env.Deadline, func() (string, error) {
 			wctx, cancel := context.WithTimeout(ctx, env.Deadline)
 			defer cancel()
-			return "", env.Landings.wait(wctx, ThawedKey(u.UntilThawed))
+			thawed, err := env.Landings.waitAt(wctx, ThawedKey(u.UntilThawed))
+			if err != nil {
+				return "", err
+			}
+			return lateWrite(wctx, env, u.UntilThawed, thawed)
 		})
 		if ctx.Err() != nil {
 			holdErr = ctx.Err()

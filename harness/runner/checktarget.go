@@ -349,9 +349,13 @@ func lastLines(msg string, n int) string {
 // attribute (or to be a superuser).
 func (r *run) checkLogical(ctx context.Context, add func(string, int, string, ...any), held *[]string) {
 	t := r.sh.Target
-	db := cmp.Or(t.Observe.Outbox.Database, t.Databases[0])
-	pool, ok := r.pools[db]
+	var db string
+	if len(t.Databases) > 0 {
+		db = t.Databases[0]
+	}
+	pool, ok := r.pools[cmp.Or(t.Observe.Outbox.Database, db)]
 	if !ok {
+		add("relay", t.Relay.Line, "no database of the run to ask whether the server serves logical replication")
 		return
 	}
 	var level, user string
