@@ -345,7 +345,11 @@ func (u Unbind) holdShaped(ctx context.Context, env *Env, start time.Time) (open
 // of this shape, ends, and, when it ends without opening its window, why
 // not ("" when it opened). Past Duration it ends, opened, once a row was
 // given up on, the retries backed off, or rows published into it were
-// written Published. Once a row nears the retry budget (one retry short of
+// written Published; a row given up on opens it only if it was given up
+// before its budget was spent or the retries were shown flat (a relay that
+// backs off spends its budget only in an outage longer than its backoff,
+// which a loaded machine can stretch past what the outage was held for).
+// Once a row nears the retry budget (one retry short of
 // it) it ends at once if the retries backed off (opened) or are not
 // shown flat (not opened: holding on could make a relay that backs off
 // give a row up, and that is not its fault); flat retries are held on to,
@@ -354,6 +358,10 @@ func (u Unbind) holdShaped(ctx context.Context, env *Env, start time.Time) (open
 func (u Unbind) settled(held time.Duration, shape check.RetryShape) (stop bool, closed string) {
 	nearBudget := u.Budget > 0 && shape.MostRetries >= u.Budget-1
 	switch {
+	case shape.Failed > 0 && nearBudget && !shape.Flat():
+		return true, fmt.Sprintf("a row was given up on after spending its budget of %d with the retries not shown flat: the outage may have outlasted a backoff slowed by the machine", u.Budget)
+	case shape.Failed > 0 && u.Budget == 0 && !shape.Flat():
+		return true, "a row was given up on with the retries not shown flat and no budget known: the outage may have outlasted its backoff"
 	case shape.Failed > 0 || shape.PublishedInside > 0:
 		return held >= u.Duration, ""
 	case shape.BackedOff():
