@@ -212,7 +212,8 @@ func TestNackAsSuccessMarksNackedRowsPublished(t *testing.T) {
 		}
 		return true
 	})
-	entries := e.log("relay-1")
+	// A mark is logged after its row is written: wait for the lines.
+	entries := e.waitLogged("relay-1", eventlog.Marked, 6)
 	assert.Positive(t, count(entries, eventlog.Nacked), "the broker nacked some")
 	assert.Equal(t, 6, count(entries, eventlog.Marked), "nacked rows marked too")
 	for _, id := range ids {
