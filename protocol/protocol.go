@@ -75,9 +75,13 @@ const (
 	// ClaimPastLease: a relay keeps a claim past its lease (frozen, or its
 	// database slow) while another relay takes the rows over.
 	ClaimPastLease = "claim.past-lease"
-	BrokerNack     = "broker.nack"
-	BrokerRestart  = "broker.restart"
-	RelayDBDown    = "relay-db.down"
+	// LogPositionAhead: a relay that tails logical replication is killed
+	// holding changes it could not publish; its slot's confirmed position
+	// must not have passed them.
+	LogPositionAhead = "log.position-ahead"
+	BrokerNack       = "broker.nack"
+	BrokerRestart    = "broker.restart"
+	RelayDBDown      = "relay-db.down"
 	// LinkFlapping: a process's link drops again and again, each
 	// reconnection cut short.
 	LinkFlapping   = "link.flapping"
@@ -165,6 +169,8 @@ func OutsideWindows() []Window {
 			Opens: "claim held past its lease (a frozen relay, a slow database) while another relay takes the rows over", Guard: "claim id in every status write (fencing)"},
 		{Name: QueueUnroutable, Role: Relay, Boundary: BoundaryPublisher,
 			Opens: "queue unbound: publishes are unroutable (without mandatory, confirmed all the same)", Guard: "mandatory + basic.return matched to its own publish (MessageId + claim id), retried with backoff"},
+		{Name: LogPositionAhead, Role: Relay, Boundary: BoundaryPublisher,
+			Opens: "a log relay (CDC) killed holding changes it could not publish", Guard: "the slot's position confirmed only past changes the broker confirmed; the server resends from it, the inbox absorbs the duplicates"},
 		{Name: BrokerNack, Role: Relay, Boundary: BoundaryPublisher,
 			Opens: "the broker refuses a publish (nack)", Guard: "Published only after a positive confirm; a nacked row retried"},
 		{Name: BrokerRestart, Role: Relay, Boundary: BoundaryPublisher,

@@ -100,6 +100,15 @@ func blackBox() []runner.Scenario {
 			Relay:    relayTimed{offset: confirmedNotMarkedAtPublish, anyRelay: confirmedNotMarkedAtPublish}.on,
 		},
 		{
+			Name: "blackbox-relay-killed-broker-cut", Window: protocol.LogPositionAhead,
+			Description: "A relay that tails logical replication loses its broker: what relay-1 sends the broker is dropped, so nothing committed from then on can be published. Once an outbox row commits after the cut and the relay's walsender has sent past it, relay-1 is SIGKILLed the moment its slot's confirmed position passes that row, or once it has answered the server twice without passing it; then the link heals and the relay restarts from its slot. The position may pass only changes the broker confirmed: the server resends from it, and the inbox absorbs what comes twice.",
+			Workload:    steady(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.LogKill{Process: "relay-1", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, Within: logWithin, RestartAfter: 300 * time.Millisecond}}
+			},
+			Relay: logOnly,
+		},
+		{
 			Name: "blackbox-relay-answers-lost", Window: protocol.RelayAfterPublish,
 			Description: "The moment relay-1's claim commits, its broker link stops carrying the broker's answers (confirms, returns) with its publishes in flight: an unknown outcome, so the same eventIds must go out again after the lease, never be marked Published blind.",
 			Workload:    steady(),

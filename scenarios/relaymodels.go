@@ -54,6 +54,20 @@ const (
 	noBatchStart = "the start of a batch is not seen from outside: the relay writes no claim, and no position table faultline watches (a log relay's mark is its replication slot's confirmed position); a relay killed with a batch published and not marked is blackbox-relay-confirmed-not-marked"
 )
 
+// logWithin bounds each wait of a log relay's position window: long
+// enough for a relay that answers the server only every 10 s (pglogrepl's
+// and most libraries' default status interval) to answer twice.
+const logWithin = 30 * time.Second
+
+// logOnly is the Scenario.Relay of a window that exists only on a relay
+// that tails logical replication: its mark is its slot's position.
+func logOnly(sc runner.Scenario, t *target.Target) (runner.Scenario, string, error) {
+	if t.Relay.Model != target.ModelLog {
+		return sc, "", fmt.Errorf("the window is a log relay's (its replication slot's position); this relay's model is %s", t.RelayModel())
+	}
+	return sc, "", nil
+}
+
 // oneRelay runs a single relay instance: a window timed by a publish (whose
 // publisher the broker does not name) or by the mark of a relay that takes
 // turns with others on one position is then relay-1's.

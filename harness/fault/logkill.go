@@ -1,0 +1,287 @@
+package fault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/proxies"
+)
+
+// LogKill opens a log relay's position window from outside: what Process
+// (a relay that tails logical replication) sends the broker is dropped (a
+// timeout toxic on its broker link), so nothing committed from then on can
+// be published; once an outbox row commits after the cut, and the relay's
+// walsender has sent past that commit, the relay is SIGKILLed the moment
+// its slot's confirmed position passes the row, or once it has answered
+// the server twice since without passing it. Then the link heals and the
+// relay is restarted: the server resends from the confirmed position, so
+// a relay that confirmed the row without the broker's confirm has lost it.
+//
+// Every step waits for what it names, in pg_replication_slots,
+// pg_stat_replication and the outbox's audit trail, at most Within each;
+// one not seen leaves the window unopened. The run's slot is the one
+// logical slot active in the outbox's database (the run's own database).
+type LogKill struct {
+	Process      string
+	Trigger      Trigger
+	Within       time.Duration
+	RestartAfter time.Duration
+}
+
+// KindLogKill is the log-kill fault's kind, as a schedule names it.
+const KindLogKill = "log-kill"
+
+// logPoll is how often a log kill reads the slot and the walsender.
+const logPoll = 20 * time.Millisecond
+
+// replies is how many answers the relay gives the server, after it was
+// sent the row's commit, before a position held behind the row counts as
+// held: a relay that confirms a change on receipt reports it in the first
+// answer composed after it read the change.
+const replies = 2
+
+// WatchesAudit implements AuditWatcher: the row committed after the cut is
+// read from the outbox's audit trail.
+func (LogKill) WatchesAudit() bool { return true }
+
+func init() {
+	register(Desc[LogKill, logKillParams]{
+		Name:    KindLogKill,
+		Example: LogKill{Process: "relay-1", Trigger: Trigger{AfterOrders: 10}, Within: 30 * time.Second, RestartAfter: RestartAfter},
+		Doc:     "a log relay's broker link cut, the relay killed once its slot's position passes a row committed during the cut (or it answered the server twice without passing it), then restarted",
+		Opens:   protocol.LogPositionAhead,
+		Params: func(k LogKill) (logKillParams, error) {
+			return logKillParams{Process: k.Process, Within: Duration(k.Within), RestartAfter: Duration(k.RestartAfter), Trigger: k.Trigger.Data()}, nil
+		},
+		Fault: func(p logKillParams) (LogKill, error) {
+			if err := errors.Join(Need(KindLogKill, p.Process != "", "process"), Need(KindLogKill, p.Within > 0, "within")); err != nil {
+				return LogKill{}, err
+			}
+			return LogKill{Process: p.Process, Trigger: p.Trigger.Trigger(), Within: time.Duration(p.Within), RestartAfter: time.Duration(p.RestartAfter)}, nil
+		},
+		Window: func(k LogKill) (string, string) { return k.Process, protocol.LogPositionAhead },
+		Touches: func(k LogKill) Touch {
+			return Touch{Instances: []string{k.Process}, Links: []string{BrokerLink(k.Process)}}
+		},
+		Trigger: func(k LogKill) Trigger { return k.Trigger },
+		Shrink: func(_ LogKill, sh *Shrink[LogKill]) {
+			sh.Trigger(func(k *LogKill) *Trigger { return &k.Trigger })
+		},
+	})
+}
+
+// logKillParams are a LogKill as a schedule writes it.
+type logKillParams struct {
+	Process      string       `json:"process,omitempty"`
+	Within       Duration     `json:"within,omitempty"`
+	RestartAfter Duration     `json:"restart_after,omitempty"`
+	Trigger      *TriggerData `json:"trigger,omitempty"`
+}
+
+// Describe implements Fault.
+func (k LogKill) Describe() result.Fault {
+	return result.Fault{Kind: KindLogKill, Target: k.Process,
+		Detail: fmt.Sprintf("%s cut; SIGKILL once the slot's position passes a row committed during the cut or %d answers leave it behind (each seen within %s), restarted after %s; %s", BrokerLink(k.Process), replies, k.Within, k.RestartAfter, k.Trigger)}
+}
+
+// Require implements Requirer.
+func (k LogKill) Require(env *Env) error {
+	if _, err := env.Roles.Instance(k.Process); err != nil {
+		return err
+	}
+	if _, err := env.Roles.Link(BrokerLink(k.Process)); err != nil {
+		return err
+	}
+	if ob := env.Observe.Outbox; ob.Name == "" || ob.Database == "" {
+		return errors.New("the relay's position is judged against rows committed to the outbox: the target file's observe section names no outbox table")
+	}
+	return nil
+}
+
+// Inject implements Fault.
+func (k LogKill) Inject(ctx context.Context, env *Env) result.Fault {
+	return withWaits(func(w *waits) result.Fault { return k.inject(ctx, env, w) })
+}
+
+func (k LogKill) inject(ctx context.Context, env *Env, w *waits) result.Fault {
+	start := time.Now()
+	link := BrokerLink(k.Process)
+	defer env.Landings.land(link, notLanded(link))
+	p, err := env.Process(k.Process)
+	if err != nil {
+		return record(k, start, false, err)
+	}
+	l, err := env.Link(link)
+	if err != nil {
+		return record(k, start, false, err)
+	}
+	pool, ok := env.DB[env.Observe.Outbox.Database]
+	if !ok {
+		return record(k, start, false, fmt.Errorf("no pool for the outbox's database %q", env.Observe.Outbox.Database))
+	}
+	if err := env.Wait(ctx, k.Trigger); err != nil {
+		return record(k, start, false, err)
+	}
+	slot, err := activeSlot(ctx, pool, k.Within)
+	if err != nil {
+		return record(k, start, false, err)
+	}
+	start = time.Now()
+	cut, err := l.Add(ctx, proxies.Timeout{Timeout: 0, Stream: proxies.Upstream})
+	if err != nil {
+		return record(k, start, false, err)
+	}
+	env.Landings.land(link, nil)
+	healed := false
+	heal := func() error {
+		if healed {
+			return nil
+		}
+		healed = true
+		return cut.Remove(context.WithoutCancel(ctx))
+	}
+	defer func() { _ = heal() }()
+	env.Logf("%s cut (what %s sends the broker dropped); slot %s", link, k.Process, slot)
+
+	saw, err := k.positioned(ctx, env, w, pool, slot)
+	if err != nil {
+		return record(k, start, false, err)
+	}
+	if err := p.Kill(); err != nil {
+		return record(k, start, true, err)
+	}
+	env.Logf("%s killed (SIGKILL): %s", k.Process, saw)
+	r := record(k, start, true, nil)
+	r.Detail += "; " + saw
+	if err := heal(); err != nil {
+		return notUndone(r, err)
+	}
+	if err := pause(ctx, k.RestartAfter); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	if err := p.Restart(ctx); err != nil {
+		return notUndone(r, fmt.Errorf("restart %s: %w", k.Process, err))
+	}
+	return r
+}
+
+// positioned waits, the link cut, for a row committed after the cut, the
+// walsender past its commit, and then the slot's position past it or the
+// relay's answers leaving it behind; it says which.
+func (k LogKill) positioned(ctx context.Context, env *Env, w *waits, pool *pgxpool.Pool, slot string) (string, error) {
+	trail, err := env.Audit(ctx, 0)
+	if err != nil {
+		return "", fmt.Errorf("read the audit trail: %w", err)
+	}
+	var mark int64 // read after the cut: a row above it committed after
+	if len(trail) > 0 {
+		mark = trail[len(trail)-1].ID
+	}
+	var eventID, commitBound string
+	err = k.await(ctx, w, "an outbox row committed after the cut", func() (bool, error) {
+		more, err := env.Audit(ctx, mark)
+		if err != nil {
+			return false, err
+		}
+		for _, a := range more {
+			if a.Op == "INSERT" {
+				eventID = a.EventID
+				// Read after the row was seen committed: its commit record
+				// ends at or before this position.
+				return true, pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&commitBound)
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	var since time.Time
+	err = k.await(ctx, w, fmt.Sprintf("slot %s's walsender past %s (row %s)", slot, commitBound, eventID), func() (bool, error) {
+		var sent bool
+		err := pool.QueryRow(ctx, `SELECT coalesce(r.sent_lsn >= $2::pg_lsn, false), clock_timestamp()
+			FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+			WHERE s.slot_name = $1`, slot, commitBound).Scan(&sent, &since)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, fmt.Errorf("slot %s is gone", slot)
+		}
+		return sent, err
+	})
+	if err != nil {
+		return "", err
+	}
+	var passed bool
+	var confirmed string
+	answers := map[time.Time]bool{}
+	err = k.await(ctx, w, fmt.Sprintf("slot %s's position past %s, or %d answers of the relay", slot, commitBound, replies), func() (bool, error) {
+		var reply *time.Time
+		err := pool.QueryRow(ctx, `SELECT coalesce(s.confirmed_flush_lsn >= $2::pg_lsn, false), coalesce(s.confirmed_flush_lsn::text, ''), r.reply_time
+			FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+			WHERE s.slot_name = $1`, slot, commitBound).Scan(&passed, &confirmed, &reply)
+		if err != nil {
+			return false, err
+		}
+		if reply != nil && reply.After(since) {
+			answers[*reply] = true
+		}
+		return passed || len(answers) >= replies, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if passed {
+		return fmt.Sprintf("slot %s's position %s passed row %s (committed during the cut, by %s), never published", slot, confirmed, eventID, commitBound), nil
+	}
+	return fmt.Sprintf("slot %s's position %s held behind row %s (committed during the cut, by %s) over %d answers", slot, confirmed, eventID, commitBound, len(answers)), nil
+}
+
+// await polls done until it holds, at most Within, and records the wait
+// for cause in w; not seen by then, the window did not open.
+func (k LogKill) await(ctx context.Context, w *waits, cause string, done func() (bool, error)) error {
+	return w.wait(cause, k.Within, func() (string, error) {
+		err := pollEvery(ctx, k.Within, logPoll, done)
+		if err != nil && ctx.Err() == nil {
+			return "", fmt.Errorf("window not opened: %w: %s: %w", errUnseen, cause, err)
+		}
+		return "", err
+	})
+}
+
+// activeSlot is the one logical replication slot in use in the pool's
+// database, waited for at most within (a relay can be reconnecting).
+func activeSlot(ctx context.Context, pool *pgxpool.Pool, within time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	tick := time.NewTicker(logPoll)
+	defer tick.Stop()
+	for {
+		var slots []string
+		rows, err := pool.Query(ctx, `SELECT slot_name::text FROM pg_replication_slots
+			WHERE database = current_database() AND slot_type = 'logical' AND active ORDER BY slot_name`)
+		if err == nil {
+			slots, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		switch {
+		case err != nil && ctx.Err() == nil:
+			return "", fmt.Errorf("read the replication slots: %w", err)
+		case len(slots) == 1:
+			return slots[0], nil
+		case len(slots) > 1:
+			return "", fmt.Errorf("%d logical slots active in the outbox's database (%s): which is the relay's is not known", len(slots), strings.Join(slots, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w: no logical replication slot active in the outbox's database within %s", errUnseen, within)
+		case <-tick.C:
+		}
+	}
+}
