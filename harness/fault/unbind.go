@@ -318,6 +318,7 @@ func (u Unbind) holdShaped(ctx context.Context, env *Env, start time.Time) (open
 	}
 	after := mark
 	shape := check.MeasureRetryShape(trail, mark)
+	failedAt := time.Duration(-1) // how long it was held when a row was first seen given up on
 	tick := time.NewTicker(paceEvery)
 	defer tick.Stop()
 	for {
@@ -335,7 +336,10 @@ func (u Unbind) holdShaped(ctx context.Context, env *Env, start time.Time) (open
 			shape = check.MeasureRetryShape(trail, mark)
 		}
 		held := time.Since(start)
-		if stop, closed := u.settled(held, shape); stop {
+		if shape.Failed > 0 && failedAt < 0 {
+			failedAt = held
+		}
+		if stop, closed := u.settled(held, failedAt, shape); stop {
 			return closed == "", closed, fmt.Sprintf("; held %s: %s", held.Round(time.Millisecond), shape), nil
 		}
 	}
@@ -343,30 +347,37 @@ func (u Unbind) holdShaped(ctx context.Context, env *Env, start time.Time) (open
 
 // settled says whether an outage held this long, with the relays' retries
 // of this shape, ends, and, when it ends without opening its window, why
-// not ("" when it opened). Past Duration it ends, opened, once a row was
-// given up on, the retries backed off, or rows published into it were
-// written Published; a row given up on opens it only if it was given up
-// before its budget was spent or the retries were shown flat (a relay that
-// backs off spends its budget only in an outage longer than its backoff,
-// which a loaded machine can stretch past what the outage was held for).
-// Once a row nears the retry budget (one retry short of
-// it) it ends at once if the retries backed off (opened) or are not
-// shown flat (not opened: holding on could make a relay that backs off
-// give a row up, and that is not its fault); flat retries are held on to,
-// until a row is given up on. At Max, having seen none of these, it ends
-// without opening its window.
-func (u Unbind) settled(held time.Duration, shape check.RetryShape) (stop bool, closed string) {
+// not ("" when it opened); failedAt is how long it had been held when a row
+// was first seen given up on (negative: none yet).
+//
+// A row given up on inside the outage's least (Duration) opens it: the
+// scenario's budget is one that rides out that much, and a slower machine
+// only spaces retries further apart, so a relay that backs off cannot
+// spend it sooner. A row given up on later opens it only under retries
+// shown flat (or before its budget was spent): a relay that backs off
+// spends its budget in an outage longer than its backoff, which a loaded
+// machine stretches, so such a row says nothing of the relay. Past
+// Duration it also ends, opened, once the retries backed off or rows
+// published into it were written Published. Once a row nears the retry
+// budget (one retry short of it) past Duration, it ends at once if the
+// retries backed off (opened) or are not shown flat (not opened: holding
+// on could make a relay that backs off give a row up, and that is not its
+// fault); flat retries are held on to, until a row is given up on. At Max,
+// having seen none of these, it ends without opening its window.
+func (u Unbind) settled(held, failedAt time.Duration, shape check.RetryShape) (stop bool, closed string) {
 	nearBudget := u.Budget > 0 && shape.MostRetries >= u.Budget-1
 	switch {
+	case shape.Failed > 0 && failedAt < u.Duration:
+		return held >= u.Duration, ""
 	case shape.Failed > 0 && nearBudget && !shape.Flat():
-		return true, fmt.Sprintf("a row was given up on after spending its budget of %d with the retries not shown flat: the outage may have outlasted a backoff slowed by the machine", u.Budget)
+		return true, fmt.Sprintf("a row was given up on %s into the outage after spending its budget of %d, the retries not shown flat: the outage may have outlasted its backoff", failedAt.Round(time.Millisecond), u.Budget)
 	case shape.Failed > 0 && u.Budget == 0 && !shape.Flat():
-		return true, "a row was given up on with the retries not shown flat and no budget known: the outage may have outlasted its backoff"
+		return true, fmt.Sprintf("a row was given up on %s into the outage, the retries not shown flat and no budget known: the outage may have outlasted its backoff", failedAt.Round(time.Millisecond))
 	case shape.Failed > 0 || shape.PublishedInside > 0:
 		return held >= u.Duration, ""
 	case shape.BackedOff():
 		return held >= u.Duration || nearBudget, ""
-	case nearBudget && !shape.Flat():
+	case nearBudget && !shape.Flat() && held >= u.Duration:
 		return true, fmt.Sprintf("a row came within a retry of its budget of %d with their retries neither shown backing off nor shown flat", u.Budget)
 	case held < max(u.Max, u.Duration):
 		return false, ""
