@@ -59,6 +59,9 @@ func TestBlackBoxWithoutEventLog(t *testing.T) {
 		if r.Variant != "correct" {
 			continue
 		}
+		if r.Verdict == result.NotRun && strings.Contains(r.Reason, "not offered") {
+			continue // a window of another relay model (a log relay's)
+		}
 		assert.Equal(t, correctVerdict(r.Name), r.Verdict, "%s without an event log: %s", r.Name, r.Reason)
 		for _, inv := range r.Invariants {
 			switch inv.Name {
