@@ -180,6 +180,7 @@ func blackBox() []runner.Scenario {
 				return []fault.Fault{fault.CommitOrder{Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))},
 					Every: between(rng, 3, 5), Holds: 5, Hold: fault.CommitOrderHold, Duration: 3 * time.Second}}
 			},
+			Relay: notOnLog(noCommitOrderOnLog),
 		},
 		{
 			Name: "blackbox-unroutable-then-routable", Window: protocol.QueueUnroutable,

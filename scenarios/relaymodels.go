@@ -68,6 +68,21 @@ func logOnly(sc runner.Scenario, t *target.Target) (runner.Scenario, string, err
 	return sc, "", nil
 }
 
+// notOnLog is the Scenario.Relay of a window a relay that tails logical
+// replication does not have, for why: as written on every other model.
+func notOnLog(why string) func(runner.Scenario, *target.Target) (runner.Scenario, string, error) {
+	return func(sc runner.Scenario, t *target.Target) (runner.Scenario, string, error) {
+		if t.Relay.Model == target.ModelLog {
+			return sc, "", errors.New(why)
+		}
+		return sc, "", nil
+	}
+}
+
+// noCommitOrderOnLog: why the commit-order window does not exist on a log
+// relay.
+const noCommitOrderOnLog = "a log relay is sent the outbox's changes in commit order (logical decoding): an insert held at its commit streams after the later ones, and no read past it is seen from outside"
+
 // oneRelay runs a single relay instance: a window timed by a publish (whose
 // publisher the broker does not name) or by the mark of a relay that takes
 // turns with others on one position is then relay-1's.

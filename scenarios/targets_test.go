@@ -171,6 +171,61 @@ func TestWatermillExample(t *testing.T) {
 	t.Logf("known finding %s: %s; cause: %s", unroutable, findings[0].Line(), findings[0].Cause)
 }
 
+// TestCDCExample: the CDC pipeline (examples/cdc-outbox: a relay that
+// tails logical replication with pglogrepl, black-box) holds where its
+// position is kept right — the relay killed with its broker cut, the
+// broker restarted, its broker link flapping, the broker's answers lost —
+// and each of its broken relays is caught by the scenario its target file
+// names: a position confirmed on receipt or on a keepalive loses what was
+// committed while the broker was cut; a publish without mandatory loses
+// what was unroutable.
+func TestCDCExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scenarios need the real infrastructure; not in -short")
+	}
+	t.Parallel()
+	cdc, err := target.Load(filepath.Join("..", "examples", "cdc-outbox", "faultline.yaml"))
+	require.NoError(t, err)
+	cleanup := supervisor.NewCleanup()
+	t.Cleanup(func() { _ = cleanup.Run(context.Background()) })
+	sh, err := shared.WithTarget(context.Background(), cdc, cleanup)
+	require.NoError(t, err)
+	byName := map[string]runner.Scenario{}
+	for _, sc := range All() {
+		byName[sc.Name] = sc
+	}
+	catches, err := catchesIn(cdc, All())
+	require.NoError(t, err)
+	require.Len(t, catches, 3, "each broken relay named with its catcher")
+	type run struct{ scenario, variant string }
+	runs := []run{{"blackbox-relay-killed-broker-cut", "correct"}, {"broker-restart", "correct"}, {"relay-broker-link-flaps", "correct"}, {"blackbox-relay-answers-lost", "correct"}}
+	for _, c := range catches {
+		runs = append(runs, run{c.Scenario, c.Variant})
+	}
+	for _, r := range runs {
+		t.Run(r.scenario+"/"+r.variant, func(t *testing.T) {
+			t.Parallel()
+			sc, ok := byName[r.scenario]
+			require.True(t, ok, "scenario %s is not in the catalogue", r.scenario)
+			opts := runner.Options{Seed: seed}
+			if r.variant != "correct" {
+				opts.Variant, opts.Stall = r.variant, gate.VariantStall
+			}
+			res := runRetryingOn(t, sh, sc, opts)
+			if r.variant == "correct" {
+				assert.Equal(t, result.Pass, res.Verdict, "%s: %s", r.scenario, res.Reason)
+				return
+			}
+			require.Equal(t, result.Fail, res.Verdict, "%s on %s: %s", r.scenario, r.variant, res.Reason)
+			lost := false
+			for _, inv := range res.Invariants {
+				lost = lost || (inv.Name == check.NoLost && !inv.OK)
+			}
+			assert.True(t, lost, "%s on %s failed, but not with lost events: %s", r.scenario, r.variant, res.Reason)
+		})
+	}
+}
+
 // TestNodeBuildsIntoItsOwnFolder: two builds of the Node example side by
 // side each install their packages in their own folder and leave the
 // example's folder alone. `npm ci` empties node_modules before it
