@@ -150,10 +150,5 @@ func unopened(res result.Scenario) string {
 	if why := indeterminate(res); why != "" {
 		return why
 	}
-	for _, f := range res.Faults {
-		if !f.Hit && !f.Optional {
-			return fmt.Sprintf("%s on %s did not happen (%s)", f.Kind, f.Target, f.Error)
-		}
-	}
-	return ""
+	return strings.Join(res.Unopened(), "; ")
 }

@@ -205,43 +205,34 @@ func (k LogKill) positioned(ctx context.Context, env *Env, w *waits, pool *pgxpo
 	if err != nil {
 		return "", err
 	}
-	var since time.Time
+	var st slotState
 	err = k.await(ctx, w, fmt.Sprintf("slot %s's walsender past %s (row %s)", slot, commitBound, eventID), func() (bool, error) {
-		var sent bool
-		err := pool.QueryRow(ctx, `SELECT coalesce(r.sent_lsn >= $2::pg_lsn, false), clock_timestamp()
-			FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
-			WHERE s.slot_name = $1`, slot, commitBound).Scan(&sent, &since)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return false, fmt.Errorf("slot %s is gone", slot)
-		}
-		return sent, err
+		var err error
+		st, err = readSlot(ctx, pool, slot, commitBound)
+		return st.sent, err
 	})
 	if err != nil {
 		return "", err
 	}
-	var passed bool
-	var confirmed string
+	since := st.now // the server's clock when the row was seen sent
 	answers := map[time.Time]bool{}
 	err = k.await(ctx, w, fmt.Sprintf("slot %s's position past %s, or %d answers of the relay", slot, commitBound, replies), func() (bool, error) {
-		var reply *time.Time
-		err := pool.QueryRow(ctx, `SELECT coalesce(s.confirmed_flush_lsn >= $2::pg_lsn, false), coalesce(s.confirmed_flush_lsn::text, ''), r.reply_time
-			FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
-			WHERE s.slot_name = $1`, slot, commitBound).Scan(&passed, &confirmed, &reply)
-		if err != nil {
+		var err error
+		if st, err = readSlot(ctx, pool, slot, commitBound); err != nil {
 			return false, err
 		}
-		if reply != nil && reply.After(since) {
-			answers[*reply] = true
+		if st.reply != nil && st.reply.After(since) {
+			answers[*st.reply] = true
 		}
-		return passed || len(answers) >= replies, nil
+		return st.passed || len(answers) >= replies, nil
 	})
 	if err != nil {
 		return "", err
 	}
-	if passed {
-		return fmt.Sprintf("slot %s's position %s passed row %s (committed during the cut, by %s), never published", slot, confirmed, eventID, commitBound), nil
+	if st.passed {
+		return fmt.Sprintf("slot %s's position %s passed row %s (committed during the cut, by %s), never published", slot, st.confirmed, eventID, commitBound), nil
 	}
-	return fmt.Sprintf("slot %s's position %s held behind row %s (committed during the cut, by %s) over %d answers", slot, confirmed, eventID, commitBound, len(answers)), nil
+	return fmt.Sprintf("slot %s's position %s held behind row %s (committed during the cut, by %s) over %d answers", slot, st.confirmed, eventID, commitBound, len(answers)), nil
 }
 
 // await polls done until it holds, at most Within, and records the wait
@@ -256,32 +247,54 @@ func (k LogKill) await(ctx context.Context, w *waits, cause string, done func() 
 	})
 }
 
+// slotState is what the server says of a slot against a WAL position:
+// whether its walsender has sent past it and its confirmed position passed
+// it, that position, the walsender's last reply from the client, and the
+// server's clock when read.
+type slotState struct {
+	sent, passed bool
+	confirmed    string
+	reply        *time.Time
+	now          time.Time
+}
+
+// readSlot reads slotState of slot against lsn.
+func readSlot(ctx context.Context, pool *pgxpool.Pool, slot, lsn string) (slotState, error) {
+	var st slotState
+	err := pool.QueryRow(ctx, `SELECT coalesce(r.sent_lsn >= $2::pg_lsn, false), coalesce(s.confirmed_flush_lsn >= $2::pg_lsn, false),
+			coalesce(s.confirmed_flush_lsn::text, ''), r.reply_time, clock_timestamp()
+		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+		WHERE s.slot_name = $1`, slot, lsn).Scan(&st.sent, &st.passed, &st.confirmed, &st.reply, &st.now)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, fmt.Errorf("slot %s is gone", slot)
+	}
+	return st, err
+}
+
 // activeSlot is the one logical replication slot in use in the pool's
 // database, waited for at most within (a relay can be reconnecting).
 func activeSlot(ctx context.Context, pool *pgxpool.Pool, within time.Duration) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	tick := time.NewTicker(logPoll)
-	defer tick.Stop()
-	for {
-		var slots []string
+	var slots []string
+	var several error
+	err := pollEvery(ctx, within, logPoll, func() (bool, error) {
 		rows, err := pool.Query(ctx, `SELECT slot_name::text FROM pg_replication_slots
 			WHERE database = current_database() AND slot_type = 'logical' AND active ORDER BY slot_name`)
 		if err == nil {
 			slots, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		}
-		switch {
-		case err != nil && ctx.Err() == nil:
-			return "", fmt.Errorf("read the replication slots: %w", err)
-		case len(slots) == 1:
-			return slots[0], nil
-		case len(slots) > 1:
-			return "", fmt.Errorf("%d logical slots active in the outbox's database (%s): which is the relay's is not known", len(slots), strings.Join(slots, ", "))
+		if len(slots) > 1 {
+			several = fmt.Errorf("%d logical slots active in the outbox's database (%s): which is the relay's is not known", len(slots), strings.Join(slots, ", "))
+			return true, nil
 		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("%w: no logical replication slot active in the outbox's database within %s", errUnseen, within)
-		case <-tick.C:
-		}
+		return len(slots) == 1, err
+	})
+	switch {
+	case several != nil:
+		return "", several
+	case err != nil && ctx.Err() == nil:
+		return "", fmt.Errorf("%w: no logical replication slot active in the outbox's database: %w", errUnseen, err)
+	case err != nil:
+		return "", err
 	}
+	return slots[0], nil
 }
