@@ -643,19 +643,95 @@ func waitSent(ctx context.Context, env *Env, p *supervisor.Process, w *waits) er
 
 // reachPoint waits until the process's event log shows it at its crash
 // point own (c.Point as the target maps it), in a line written from since
-// on; w records the wait.
+// on; w records the wait. A point that has not fired within the wait is
+// disarmed (disarmLate): left armed, a later hit would freeze the process
+// with no one to thaw or restart it, and a pipeline left without its relay
+// is not one that lost events. A hit that came before the disarm took
+// effect is returned: the window opened late.
 func reachPoint(ctx context.Context, env *Env, w *waits, process, point, own string, since time.Time) (eventlog.Entry, error) {
 	var hit eventlog.Entry
+	match := func(e eventlog.Entry) bool {
+		return e.Event == eventlog.CrashPoint && e.Point == own && !e.Time.Before(since)
+	}
 	err := w.wait(fmt.Sprintf("%s to reach %s", process, point), env.Deadline, func() (string, error) {
 		var err error
-		if hit, err = env.WaitLog(ctx, process, func(e eventlog.Entry) bool {
-			return e.Event == eventlog.CrashPoint && e.Point == own && !e.Time.Before(since)
-		}); err != nil {
+		if hit, err = env.WaitLog(ctx, process, match); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("hit %d", hit.Hit), nil
 	})
-	return hit, err
+	if err == nil {
+		return hit, nil
+	}
+	late, found, lateErr := disarmLate(ctx, env, w, process, point, own, match)
+	if found {
+		return late, nil
+	}
+	return hit, errors.Join(err, lateErr)
+}
+
+// disarmLate disarms the crash point own of process after its wait ran
+// out and says whether it fired all the same. A hit is logged and synced
+// before its action, so once the disarm is answered, or the process is
+// seen frozen or gone, a hit that came is either in the event log or, in
+// a process still writing its line, counted in the point's fired total
+// (read before and after the disarm): then its line is waited for.
+func disarmLate(ctx context.Context, env *Env, w *waits, process, point, own string, match func(eventlog.Entry) bool) (eventlog.Entry, bool, error) {
+	p, err := env.Process(process)
+	if err != nil {
+		return eventlog.Entry{}, false, err
+	}
+	fired := func() (int64, bool) {
+		points, err := p.CrashPoints(ctx)
+		if err != nil {
+			return 0, false
+		}
+		for _, s := range points {
+			if s.Name == own {
+				return s.Fired, true
+			}
+		}
+		return 0, false
+	}
+	var hit eventlog.Entry
+	var found bool
+	err = w.wait(fmt.Sprintf("%s's %s disarmed, its wait over", process, point), env.Deadline, func() (string, error) {
+		var err error
+		if hit, found, err = env.findLog(process, match); err != nil || found {
+			return fmt.Sprintf("hit %d after its wait", hit.Hit), err
+		}
+		before, counted := fired()
+		disarmed := make(chan error, 1)
+		go func() { disarmed <- p.Disarm(ctx, own) }()
+		var disarmErr error
+		// A frozen process answers nothing: its state says it stopped.
+		if err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
+			select {
+			case disarmErr = <-disarmed:
+				return true, nil
+			default:
+				stopped, err := p.Stopped()
+				return stopped || !p.Running(), err
+			}
+		}); err != nil {
+			return "", fmt.Errorf("disarm %s at %s: %w", process, point, err)
+		}
+		if hit, found, err = env.findLog(process, match); err != nil || found {
+			return fmt.Sprintf("hit %d after its wait", hit.Hit), err
+		}
+		if after, ok := fired(); counted && ok && after > before {
+			if hit, err = env.WaitLog(ctx, process, match); err != nil {
+				return "", fmt.Errorf("%s fired %s while it was disarmed and logged no hit: %w", process, point, err)
+			}
+			found = true
+			return fmt.Sprintf("hit %d after its wait", hit.Hit), nil
+		}
+		if disarmErr != nil {
+			return "", disarmErr
+		}
+		return "disarmed, not hit", nil
+	})
+	return hit, found, err
 }
 
 // waitStopped waits until the process is frozen (state T); w records the

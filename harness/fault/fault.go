@@ -14,7 +14,9 @@ package fault
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -293,6 +295,25 @@ func (env *Env) waitLogFrom(ctx context.Context, process string, offset int64, w
 		case <-tick.C:
 		}
 	}
+}
+
+// findLog looks once through a process's event log for an entry that
+// matches.
+func (env *Env) findLog(process string, match func(eventlog.Entry) bool) (eventlog.Entry, bool, error) {
+	p, err := env.Process(process)
+	if err != nil {
+		return eventlog.Entry{}, false, err
+	}
+	entries, _, err := readFrom(p.EventLogPath(), 0)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return eventlog.Entry{}, false, fmt.Errorf("read %s's event log: %w", process, err)
+	}
+	for _, e := range entries {
+		if match(e) {
+			return e, true, nil
+		}
+	}
+	return eventlog.Entry{}, false, nil
 }
 
 // readFrom reads whole lines of an event log from offset.
