@@ -271,13 +271,28 @@ func TestRetryBudgetExhaustedFailsWithAlert(t *testing.T) {
 func TestFullQueueNacksAndIsNotPublished(t *testing.T) {
 	e := newEnv(t)
 	require.NoError(t, topology.DeclareConsumer(e.channel(), topology.QueueOptions{MaxLength: 1}))
-	// A quorum queue applies its limit once it has seen it exceeded: the
-	// first rows go in and overfill it, later publishes are refused.
+	// A quorum queue applies its limit once it has seen it exceeded. The
+	// first rows fill it: published together, all of them may go in before
+	// it refuses; published apart, the second or third is refused. Either
+	// way, once one of them is in and the queue has either refused one or
+	// holds two, nothing consumes and it refuses every later publish.
 	first := e.insert(3)
 	c := e.config("relay-1")
 	c.RetryBudget = 100
 	e.run(c)
-	e.waitFor("the first rows Published", func() bool { return e.row(first[2]).status == "Published" })
+	e.waitFor("the queue filled by the first rows and refusing", func() bool {
+		published, refused := 0, 0
+		for _, id := range first {
+			r := e.row(id)
+			if r.status == "Published" {
+				published++
+			}
+			if strings.Contains(r.lastError, "nacked by the broker") {
+				refused++
+			}
+		}
+		return published >= 2 || (published >= 1 && refused >= 1)
+	})
 	later := e.insertMore(3, 100)
 	// The nacked line is logged before the retry is written: wait for the row.
 	e.waitFor("a nack recorded on a row", func() bool {
