@@ -52,7 +52,9 @@ func main() {
 	backoff := pipeline.Backoff{Max: *reconnectMax}
 	for ctx.Err() == nil {
 		err := consume(ctx, db, *amqpURL, *prefetch, &consuming)
-		consuming.Store(false)
+		if consuming.Swap(false) {
+			backoff.Reset() // that session worked: start the waits over
+		}
 		if ctx.Err() != nil {
 			break
 		}

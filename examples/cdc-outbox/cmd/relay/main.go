@@ -79,10 +79,20 @@ func main() {
 		log.Fatalf("relay: %v", err)
 	}
 	log.Printf("relay %s: started, slot %s, publication %s, variant %q", c.instance, c.slot, c.publication, c.variant)
+	switch c.variant {
+	case "", "correct", confirmOnReceive, keepaliveAdvance, noMandatory:
+	default:
+		// faultline passes "correct" on the correct pipeline; anything else
+		// unknown is most likely a misspelt variant, which would silently
+		// test the correct relay.
+		log.Printf("relay %s: unknown variant %q: running the correct relay", c.instance, c.variant)
+	}
 	backoff := pipeline.Backoff{Max: c.reconnectMax}
 	for ctx.Err() == nil {
 		err := session(ctx, c, &streaming)
-		streaming.Store(false)
+		if streaming.Swap(false) {
+			backoff.Reset() // that session worked: start the waits over
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -140,9 +150,14 @@ func session(ctx context.Context, c config, streaming *atomic.Bool) error {
 	// The socket under the broker connection, so that a publish or a
 	// confirm that hangs (a broker gone without closing the connection)
 	// can be cut short: closing it fails everything waiting on it.
+	// amqp.DefaultDial bounds the connect and the AMQP handshake (a
+	// handshake into a link that drops everything would wait forever);
+	// heartbeats every 10 s notice a broker that went silent while the
+	// relay had nothing to publish.
 	var socket net.Conn
-	broker, err := amqp.DialConfig(c.amqpURL, amqp.Config{Dial: func(network, addr string) (net.Conn, error) {
-		conn, err := net.DialTimeout(network, addr, 5*time.Second)
+	dial := amqp.DefaultDial(5 * time.Second)
+	broker, err := amqp.DialConfig(c.amqpURL, amqp.Config{Heartbeat: 10 * time.Second, Dial: func(network, addr string) (net.Conn, error) {
+		conn, err := dial(network, addr)
 		socket = conn
 		return conn, err
 	}})
@@ -177,12 +192,11 @@ func session(ctx context.Context, c config, streaming *atomic.Bool) error {
 		cancel()
 	}()
 	err = stream(ctx, c, conn, handed, pos)
-	select {
-	case perr := <-failed:
-		if perr != nil && !errors.Is(perr, context.Canceled) {
-			return perr
-		}
-	default:
+	// Whichever side failed first, the other is ended and waited for: no
+	// publisher of this session outlives it.
+	cancel()
+	if perr := <-failed; perr != nil && !errors.Is(perr, context.Canceled) {
+		return perr
 	}
 	return err
 }
@@ -225,20 +239,55 @@ func isDuplicate(err error) bool {
 // outbox inserts and hands the transaction to the publisher at its commit,
 // and confirms the position to the server every status interval and when
 // asked.
+//
+// The periodic status asks the server for a reply (a keepalive), so the
+// server is heard from at least once an interval: a database link that
+// carries nothing back for silenceLimit is taken for lost (nothing else
+// would notice it: the relay only writes to a link that drops everything).
+// An answer to the server's own keepalive asks for none, or the two would
+// ping-pong.
 func stream(ctx context.Context, c config, conn *pgconn.PgConn, handed chan<- txn, pos *position) error {
 	relations := map[uint32]*pglogrepl.RelationMessage{}
 	var current *txn
+	silenceLimit := max(5*c.statusInterval, 10*time.Second)
+	lastHeard := time.Now()
 	nextStatus := time.Now().Add(c.statusInterval)
-	sendStatus := func() error {
-		if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos.get()}); err != nil {
+	sendStatus := func(requestReply bool) error {
+		// Written, flushed and applied are all the confirmed position:
+		// the server keeps the slot's WAL from there, and streams again
+		// from there after a restart.
+		p := pos.get()
+		if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{
+			WALWritePosition: p, WALFlushPosition: p, WALApplyPosition: p, ReplyRequested: requestReply,
+		}); err != nil {
 			return fmt.Errorf("send status: %w", err)
 		}
 		nextStatus = time.Now().Add(c.statusInterval)
 		return nil
 	}
+	// hand gives a committed transaction to the publisher; while the
+	// publisher is behind (a long unroutable spell), the status is still
+	// sent on time, or the server would end the stream (wal_sender_timeout).
+	hand := func(t txn) error {
+		for {
+			wait := time.NewTimer(time.Until(nextStatus))
+			select {
+			case handed <- t:
+				wait.Stop()
+				return nil
+			case <-ctx.Done():
+				wait.Stop()
+				return ctx.Err()
+			case <-wait.C:
+				if err := sendStatus(true); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	for {
 		if time.Now().After(nextStatus) {
-			if err := sendStatus(); err != nil {
+			if err := sendStatus(true); err != nil {
 				return err
 			}
 		}
@@ -247,10 +296,14 @@ func stream(ctx context.Context, c config, conn *pgconn.PgConn, handed chan<- tx
 		cancel()
 		if err != nil {
 			if pgconn.Timeout(err) && ctx.Err() == nil {
+				if silent := time.Since(lastHeard); silent > silenceLimit {
+					return fmt.Errorf("nothing from the server in %s: connection taken for lost", silent.Round(time.Second))
+				}
 				continue
 			}
 			return fmt.Errorf("receive: %w", err)
 		}
+		lastHeard = time.Now()
 		data, ok := msg.(*pgproto3.CopyData)
 		if !ok {
 			if e, isErr := msg.(*pgproto3.ErrorResponse); isErr {
@@ -273,7 +326,7 @@ func stream(ctx context.Context, c config, conn *pgconn.PgConn, handed chan<- tx
 			}
 			pos.mu.Unlock()
 			if ka.ReplyRequested || c.variant == keepaliveAdvance {
-				if err := sendStatus(); err != nil {
+				if err := sendStatus(false); err != nil {
 					return err
 				}
 			}
@@ -315,10 +368,8 @@ func stream(ctx context.Context, c config, conn *pgconn.PgConn, handed chan<- tx
 				pos.mu.Lock()
 				pos.inflight++
 				pos.mu.Unlock()
-				select {
-				case handed <- *current:
-				case <-ctx.Done():
-					return ctx.Err()
+				if err := hand(*current); err != nil {
+					return err
 				}
 				current = nil
 			}
