@@ -88,7 +88,7 @@ func commands() []command {
 		{"run", "[flags] SCENARIO... | --all", "run scenarios (--all for every one of the default profile)"},
 		{"gate", "[flags]", "every scenario on the correct pipeline, and the catching scenarios on every variant"},
 		{"init", "[--protocol] [--name NAME] [--force] [PATH]", "write a commented target file for a new pipeline (default ./faultline.yaml; black-box form unless --protocol)"},
-		{"check-target", "[--infra KIND] [PATH]", "check a target file, then start its pipeline once and check every part of it"},
+		{"check-target", "[--infra KIND] [--target PATH | PATH]", "check a target file, then start its pipeline once and check every part of it"},
 		{"explore", "[flags]", "every fault the target offers, alone then combined, until --budget; coverage per window, failures shrunk to schedule files"},
 		{"merge", "[--out DIR] DIR...", "merge the explore.json of explore --shard i/n runs into one report"},
 		{"bench", "[flags]", "throughput of the reference's relay, consumer and pipeline against their baselines (bench.json)"},

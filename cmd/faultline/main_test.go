@@ -34,6 +34,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"init", "a", "b"}, "init takes one path"},
 		{[]string{"check-target", "a.yaml", "b.yaml"}, "check-target takes one target file, got 2"},
 		{[]string{"check-target", "--infra", "cloud", "testdata/broken.yaml"}, `--infra "cloud": want one of`},
+		{[]string{"check-target", "--target", "a.yaml", "b.yaml"}, "check-target takes its target file once: --target a.yaml and b.yaml"},
 		{[]string{"list", "--format", "yaml"}, `--format "yaml": want text or json`},
 		{[]string{"gate", "--scenarios", "nope"}, `--scenarios: unknown scenario "nope"`},
 		{[]string{"gate", "--scenarios", "cluster-relay-node-lost"}, `--scenarios: scenario "cluster-relay-node-lost" is not of profile default`},
@@ -113,10 +114,12 @@ func TestInitWritesATargetFileThatLoads(t *testing.T) {
 // check-target on a malformed file lists every problem with its line and
 // starts nothing: a bad target file, exit 2.
 func TestCheckTargetMalformedFile(t *testing.T) {
-	var out, errOut bytes.Buffer
-	assert.Equal(t, exitUsage, run(context.Background(), []string{"check-target", "testdata/broken.yaml"}, &out, &errOut))
-	for _, want := range []string{"broken.yaml:3: databse: unknown field", `broken.yaml:7: processes[0].command[1]: unknown placeholder "pg_url"`, "broken.yaml:8: processes[0].ready", "nothing started"} {
-		assert.Contains(t, out.String(), want)
+	for _, args := range [][]string{{"check-target", "testdata/broken.yaml"}, {"check-target", "--target", "testdata/broken.yaml"}} {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, exitUsage, run(context.Background(), args, &out, &errOut), "%v", args)
+		for _, want := range []string{"broken.yaml:3: databse: unknown field", `broken.yaml:7: processes[0].command[1]: unknown placeholder "pg_url"`, "broken.yaml:8: processes[0].ready", "nothing started"} {
+			assert.Contains(t, out.String(), want, "%v", args)
+		}
 	}
 }
 

@@ -81,12 +81,19 @@ func cmdInit(args []string, stdout io.Writer) error {
 func cmdCheckTarget(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("check-target")
 	infraKind := fs.String("infra", "", "where PostgreSQL and RabbitMQ come from: local, docker, external or auto (default: $FAULTLINE_INFRA, else auto)")
+	flagPath := fs.String("target", "", "the target file to check (the same as PATH; default: $FAULTLINE_TARGET, else ./faultline.yaml, else the nearest faultline.yaml up to the repository's root)")
 	paths, err := parseInterspersed(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if *infraKind != "" && !slices.Contains(infra.Kinds(), *infraKind) {
 		return usagef("--infra %q: want one of %s", *infraKind, strings.Join(infra.Kinds(), ", "))
+	}
+	if *flagPath != "" {
+		if len(paths) > 0 {
+			return usagef("check-target takes its target file once: --target %s and %s", *flagPath, strings.Join(paths, " "))
+		}
+		paths = []string{*flagPath}
 	}
 	var path string
 	switch len(paths) {
