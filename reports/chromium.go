@@ -100,10 +100,26 @@ func dumpDOM(ctx context.Context, htmlPath string) (string, error) {
 	return string(out), nil
 }
 
-// runChromium runs one headless browser in its own process group with a
-// fresh profile, bounded by ctx; whatever it started is killed before it
-// returns, and the profile is removed.
+// browserRuns is how many times a browser that crashed (ended by a signal
+// faultline did not send) is started again on the same page: a crash of
+// the browser says nothing of the report.
+const browserRuns = 3
+
+// runChromium runs a headless browser on htmlPath; one that crashed is
+// started again, up to browserRuns in all.
 func runChromium(ctx context.Context, htmlPath string, mode string) ([]byte, error) {
+	for run := 1; ; run++ {
+		out, err := runChromiumOnce(ctx, htmlPath, mode)
+		if !crashed(err) || ctx.Err() != nil || run == browserRuns {
+			return out, err
+		}
+	}
+}
+
+// runChromiumOnce runs one headless browser in its own process group with
+// a fresh profile, bounded by ctx; whatever it started is killed before it
+// returns, and the profile is removed.
+func runChromiumOnce(ctx context.Context, htmlPath string, mode string) ([]byte, error) {
 	browser, err := FindChromium(os.Getenv, exec.LookPath)
 	if err != nil {
 		return nil, err
@@ -143,6 +159,16 @@ func runChromium(ctx context.Context, htmlPath string, mode string) ([]byte, err
 		return nil, fmt.Errorf("reports: chromium %s on %s: %w\n%s", mode, abs, err, tail(stderr.String(), 12))
 	}
 	return stdout.Bytes(), nil
+}
+
+// crashed reports whether err is a process's end by a signal.
+func crashed(err error) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled()
 }
 
 func tail(s string, n int) string {

@@ -255,3 +255,46 @@ func TestChromiumMissingPage(t *testing.T) {
 	_, err := dumpDOM(context.Background(), filepath.Join(t.TempDir(), "nope.html"))
 	require.Error(t, err)
 }
+
+// A browser that crashes (ends by a signal) is started again on the same
+// page, up to browserRuns in all; one that fails by itself is not.
+func TestCrashedBrowserRunsAgain(t *testing.T) {
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	// The fake browser counts its runs, crashes (SIGSEGV) until its
+	// crashes-th run, then dumps a DOM.
+	fake := filepath.Join(dir, "browser")
+	require.NoError(t, os.WriteFile(fake, []byte(`#!/bin/sh
+echo run >> "$FAKE_RUNS"
+if [ "$(wc -l < "$FAKE_RUNS")" -le "$FAKE_CRASHES" ]; then kill -SEGV $$; fi
+if [ "$FAKE_CRASHES" = fail ]; then exit 1; fi
+echo '<html>drawn</html>'
+`), 0o755))
+	page := filepath.Join(dir, "index.html")
+	require.NoError(t, os.WriteFile(page, []byte("<html></html>"), 0o644))
+	t.Setenv(ChromiumEnv, fake)
+	t.Setenv("FAKE_RUNS", runs)
+	for _, tc := range []struct {
+		crashes string
+		runs    int
+		ok      bool
+	}{
+		{"0", 1, true},
+		{"2", 3, true},
+		{"3", browserRuns, false},
+		{"fail", 1, false},
+	} {
+		require.NoError(t, os.WriteFile(runs, nil, 0o644))
+		t.Setenv("FAKE_CRASHES", tc.crashes)
+		dom, err := dumpDOM(context.Background(), page)
+		lines, rerr := os.ReadFile(runs)
+		require.NoError(t, rerr)
+		assert.Equal(t, tc.runs, strings.Count(string(lines), "run"), "crashes %s", tc.crashes)
+		if tc.ok {
+			assert.NoError(t, err, "crashes %s", tc.crashes)
+			assert.Contains(t, dom, "drawn")
+		} else {
+			assert.Error(t, err, "crashes %s", tc.crashes)
+		}
+	}
+}
