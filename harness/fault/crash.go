@@ -682,16 +682,8 @@ func disarmLate(ctx context.Context, env *Env, w *waits, process, point, own str
 		return eventlog.Entry{}, false, err
 	}
 	fired := func() (int64, bool) {
-		points, err := p.CrashPoints(ctx)
-		if err != nil {
-			return 0, false
-		}
-		for _, s := range points {
-			if s.Name == own {
-				return s.Fired, true
-			}
-		}
-		return 0, false
+		st, err := p.CrashPoint(ctx, own)
+		return st.Fired, err == nil
 	}
 	var hit eventlog.Entry
 	var found bool

@@ -2,10 +2,13 @@ package fault
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,14 +22,42 @@ import (
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
+// buildTestproc builds the supervisor's protocol-speaking test process
+// once for the package's tests, into a folder removed by TestMain.
+var buildTestproc = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(testprocDir, "testproc")
+	out, err := exec.Command("go", "build", "-o", bin, "../supervisor/testdata/testproc").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build testproc: %w: %s", err, out)
+	}
+	return bin, nil
+})
+
+// testprocDir holds the built test process; TestMain makes and removes it.
+var testprocDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "fault-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	testprocDir = dir
+	return m.Run()
+}
+
 // reachEnv runs the supervisor's protocol-speaking test process as relay-1
 // and returns an Env whose faults wait within for a window to open.
 func reachEnv(t *testing.T, within time.Duration) (*Env, *supervisor.Process, string) {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "testproc")
-	out, err := exec.Command("go", "build", "-o", bin, "../supervisor/testdata/testproc").CombinedOutput()
-	require.NoError(t, err, "build testproc: %s", out)
+	bin, err := buildTestproc()
+	require.NoError(t, err)
 
 	sup := supervisor.New(filepath.Join(dir, "run"), io.Discard)
 	t.Cleanup(func() {
@@ -76,15 +107,9 @@ func pointArmed(t *testing.T, p *supervisor.Process, point string) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	points, err := p.CrashPoints(ctx)
+	st, err := p.CrashPoint(ctx, point)
 	require.NoError(t, err)
-	for _, st := range points {
-		if st.Name == point {
-			return st.Armed
-		}
-	}
-	t.Fatalf("no crash point %s in %+v", point, points)
-	return false
+	return st.Armed
 }
 
 // A crash point that does not fire within its wait is disarmed: its

@@ -711,6 +711,20 @@ func (p *Process) CrashPoints(ctx context.Context) ([]crashpoint.Status, error) 
 	return out, nil
 }
 
+// CrashPoint is the state of the current incarnation's crash point name.
+func (p *Process) CrashPoint(ctx context.Context, name string) (crashpoint.Status, error) {
+	points, err := p.CrashPoints(ctx)
+	if err != nil {
+		return crashpoint.Status{}, err
+	}
+	for _, st := range points {
+		if st.Name == name {
+			return st, nil
+		}
+	}
+	return crashpoint.Status{}, fmt.Errorf("crash points of %s: no point %q", p.spec.Name, name)
+}
+
 // describeExit renders how a process ended: "exit status 1", "killed by SIGKILL".
 func describeExit(ps *os.ProcessState, waitErr error) string {
 	if ps == nil {
