@@ -22,6 +22,11 @@ type AuditRow struct {
 	EventID              string
 	OldStatus, NewStatus string
 	OldClaim, NewClaim   string
+	// Began is when the writing transaction began (what CURRENT_TIMESTAMP
+	// reads in it); Due is when the write made the row next due (the
+	// outbox's due column, observe.outbox.due), zero where the target has
+	// none.
+	Began, Due time.Time
 }
 
 // Claims reports whether the write is a claim: the row goes Processing

@@ -34,7 +34,31 @@ type RetryShape struct {
 	// Levels[i] are the rests after attempt i+2; Pooled all of them.
 	Levels []Level
 	Pooled Level
+	// Declared[i] are the backoffs the relay wrote with its retries after
+	// attempt i+1 (the outbox's due column less the start of the retry
+	// write's transaction),
+	// where the target names that column: the relay's own account of its
+	// backoff, which no load stretches. EarlyClaims counts rests ended
+	// before the row was due: a relay that claims rows before the time it
+	// wrote for them does not keep its account, and it is not read.
+	Declared    []Declared
+	EarlyClaims int
 }
+
+// Declared is the median of Count backoffs a relay wrote after one
+// attempt.
+type Declared struct {
+	Median time.Duration
+	Count  int
+}
+
+// read reports whether enough backoffs were written to judge them.
+func (d Declared) read() bool { return d.Count >= restSamples }
+
+// declaredFloor is the shortest backoff told apart from none: a relay
+// that makes a row due at once writes its transaction's start, or a time
+// a little after it.
+const declaredFloor = 10 * time.Millisecond
 
 // Level is the median ratio of rests to the undelayed waits beside them,
 // from Rests rests ended by Claims distinct claims: rests one claim ends
@@ -67,6 +91,9 @@ const (
 // attempts at least growthFactor times the undelayed waits beside them, at
 // two levels or pooled (one level alone can be one stalled claim).
 func (s RetryShape) BackedOff() bool {
+	if s.declaredKept() && s.declaredGrown() {
+		return true
+	}
 	grown := 0
 	for _, l := range s.Levels {
 		if l.read() && l.Ratio >= growthFactor {
@@ -86,6 +113,12 @@ func (l Level) pooledRead() bool { return l.Rests >= pooledSamples && l.Claims >
 // waits beside them, level by level or pooled, and not rising from one
 // level read to the next (rising).
 func (s RetryShape) Flat() bool {
+	if s.BackedOff() {
+		return false
+	}
+	if s.declaredKept() {
+		return s.declaredFlat()
+	}
 	if s.rising() {
 		return false
 	}
@@ -100,6 +133,50 @@ func (s RetryShape) Flat() bool {
 		read++
 	}
 	return read >= flatLevels || s.Pooled.pooledRead() && s.Pooled.Ratio <= pooledFactor
+}
+
+// declaredKept reports whether the relay wrote its backoffs and claimed no
+// row before it was due: then what it wrote is what it does, and the
+// backoff is judged from it, not from rests a slow claim cycle can hide
+// (a relay whose claims come further apart than its largest backoff rests
+// each row a claim cycle, backoff or not).
+func (s RetryShape) declaredKept() bool { return len(s.Declared) > 0 && s.EarlyClaims == 0 }
+
+// declaredGrown reports whether a later attempt's backoffs are at least
+// growthFactor times the first attempt's, both read.
+func (s RetryShape) declaredGrown() bool {
+	if len(s.Declared) < 2 || !s.Declared[0].read() {
+		return false
+	}
+	first := max(s.Declared[0].Median, declaredFloor)
+	for _, d := range s.Declared[1:] {
+		if d.read() && d.Median >= declaredFloor && float64(d.Median) >= growthFactor*float64(first) {
+			return true
+		}
+	}
+	return false
+}
+
+// declaredFlat reports whether the backoffs of at least flatLevels-1 later
+// attempts are read and none is above flatFactor times the first
+// attempt's: a relay that makes a row due at once, or after the same wait
+// each time.
+func (s RetryShape) declaredFlat() bool {
+	if len(s.Declared) == 0 || !s.Declared[0].read() {
+		return false
+	}
+	first := max(s.Declared[0].Median, declaredFloor)
+	read := 0
+	for _, d := range s.Declared[1:] {
+		if !d.read() {
+			continue
+		}
+		if float64(max(d.Median, declaredFloor)) > flatFactor*float64(first) {
+			return false
+		}
+		read++
+	}
+	return read >= flatLevels-1
 }
 
 // rising reports whether the levels read rise, each at least risingFactor
@@ -137,8 +214,20 @@ func (s RetryShape) String() string {
 	if len(ls) > 0 {
 		levels = strings.Join(ls, ", ")
 	}
-	return fmt.Sprintf("%d claims, %d retries (at most %d of one row), %d Failed, %d published into it; rests after a retry over the undelayed waits beside them: %s; pooled %.2f of %d",
+	out := fmt.Sprintf("%d claims, %d retries (at most %d of one row), %d Failed, %d published into it; rests after a retry over the undelayed waits beside them: %s; pooled %.2f of %d",
 		s.Claims, s.Retries, s.MostRetries, s.Failed, s.PublishedInside, levels, s.Pooled.Ratio, s.Pooled.Rests)
+	if len(s.Declared) == 0 {
+		return out
+	}
+	var ds []string
+	for i, d := range s.Declared {
+		ds = append(ds, fmt.Sprintf("%s (attempt %d, %d)", d.Median.Round(time.Millisecond), i+1, d.Count))
+	}
+	out += "; backoffs the relay wrote: " + strings.Join(ds, ", ")
+	if s.EarlyClaims > 0 {
+		out += fmt.Sprintf(" (not kept: %d rows claimed before they were due)", s.EarlyClaims)
+	}
+	return out
 }
 
 // rest is a span of a row's wait: after its retry (attempt n), or, for a
@@ -146,7 +235,8 @@ func (s RetryShape) String() string {
 type rest struct {
 	from, to time.Time
 	attempt  int
-	endedBy  string // the claim that ended it
+	endedBy  string    // the claim that ended it
+	due      time.Time // when the retry made the row due (zero: not written)
 }
 
 // MeasureRetryShape reads the shape from the audit rows (in trail order),
@@ -162,6 +252,7 @@ func MeasureRetryShape(audit []AuditRow, mark int64) RetryShape {
 	// rows' claim waits, and rests after a first retry (the shortest
 	// backoff, if any)
 	var rests, waits []rest
+	declared := map[int][]time.Duration{}
 	for _, a := range audit {
 		switch {
 		case a.Op == "INSERT":
@@ -178,6 +269,9 @@ func MeasureRetryShape(audit []AuditRow, mark int64) RetryShape {
 			claimedInside[a.EventID] = a.NewClaim
 			if r, ok := resting[a.EventID]; ok {
 				r.to, r.endedBy = a.At, a.NewClaim
+				if !r.due.IsZero() && a.At.Before(r.due.Add(-time.Millisecond)) {
+					s.EarlyClaims++
+				}
 				rests = append(rests, r)
 				if r.attempt == 1 {
 					waits = append(waits, r)
@@ -188,7 +282,10 @@ func MeasureRetryShape(audit []AuditRow, mark int64) RetryShape {
 			s.Retries++
 			retries[a.EventID]++
 			s.MostRetries = max(s.MostRetries, retries[a.EventID])
-			resting[a.EventID] = rest{from: a.At, attempt: retries[a.EventID]}
+			resting[a.EventID] = rest{from: a.At, attempt: retries[a.EventID], due: a.Due}
+			if !a.Due.IsZero() {
+				declared[retries[a.EventID]] = append(declared[retries[a.EventID]], max(a.Due.Sub(cmp.Or(a.Began, a.At)), 0))
+			}
 		case a.ID > mark && a.Op == "UPDATE" && a.NewStatus == "Failed" && a.OldStatus != "Failed":
 			s.Failed++
 		case a.ID > mark && a.Op == "UPDATE" && a.NewStatus == "Published" && a.OldStatus == "Processing" &&
@@ -220,6 +317,9 @@ func MeasureRetryShape(audit []AuditRow, mark int64) RetryShape {
 	}
 	if len(pooled) > 0 {
 		s.Pooled = Level{Ratio: median(pooled), Rests: len(pooled), Claims: len(pooledBatches)}
+	}
+	for n := 1; len(declared[n]) > 0; n++ {
+		s.Declared = append(s.Declared, Declared{Median: median(declared[n]), Count: len(declared[n])})
 	}
 	return s
 }

@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -189,4 +190,51 @@ func TestNoneGaveUpRestsOnAnOpenedOutage(t *testing.T) {
 	inv = noneGaveUp(o)
 	assert.True(t, inv.NotChecked, inv.Detail)
 	assert.Contains(t, inv.Detail, "within a retry of its budget")
+}
+
+// declaring writes, on each retry write of the trail, the due time the
+// relay gave the row: backoff(n, began) ms after the write's transaction
+// began (5 ms before the write) after its n-th retry.
+func declaring(audit []AuditRow, backoff func(n int) int) []AuditRow {
+	out := make([]AuditRow, len(audit))
+	retries := map[string]int{}
+	for i, a := range audit {
+		if a.Op == "UPDATE" && a.OldStatus == "Processing" && a.NewStatus == "Pending" {
+			retries[a.EventID]++
+			a.Began = a.At.Add(-5 * time.Millisecond)
+			a.Due = a.Began.Add(time.Duration(backoff(retries[a.EventID])) * time.Millisecond)
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// Where the outbox has a due column, the backoff is read from what the
+// relay wrote in it, as long as it claimed no row before the time it
+// wrote: a claim cycle longer than the largest backoff rests every row
+// one cycle, backoff or not, and reads flat from the rests alone.
+func TestRetryShapeFromDeclaredBackoff(t *testing.T) {
+	slowCycle := func(n, _ int) int { return 1500 } // every rest a claim cycle
+	capped := func(n int) int { return min(100<<(n-1), 1000) }
+	for _, tc := range []struct {
+		name         string
+		audit        []AuditRow
+		backed, flat bool
+	}{
+		{name: "no due column, slow claim cycle: flat rests", audit: relayInOutage(12, 5, func(int) int { return 1500 }, slowCycle), flat: true},
+		{name: "backoff written, slow claim cycle", audit: declaring(relayInOutage(12, 5, func(int) int { return 1500 }, slowCycle), capped), backed: true},
+		{name: "backoff shown by the third attempt", audit: declaring(relayInOutage(12, 3, func(int) int { return 1500 }, slowCycle), capped), backed: true},
+		{name: "due at once, slow claim cycle", audit: declaring(relayInOutage(12, 5, func(int) int { return 1500 }, slowCycle), func(int) int { return 0 }), flat: true},
+		{name: "due at once, fast claims", audit: declaring(relayInOutage(12, 5, func(int) int { return 30 }, func(_, _ int) int { return 30 }), func(int) int { return 0 }), flat: true},
+		{name: "the same wait every time", audit: declaring(relayInOutage(12, 5, func(int) int { return 1500 }, slowCycle), func(int) int { return 1000 }), flat: true},
+		{name: "backoff written, not kept: rows claimed before due", audit: declaring(relayInOutage(12, 5, func(int) int { return 30 }, func(_, _ int) int { return 30 }), capped), flat: true},
+		{name: "backoff written and kept, fast claims", audit: declaring(relayInOutage(12, 5, func(int) int { return 30 }, func(n, _ int) int { return 5 + capped(n) }), capped), backed: true},
+		{name: "one attempt written: nothing read", audit: declaring(relayInOutage(12, 1, func(int) int { return 1500 }, slowCycle), capped)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := MeasureRetryShape(tc.audit, 0)
+			assert.Equal(t, tc.backed, s.BackedOff(), "backed off: %s", s)
+			assert.Equal(t, tc.flat, s.Flat(), "flat: %s", s)
+		})
+	}
 }

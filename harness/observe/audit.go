@@ -3,6 +3,7 @@ package observe
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/faultline-dev/faultline/harness/check"
 )
@@ -12,7 +13,7 @@ import (
 func (w *Watch) Audit(ctx context.Context, after int64) ([]check.AuditRow, error) {
 	outbox := w.run.Target.Observe.Outbox
 	pool := w.run.DB[outbox.Database]
-	rows, err := pool.Query(ctx, `SELECT id, at, writer, op, coalesce(event_id, ''), coalesce(old_status, ''), coalesce(new_status, ''), coalesce(old_claim, ''), coalesce(new_claim, '') FROM faultline_audit WHERE id > $1 ORDER BY id`, after)
+	rows, err := pool.Query(ctx, `SELECT id, at, began, writer, op, coalesce(event_id, ''), coalesce(old_status, ''), coalesce(new_status, ''), coalesce(old_claim, ''), coalesce(new_claim, ''), new_due FROM faultline_audit WHERE id > $1 ORDER BY id`, after)
 	if err != nil {
 		return nil, fmt.Errorf("audit trail: %w", err)
 	}
@@ -20,8 +21,12 @@ func (w *Watch) Audit(ctx context.Context, after int64) ([]check.AuditRow, error
 	var out []check.AuditRow
 	for rows.Next() {
 		var a check.AuditRow
-		if err := rows.Scan(&a.ID, &a.At, &a.Writer, &a.Op, &a.EventID, &a.OldStatus, &a.NewStatus, &a.OldClaim, &a.NewClaim); err != nil {
+		var due *time.Time
+		if err := rows.Scan(&a.ID, &a.At, &a.Began, &a.Writer, &a.Op, &a.EventID, &a.OldStatus, &a.NewStatus, &a.OldClaim, &a.NewClaim, &due); err != nil {
 			return nil, fmt.Errorf("audit trail: %w", err)
+		}
+		if due != nil {
+			a.Due = *due
 		}
 		a.OldStatus, a.NewStatus = outbox.ArticleStatus(a.OldStatus), outbox.ArticleStatus(a.NewStatus)
 		out = append(out, a)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -85,12 +86,24 @@ func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Tabl
 		}
 		return "CASE WHEN TG_OP = 'UPDATE' THEN OLD." + pgx.Identifier{c}.Sanitize() + "::text END"
 	}
+	due := "NULL"
+	if name == fault.TableOutbox && tbl.Due != "" {
+		ok, err := dueColumn(ctx, pool, tbl)
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			due = "NEW." + pgx.Identifier{tbl.Due}.Sanitize() + "::timestamptz"
+		case !tbl.DueDefault:
+			return fmt.Errorf("table %s has no column %s of type timestamptz or timestamp (observe.outbox.due)", tbl.Name, tbl.Due)
+		}
+	}
 	var body strings.Builder
 	fn := "faultline_observe_" + name
 	fmt.Fprintf(&body, "CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $fl$\nBEGIN\n", fn)
 	if name == fault.TableOutbox {
-		fmt.Fprintf(&body, "  INSERT INTO faultline_audit (op, event_id, old_status, new_status, old_claim, new_claim) VALUES (TG_OP, %s, %s, %s, %s, %s);\n",
-			col(tbl.EventID), old(tbl.Status), col(tbl.Status), old(tbl.Claim), col(tbl.Claim))
+		fmt.Fprintf(&body, "  INSERT INTO faultline_audit (op, event_id, old_status, new_status, old_claim, new_claim, new_due) VALUES (TG_OP, %s, %s, %s, %s, %s, %s);\n",
+			col(tbl.EventID), old(tbl.Status), col(tbl.Status), old(tbl.Claim), col(tbl.Claim), due)
 	}
 	fmt.Fprintf(&body, "  PERFORM pg_notify('%s', json_build_object('table', '%s', 'op', TG_OP, 'writer', current_setting('application_name'), 'event_id', %s, 'status', %s, 'claim', %s)::text);\n",
 		notifyChannel, name, col(tbl.EventID), col(tbl.Status), col(tbl.Claim))
@@ -100,9 +113,11 @@ func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Tabl
 		stmts = append(stmts, `CREATE TABLE IF NOT EXISTS faultline_audit (
   id bigserial PRIMARY KEY,
   at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  began timestamptz NOT NULL DEFAULT now(),
   writer text NOT NULL DEFAULT current_setting('application_name'),
   op text NOT NULL,
-  event_id text, old_status text, new_status text, old_claim text, new_claim text)`)
+  event_id text, old_status text, new_status text, old_claim text, new_claim text,
+  new_due timestamptz)`)
 	}
 	stmts = append(stmts, body.String(),
 		fmt.Sprintf("DROP TRIGGER IF EXISTS %s ON %s", fn, table),
@@ -113,4 +128,18 @@ func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Tabl
 		}
 	}
 	return nil
+}
+
+// dueColumn reports whether the outbox has its due column as a time the
+// audit trigger can copy: a column of another type would make the
+// trigger fail, and with it the target's own writes.
+func dueColumn(ctx context.Context, pool *pgxpool.Pool, tbl target.Table) (bool, error) {
+	var n int
+	err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped
+  AND atttypid IN ('timestamptz'::regtype, 'timestamp'::regtype)`, tbl.Name, tbl.Due).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up column %s of %s: %w", tbl.Due, tbl.Name, err)
+	}
+	return n > 0, nil
 }

@@ -282,6 +282,9 @@ contract:
 # These are the article's tables; name yours if they differ. If your
 # outbox's status values are not the article's, map them:
 #   statuses: {NEW: Pending, SENDING: Processing, SENT: Published, DEAD: Failed}
+# due: the column a retry writes the row's next due time in (the article's
+# next_attempt_at, watched where the table has it): the backoff is read
+# from it, whatever the machine's speed.
 observe:
   outbox: {database: orders, table: outbox_messages, event_id: event_id, status: status, claim: locked_by}
   facts: {database: orders, table: orders}
@@ -427,6 +430,9 @@ contract:
 # writing transaction commits. If your outbox's status values are not the
 # article's, map them:
 #   statuses: {NEW: Pending, SENDING: Processing, SENT: Published, DEAD: Failed}
+# due: the column a retry writes the row's next due time in (the article's
+# next_attempt_at, watched where the table has it): the backoff is read
+# from it, whatever the machine's speed.
 observe:
   outbox: {database: orders, table: outbox_messages, event_id: event_id, status: status, claim: locked_by}
   facts: {database: orders, table: orders}

@@ -22,6 +22,13 @@ type Table struct {
 	// Columns: the event id (outbox, effects), the status and the claim
 	// (outbox).
 	EventID, Status, Claim string
+	// Due is the outbox's column of when a row is next due (the article's
+	// next_attempt_at): a retry write's due time less the write's own time
+	// is the backoff the relay gave the row, read whatever the machine's
+	// speed. DueDefault: the article's name, not written in the file; a
+	// table without it is watched without it.
+	Due        string
+	DueDefault bool
 	// Statuses maps the target's values of the outbox's status column to
 	// the article's (Pending, Processing, Published, Failed), for what
 	// faultline reads through its own triggers (the audit trail, the
@@ -51,8 +58,12 @@ func Ident(name string) []string { return strings.Split(name, ".") }
 
 func (d *decoder) decodeObserve(m *mapping, c Contract, model string) Observe {
 	status, claim := d.outboxDefaults(model)
+	due := ""
+	if status != "" {
+		due = "next_attempt_at"
+	}
 	o := Observe{
-		Outbox:  Table{Database: c.Facts.Database, Name: "outbox_messages", EventID: "event_id", Status: status, Claim: claim, Default: true},
+		Outbox:  Table{Database: c.Facts.Database, Name: "outbox_messages", EventID: "event_id", Status: status, Claim: claim, Due: due, DueDefault: due != "", Default: true},
 		Facts:   Table{Database: c.Facts.Database, Name: "orders", Default: true},
 		Effects: Table{Database: c.Effects.Database, Name: "inventory_reservations", EventID: "event_id", Default: true},
 	}
@@ -77,7 +88,7 @@ func (d *decoder) decodeObserve(m *mapping, c Contract, model string) Observe {
 		if !ok {
 			return
 		}
-		out := Table{Line: tv.line, EventID: t.EventID, Status: t.Status, Claim: t.Claim}
+		out := Table{Line: tv.line, EventID: t.EventID, Status: t.Status, Claim: t.Claim, Due: t.Due, DueDefault: t.DueDefault}
 		if dv, ok := d.require(tm, "database", "the database the table is in"); ok {
 			if db, ok := d.nonEmpty(dv); ok && d.declared(dv.line, dv.field, db) {
 				out.Database = db
@@ -102,6 +113,8 @@ func (d *decoder) decodeObserve(m *mapping, c Contract, model string) Observe {
 				out.Status = name
 			case "claim":
 				out.Claim = name
+			case "due":
+				out.Due, out.DueDefault = name, false
 			}
 		}
 		if sv, ok := tm.get("statuses"); ok {
@@ -109,7 +122,7 @@ func (d *decoder) decodeObserve(m *mapping, c Contract, model string) Observe {
 		}
 		*t = out
 	}
-	read("outbox", &o.Outbox, "event_id", "status", "claim")
+	read("outbox", &o.Outbox, "event_id", "status", "claim", "due")
 	read("facts", &o.Facts)
 	read("effects", &o.Effects, "event_id")
 	return o

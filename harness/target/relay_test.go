@@ -33,6 +33,7 @@ func TestRelayModels(t *testing.T) {
 		assert.Nil(t, tg.Contract.Outbox, "the article's outbox query reads a status an offset relay never writes")
 		assert.Empty(t, tg.Observe.Outbox.Status, "no status column assumed")
 		assert.Empty(t, tg.Observe.Outbox.Claim, "no claim column assumed")
+		assert.Empty(t, tg.Observe.Outbox.Due, "no due column assumed")
 		assert.False(t, tg.StatusOutbox())
 	})
 	t.Run("log", func(t *testing.T) {
@@ -51,6 +52,8 @@ func TestRelayModels(t *testing.T) {
 		require.NotNil(t, tg.Contract.Outbox)
 		assert.Equal(t, "status", tg.Observe.Outbox.Status)
 		assert.Equal(t, "locked_by", tg.Observe.Outbox.Claim)
+		assert.Equal(t, "next_attempt_at", tg.Observe.Outbox.Due)
+		assert.True(t, tg.Observe.Outbox.DueDefault, "watched only where the table has it")
 		assert.True(t, tg.StatusOutbox())
 	})
 	t.Run("not said: what the contract gives, the article's by default", func(t *testing.T) {

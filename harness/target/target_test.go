@@ -610,6 +610,20 @@ func TestObserveStatuses(t *testing.T) {
 	assert.Equal(t, "Processing", ref.Observe.Outbox.ArticleStatus("Processing"), "no statuses: the article's names")
 }
 
+// The outbox's due column is the article's unless named; a name given is
+// one the table must have.
+func TestObserveDue(t *testing.T) {
+	data := strings.Replace(minimal, "topology:", "observe:\n  outbox: {database: orders, table: outbox, due: retry_after}\ntopology:", 1)
+	tg, err := Parse("faultline.yaml", []byte(data))
+	require.NoError(t, err)
+	assert.Equal(t, "retry_after", tg.Observe.Outbox.Due)
+	assert.False(t, tg.Observe.Outbox.DueDefault)
+
+	bad := strings.Replace(minimal, "topology:", "observe:\n  outbox: {database: orders, table: outbox, due: \"x; DROP TABLE y\"}\ntopology:", 1)
+	_, err = Parse("faultline.yaml", []byte(bad))
+	assert.ErrorContains(t, err, "a column name")
+}
+
 func TestKnownFindings(t *testing.T) {
 	data := minimal + `known_findings:
   - scenario: blackbox-unroutable-then-routable

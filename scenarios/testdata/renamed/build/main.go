@@ -54,13 +54,14 @@ var renames = map[string]string{
 	"parked_events":          "deferred_events",
 	"aggregate_versions":     "stream_versions",
 	// columns
-	"aggregate_id":   "stream_id",
-	"attempt_count":  "tries",
-	"locked_by":      "claimed_by",
-	"locked_until":   "claim_expires_at",
-	"event_id":       "message_id",
-	"reservation_id": "hold_id",
-	"version":        "revision", // orders.version; never a call such as version()
+	"aggregate_id":    "stream_id",
+	"attempt_count":   "tries",
+	"locked_by":       "claimed_by",
+	"locked_until":    "claim_expires_at",
+	"next_attempt_at": "retry_after",
+	"event_id":        "message_id",
+	"reservation_id":  "hold_id",
+	"version":         "revision", // orders.version; never a call such as version()
 	// indexes
 	"ix_outbox_dispatch":    "ix_integration_outbox_dispatch",
 	"ix_reservations_event": "ix_stock_holds_message",
