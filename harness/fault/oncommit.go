@@ -331,6 +331,22 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	if err := env.Wait(ctx, c.Trigger); err != nil {
 		return record(c, start, false, err)
 	}
+	var hold *takeoverHold
+	if c.ToxicUntilOvertaken {
+		var why string
+		if hold, why, err = installTakeoverHold(ctx, env, in.Name); err != nil {
+			return record(c, start, false, err)
+		}
+		if hold == nil {
+			env.Logf("%s: the takeover is not held at its COMMIT: %s", in.Name, why)
+		} else {
+			defer func() {
+				if err := hold.drop(ctx); err != nil {
+					env.Logf("remove the takeover hold: %v", err)
+				}
+			}()
+		}
+	}
 	waited := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, env.Deadline)
 	seen := 0
@@ -457,11 +473,14 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	}
 	env.Logf("%s committed a %s (eventId %s) at %s; acting %s later", in.Name, c.what(), commit.EventID, commit.At.Format("15:04:05.000"), time.Since(commit.At).Round(time.Microsecond))
 	if c.ToxicUntilOvertaken && untoxic != nil {
-		taken, holdErr := waitClaimTakenOver(ctx, env, w, in.Name, commit, TakeoverWait(c.ToxicFor, env.Lease))
+		within := TakeoverWait(c.ToxicFor, env.Lease)
+		taken, holdErr, undoErr := lateAfterTakeover(ctx, w, hold, within, func() (string, error) {
+			return waitClaimTakenOver(ctx, env, w, in.Name, commit, within)
+		}, untoxic)
 		if holdErr == nil {
 			saw += "; " + taken
 		}
-		undid(untoxic())
+		undid(undoErr)
 		untoxic = nil
 		if holdErr != nil {
 			return done(!errors.Is(holdErr, errUnseen), holdErr)

@@ -191,6 +191,26 @@ func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	if err := env.Wait(ctx, t.Trigger); err != nil {
 		return record(t, start, false, err)
 	}
+	var hold *takeoverHold
+	if t.UntilTakeover {
+		in, err := env.Roles.Instance(t.At.Process)
+		if err != nil {
+			return record(t, start, false, err)
+		}
+		var why string
+		if hold, why, err = installTakeoverHold(ctx, env, in.Name); err != nil {
+			return record(t, start, false, err)
+		}
+		if hold == nil {
+			env.Logf("%s: the takeover is not held at its COMMIT: %s", in.Name, why)
+		} else {
+			defer func() {
+				if err := hold.drop(ctx); err != nil {
+					env.Logf("remove the takeover hold: %v", err)
+				}
+			}()
+		}
+	}
 	thaw := nothingToUndo
 	if t.At != nil {
 		if thaw, err = t.At.freeze(ctx, env, w); err != nil {
@@ -209,9 +229,12 @@ func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		return notUndone(record(t, start, true, nil), err)
 	}
 	if t.UntilTakeover {
-		seen, holdErr := waitTakeover(ctx, env, w, t.At.Process, TakeoverWait(t.Duration, env.Lease))
-		if err := applied.Remove(context.WithoutCancel(ctx)); err != nil {
-			return notUndone(record(t, start, true, holdErr), fmt.Errorf("remove the toxic on %s: %w", t.Link, err))
+		within := TakeoverWait(t.Duration, env.Lease)
+		seen, holdErr, undoErr := lateAfterTakeover(ctx, w, hold, within, func() (string, error) {
+			return waitTakeover(ctx, env, w, t.At.Process, within)
+		}, func() error { return applied.Remove(context.WithoutCancel(ctx)) })
+		if undoErr != nil {
+			return notUndone(record(t, start, true, holdErr), fmt.Errorf("remove the toxic on %s: %w", t.Link, undoErr))
 		}
 		r := record(t, start, !errors.Is(holdErr, errUnseen), holdErr)
 		if holdErr == nil {

@@ -53,6 +53,17 @@ func (t Table) ArticleStatus(v string) string {
 	return v
 }
 
+// TargetStatus is the target's value for the article's status a: the one
+// Statuses maps to it, or a itself.
+func (t Table) TargetStatus(a string) string {
+	for v, article := range t.Statuses {
+		if article == a {
+			return v
+		}
+	}
+	return a
+}
+
 // Ident splits a possibly schema-qualified name for pgx.Identifier.
 func Ident(name string) []string { return strings.Split(name, ".") }
 
