@@ -76,8 +76,11 @@ const apartStarts = 2
 // take returns the infrastructure apart, started on first use, held for
 // one run until release is called; ok is false where there is none (the
 // provider cannot start another, or its start failed, or it is not ready:
-// err says why).
-func (a *apart) take(ctx context.Context, logf func(string, ...any)) (in infra.Infra, release func(), err error) {
+// err says why). A run that left it spoiled (a fault it could not undo: a
+// broker that did not come back from its restart) says so to release:
+// that instance is stopped, and the next run takes a new one, not a
+// broker nothing answers on.
+func (a *apart) take(ctx context.Context, logf func(string, ...any)) (in infra.Infra, release func(spoiled bool), err error) {
 	if a == nil {
 		return nil, nil, errNoApart
 	}
@@ -115,7 +118,30 @@ func (a *apart) take(ctx context.Context, logf func(string, ...any)) (in infra.I
 			return nil, nil, err
 		}
 	}
-	return in, a.runMu.Unlock, nil
+	return in, func(spoiled bool) {
+		if spoiled {
+			a.discard(ctx, in, logf)
+		}
+		a.runMu.Unlock()
+	}, nil
+}
+
+// discard stops in, the instance a run left spoiled, so that the next take
+// starts a new one (with its own start attempts).
+func (a *apart) discard(ctx context.Context, in infra.Infra, logf func(string, ...any)) {
+	a.startMu.Lock()
+	defer a.startMu.Unlock()
+	if a.in != in || a.closed {
+		return
+	}
+	a.in, a.err, a.started = nil, nil, false
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := in.Stop(sctx); err != nil {
+		logf("infrastructure for %s, left spoiled by a run: stop it: %v", a.what, err)
+		return
+	}
+	logf("infrastructure for %s left spoiled by a run (a fault not undone): stopped; the next run starts another", a.what)
 }
 
 // startReplicated starts a database with a standby (and a broker) for one

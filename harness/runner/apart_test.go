@@ -58,9 +58,40 @@ func TestApartStartsOnceMore(t *testing.T) {
 				}
 				require.NoError(t, err)
 				assert.NotNil(t, in)
-				release()
+				release(false)
 			}
 			assert.Equal(t, tc.starts, starts)
 		})
 	}
+}
+
+// stoppable stands for a started infrastructure that counts its stops.
+type stoppable struct {
+	infra.Infra
+	stops *int
+}
+
+func (s stoppable) Stop(context.Context) error { *s.stops++; return nil }
+
+// A run that leaves the infrastructure apart spoiled (a broker that did
+// not come back from its restart) has it stopped; the next run gets a new
+// one, not a broker nothing answers on. A run that leaves it whole hands
+// the same one on.
+func TestApartSpoiledIsStartedAgain(t *testing.T) {
+	ctx := context.Background()
+	starts, stops := 0, 0
+	a := &apart{what: "a test", start: func(context.Context) (infra.Infra, error) {
+		starts++
+		return stoppable{stops: &stops}, nil
+	}}
+	for i, spoiled := range []bool{false, true, false} {
+		in, release, err := a.take(ctx, t.Logf)
+		require.NoError(t, err, "run %d", i)
+		require.NotNil(t, in)
+		release(spoiled)
+	}
+	assert.Equal(t, 2, starts, "started once, and once more after the spoiled run")
+	assert.Equal(t, 1, stops, "the spoiled instance stopped")
+	require.NoError(t, a.stop(ctx))
+	assert.Equal(t, 2, stops, "the new instance stopped with the rest")
 }

@@ -250,6 +250,9 @@ func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Sce
 		}
 	}
 	var noInfra error
+	// spoiled: the run left its infrastructure apart unusable (a fault not
+	// undone), set once it is over, read by the release deferred below.
+	var spoiled bool
 	caps := needs(sc.Schedule(opts.Seed))
 	switch {
 	case slices.Contains(caps, fault.CapStandby) || slices.Contains(caps, fault.CapStandbySync):
@@ -268,14 +271,14 @@ func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Sce
 		// Its runs go one at a time to a cluster of their own; where there
 		// is none, the run is not run (provision says why).
 		if in, release, err := sh.cluster.take(ctx, sh.logf); err == nil {
-			defer release()
+			defer func() { release(spoiled) }()
 			sh = sh.on(in)
 		} else {
 			noInfra = err
 		}
 	case sc.Exclusive:
 		if in, release, err := sh.apart.take(ctx, sh.logf); err == nil {
-			defer release()
+			defer func() { release(spoiled) }()
 			sh = sh.on(in)
 		} else {
 			sh.exclusive.Lock()
@@ -298,6 +301,7 @@ func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	teardownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	r.teardown(teardownCtx)
+	spoiled = slices.ContainsFunc(r.res.Faults, func(f result.Fault) bool { return f.UndoError != "" })
 	if perr := r.goroutinePanic(); perr != nil && err == nil {
 		err = perr // a goroutine of the run panicked: what it saw is no evidence
 	}

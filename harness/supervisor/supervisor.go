@@ -138,7 +138,7 @@ func New(dir string, log io.Writer) *Supervisor {
 			},
 			Timeout: 10 * time.Second,
 		},
-		readyTimeout: 15 * time.Second,
+		readyTimeout: 60 * time.Second, // a bound: ready ends the wait
 		stopGrace:    3 * time.Second,
 		reapTimeout:  10 * time.Second,
 		signalWait:   2 * time.Second,

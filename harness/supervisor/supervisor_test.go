@@ -239,7 +239,7 @@ func TestSpecDefaultsAndCopies(t *testing.T) {
 	got := p.Spec()
 	assert.Equal(t, syscall.SIGTERM, got.Stop.Signal, "default stop signal")
 	assert.Equal(t, 3*time.Second, got.Stop.Timeout, "default stop timeout")
-	assert.Equal(t, 15*time.Second, got.Ready.Timeout, "default readiness timeout")
+	assert.Equal(t, 60*time.Second, got.Ready.Timeout, "default readiness timeout")
 	assert.Equal(t, spec.Command, got.Command)
 	assert.Equal(t, spec.Env, got.Env)
 

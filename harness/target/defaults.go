@@ -8,7 +8,11 @@ import (
 // Defaults of the format.
 const (
 	defaultBuildTimeout = 10 * time.Minute
-	defaultReadyTimeout = 15 * time.Second
+	// defaultReadyTimeout bounds a process's start, from spawn to ready:
+	// ready ends the wait the moment it answers, so the bound costs a fast
+	// machine nothing, and a loaded one (a restart while the machine runs
+	// several pipelines) gets time to connect to its database and broker.
+	defaultReadyTimeout = 60 * time.Second
 	defaultStopTimeout  = 3 * time.Second
 	// defaultRestartBackoff is the wait before a restart under
 	// restart: {policy: always}.

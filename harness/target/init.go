@@ -147,7 +147,7 @@ schema:
 # to {{event_log}}), control (where faultline reaches its /crashpoints;
 # default {{control_addr}}), ready (exactly one of http: URL answering 200,
 # tcp: host:port accepting, log: regexp of an output line; timeout default
-# 15s), stop (signal, default SIGTERM; timeout before SIGKILL, default 3s),
+# 60s: a bound, not a wait), stop (signal, default SIGTERM; timeout before SIGKILL, default 3s),
 # restart (what happens when it exits by itself, as production's supervisor
 # would do it: {policy: always, backoff: 1s} starts it again after the
 # backoff, at most 1m, for as long as the run lasts; default {policy:
@@ -171,7 +171,7 @@ processes:
     control: "{{http_addr}}"
     ready:
       http: "http://{{http_addr}}/healthz"
-      timeout: 15s
+      timeout: 60s
     stop: {signal: SIGTERM, timeout: 3s}
     crashpoints:
       producer.before-commit: order.before-commit

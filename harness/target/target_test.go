@@ -50,7 +50,7 @@ func TestLoadReference(t *testing.T) {
 	}
 	assert.Equal(t, "{{control_addr}}", relay.Control.Raw, "default control")
 	assert.Equal(t, "http://{{control_addr}}/healthz", relay.Ready.HTTP.Raw)
-	assert.Equal(t, 15*time.Second, relay.Ready.Timeout)
+	assert.Equal(t, 60*time.Second, relay.Ready.Timeout)
 	assert.Equal(t, Stop{Signal: syscall.SIGTERM, Timeout: 3 * time.Second}, relay.Stop)
 	require.Len(t, relay.Env, 1)
 	assert.Equal(t, "FAULTLINE_VARIANT", relay.Env[0].Name)
@@ -131,7 +131,7 @@ func TestLoadMinimalGetsDefaults(t *testing.T) {
 	assert.Equal(t, "{{control_addr}}", p.Control.Raw)
 	assert.Equal(t, "{{http_addr}}", p.HTTP.Raw)
 	assert.Equal(t, Stop{Signal: syscall.SIGTERM, Timeout: 3 * time.Second}, p.Stop)
-	assert.Equal(t, 15*time.Second, p.Ready.Timeout)
+	assert.Equal(t, 60*time.Second, p.Ready.Timeout)
 	assert.Equal(t, Restart{}, p.Restart, "no restart beyond what a fault does")
 	assert.Empty(t, p.CrashPoints)
 
