@@ -65,7 +65,7 @@ type Ready struct {
 	HTTP    string
 	TCP     string
 	Log     *regexp.Regexp
-	Timeout time.Duration // default 15 s
+	Timeout time.Duration // default 60 s
 }
 
 // Stop says how to stop a process gracefully: Signal (default SIGTERM),

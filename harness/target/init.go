@@ -361,7 +361,7 @@ schema:
 # and a consumer (broker → inbox and effect). Commands run in this file's
 # folder. Each process is ready (exactly one of: http: a URL answering
 # 200, tcp: host:port accepting, log: a regexp of an output line; timeout
-# default 15s) before the workload starts, and is stopped with SIGTERM
+# default 60s) before the workload starts, and is stopped with SIGTERM
 # (stop: {signal, timeout} before SIGKILL, default 3s).
 #
 # The protocol's parts, for a pipeline that speaks it (docs/protocol.md),
