@@ -333,19 +333,11 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	}
 	var hold *takeoverHold
 	if c.ToxicUntilOvertaken {
-		var why string
-		if hold, why, err = installTakeoverHold(ctx, env, in.Name); err != nil {
+		var drop func()
+		if hold, drop, err = holdTakeovers(ctx, env, in.Name); err != nil {
 			return record(c, start, false, err)
 		}
-		if hold == nil {
-			env.Logf("%s: the takeover is not held at its COMMIT: %s", in.Name, why)
-		} else {
-			defer func() {
-				if err := hold.drop(ctx); err != nil {
-					env.Logf("remove the takeover hold: %v", err)
-				}
-			}()
-		}
+		defer drop()
 	}
 	waited := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, env.Deadline)

@@ -82,6 +82,24 @@ $fl$`, takeoverHoldFn, quoteLiteral(writer), status, quoteLiteral(processing), s
 	return h, "", nil
 }
 
+// holdTakeovers installs the hold for writer's late writes where the
+// outbox allows one (hold nil, logged, where not); drop removes it, its
+// error logged: nothing of the run's verdict rests on the removal.
+func holdTakeovers(ctx context.Context, env *Env, writer string) (hold *takeoverHold, drop func(), err error) {
+	hold, why, err := installTakeoverHold(ctx, env, writer)
+	if err != nil || hold == nil {
+		if err == nil {
+			env.Logf("%s: the takeover is not held at its COMMIT: %s", writer, why)
+		}
+		return nil, func() {}, err
+	}
+	return hold, func() {
+		if err := hold.drop(ctx); err != nil {
+			env.Logf("remove the takeover hold: %v", err)
+		}
+	}, nil
+}
+
 // ddl runs statements in one transaction that waits at most a second for
 // its table lock each try: a writer's open transaction must not stall the
 // outbox's other writers queued behind the DDL.

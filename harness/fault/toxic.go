@@ -197,19 +197,11 @@ func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		if err != nil {
 			return record(t, start, false, err)
 		}
-		var why string
-		if hold, why, err = installTakeoverHold(ctx, env, in.Name); err != nil {
+		var drop func()
+		if hold, drop, err = holdTakeovers(ctx, env, in.Name); err != nil {
 			return record(t, start, false, err)
 		}
-		if hold == nil {
-			env.Logf("%s: the takeover is not held at its COMMIT: %s", in.Name, why)
-		} else {
-			defer func() {
-				if err := hold.drop(ctx); err != nil {
-					env.Logf("remove the takeover hold: %v", err)
-				}
-			}()
-		}
+		defer drop()
 	}
 	thaw := nothingToUndo
 	if t.At != nil {
