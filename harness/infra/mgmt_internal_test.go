@@ -163,3 +163,66 @@ func TestVHostRunningStartsAStoppedVHost(t *testing.T) {
 		})
 	}
 }
+
+// The management API's view of a queue's length limit: its own argument,
+// a policy's, the lower of the two when both are set; the overflow from
+// the argument before the policy.
+func TestQueueReadsItsLengthLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		args, policy   map[string]any
+		wantMax        int
+		wantOverflow   string
+		wantType       string
+		wantDeadLetter string
+	}{
+		{"argument", map[string]any{"x-max-length": 5, "x-overflow": "reject-publish"}, nil, 5, "reject-publish", "quorum", ""},
+		{"policy", nil, map[string]any{"max-length": 7, "overflow": "reject-publish"}, 7, "reject-publish", "quorum", ""},
+		{"lower of both", map[string]any{"x-max-length": 9}, map[string]any{"max-length": 4, "overflow": "drop-head"}, 4, "drop-head", "quorum", ""},
+		{"argument's overflow first", map[string]any{"x-overflow": "reject-publish", "x-dead-letter-exchange": "dlx"}, map[string]any{"overflow": "drop-head"}, 0, "reject-publish", "quorum", "dlx"},
+		{"none", nil, nil, 0, "", "quorum", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/api/queues/fl_run/orders" {
+					w.WriteHeader(http.StatusNotFound)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(map[string]any{"type": "quorum", "messages": 40, "messages_ready": 8, "messages_unacknowledged": 32,
+					"arguments": tc.args, "effective_policy_definition": tc.policy})
+			}))
+			t.Cleanup(srv.Close)
+			api := mgmtAPI{base: srv.URL, user: "u", pass: "p", http: &http.Client{Timeout: time.Second}}
+			q, err := api.queue(context.Background(), "fl_run", "orders")
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantMax, q.MaxLength)
+			assert.Equal(t, tc.wantOverflow, q.Overflow)
+			assert.Equal(t, tc.wantType, q.Type)
+			assert.Equal(t, tc.wantDeadLetter, q.DeadLetterExchange)
+			assert.Equal(t, 8, q.Ready)
+		})
+	}
+}
+
+// A queue refuses publishes only with an overflow that rejects them, once
+// its ready messages reach its limit (classic) or pass it (quorum, which
+// takes publishes until it is over).
+func TestQueueRefusing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		q    QueueInfo
+		want bool
+	}{
+		{"quorum at its limit still takes", QueueInfo{Type: "quorum", Ready: 5, MaxLength: 5, Overflow: "reject-publish"}, false},
+		{"quorum over its limit", QueueInfo{Type: "quorum", Ready: 6, MaxLength: 5, Overflow: "reject-publish"}, true},
+		{"classic at its limit", QueueInfo{Type: "classic", Ready: 5, MaxLength: 5, Overflow: "reject-publish"}, true},
+		{"classic below its limit", QueueInfo{Type: "classic", Ready: 4, MaxLength: 5, Overflow: "reject-publish-dlx"}, false},
+		{"classic with dead-lettering overflow", QueueInfo{Type: "classic", Ready: 5, MaxLength: 5, Overflow: "reject-publish-dlx"}, true},
+		{"drop-head takes every publish", QueueInfo{Type: "quorum", Ready: 50, MaxLength: 5, Overflow: "drop-head"}, false},
+		{"default overflow is drop-head", QueueInfo{Type: "classic", Ready: 50, MaxLength: 5}, false},
+		{"no limit", QueueInfo{Type: "quorum", Ready: 50, Overflow: "reject-publish"}, false},
+	} {
+		assert.Equal(t, tc.want, tc.q.Refusing(), tc.name)
+	}
+}

@@ -372,13 +372,18 @@ func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (QueueInfo, err
 			DeliverGet int `json:"deliver_get"`
 			Ack        int `json:"ack"`
 		} `json:"message_stats"`
+		Type      string `json:"type"`
 		Arguments struct {
 			DeliveryLimit int    `json:"x-delivery-limit"`
 			DeadLetter    string `json:"x-dead-letter-exchange"`
+			MaxLength     int    `json:"x-max-length"`
+			Overflow      string `json:"x-overflow"`
 		} `json:"arguments"`
 		Policy struct {
 			DeliveryLimit int    `json:"delivery-limit"`
 			DeadLetter    string `json:"dead-letter-exchange"`
+			MaxLength     int    `json:"max-length"`
+			Overflow      string `json:"overflow"`
 		} `json:"effective_policy_definition"`
 	}
 	path := "/api/queues/" + url.PathEscape(vhost) + "/" + url.PathEscape(queue)
@@ -389,10 +394,16 @@ func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (QueueInfo, err
 	if code == http.StatusNotFound {
 		return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, ErrNotFound)
 	}
-	// A queue's own argument wins over a policy's, as RabbitMQ applies them.
+	// A queue's own argument wins over a policy's, as RabbitMQ applies
+	// them, except for the length limit: the lower of the two holds.
+	maxLength := cmp.Or(q.Arguments.MaxLength, q.Policy.MaxLength)
+	if q.Arguments.MaxLength > 0 && q.Policy.MaxLength > 0 {
+		maxLength = min(q.Arguments.MaxLength, q.Policy.MaxLength)
+	}
 	return QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers, Redelivered: q.Stats.Redeliver, Delivered: q.Stats.DeliverGet, Acked: q.Stats.Ack,
 		DeliveryLimit:      cmp.Or(q.Arguments.DeliveryLimit, q.Policy.DeliveryLimit),
-		DeadLetterExchange: cmp.Or(q.Arguments.DeadLetter, q.Policy.DeadLetter)}, nil
+		DeadLetterExchange: cmp.Or(q.Arguments.DeadLetter, q.Policy.DeadLetter),
+		Type:               q.Type, MaxLength: maxLength, Overflow: cmp.Or(q.Arguments.Overflow, q.Policy.Overflow)}, nil
 }
 
 func (m mgmtAPI) vhost(ctx context.Context, vhost string) (VHostInfo, error) {
