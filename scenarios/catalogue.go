@@ -157,7 +157,7 @@ func All() []runner.Scenario {
 		},
 		{
 			Name: "broker-nack", Window: protocol.BrokerNack,
-			Description: "The consumer's queue holds at most 5 ready messages with overflow reject-publish; the consumer is frozen until a relay is nacked (at most 20 s), and the nacked publishes are retried and all delivered.",
+			Description: "The consumer's queue holds at most 5 ready messages with overflow reject-publish; the consumer is frozen until the broker refuses a publish to the full queue (at most 20 s), and the nacked publishes are retried and all delivered.",
 			Workload:    steady(),
 			// One channel of 32 unacked: with the consumer's default four,
 			// the frozen consumer would hold the whole stream unacked and the

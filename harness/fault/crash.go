@@ -46,9 +46,11 @@ type Crash struct {
 	// Hold is how long a paused process stays frozen; with UntilTakeover,
 	// the least of the longest it waits for the takeover (TakeoverWait).
 	Hold time.Duration
-	// UntilNacked keeps a paused process frozen until a relay logs a
-	// nack from the broker (a queue full behind a frozen consumer), at
-	// most Hold.
+	// UntilNacked keeps a paused consumer frozen until the broker is seen
+	// refusing a publish to the target's queue (full behind the frozen
+	// consumer, with an overflow that rejects publishes: waitRefused), at
+	// most Hold. The broker's side is read, not the relays' event logs: a
+	// relay that does not wait for its confirms logs no nack.
 	UntilNacked bool
 	// UntilTakeover keeps a paused relay frozen until another relay is
 	// seen to claim a row of each claim the frozen relay holds (in the
@@ -188,7 +190,7 @@ func (c Crash) Describe() result.Fault {
 	}
 	detail := c.Point + " " + crashpoint.Arming{Action: c.Action, Delay: c.Delay, Hit: max(c.Hit, 1)}.String()
 	if c.Action == crashpoint.Pause && c.UntilNacked {
-		detail += fmt.Sprintf(", held until a relay is nacked (at most %s)", c.Hold)
+		detail += fmt.Sprintf(", held until the broker refuses a publish to the full queue (at most %s)", c.Hold)
 	} else if c.Action == crashpoint.Pause && c.UntilTakeover {
 		detail += fmt.Sprintf(", held until its claims are seen taken over (at most four leases, or %s if longer)", c.Hold)
 	} else if c.Action == crashpoint.Pause {
@@ -277,14 +279,7 @@ func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		case c.UntilTakeover:
 			seen, holdErr = waitTakeover(ctx, env, w, c.Process, TakeoverWait(c.Hold, env.Lease))
 		case c.UntilNacked:
-			started := time.Now()
-			who, _, err := waitOtherRelays(ctx, env, c.Process, c.Hold, func(e eventlog.Entry) bool { return e.Event == eventlog.Nacked })
-			if err != nil {
-				holdErr = fmt.Errorf("window not opened: %w: no relay was nacked while %s was frozen: %w", errUnseen, c.Process, err)
-			} else {
-				seen = fmt.Sprintf("%s nacked after %s", who, time.Since(started).Round(time.Millisecond))
-			}
-			w.add(fmt.Sprintf("a relay to be nacked by the broker while %s is frozen", c.Process), started, c.Hold, seen, holdErr)
+			seen, holdErr = waitRefused(ctx, env, w, c.Process, c.Hold)
 		default:
 			holdErr = pause(ctx, c.Hold)
 		}
