@@ -34,7 +34,12 @@ const refusalPoll = 100 * time.Millisecond
 //     own to the target's exchange with the routing keys of the target's
 //     queue once the queue is seen refusing, so a message in it was routed
 //     after the sighting, into the refusing queue, and the broker nacked it
-//     to its publisher. The queue is faultline's connection's alone
+//     to its publisher. (A quorum queue refuses through its publishers'
+//     channels, which it tells as it goes over its limit, before any
+//     count shows it; a publish a channel had read before it was told and
+//     routes only after the binding is still taken — a channel that far
+//     behind is what this reading cannot tell apart.) The queue is
+//     faultline's connection's alone
 //     (exclusive): it goes with the connection, when the wait is over. It
 //     routes only what the target's queue is bound to take, so it makes
 //     nothing routable that the target's topology does not — while the
