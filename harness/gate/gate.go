@@ -161,6 +161,20 @@ type job struct {
 	// stuck: the variant is to be caught with rows left stuck, so its
 	// pipeline never settles and the run waits until it stalls.
 	stuck bool
+	// expect is the violation a variant's run must show (Catch.Expect).
+	expect string
+}
+
+// showedNothing reports whether a run says nothing of its job: it is
+// indeterminate, or, on a broken variant, it did not show the violation
+// expected and its window never opened (it failed on another count: a run
+// whose window did not open cannot have missed the variant). Such a run
+// is run again, and does not count as a miss.
+func showedNothing(r result.Scenario, expect string, variant bool) bool {
+	if r.Verdict == result.Indeterminate {
+		return true
+	}
+	return variant && r.Verdict == result.Fail && !r.Caught(expect) && len(r.Unopened()) > 0
 }
 
 // expected is what a run is expected to take beyond the fixed costs every
@@ -205,7 +219,7 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 		if !ok {
 			return result.Run{}, fmt.Errorf("gate: variant %s is to be caught by unknown scenario %q", c.Variant, c.Scenario)
 		}
-		jobs = append(jobs, job{sc: sc, variant: c.Variant, seed: plan.Seeds[0], stuck: c.Expect == "stuck-row"})
+		jobs = append(jobs, job{sc: sc, variant: c.Variant, seed: plan.Seeds[0], stuck: c.Expect == "stuck-row", expect: c.Expect})
 	}
 	exclusive, others := schedule(jobs)
 
@@ -237,9 +251,9 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 			return
 		}
 		res := attempt(j, j.seed)
-		// An indeterminate run showed nothing: run it again with the
-		// next seed, as long as retries are left and no interrupt came.
-		for n := 1; res.Verdict == result.Indeterminate && n <= plan.Retries && ctx.Err() == nil; n++ {
+		// A run that showed nothing: run it again with the next seed, as
+		// long as retries are left and no interrupt came.
+		for n := 1; showedNothing(res, j.expect, j.variant != "") && n <= plan.Retries && ctx.Err() == nil; n++ {
 			res.Attempt = n
 			retried[i] = append(retried[i], res)
 			if plan.Progress != nil {
@@ -502,7 +516,7 @@ func Verdicts(catches []Catch, results []result.Scenario) []result.Variant {
 			if r.Variant != c.Variant || r.Name != c.Scenario || r.Verdict == result.NotRun {
 				continue
 			}
-			if r.Verdict == result.Indeterminate {
+			if showedNothing(r, c.Expect, true) {
 				unknown = true
 				continue
 			}
@@ -561,7 +575,7 @@ func Matrix(run result.Run, catches []Catch) (variants, scenarios []string, cell
 				switch {
 				case r.Caught(c.Expect):
 					cells[c.Variant][c.Scenario] = Caught
-				case r.Verdict == result.Indeterminate:
+				case showedNothing(r, c.Expect, true):
 					if cells[c.Variant][c.Scenario] == NotRun {
 						cells[c.Variant][c.Scenario] = Indeterminate
 					}

@@ -130,6 +130,41 @@ func TestVerdictsKeepIndeterminateApart(t *testing.T) {
 	assert.Equal(t, NotRun, cells["no-inbox"]["s2"])
 }
 
+// A variant's run that failed on another count while its window never
+// opened showed nothing of the variant: it is indeterminate (run again by
+// the gate), not a miss. One whose window opened and showed another
+// violation missed it.
+func TestVerdictsUnopenedIsNotAMiss(t *testing.T) {
+	catches := []Catch{{Variant: "published-before-confirm", Scenario: "broker-nack", Expect: "lost"}}
+	other := func(opened bool) result.Scenario {
+		r := failedWith("broker-nack", 1, "stuck-row")
+		r.Variant = "published-before-confirm"
+		r.Faults = []result.Fault{{Kind: "crash", Target: "consumer", Hit: opened}}
+		return r
+	}
+	for _, tc := range []struct {
+		name            string
+		run             result.Scenario
+		missed, unknown bool
+		cell            string
+	}{
+		{name: "window unopened, another violation", run: other(false), unknown: true, cell: Indeterminate},
+		{name: "window opened, another violation", run: other(true), missed: true, cell: Missed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.unknown, showedNothing(tc.run, "lost", true))
+			assert.False(t, showedNothing(tc.run, "", false), "a correct run's failure is never set aside")
+			v := Verdicts(catches, []result.Scenario{tc.run})
+			require.Len(t, v, 1)
+			assert.False(t, v[0].Caught)
+			assert.Equal(t, tc.missed, len(v[0].Missed) > 0, "missed: %+v", v[0])
+			assert.Equal(t, tc.unknown, len(v[0].Indeterminate) > 0, "indeterminate: %+v", v[0])
+			_, _, cells := Matrix(result.Run{Scenarios: []result.Scenario{tc.run}}, catches)
+			assert.Equal(t, tc.cell, cells["published-before-confirm"]["broker-nack"])
+		})
+	}
+}
+
 // failedWith is a failed correct-pipeline run of scenario whose invariants
 // broke with violations of kinds (one invariant each, one event each).
 func failedWith(scenario string, seed int64, kinds ...string) result.Scenario {
