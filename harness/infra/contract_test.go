@@ -82,8 +82,8 @@ func testContract(ctx context.Context, t *testing.T, in Infra, prefix string) {
 
 		// Queue() is eventually consistent: poll.
 		want := map[string]QueueInfo{
-			"parked": {Messages: 1, Ready: 1},
-			"work":   {Consumers: 1, Delivered: 1, Acked: 1},
+			"parked": {Messages: 1, Ready: 1, Type: "quorum"},
+			"work":   {Consumers: 1, Delivered: 1, Acked: 1, Type: "classic"},
 		}
 		for q, w := range want {
 			assert.EventuallyWithT(t, func(c *assert.CollectT) {

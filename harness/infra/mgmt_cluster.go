@@ -40,6 +40,11 @@ type mgmtCluster struct {
 // call to the next, round the running nodes again until one answers, ctx
 // ends or clusterFailover has passed. Each call has clusterCallTimeout.
 func (m mgmtCluster) onNode(ctx context.Context, call func(ctx context.Context, api mgmtAPI) error) error {
+	return m.onNodeWithin(ctx, clusterCallTimeout, call)
+}
+
+// onNodeWithin is onNode with each call bounded by perCall.
+func (m mgmtCluster) onNodeWithin(ctx context.Context, perCall time.Duration, call func(ctx context.Context, api mgmtAPI) error) error {
 	ctx, cancel := context.WithTimeout(ctx, clusterFailover)
 	defer cancel()
 	var errs []error
@@ -50,7 +55,7 @@ func (m mgmtCluster) onNode(ctx context.Context, call func(ctx context.Context, 
 		}
 		errs = errs[:0]
 		for _, n := range nodes {
-			cctx, cancel := context.WithTimeout(ctx, clusterCallTimeout)
+			cctx, cancel := context.WithTimeout(ctx, perCall)
 			err := call(cctx, n.api())
 			cancel()
 			if err == nil || answered(err) {
@@ -225,14 +230,21 @@ func (m mgmtCluster) waitHealthy(ctx context.Context, whole func() error) error 
 	})
 }
 
+// featureFlagsCallTimeout bounds one call of enableFeatureFlags.
+const featureFlagsCallTimeout = 30 * time.Second
+
 // enableFeatureFlags enables every stable feature flag the cluster has
 // disabled. A node that starts a cluster from scratch enables them all,
 // but on 3.10 one that others join while it still boots can leave the
 // whole cluster with every flag off (seen here: quorum_queue disabled,
 // every quorum queue refused with "the corresponding feature flag is
 // disabled"). A flag's dependencies are enabled with it.
+//
+// It runs once, as the cluster starts, when no fault is on any node: a
+// node slow to answer is slow, not frozen, and each call gets
+// featureFlagsCallTimeout (listing the flags asks every node).
 func (m mgmtCluster) enableFeatureFlags(ctx context.Context) error {
-	return m.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
+	return m.onNodeWithin(ctx, featureFlagsCallTimeout, func(ctx context.Context, api mgmtAPI) error {
 		var flags []struct {
 			Name      string `json:"name"`
 			State     string `json:"state"`
