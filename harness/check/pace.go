@@ -142,13 +142,22 @@ func (s RetryShape) Flat() bool {
 // each row a claim cycle, backoff or not).
 func (s RetryShape) declaredKept() bool { return len(s.Declared) > 0 && s.EarlyClaims == 0 }
 
+// declaredFirst is the first attempt's backoff, at least declaredFloor,
+// which later attempts are compared with; ok is false until it is read.
+func (s RetryShape) declaredFirst() (first time.Duration, ok bool) {
+	if len(s.Declared) == 0 || !s.Declared[0].read() {
+		return 0, false
+	}
+	return max(s.Declared[0].Median, declaredFloor), true
+}
+
 // declaredGrown reports whether a later attempt's backoffs are at least
 // growthFactor times the first attempt's, both read.
 func (s RetryShape) declaredGrown() bool {
-	if len(s.Declared) < 2 || !s.Declared[0].read() {
+	first, ok := s.declaredFirst()
+	if !ok {
 		return false
 	}
-	first := max(s.Declared[0].Median, declaredFloor)
 	for _, d := range s.Declared[1:] {
 		if d.read() && d.Median >= declaredFloor && float64(d.Median) >= growthFactor*float64(first) {
 			return true
@@ -162,10 +171,10 @@ func (s RetryShape) declaredGrown() bool {
 // attempt's: a relay that makes a row due at once, or after the same wait
 // each time.
 func (s RetryShape) declaredFlat() bool {
-	if len(s.Declared) == 0 || !s.Declared[0].read() {
+	first, ok := s.declaredFirst()
+	if !ok {
 		return false
 	}
-	first := max(s.Declared[0].Median, declaredFloor)
 	read := 0
 	for _, d := range s.Declared[1:] {
 		if !d.read() {
