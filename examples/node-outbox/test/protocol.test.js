@@ -13,6 +13,14 @@ import { uuidv7 } from '../lib/ids.js';
 import { send, serveControl } from '../lib/control.js';
 import { brokerUrls, heartbeatSeconds, ring } from '../lib/nodes.js';
 
+// tempFile gives a file in a folder of its own that is removed when the test
+// ends, so the suite leaves nothing in the system's temporary folder.
+function tempFile(t, name) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'faultline-node-test-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return path.join(dir, name);
+}
+
 test('durations read like Go', () => {
   assert.equal(parseDuration('2s'), 2000);
   assert.equal(parseDuration('1.5s'), 1500);
@@ -27,8 +35,8 @@ test('armings', () => {
   for (const bad of ['', 'boom', 'kill@0', 'kill:1s', 'delay', 'delay:x@1', 'pause@-1']) assert.throws(() => parseArming(bad), bad);
 });
 
-test('a point acts on its hit, logs it first, then disarms', async () => {
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'cp-')), 'events.jsonl');
+test('a point acts on its hit, logs it first, then disarms', async (t) => {
+  const file = tempFile(t, 'events.jsonl');
   const points = crashPoints(openEventLog(file, 'p-1'), ['a:b']);
   assert.throws(() => points.armFromEnv('x=kill'), /unknown crash point "x"/);
   assert.throws(() => points.armFromEnv('a:b=explode'), /bad arming/);
@@ -45,8 +53,8 @@ test('a point acts on its hit, logs it first, then disarms', async () => {
   assert.match(lines[0].time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
 });
 
-test('event-log lines leave empty fields out', () => {
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'el-')), 'events.jsonl');
+test('event-log lines leave empty fields out', (t) => {
+  const file = tempFile(t, 'events.jsonl');
   const log = openEventLog(file, 'relay-1');
   log.batch([
     ['claimed', { eventId: 'e1', claimId: 'relay-1:x', attempt: 1, error: undefined }],
@@ -74,11 +82,11 @@ test('uuidv7 ids sort by time', async () => {
   assert.ok(a < b);
 });
 
-test('a route that answered with send is not answered again', async () => {
+test('a route that answered with send is not answered again', async (t) => {
   let answered = 0;
   const returned = [];
   const server = await serveControl('127.0.0.1:0', {
-    points: crashPoints(openEventLog(path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ctl-')), 'e.jsonl'), 'p-1'), []),
+    points: crashPoints(openEventLog(tempFile(t, 'e.jsonl'), 'p-1'), []),
     healthy: async () => true,
     app: async (req, res, url) => {
       if (url.pathname !== '/orders') return false;
