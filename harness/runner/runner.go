@@ -73,6 +73,44 @@ type Shared struct {
 	// apart); WithTarget has one of its own, with its own cleanup, which
 	// must not stop other targets' runs.
 	tracker *tracker
+	// removals, if not nil, removes finished runs' databases and vhosts
+	// on the shared infrastructure in the background; the cleanup waits
+	// for them before the infrastructure stops.
+	removals *removals
+}
+
+// removeWithin bounds the removal of one run's databases and vhost.
+const removeWithin = time.Minute
+
+// removals runs removals in the background until close; after it, each
+// runs at once in its caller.
+type removals struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (rm *removals) start(remove func()) {
+	rm.mu.Lock()
+	if rm.closed {
+		rm.mu.Unlock()
+		remove()
+		return
+	}
+	rm.wg.Add(1)
+	rm.mu.Unlock()
+	go func() {
+		defer rm.wg.Done()
+		remove()
+	}()
+}
+
+// close waits for the removals under way; later ones run in their caller.
+func (rm *removals) close() {
+	rm.mu.Lock()
+	rm.closed = true
+	rm.mu.Unlock()
+	rm.wg.Wait()
 }
 
 // tracker records the runs under way: folder → its processes (nil before
@@ -211,8 +249,11 @@ type run struct {
 	instances []instance               // the target's process instances, in start order
 	roles     *fault.Roles
 	cleanup   []func(context.Context)
-	phase     *result.Phase
-	obs       *check.Observation // the end state, once observed
+	// removeInfra removes what setupInfra made (the databases, the vhost),
+	// after the cleanup: no process of the run is left to use them.
+	removeInfra func(context.Context)
+	phase       *result.Phase
+	obs         *check.Observation // the end state, once observed
 	// noInfra says why the run, which needs a clustered broker or a
 	// database with a standby, got none.
 	noInfra error
@@ -250,6 +291,7 @@ func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Sce
 		}
 	}
 	var noInfra error
+	var later bool
 	// spoiled: the run left its infrastructure apart unusable (a fault not
 	// undone), set once it is over, read by the release deferred below.
 	var spoiled bool
@@ -287,6 +329,11 @@ func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	default:
 		sh.exclusive.RLock()
 		defer sh.exclusive.RUnlock()
+		// On the shared infrastructure the run's databases and vhost
+		// are removed after it returns (and gives back its slot): each
+		// DROP DATABASE waits for a checkpoint, seconds that belong to
+		// no pipeline.
+		later = sh.removals != nil
 	}
 	variant := opts.Variant
 	if variant == "" {
@@ -300,7 +347,18 @@ func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	r.endPhase()
 	teardownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	r.teardown(teardownCtx)
+	r.stop(teardownCtx)
+	if later {
+		sh.removals.start(func() {
+			sh.exclusive.RLock() // a broker restarted on it is back first
+			defer sh.exclusive.RUnlock()
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeWithin)
+			defer cancel()
+			r.remove(ctx)
+		})
+	} else {
+		r.remove(teardownCtx)
+	}
 	spoiled = slices.ContainsFunc(r.res.Faults, func(f result.Fault) bool { return f.UndoError != "" })
 	if perr := r.goroutinePanic(); perr != nil && err == nil {
 		err = perr // a goroutine of the run panicked: what it saw is no evidence
@@ -630,14 +688,14 @@ func (r *run) setupInfra(ctx context.Context) error {
 		made[i] = err == nil
 		return err
 	})
-	r.cleanup = append(r.cleanup, func(ctx context.Context) {
+	r.removeInfra = func(ctx context.Context) {
 		_ = sideBySide(len(resources), func(i int) error {
 			if !made[i] {
 				return nil
 			}
 			return resources[i].remove(ctx)
 		})
-	})
+	}
 	if err != nil {
 		return err
 	}
@@ -809,11 +867,30 @@ func (r *run) waitConsuming(ctx context.Context, watch *observe.Watch) error {
 // teardown runs the cleanup steps, last first; a step that panics is
 // recorded (the run becomes indeterminate) and the others still run.
 func (r *run) teardown(ctx context.Context) {
+	r.stop(ctx)
+	r.remove(ctx)
+}
+
+// stop runs the run's cleanup steps, the last first: its processes, links,
+// pools and observers are gone after it.
+func (r *run) stop(ctx context.Context) {
 	for i := len(r.cleanup) - 1; i >= 0; i-- {
 		err := safe.Do(fmt.Sprintf("teardown step %d", i+1), func() error { r.cleanup[i](ctx); return nil })
 		if perr, ok := safe.As(err); ok {
 			r.onPanic(perr)
 		}
+	}
+}
+
+// remove drops the run's databases and deletes its vhost, once stop has
+// run.
+func (r *run) remove(ctx context.Context) {
+	if r.removeInfra == nil {
+		return
+	}
+	err := safe.Do("remove the run's databases and vhost", func() error { r.removeInfra(ctx); return nil })
+	if perr, ok := safe.As(err); ok {
+		r.onPanic(perr)
 	}
 }
 

@@ -163,7 +163,7 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	took := time.Since(started)
 	fmt.Fprintf(log, "shared infrastructure ready in %s (runs in %s)\n", took.Round(time.Millisecond), filepath.Clean(root))
 	sh := &Shared{Infra: in, Proxies: px, Target: opts.Target, BuildDir: b.BuildDir, Root: root, Log: log, StartedIn: took, StartParts: parts,
-		exclusive: &sync.RWMutex{}, apart: newApart(in), ports: b.Ports, tracker: &tracker{}}
+		exclusive: &sync.RWMutex{}, apart: newApart(in), ports: b.Ports, tracker: &tracker{}, removals: &removals{}}
 	if opts.MaxRuns > 0 {
 		sh.slots = make(chan struct{}, opts.MaxRuns)
 	}
@@ -172,6 +172,10 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	// the runs' processes stop before the infrastructure they use).
 	cleanup.Add("stop the infrastructure for broker restarts", sh.apart.stop)
 	cleanup.Add("stop the clustered broker", sh.cluster.stop)
+	cleanup.Add("wait for finished runs' databases and vhosts to be removed", func(context.Context) error {
+		sh.removals.close()
+		return nil
+	})
 	cleanup.Add("stop and remove unfinished runs", func(ctx context.Context) error {
 		sh.RemoveUnfinished(ctx)
 		return nil
@@ -198,7 +202,7 @@ func (sh *Shared) WithTarget(ctx context.Context, t *target.Target, cleanup *sup
 	}
 	other := &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: dir, Root: sh.Root, Log: sh.Log,
 		StartedIn: time.Since(started), StartParts: map[string]time.Duration{"build": time.Since(started)}, exclusive: sh.exclusive,
-		apart: sh.apart, cluster: sh.cluster, ports: sh.ports, slots: sh.slots, tracker: &tracker{}} // its runs are its cleanup's
+		apart: sh.apart, cluster: sh.cluster, ports: sh.ports, slots: sh.slots, tracker: &tracker{}, removals: sh.removals} // its runs are its cleanup's
 	cleanup.Add("stop and remove unfinished runs of "+t.Name, func(ctx context.Context) error {
 		other.RemoveUnfinished(ctx)
 		return nil
@@ -211,7 +215,7 @@ func (sh *Shared) WithTarget(ctx context.Context, t *target.Target, cleanup *sup
 // no event log): the same programs, infrastructure and broker lock.
 func (sh *Shared) Reading(t *target.Target) *Shared {
 	return &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: sh.BuildDir, Root: sh.Root, Log: sh.Log,
-		StartedIn: sh.StartedIn, StartParts: sh.StartParts, exclusive: sh.exclusive, apart: sh.apart, cluster: sh.cluster, ports: sh.ports, slots: sh.slots, tracker: sh.tracker}
+		StartedIn: sh.StartedIn, StartParts: sh.StartParts, exclusive: sh.exclusive, apart: sh.apart, cluster: sh.cluster, ports: sh.ports, slots: sh.slots, tracker: sh.tracker, removals: sh.removals}
 }
 
 // Timing is the time to a verdict as far as the shared infrastructure and
