@@ -114,7 +114,6 @@ func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("scenarios need the real infrastructure; not in -short")
 	}
-	t.Parallel()
 	for _, sc := range All() {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()

@@ -33,17 +33,13 @@ func TestOtherTargetsPassTheGate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the gate needs the real infrastructure; not in -short")
 	}
-	t.Parallel()
 	for _, path := range []string{
 		filepath.Join("testdata", "renamed", "faultline.yaml"),
 		filepath.Join("..", "examples", "node-outbox", "faultline.yaml"),
 	} {
 		other, err := target.Load(path)
 		require.NoError(t, err)
-		t.Run(other.Name, func(t *testing.T) {
-			t.Parallel()
-			gateOf(t, other)
-		})
+		t.Run(other.Name, func(t *testing.T) { gateOf(t, other) })
 	}
 }
 
@@ -92,7 +88,6 @@ func TestWatermillExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("scenarios need the real infrastructure; not in -short")
 	}
-	t.Parallel()
 	wm, err := target.Load(filepath.Join("..", "examples", "watermill-outbox", "faultline.yaml"))
 	require.NoError(t, err)
 	known, err := gate.KnownFindingsOf(wm, All())

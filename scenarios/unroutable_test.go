@@ -93,7 +93,6 @@ func TestUnroutableWithoutRetryBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real infrastructure; not in -short")
 	}
-	t.Parallel()
 	fixture, err := target.Load(noBudget)
 	require.NoError(t, err)
 	cleanup := supervisor.NewCleanup()
