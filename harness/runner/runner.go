@@ -251,7 +251,7 @@ type run struct {
 	cleanup   []func(context.Context)
 	// removeInfra removes what setupInfra made (the databases, the vhost),
 	// after the cleanup: no process of the run is left to use them.
-	removeInfra func(context.Context)
+	removeInfra func(context.Context) error
 	phase       *result.Phase
 	obs         *check.Observation // the end state, once observed
 	// noInfra says why the run, which needs a clustered broker or a
@@ -354,10 +354,13 @@ func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Sce
 			defer sh.exclusive.RUnlock()
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeWithin)
 			defer cancel()
-			r.remove(ctx)
+			// The run is judged by now: what is left behind is said here.
+			if err := r.remove(ctx); err != nil {
+				sh.logf("%s [%s seed %d]: removing its databases and vhost: %v", sc.Name, variant, opts.Seed, err)
+			}
 		})
 	} else {
-		r.remove(teardownCtx)
+		r.removeNow(teardownCtx)
 	}
 	spoiled = slices.ContainsFunc(r.res.Faults, func(f result.Fault) bool { return f.UndoError != "" })
 	if perr := r.goroutinePanic(); perr != nil && err == nil {
@@ -688,8 +691,8 @@ func (r *run) setupInfra(ctx context.Context) error {
 		made[i] = err == nil
 		return err
 	})
-	r.removeInfra = func(ctx context.Context) {
-		_ = sideBySide(len(resources), func(i int) error {
+	r.removeInfra = func(ctx context.Context) error {
+		return sideBySide(len(resources), func(i int) error {
 			if !made[i] {
 				return nil
 			}
@@ -868,7 +871,7 @@ func (r *run) waitConsuming(ctx context.Context, watch *observe.Watch) error {
 // recorded (the run becomes indeterminate) and the others still run.
 func (r *run) teardown(ctx context.Context) {
 	r.stop(ctx)
-	r.remove(ctx)
+	r.removeNow(ctx)
 }
 
 // stop runs the run's cleanup steps, the last first: its processes, links,
@@ -883,13 +886,18 @@ func (r *run) stop(ctx context.Context) {
 }
 
 // remove drops the run's databases and deletes its vhost, once stop has
-// run.
-func (r *run) remove(ctx context.Context) {
+// run; a panic comes back as an error.
+func (r *run) remove(ctx context.Context) error {
 	if r.removeInfra == nil {
-		return
+		return nil
 	}
-	err := safe.Do("remove the run's databases and vhost", func() error { r.removeInfra(ctx); return nil })
-	if perr, ok := safe.As(err); ok {
+	return safe.Do("remove the run's databases and vhost", func() error { return r.removeInfra(ctx) })
+}
+
+// removeNow is remove before the run is judged: a panic is recorded (the
+// run becomes indeterminate), like a cleanup step's.
+func (r *run) removeNow(ctx context.Context) {
+	if perr, ok := safe.As(r.remove(ctx)); ok {
 		r.onPanic(perr)
 	}
 }
