@@ -79,12 +79,49 @@ const apartStarts = 2
 // err says why). A run that left it spoiled (a fault it could not undo: a
 // broker that did not come back from its restart) says so to release:
 // that instance is stopped, and the next run takes a new one, not a
-// broker nothing answers on.
+// broker nothing answers on — also a run that was already waiting for
+// the spoiled one to end.
 func (a *apart) take(ctx context.Context, logf func(string, ...any)) (in infra.Infra, release func(spoiled bool), err error) {
 	if a == nil {
 		return nil, nil, errNoApart
 	}
+	for {
+		if in, err = a.instance(ctx, logf); err != nil {
+			return nil, nil, err
+		}
+		a.runMu.Lock()
+		a.startMu.Lock()
+		current := a.in == in
+		a.startMu.Unlock()
+		if current {
+			break
+		}
+		// The run this one waited for left in spoiled, and in was
+		// stopped: take the one started after it.
+		a.runMu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, nil, fmt.Errorf("infrastructure for %s: %w", a.what, err)
+		}
+	}
+	if a.ready != nil {
+		if err := a.ready(ctx, in); err != nil {
+			a.runMu.Unlock()
+			return nil, nil, err
+		}
+	}
+	return in, func(spoiled bool) {
+		if spoiled {
+			a.discard(ctx, in, logf)
+		}
+		a.runMu.Unlock()
+	}, nil
+}
+
+// instance is the infrastructure apart as it is now, started if no start
+// was tried since the last one was discarded.
+func (a *apart) instance(ctx context.Context, logf func(string, ...any)) (infra.Infra, error) {
 	a.startMu.Lock()
+	defer a.startMu.Unlock()
 	if !a.started && !a.closed {
 		a.started = true
 		// The first start is always made (its error, an interrupt's
@@ -103,27 +140,13 @@ func (a *apart) take(ctx context.Context, logf func(string, ...any)) (in infra.I
 			}
 		}
 	}
-	in, err = a.in, a.err
-	a.startMu.Unlock()
-	if err != nil {
-		return nil, nil, fmt.Errorf("infrastructure for %s: %w", a.what, err)
+	if a.err != nil {
+		return nil, fmt.Errorf("infrastructure for %s: %w", a.what, a.err)
 	}
-	if in == nil {
-		return nil, nil, fmt.Errorf("infrastructure for %s: stopped", a.what)
+	if a.in == nil {
+		return nil, fmt.Errorf("infrastructure for %s: stopped", a.what)
 	}
-	a.runMu.Lock()
-	if a.ready != nil {
-		if err := a.ready(ctx, in); err != nil {
-			a.runMu.Unlock()
-			return nil, nil, err
-		}
-	}
-	return in, func(spoiled bool) {
-		if spoiled {
-			a.discard(ctx, in, logf)
-		}
-		a.runMu.Unlock()
-	}, nil
+	return a.in, nil
 }
 
 // discard stops in, the instance a run left spoiled, so that the next take

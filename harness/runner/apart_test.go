@@ -3,7 +3,10 @@ package runner
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -94,4 +97,54 @@ func TestApartSpoiledIsStartedAgain(t *testing.T) {
 	assert.Equal(t, 1, stops, "the spoiled instance stopped")
 	require.NoError(t, a.stop(ctx))
 	assert.Equal(t, 2, stops, "the new instance stopped with the rest")
+}
+
+// A run that waits for the infrastructure apart while the run before it
+// leaves it spoiled gets the one started after it, never the stopped one
+// (whose Toxiproxy links are gone: restoring it fails, and the run would
+// be not run).
+func TestApartWaiterGetsTheInstanceAfterTheSpoiledOne(t *testing.T) {
+	ctx := context.Background()
+	starts, stops := 0, 0
+	a := &apart{what: "a test", start: func(context.Context) (infra.Infra, error) {
+		starts++
+		return &stoppable{stops: &stops}, nil
+	}}
+	first, release, err := a.take(ctx, t.Logf)
+	require.NoError(t, err)
+
+	type taken struct {
+		in      infra.Infra
+		release func(bool)
+		err     error
+	}
+	got := make(chan taken, 1)
+	go func() {
+		in, rel, err := a.take(ctx, t.Logf)
+		got <- taken{in, rel, err}
+	}()
+	// The waiter has read the instance when it waits for the run lock.
+	require.Eventually(t, waitsForTheRunLock, 10*time.Second, 5*time.Millisecond, "the second run waits for the first")
+	release(true)
+
+	second := <-got
+	require.NoError(t, second.err)
+	assert.NotSame(t, first, second.in, "the waiter got the instance started after the spoiled one")
+	second.release(false)
+	assert.Equal(t, 2, starts)
+	require.NoError(t, a.stop(ctx))
+	assert.Equal(t, 2, stops)
+}
+
+// waitsForTheRunLock says whether a goroutine is blocked in take on the
+// run lock (a mutex Lock called from take itself, not from instance).
+func waitsForTheRunLock() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if i := strings.Index(g, "sync.(*Mutex).Lock"); i >= 0 && strings.Contains(g[i:], "runner.(*apart).take(") && !strings.Contains(g[i:], "runner.(*apart).instance(") {
+			return true
+		}
+	}
+	return false
 }
