@@ -3,6 +3,7 @@ package scenarios
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/gate"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/supervisor"
@@ -37,7 +39,16 @@ const blindRanAtLeast = 36
 //     inbox-own-transaction and commit-error-ignored (lost), no-lease
 //     (stuck-row) and no-fencing (stale-write, from the audit trail);
 //     ack-before-commit (lost) by the black-box cut made once a
-//     transaction of the consumer's is under way.
+//     transaction of the consumer's is under way;
+//   - the black-box scenarios alone catch commit-then-publish (lost),
+//     ack-before-commit (lost), no-inbox (duplicate-effect) and no-fencing
+//     (stale-write), and on the correct pipeline their lost / phantom /
+//     duplicate-effect / stuck / stale-write verdicts are given, each
+//     naming what it rests on (fencing: the audit trail of the outbox).
+//
+// The blind reference is the reference as target.WithoutEventLogs makes
+// it; one gate covers both, so the suite runs each black-box scenario on
+// such a pipeline once.
 func TestBlindReferenceRunsTheCatalogue(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the gate needs the real infrastructure; not in -short")
@@ -50,9 +61,10 @@ func TestBlindReferenceRunsTheCatalogue(t *testing.T) {
 	sh, err := shared.WithTarget(context.Background(), blind, cleanup)
 	require.NoError(t, err)
 
-	openedFromOutside := map[string]string{
-		"publish-then-commit":   "producer-crash-before-commit",
-		"inbox-own-transaction": "consumer-crash-before-commit",
+	// variant → the scenarios that must catch it here.
+	openedFromOutside := map[string][]string{
+		"publish-then-commit":   {"producer-crash-before-commit"},
+		"inbox-own-transaction": {"consumer-crash-before-commit"},
 		// Not consumer-crash-after-receive: opened from outside, its cut
 		// comes at a trigger and its kill once deliveries are held
 		// unacked; a consumer that acks before its COMMIT loses something
@@ -60,26 +72,33 @@ func TestBlindReferenceRunsTheCatalogue(t *testing.T) {
 		// when the cut landed (in one hogged CI none was, and nothing was
 		// lost). blackbox-consumer-db-cut-with-deliveries cuts once such a
 		// transaction is seen under way, and says so.
-		"ack-before-commit":    "blackbox-consumer-db-cut-with-deliveries",
-		"commit-error-ignored": "consumer-db-cut-during-commit",
-		"no-lease":             "relay-crash-after-claim",
+		"ack-before-commit":    {"blackbox-consumer-db-cut-with-deliveries"},
+		"commit-error-ignored": {"consumer-db-cut-during-commit"},
+		"no-lease":             {"relay-crash-after-claim"},
 		// Not relay-pause-past-lease: opened from outside, its freeze
 		// lands at the commit of relay-1's claim, before its publish, and
 		// on the thaw the relay's lease renewal (a guard no-fencing keeps)
 		// learns the claim was taken before the relay's Published write
 		// goes out, so nothing stale is written (5 of 5 seeds passed it).
 		// relay-db-slow-past-lease holds that write back past the lease.
-		"no-fencing": "relay-db-slow-past-lease",
+		"no-fencing": {"relay-db-slow-past-lease", "blackbox-relay-db-slow-past-lease"},
+		// Caught by the black-box scenarios alone.
+		"commit-then-publish": {"blackbox-producer-killed-at-commit"},
+		"no-inbox":            {"blackbox-relay-confirmed-not-marked", "blackbox-consumer-acks-dropped"},
 	}
 	all, err := catchesIn(blind, All())
 	require.NoError(t, err)
 	var catches []gate.Catch
+	wanted := 0
+	for _, scs := range openedFromOutside {
+		wanted += len(scs)
+	}
 	for _, c := range all {
-		if openedFromOutside[c.Variant] == c.Scenario {
+		if slices.Contains(openedFromOutside[c.Variant], c.Scenario) {
 			catches = append(catches, c)
 		}
 	}
-	require.Len(t, catches, len(openedFromOutside))
+	require.Len(t, catches, wanted, "every catch this test names is declared in the blind reference's target file")
 
 	run, err := gate.Run(context.Background(), sh, gate.Plan{Scenarios: All(), Catches: catches, Seeds: []int64{seed}, Parallel: 8, Retries: retries,
 		Progress: func(done, total int, res result.Scenario) {
@@ -89,7 +108,7 @@ func TestBlindReferenceRunsTheCatalogue(t *testing.T) {
 		}})
 	require.NoError(t, err)
 
-	ran := 0
+	ran, blackBoxRan := 0, 0
 	var notRun []string
 	for _, r := range run.Scenarios {
 		if r.Variant != "correct" {
@@ -108,13 +127,28 @@ func TestBlindReferenceRunsTheCatalogue(t *testing.T) {
 				assert.True(t, f.Hit, "%s: fault %s %s never happened: %s", r.Name, f.Kind, f.Target, f.Error)
 			}
 		}
+		if strings.HasPrefix(r.Name, "blackbox-") {
+			blackBoxRan++
+			for _, inv := range r.Invariants {
+				switch inv.Name {
+				case check.NoLost, check.NoPhantom, check.NoDuplicate, check.OutboxTruth, check.Fencing:
+					assert.False(t, inv.NotChecked, "%s: %s not checked: %s", r.Name, inv.Name, inv.Detail)
+					assert.NotEmpty(t, inv.RestsOn, "%s: %s rests on nothing", r.Name, inv.Name)
+				}
+				if inv.Name == check.Fencing {
+					assert.Equal(t, []string{check.FromAudit}, inv.RestsOn, "%s: fencing without an event log rests on the audit trail", r.Name)
+				}
+			}
+		}
 	}
+	assert.NotZero(t, blackBoxRan, "no black-box scenario ran on the blind reference")
 	for _, r := range run.Retried {
 		t.Logf("retried: %s on %s attempt %d: %s (%s)", r.Name, r.Variant, r.Attempt, r.Verdict, r.Reason)
 	}
 	for _, v := range run.Variants {
 		assert.True(t, v.Caught, "variant %s not caught with %s from outside by %v", v.Name, v.Expected, v.Missed)
 	}
+	assert.Len(t, run.Variants, len(openedFromOutside))
 	total := len(All())
 	t.Logf("blind reference: %d of %d scenarios ran (%d%%), %d not run, in %s:\n  %s", ran, total, 100*ran/total, len(notRun),
 		time.Duration(run.DurationMS)*time.Millisecond, strings.Join(notRun, "\n  "))
