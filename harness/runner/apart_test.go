@@ -139,10 +139,32 @@ func TestApartWaiterGetsTheInstanceAfterTheSpoiledOne(t *testing.T) {
 // waitsForTheRunLock says whether a goroutine is blocked in take on the
 // run lock (a mutex Lock called from take itself, not from instance).
 func waitsForTheRunLock() bool {
+	return blockedIn("sync.(*Mutex).Lock", "runner.(*apart).take(", "runner.(*apart).instance(")
+}
+
+// blockedIn says whether a goroutine is in the call wait (a blocking
+// call), made by caller and not through notVia: its stack, innermost
+// frame first, shows wait, then caller below it.
+func blockedIn(wait, caller string, notVia ...string) bool {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if i := strings.Index(g, "sync.(*Mutex).Lock"); i >= 0 && strings.Contains(g[i:], "runner.(*apart).take(") && !strings.Contains(g[i:], "runner.(*apart).instance(") {
+		i := strings.Index(g, wait)
+		if i < 0 {
+			continue
+		}
+		below := g[i:]
+		j := strings.Index(below, caller)
+		if j < 0 {
+			continue
+		}
+		direct := true
+		for _, via := range notVia {
+			if strings.Contains(below[:j], via) {
+				direct = false
+			}
+		}
+		if direct {
 			return true
 		}
 	}

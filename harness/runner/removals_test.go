@@ -3,8 +3,10 @@ package runner
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRemovalsCloseWaitsForThoseUnderWay: close returns only once every
@@ -25,6 +27,9 @@ func TestRemovalsCloseWaitsForThoseUnderWay(t *testing.T) {
 		rm.close()
 		close(closed)
 	}()
+	// close is seen waiting for the removals, and has not returned.
+	require.Eventually(t, func() bool { return blockedIn("sync.(*WaitGroup).Wait", "runner.(*removals).close(") }, 10*time.Second, 5*time.Millisecond,
+		"close waits for the removals under way")
 	select {
 	case <-closed:
 		t.Fatal("close returned while removals were under way")
