@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Environment variables of the external provider.
@@ -81,6 +83,9 @@ type External struct {
 	mgmt       mgmtAPI
 	restartCmd string
 	logw       io.Writer
+	// owner marks what this External creates as its own, and holds it
+	// while it lives (external_owner.go).
+	owner *owner
 
 	mu      sync.Mutex // serialises broker restarts and Stop
 	stopped bool
@@ -140,6 +145,18 @@ func StartExternal(ctx context.Context, opts ExternalOptions) (*External, error)
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("external infra: %w", err)
 	}
+	var err error
+	if e.owner, err = claimOwner(ctx, e.pg); err != nil {
+		return nil, fmt.Errorf("external infra: %w", err)
+	}
+	removed, err := e.sweep(ctx)
+	for _, r := range removed {
+		fmt.Fprintf(logw, "external infra: removed what a faultline that ended without cleaning up left: %s\n", r)
+	}
+	if err != nil {
+		_ = e.owner.release(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("external infra: %w", err)
+	}
 	restart := "cannot restart the broker (no " + EnvBrokerRestartCmd + ")"
 	if e.restartCmd != "" {
 		restart = "restarts the broker with " + EnvBrokerRestartCmd
@@ -177,10 +194,17 @@ func (e *External) PostgresAddr() string { return e.pg.base.Host }
 // PostgresURL implements Infra: FAULTLINE_PG_URL with database swapped in.
 func (e *External) PostgresURL(database string) string { return e.pg.url(database) }
 
-// CreateDatabase implements Infra.
+// CreateDatabase implements Infra. The database is marked as this
+// faultline's (its comment): one killed before dropping it has it dropped
+// by the next faultline on the server.
 func (e *External) CreateDatabase(ctx context.Context, name string) error {
 	if err := e.pg.createDatabase(ctx, name); err != nil {
 		return fmt.Errorf("external infra: %w", err)
+	}
+	// CREATE DATABASE runs in no transaction: the mark is a statement of
+	// its own. The key is a number: nothing to quote.
+	if err := e.pg.exec(ctx, "COMMENT ON DATABASE "+pgx.Identifier{name}.Sanitize()+" IS '"+ownerComment(e.owner.key)+"'"); err != nil {
+		return fmt.Errorf("external infra: mark database %s as this faultline's: %w", name, err)
 	}
 	return nil
 }
@@ -202,7 +226,7 @@ func (e *External) AMQPURL(vhost string) string { return e.amqp.url(vhost) }
 // CreateVHost implements Infra; the AMQP URL's user gets all permissions.
 // It returns once the vhost runs on every node of the broker.
 func (e *External) CreateVHost(ctx context.Context, name string) error {
-	if err := e.mgmt.createVHost(ctx, name, e.amqp.user()); err != nil {
+	if err := e.mgmt.createVHostDescribed(ctx, name, e.amqp.user(), ownerComment(e.owner.key)); err != nil {
 		return fmt.Errorf("external infra: %w", err)
 	}
 	if err := e.mgmt.vhostRunning(ctx, name); err != nil {
@@ -331,13 +355,18 @@ func runBrokerCmd(ctx context.Context, cmd, action string) error {
 	return nil
 }
 
-// Stop implements Infra. The services are not ours: nothing is stopped.
-func (e *External) Stop(context.Context) error {
+// Stop implements Infra. The services are not ours: nothing is stopped;
+// the session that holds this faultline's runs ends.
+func (e *External) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.stopped {
-		e.stopped = true
-		e.mgmt.http.CloseIdleConnections()
+	if e.stopped {
+		return nil
+	}
+	e.stopped = true
+	e.mgmt.http.CloseIdleConnections()
+	if err := e.owner.release(ctx); err != nil {
+		return fmt.Errorf("external infra: end the session that holds this faultline's runs: %w", err)
 	}
 	return nil
 }

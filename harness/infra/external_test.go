@@ -2,6 +2,7 @@ package infra
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -115,6 +116,7 @@ func TestExternal(t *testing.T) {
 		o.RestartCmd = `echo "no $1 today ($FAULTLINE_BROKER_ACTION)" >&2; false`
 		e2, err := StartExternal(ctx, o)
 		require.NoError(t, err)
+		t.Cleanup(func() { _ = e2.Stop(context.Background()) })
 		assert.True(t, e2.CanRestartBroker())
 		err = e2.StopBroker(ctx)
 		require.Error(t, err)
@@ -127,6 +129,7 @@ func TestExternal(t *testing.T) {
 		o.RestartCmd = "true"
 		e2, err := StartExternal(ctx, o)
 		require.NoError(t, err)
+		t.Cleanup(func() { _ = e2.Stop(context.Background()) })
 		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
 		defer scancel()
 		err = e2.StopBroker(sctx)
@@ -189,6 +192,7 @@ func TestExternal(t *testing.T) {
 		o.RestartCmd = fmt.Sprintf(`FAULTLINE_TEST_BROKER_CTL=%s '%s' -test.run='^TestHelperBrokerCommand$' -- "$1"`, ctl, os.Args[0])
 		e2, err := StartExternal(ctx, o)
 		require.NoError(t, err)
+		t.Cleanup(func() { _ = e2.Stop(context.Background()) })
 		require.True(t, e2.CanRestartBroker())
 
 		require.NoError(t, e2.StopBroker(ctx))
@@ -200,6 +204,66 @@ func TestExternal(t *testing.T) {
 		_ = conn.Close()
 		_, err = e2.Queue(ctx, "/", "nope")
 		assert.ErrorIs(t, err, ErrNotFound, "the management API answers")
+	})
+
+	t.Run("what a killed faultline left is removed by the next one, what a live one holds is not", func(t *testing.T) {
+		killed, err := StartExternal(ctx, opts)
+		require.NoError(t, err)
+		const db, vhost = "fl_killed_x_orders", "fl_killed_x"
+		require.NoError(t, killed.CreateDatabase(ctx, db))
+		require.NoError(t, killed.CreateVHost(ctx, vhost))
+		// What a log relay of its run made on its database.
+		rc, err := pgx.Connect(ctx, l.PostgresURL(db))
+		require.NoError(t, err)
+		_, err = rc.Exec(ctx, `CREATE PUBLICATION fl_killed_pub FOR ALL TABLES`)
+		require.NoError(t, err)
+		_, err = rc.Exec(ctx, `SELECT pg_create_logical_replication_slot('fl_killed_slot', 'pgoutput')`)
+		require.NoError(t, err)
+		require.NoError(t, rc.Close(ctx))
+
+		admin, err := pgx.Connect(ctx, l.PostgresURL("postgres"))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = admin.Close(context.Background()) })
+		left := func() (dbs, slots int, vhostThere bool) {
+			require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname = $1`, db).Scan(&dbs))
+			require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'fl_killed_slot'`).Scan(&slots))
+			_, err := e.VHost(ctx, vhost)
+			if !errors.Is(err, ErrNotFound) {
+				require.NoError(t, err)
+			}
+			return dbs, slots, err == nil
+		}
+
+		// While its faultline lives, another one leaves its runs alone.
+		alive, err := StartExternal(ctx, opts)
+		require.NoError(t, err)
+		require.NoError(t, alive.Stop(ctx))
+		dbs, slots, there := left()
+		require.Equal(t, 1, dbs, "a live faultline's database is left alone")
+		require.Equal(t, 1, slots)
+		require.True(t, there, "a live faultline's vhost is left alone")
+
+		// Killed: its session ends as a SIGKILL ends it (the socket
+		// closed, no goodbye), and nothing of its run is removed.
+		pid := killed.owner.conn.PgConn().PID()
+		require.NoError(t, killed.owner.conn.PgConn().Conn().Close())
+		require.Eventually(t, func() bool {
+			var n int
+			require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n))
+			return n == 0
+		}, 30*time.Second, 20*time.Millisecond, "the killed faultline's session ends")
+
+		var log strings.Builder
+		o := opts
+		o.Log = &log
+		next, err := StartExternal(ctx, o)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = next.Stop(context.Background()) })
+		dbs, slots, there = left()
+		assert.Zero(t, dbs, "the killed faultline's database is dropped")
+		assert.Zero(t, slots, "its replication slot with it")
+		assert.False(t, there, "its vhost is deleted")
+		assert.Contains(t, log.String(), "removed what a faultline that ended without cleaning up left: databases ["+db+"]")
 	})
 
 	require.NoError(t, e.Stop(ctx))
@@ -258,4 +322,26 @@ func TestHelperBrokerCommand(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// A mark is read back to its key; a comment or description of anything
+// else is not a faultline run's.
+func TestParseOwner(t *testing.T) {
+	for _, tc := range []struct {
+		mark string
+		key  int64
+		ok   bool
+	}{
+		{mark: ownerComment(42), key: 42, ok: true},
+		{mark: ownerComment(1<<62 + 7), key: 1<<62 + 7, ok: true},
+		{mark: "the team's orders database"},
+		{mark: ""},
+		{mark: ownerMark},
+		{mark: ownerMark + "12x"},
+		{mark: "x" + ownerComment(42)},
+	} {
+		key, ok := parseOwner(tc.mark)
+		assert.Equal(t, tc.ok, ok, "%q", tc.mark)
+		assert.Equal(t, tc.key, key, "%q", tc.mark)
+	}
 }

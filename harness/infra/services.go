@@ -221,6 +221,12 @@ func (m mgmtAPI) check(ctx context.Context) error {
 // createVHost creates vhost name and grants user all permissions on it; it
 // fails if the vhost exists.
 func (m mgmtAPI) createVHost(ctx context.Context, name, user string) error {
+	return m.createVHostDescribed(ctx, name, user, "")
+}
+
+// createVHostDescribed is createVHost with the vhost's description (its
+// metadata, RabbitMQ 3.8 or later) set in the same request; "" sets none.
+func (m mgmtAPI) createVHostDescribed(ctx context.Context, name, user, description string) error {
 	if name == "" {
 		return errors.New("create vhost: empty name")
 	}
@@ -231,7 +237,11 @@ func (m mgmtAPI) createVHost(ctx context.Context, name, user string) error {
 	// the run's own), not somebody else's.
 	var code int
 	err := retryUnanswered(ctx, func(ctx context.Context) (err error) {
-		code, err = m.do(ctx, http.MethodPut, "/api/vhosts/"+url.PathEscape(name), nil, nil, http.StatusCreated, http.StatusNoContent)
+		var body any
+		if description != "" {
+			body = map[string]string{"description": description}
+		}
+		code, err = m.do(ctx, http.MethodPut, "/api/vhosts/"+url.PathEscape(name), body, nil, http.StatusCreated, http.StatusNoContent)
 		return err
 	}, func(unanswered int) {
 		if unanswered > 0 && code == http.StatusNoContent {
