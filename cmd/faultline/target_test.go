@@ -17,6 +17,10 @@ import (
 // path relative to the source tree's root, is not. A test sets
 // FAULTLINE_TARGET itself to see the default.
 func TestMain(m *testing.M) {
+	// Started again as the CLI by a test that kills it (killed_test.go).
+	if os.Getenv(asCLI) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if os.Getenv("FAULTLINE_TARGET") == "" {
 		ref, err := filepath.Abs(filepath.Join("..", "..", referenceTarget))
 		if err != nil {

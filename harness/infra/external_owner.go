@@ -31,6 +31,10 @@ import (
 // the owner's key follows it.
 const ownerMark = "faultline run; its faultline holds advisory lock "
 
+// ownerApplication is the owner's session's application_name, as
+// pg_stat_activity shows it to the server's administrator.
+const ownerApplication = "faultline (holds its runs' databases)"
+
 func ownerComment(key int64) string { return ownerMark + strconv.FormatInt(key, 10) }
 
 // parseOwner reads the owner's key from a mark; ok is false for anything
@@ -54,7 +58,12 @@ type owner struct {
 // claimOwner opens the owner's session on p and takes the advisory lock
 // on a key no session holds.
 func claimOwner(ctx context.Context, p pgServer) (*owner, error) {
-	conn, err := pgx.Connect(ctx, p.url(p.adminDatabase()))
+	cfg, err := pgx.ParseConfig(p.url(p.adminDatabase()))
+	if err != nil {
+		return nil, fmt.Errorf("the session that holds this faultline's runs: %w", err)
+	}
+	cfg.RuntimeParams["application_name"] = ownerApplication
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("the session that holds this faultline's runs: %w", err)
 	}
