@@ -58,36 +58,44 @@ func TestKilledRunLeavesNoSlotBehind(t *testing.T) {
 	admin, err := pgx.Connect(ctx, servers.PostgresURL("postgres"))
 	require.NoError(t, err)
 	defer admin.Close(context.Background())
-	count := func(sql string) int {
+	// count is for the test's goroutine (t) and for a wait's (a CollectT).
+	count := func(t require.TestingT, sql string) int {
 		var n int
 		require.NoError(t, admin.QueryRow(ctx, sql).Scan(&n))
 		return n
 	}
 	const slots = `SELECT count(*) FROM pg_replication_slots`
 	const runDatabases = `SELECT count(*) FROM pg_database WHERE datname LIKE 'fl\_%'`
-	require.Eventually(t, func() bool {
-		select {
-		case err := <-exited:
-			b, _ := os.ReadFile(out.Name())
-			require.Failf(t, "faultline ended before its relay made its slot", "%v\n%s", err, b)
-		default:
+	var ended bool
+	var endErr error
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		if !ended {
+			select {
+			case endErr = <-exited:
+				ended = true
+			default:
+			}
 		}
-		return count(slots) > 0
+		assert.True(c, ended || count(c, slots) > 0)
 	}, 5*time.Minute, 100*time.Millisecond, "the run's relay makes its replication slot")
+	if ended {
+		b, _ := os.ReadFile(out.Name())
+		require.Failf(t, "faultline ended before its relay made its slot", "%v\n%s", endErr, b)
+	}
 
 	require.NoError(t, cli.Process.Signal(syscall.SIGKILL))
 	<-exited
-	require.Positive(t, count(slots), "the killed run's slot is left on the server")
-	require.Positive(t, count(runDatabases), "and its databases")
+	require.Positive(t, count(t, slots), "the killed run's slot is left on the server")
+	require.Positive(t, count(t, runDatabases), "and its databases")
 
 	// Its session to the server ends with it; the next faultline to
 	// start there removes what it left.
-	require.Eventually(t, func() bool {
-		return count(`SELECT count(*) FROM pg_stat_activity WHERE application_name = 'faultline (holds its runs'' databases)'`) == 0
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Zero(c, count(c, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'faultline (holds its runs'' databases)'`))
 	}, time.Minute, 50*time.Millisecond, "the killed faultline's session ends")
 	next, err := infra.StartExternal(ctx, opts)
 	require.NoError(t, err)
 	defer next.Stop(context.Background())
-	assert.Zero(t, count(slots), "no slot of the killed run is left")
-	assert.Zero(t, count(runDatabases), "no database of the killed run is left (its publication was in one)")
+	assert.Zero(t, count(t, slots), "no slot of the killed run is left")
+	assert.Zero(t, count(t, runDatabases), "no database of the killed run is left (its publication was in one)")
 }

@@ -198,13 +198,11 @@ func (e *External) PostgresURL(database string) string { return e.pg.url(databas
 // faultline's (its comment): one killed before dropping it has it dropped
 // by the next faultline on the server.
 func (e *External) CreateDatabase(ctx context.Context, name string) error {
-	if err := e.pg.createDatabase(ctx, name); err != nil {
+	// COMMENT takes no parameter; the mark is constant text and a number:
+	// nothing to quote.
+	mark := "COMMENT ON DATABASE " + pgx.Identifier{name}.Sanitize() + " IS '" + ownerComment(e.owner.key) + "'"
+	if err := e.pg.createDatabase(ctx, name, mark); err != nil {
 		return fmt.Errorf("external infra: %w", err)
-	}
-	// CREATE DATABASE runs in no transaction: the mark is a statement of
-	// its own. The key is a number: nothing to quote.
-	if err := e.pg.exec(ctx, "COMMENT ON DATABASE "+pgx.Identifier{name}.Sanitize()+" IS '"+ownerComment(e.owner.key)+"'"); err != nil {
-		return fmt.Errorf("external infra: mark database %s as this faultline's: %w", name, err)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,24 +72,18 @@ func claimOwner(ctx context.Context, p pgServer) (*owner, error) {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("the session that holds this faultline's runs: %w", err)
 	}
-	for range 3 {
-		var b [8]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			_ = conn.Close(context.WithoutCancel(ctx))
-			return nil, err
+	var b [8]byte
+	_, _ = rand.Read(b[:])                           // never fails (crypto/rand)
+	key := int64(binary.BigEndian.Uint64(b[:]) >> 1) // 63 random bits, positive: it prints without a sign
+	var got bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err != nil || !got {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		if err == nil {
+			err = fmt.Errorf("key %d is held by another session", key)
 		}
-		key := int64(binary.BigEndian.Uint64(b[:]) >> 1) // positive: it prints without a sign
-		var got bool
-		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err != nil {
-			_ = conn.Close(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("the session that holds this faultline's runs: advisory lock: %w", err)
-		}
-		if got {
-			return &owner{key: key, conn: conn}, nil
-		}
+		return nil, fmt.Errorf("the session that holds this faultline's runs: advisory lock: %w", err)
 	}
-	_ = conn.Close(context.WithoutCancel(ctx))
-	return nil, fmt.Errorf("the session that holds this faultline's runs: three random advisory lock keys were all held")
+	return &owner{key: key, conn: conn}, nil
 }
 
 // isUndefinedParameter: a server older than the parameter (SQLSTATE
@@ -143,12 +136,9 @@ func (e *External) sweep(ctx context.Context) ([]string, error) {
 			of(key).databases = append(of(key).databases, d.name)
 		}
 	}
-	var vhosts []struct {
-		Name        string `json:"name"`
-		Description string `json:"description"`
-	}
-	if _, err := e.mgmt.do(ctx, http.MethodGet, "/api/vhosts", nil, &vhosts, http.StatusOK); err != nil {
-		return nil, fmt.Errorf("list the vhosts faultline runs left: %w", err)
+	vhosts, err := e.mgmt.vhosts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the vhosts faultline runs left: %w", err)
 	}
 	for _, v := range vhosts {
 		if key, ok := parseOwner(v.Description); ok && key != e.owner.key {

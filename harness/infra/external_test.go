@@ -247,10 +247,10 @@ func TestExternal(t *testing.T) {
 		// closed, no goodbye), and nothing of its run is removed.
 		pid := killed.owner.conn.PgConn().PID()
 		require.NoError(t, killed.owner.conn.PgConn().Conn().Close())
-		require.Eventually(t, func() bool {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			var n int
-			require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n))
-			return n == 0
+			require.NoError(c, admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n))
+			assert.Zero(c, n)
 		}, 30*time.Second, 20*time.Millisecond, "the killed faultline's session ends")
 
 		var log strings.Builder

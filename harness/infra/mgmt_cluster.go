@@ -318,15 +318,13 @@ func (m mgmtCluster) vhostRunning(ctx context.Context, name string) error {
 // came back may have failed to start one) with running, the provider's
 // vhostRunning; running's errors come back as they are.
 func (m mgmtCluster) vhostsRunning(ctx context.Context, running func(ctx context.Context, name string) error) error {
-	var vhosts []struct {
-		Name string `json:"name"`
-	}
-	err := m.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {
-		_, err := api.do(ctx, http.MethodGet, "/api/vhosts", nil, &vhosts, http.StatusOK)
+	var vhosts []vhostListed
+	err := m.onNode(ctx, func(ctx context.Context, api mgmtAPI) (err error) {
+		vhosts, err = api.vhosts(ctx)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("list vhosts: %w", err)
+		return err
 	}
 	for _, v := range vhosts {
 		if err := running(ctx, v.Name); err != nil {

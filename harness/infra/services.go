@@ -46,21 +46,29 @@ func (p pgServer) adminDatabase() string {
 	return "postgres"
 }
 
-func (p pgServer) exec(ctx context.Context, sql string) error {
+// exec runs the statements in order on one connection to the admin
+// database, each on its own (CREATE DATABASE runs in no transaction).
+func (p pgServer) exec(ctx context.Context, sqls ...string) error {
 	conn, err := pgx.Connect(ctx, p.url(p.adminDatabase()))
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql)
-	return err
+	for _, sql := range sqls {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func (p pgServer) createDatabase(ctx context.Context, name string) error {
+// createDatabase creates database name, then runs then (statements on
+// it, such as its COMMENT) on the same connection.
+func (p pgServer) createDatabase(ctx context.Context, name string, then ...string) error {
 	if err := validIdentifier(name); err != nil {
 		return fmt.Errorf("create database: %w", err)
 	}
-	if err := p.exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if err := p.exec(ctx, append([]string{"CREATE DATABASE " + pgx.Identifier{name}.Sanitize()}, then...)...); err != nil {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	return nil
@@ -302,6 +310,21 @@ func (m mgmtAPI) vhostDown(ctx context.Context, name string, nodes []string) err
 		return fmt.Errorf("vhost %q not running on %v (%v)", name, down, v.State)
 	}
 	return nil
+}
+
+// vhostListed is a vhost as GET /api/vhosts lists it.
+type vhostListed struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
+// vhosts lists the broker's vhosts.
+func (m mgmtAPI) vhosts(ctx context.Context) ([]vhostListed, error) {
+	var vhosts []vhostListed
+	if _, err := m.do(ctx, http.MethodGet, "/api/vhosts", nil, &vhosts, http.StatusOK); err != nil {
+		return nil, fmt.Errorf("list vhosts: %w", err)
+	}
+	return vhosts, nil
 }
 
 // errVHostExists is createVHost's error for a vhost that exists.
