@@ -43,8 +43,8 @@ func violationKinds() []term {
 func stageTerms() []term {
 	return []term{
 		{string(result.StageNeverCommitted), "the workload was told of the event, and its fact never committed", "the fact and its outbox row in one transaction, answered after the commit"},
-		{string(result.StageInOutbox), "committed and still Pending or Processing in the outbox: the run did not converge; not lost", ""},
-		{string(result.StageSkipped), "the relay moved past it: never published, and its outbox row settled or gone", "mark Published only after a positive confirm; claim rows by status, never read past a position"},
+		{string(result.StageInOutbox), "committed and still Pending or Processing in the outbox, or on a log relay not yet passed by its slot: the run did not converge; not lost", ""},
+		{string(result.StageSkipped), "the relay moved past it: never published, and its outbox row settled or gone, or a log relay's slot confirmed past it", "mark Published only after a positive confirm; claim rows by status, never read past a position; confirm a slot's position only past what the broker confirmed"},
 		{string(result.StageRoutedNowhere), "published while no queue was bound for it: the broker routed it nowhere", "mandatory publish, with a basic.return matched to its own publish and retried"},
 		{string(result.StageQueued), "ready or unacked in the consumer's queue at the end: the run did not converge; not lost", ""},
 		{string(result.StageInInbox), "stored in the consumer's inbox and not applied yet (the contract's inbox_pending query lists it): the run did not converge; not lost", ""},

@@ -111,7 +111,7 @@ func TestGuardsOf(t *testing.T) {
 		want []string
 	}{
 		{"lost at skipped", lost(map[result.Stage][]string{result.StageSkipped: {"a"}}),
-			[]string{"mark Published only after a positive confirm; claim rows by status, never read past a position"}},
+			[]string{"mark Published only after a positive confirm; claim rows by status, never read past a position; confirm a slot's position only past what the broker confirmed"}},
 		{"lost at two stages, pipeline order", lost(map[result.Stage][]string{result.StageConsumedNoEffect: {"a"}, result.StageRoutedNowhere: {"b"}}),
 			[]string{"mandatory publish, with a basic.return matched to its own publish and retried", "ack only after the inbox row and the effect commit together; a failed COMMIT never acked"}},
 		{"lost, stage unknown", lost(map[result.Stage][]string{result.StageUnknown: {"a"}}), nil},

@@ -27,6 +27,10 @@ type AuditRow struct {
 	// outbox's due column, observe.outbox.due), zero where the target has
 	// none.
 	Began, Due time.Time
+	// LSN is the WAL insert position when the row was written, as bytes
+	// from 0/0: its transaction commits past it, so a log relay's slot
+	// whose confirmed position is at or below it has not streamed it.
+	LSN int64
 }
 
 // Claims reports whether the write is a claim: the row goes Processing

@@ -120,6 +120,11 @@ type Observation struct {
 	// later still has them to apply.
 	InboxPending    []string
 	HasInboxPending bool
+	// SlotConfirmed is a log relay's slot's confirmed position at the
+	// end, as bytes from 0/0 (HasSlot: the outbox's database had one
+	// logical slot): what the relay has told the server it is done with.
+	SlotConfirmed int64
+	HasSlot       bool
 	// Position is the trail of an offset relay's position table
 	// (HasPosition: it was watched).
 	Position    PositionTrail

@@ -31,7 +31,10 @@ import (
 //     the run indeterminate), so a relay that reads by position has moved
 //     past a row it will never publish: the commit-order window.
 //   - still-in-outbox: its outbox row is Processing, or Pending with no
-//     published row after it: a relay may still publish it.
+//     published row after it: a relay may still publish it. Or, on a log
+//     relay, its insert is at or past the slot's confirmed position at the
+//     end (the audit trail keeps each insert's WAL position, and its
+//     commit comes later): the slot has not streamed it.
 //   - consumed-without-effect: it reached the consumer's queue and left it:
 //     the consumer's event log says it was delivered or, without one, it
 //     was routed to the tap queue (bound with the queue's routing keys and
@@ -53,8 +56,10 @@ import (
 //     relay log nor an audit trail, it is unknown.
 //   - skipped: it never reached the queue, was not published while the
 //     queue was unbound, and the outbox has no pending row for it (settled,
-//     or none at all): the relay moved past it without the broker ever
-//     taking it. Without an outbox query it is unknown (it may be pending).
+//     or none at all), or a log relay's slot confirmed a position past its
+//     insert: the relay moved past it without the broker ever taking it.
+//     Without an outbox query or a slot position it is unknown (it may be
+//     pending).
 //
 // never-committed is not placed here: an event without a committed fact is
 // never expected to take effect, and the workload keeps no eventIds of its
@@ -74,6 +79,10 @@ type placer struct {
 	// marked: per eventId, the spans from a claim to the Published write
 	// after it, from the audit trail (read only if the queue was unbound).
 	marked map[string][]Interval
+	// A log relay's slot against each outbox insert (the audit trail's
+	// insert position): ahead, the slot has not streamed it yet; behind,
+	// its confirmed position passed it.
+	slotAhead, slotPassed map[string]bool
 }
 
 func newPlacer(o *Observation) *placer {
@@ -105,6 +114,18 @@ func newPlacer(o *Observation) *placer {
 			p.acked[e.EventID] = true
 		case eventlog.Published:
 			p.published[e.EventID] = append(p.published[e.EventID], e.Time)
+		}
+	}
+	p.slotAhead, p.slotPassed = map[string]bool{}, map[string]bool{}
+	if o.HasSlot && o.HasAudit {
+		for _, a := range o.Audit {
+			switch {
+			case a.Op != "INSERT" || a.LSN == 0:
+			case a.LSN >= o.SlotConfirmed:
+				p.slotAhead[a.EventID] = true
+			default:
+				p.slotPassed[a.EventID] = true
+			}
 		}
 	}
 	if len(o.Unbound) > 0 && o.HasAudit {
@@ -141,7 +162,7 @@ func (p *placer) place(id string) result.Stage {
 	if p.passed[id] {
 		return result.StageSkipped
 	}
-	if status := p.outbox[id]; status == "Pending" || status == "Processing" || p.pending[id] {
+	if status := p.outbox[id]; status == "Pending" || status == "Processing" || p.pending[id] || p.slotAhead[id] {
 		return result.StageInOutbox
 	}
 	reached, known := p.reachedQueue(id)
@@ -165,9 +186,9 @@ func (p *placer) place(id string) result.Stage {
 			return result.StageUnknown
 		}
 	}
-	if !o.outboxSettles() {
-		// No status and no pending query: whether a relay still has it
-		// to publish is not shown.
+	if !o.outboxSettles() && !p.slotPassed[id] {
+		// No status, no pending query, no slot position past it: whether
+		// a relay still has it to publish is not shown.
 		return result.StageUnknown
 	}
 	// Its row settled (by its status, or the relay's position passed it),

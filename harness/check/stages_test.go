@@ -29,6 +29,16 @@ func lostOne(status string, roles []string, log ...eventlog.Entry) *Observation 
 	return o
 }
 
+// logRelay makes o a log relay's run seen from outside: no outbox query,
+// a tap that saw nothing, the slot confirmed up to slot, and E1 inserted
+// at WAL position insert.
+func logRelay(o *Observation, slot, insert int64) {
+	o.Outbox, o.HasOutbox, o.Model = nil, false, "log"
+	o.HasTap, o.Tap = true, map[string]int{}
+	o.HasSlot, o.SlotConfirmed = true, slot
+	o.HasAudit, o.Audit = true, []AuditRow{{At: at(10), Op: "INSERT", EventID: "E1", LSN: insert}}
+}
+
 func with(o *Observation, change func(*Observation)) *Observation {
 	change(o)
 	return o
@@ -126,6 +136,20 @@ func TestStageOfALostEvent(t *testing.T) {
 		{"delivered, acked, not in the inbox's pending list: consumed without effect",
 			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(151, "inventory", eventlog.Acked, "E1", "")),
 				func(o *Observation) { o.HasInboxPending, o.InboxPending = true, []string{"E2"} }), result.StageConsumedNoEffect},
+		{"a log relay's slot passed its insert, never on the tap: skipped", with(lostOne("", []string{}), func(o *Observation) {
+			logRelay(o, 500, 400)
+		}), result.StageSkipped},
+		{"a log relay's slot not past its insert: it still has it to stream", with(lostOne("", []string{}), func(o *Observation) {
+			logRelay(o, 500, 500)
+		}), result.StageInOutbox},
+		{"a log relay's slot passed it, and the tap saw it: consumed without effect", with(lostOne("", []string{}), func(o *Observation) {
+			logRelay(o, 500, 400)
+			o.Tap["E1"] = 1
+		}), result.StageConsumedNoEffect},
+		{"a log relay whose slot was not read: unknown", with(lostOne("", []string{}), func(o *Observation) {
+			logRelay(o, 500, 400)
+			o.HasSlot = false
+		}), result.StageUnknown},
 		{"in the inbox's pending list and redelivered into the queue: the inbox is further along",
 			with(lostOne("Published", logs, published), func(o *Observation) {
 				o.Queued["E1"] = 1

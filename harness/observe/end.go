@@ -2,9 +2,13 @@ package observe
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
@@ -69,6 +73,11 @@ func (w *Watch) End(ctx context.Context, e Ends) (*check.Observation, error) {
 	if w.effects && w.run.Target.Observe.Effects.EventID != "" && w.commits.Err() == nil {
 		o.EffectsCommitted, o.HasEffectsCommitted = w.commits.EventIDs(fault.TableEffects), true
 	}
+	if w.run.Target.Relay.Model == target.ModelLog {
+		if o.SlotConfirmed, o.HasSlot, err = w.readSlot(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if w.Tapped() {
 		if o.Tap, err = w.readTap(ctx); err != nil {
 			return nil, err
@@ -85,4 +94,28 @@ func (w *Watch) End(ctx context.Context, e Ends) (*check.Observation, error) {
 		}
 	}
 	return o, nil
+}
+
+// readSlot reads a log relay's slot's confirmed position, as bytes from
+// 0/0, in the outbox's database: the run's own, so its one logical slot
+// is the relay's. ok is false where there is none or several, or it has
+// confirmed nothing yet.
+func (w *Watch) readSlot(ctx context.Context) (confirmed int64, ok bool, err error) {
+	pool, found := w.run.DB[w.run.Target.Observe.Outbox.Database]
+	if !found {
+		return 0, false, nil
+	}
+	rows, err := pool.Query(ctx, `SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots
+		WHERE database = current_database() AND slot_type = 'logical' AND confirmed_flush_lsn IS NOT NULL`)
+	if err != nil {
+		return 0, false, fmt.Errorf("the relay's slot: %w", err)
+	}
+	positions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, false, fmt.Errorf("the relay's slot: %w", err)
+	}
+	if len(positions) != 1 {
+		return 0, false, nil
+	}
+	return positions[0], true, nil
 }

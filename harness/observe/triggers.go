@@ -117,7 +117,8 @@ func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Tabl
   writer text NOT NULL DEFAULT current_setting('application_name'),
   op text NOT NULL,
   event_id text, old_status text, new_status text, old_claim text, new_claim text,
-  new_due timestamptz)`)
+  new_due timestamptz,
+  lsn pg_lsn NOT NULL DEFAULT pg_current_wal_insert_lsn())`)
 	}
 	stmts = append(stmts, body.String(),
 		fmt.Sprintf("DROP TRIGGER IF EXISTS %s ON %s", fn, table),
