@@ -312,6 +312,7 @@ func All() []runner.Scenario {
 			},
 			Evidence: []check.Evidence{check.DuplicateAbsorbed()},
 			Expect:   expectReplayedDuplicate,
+			Limit:    true,
 		},
 		{
 			Name: "consumer-db-cut-during-commit", Window: protocol.ConsumerDBCommitCut,

@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -46,4 +47,77 @@ func TestFailoverLimitExcusesOnlyEffectsSeenCommitted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On a log relay, a lost event is the failover's documented limit where
+// the relay's slot explains it: the promoted server had no slot, the event
+// was never published (the tap never saw it), and its row was inserted
+// before the relay's new slot was first seen there (or the relay never
+// made one). An event inserted after the new slot existed, or one the tap
+// saw published, is the pipeline's own loss; a kept slot explains
+// nothing. Where all it lacks is what the slot skipped, the run's not
+// converging and not catching up are the same limit.
+func TestFailoverLimitExcusesWhatALostSlotSkipped(t *testing.T) {
+	promoted := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
+	before, after := promoted.Add(-time.Second), promoted.Add(2*time.Second)
+	audit := []check.AuditRow{{Op: "INSERT", EventID: "e1", At: before}, {Op: "INSERT", EventID: "e2", At: before}, {Op: "INSERT", EventID: "e3", At: after}}
+	recreated := &result.SlotFate{Name: "s", Confirmed: "0/100", Recreated: true, SeenAt: promoted.Add(time.Second), At: "0/200"}
+	stopped := &result.SlotFate{Name: "s", Confirmed: "0/100"}
+	kept := &result.SlotFate{Name: "s", Confirmed: "0/100", Kept: true, SeenAt: promoted, At: "0/100"}
+	invs := func(ids ...string) []result.Invariant {
+		return []result.Invariant{
+			{Name: check.Converged, Unconverged: true, Detail: "not converged after 1m30s"},
+			{Name: check.NoLost, Violations: []result.Violation{{Kind: "lost", EventIDs: ids[:1], Stages: map[result.Stage][]string{"unknown": ids}}}},
+			{Name: check.LiveAfterHeal, Detail: "not every committed fact took effect"},
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		slot     *result.SlotFate
+		tap      map[string]int
+		invs     []result.Invariant
+		expected bool
+	}{
+		{name: "inserted before the new slot, never published", slot: recreated, invs: invs("e1", "e2"), expected: true},
+		{name: "inserted after the new slot existed", slot: recreated, invs: invs("e1", "e3")},
+		{name: "published, then lost", slot: recreated, tap: map[string]int{"e2": 1}, invs: invs("e1", "e2")},
+		{name: "the relay never made a new slot", slot: stopped, invs: invs("e1", "e3"), expected: true},
+		{name: "the promoted server kept the slot", slot: kept, invs: invs("e1")},
+		{name: "no slot followed (a claim relay)", invs: invs("e1")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &check.Observation{Audit: audit, HasAudit: true, Tap: tc.tap, HasTap: true, EffectsCommitted: map[string]bool{}, HasEffectsCommitted: true}
+			faults := []result.Fault{{Kind: fault.KindFailover, Hit: true, Slot: tc.slot}}
+			ev := expectFailoverLimit(o, faults, tc.invs)
+			for _, inv := range tc.invs {
+				assert.Equal(t, tc.expected, inv.Expected, "%s: %s", inv.Name, inv.Detail)
+			}
+			if tc.expected {
+				assert.True(t, ev.Seen)
+				assert.Contains(t, ev.Detail, "never streamed")
+				assert.Contains(t, tc.invs[1].Detail, "PostgreSQL 15 keeps no logical slot across a promotion")
+			}
+		})
+	}
+}
+
+// On a synchronous standby, only a log relay's slot is excused: its
+// phantoms (a logical walsender streams a commit the standby has not
+// confirmed) and what its lost slot skipped. A claim relay's phantom
+// there still fails the run, and its evidence is not checked.
+func TestSyncFailoverExcusesOnlyALogRelaysSlot(t *testing.T) {
+	phantom := func() []result.Invariant {
+		return []result.Invariant{{Name: check.NoPhantom, Violations: []result.Violation{{Kind: "phantom", EventIDs: []string{"p1"}}}}}
+	}
+	o := &check.Observation{HasAudit: true, HasTap: true}
+	invs := phantom()
+	ev := expectSlotLimit(o, []result.Fault{{Kind: fault.KindFailover, Hit: true, Slot: &result.SlotFate{Name: "s", Recreated: true}}}, invs)
+	assert.True(t, invs[0].Expected, invs[0].Detail)
+	assert.True(t, ev.Seen)
+	assert.Contains(t, ev.Detail, "1 effects of events without a fact")
+
+	invs = phantom()
+	ev = expectSlotLimit(o, []result.Fault{{Kind: fault.KindFailover, Hit: true}}, invs)
+	assert.False(t, invs[0].Expected, "a claim relay's phantom on a synchronous failover is not excused")
+	assert.True(t, ev.NotChecked)
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
+	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
 )
 
@@ -183,6 +185,7 @@ func (f Failover) Inject(ctx context.Context, env *Env) result.Fault {
 	} else if err := pause(ctx, f.Hold); err != nil {
 		return done(false, err)
 	}
+	slot, pool := f.relaySlot(ctx, env, &seen)
 	fo, err := db.Failover(context.WithoutCancel(ctx))
 	if err != nil {
 		return done(false, fmt.Errorf("fail over: %w", err))
@@ -192,7 +195,81 @@ func (f Failover) Inject(ctx context.Context, env *Env) result.Fault {
 	if fo.LostBytes <= 0 {
 		return done(false, fmt.Errorf("the standby had every commit when it was promoted (primary %s, standby %s): no commit was lost", fo.PrimaryLSN, fo.StandbyLSN))
 	}
-	return done(true, nil)
+	if slot == nil {
+		return done(true, nil)
+	}
+	w := followSlot(ctx, env, pool, slot, fo.StandbyLSN, &seen)
+	r := done(true, nil)
+	r.Slot = slot
+	r.Waits = append(r.Waits, w)
+	r.Detail += "; " + slot.Line()
+	return r
+}
+
+// slotWithin bounds how long a failover watches the promoted server for a
+// log relay's slot. A relay that has not created it again by then is
+// reported as stopped: what it never streamed is the documented limit
+// either way (scenarios' expectFailoverLimit).
+const slotWithin = 30 * time.Second
+
+// relaySlot reads, before the primary dies, a log relay's slot in the
+// outbox's database (the run's own) and its confirmed position; nil where
+// the target's relay is not a log relay or no one slot is there.
+func (Failover) relaySlot(ctx context.Context, env *Env, seen *states) (*result.SlotFate, *pgxpool.Pool) {
+	pool := env.DB[env.Observe.Outbox.Database]
+	if env.RelayModel != target.ModelLog || pool == nil {
+		return nil, nil
+	}
+	rows, err := pool.Query(ctx, `SELECT slot_name::text, coalesce(confirmed_flush_lsn::text, '') FROM pg_replication_slots
+		WHERE database = current_database() AND slot_type = 'logical' ORDER BY slot_name`)
+	var slots []result.SlotFate
+	if err == nil {
+		slots, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (result.SlotFate, error) {
+			var s result.SlotFate
+			return s, row.Scan(&s.Name, &s.Confirmed)
+		})
+	}
+	switch {
+	case err != nil:
+		env.Logf("the relay's slot before the failover: %v", err)
+		return nil, nil
+	case len(slots) != 1:
+		env.Logf("%d logical slots in the outbox's database before the failover: which is the relay's is not known, none followed", len(slots))
+		return nil, nil
+	}
+	seen.add(LaneDatabase, "slot", "slot %s confirmed up to %s on the primary", slots[0].Name, slots[0].Confirmed)
+	return &slots[0], pool
+}
+
+// followSlot watches the promoted server, at most slotWithin, for slot:
+// kept (its restart position from before the promotion) or created again
+// (a position at or past promoted, where the promoted server's history
+// begins). A slot still being created has no confirmed position yet: it
+// counts once it has one, from where it streams. It fills slot in and
+// returns the wait.
+func followSlot(ctx context.Context, env *Env, pool *pgxpool.Pool, slot *result.SlotFate, promoted string, seen *states) result.Wait {
+	from := time.Now()
+	err := pollEvery(ctx, slotWithin, logPoll, func() (bool, error) {
+		var kept bool
+		err := pool.QueryRow(ctx, `SELECT coalesce(confirmed_flush_lsn::text, ''), coalesce(restart_lsn < $2::pg_lsn, false), clock_timestamp()
+			FROM pg_replication_slots WHERE slot_name = $1 AND confirmed_flush_lsn IS NOT NULL`, slot.Name, promoted).Scan(&slot.At, &kept, &slot.SeenAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err // the pool's connections to the killed primary fail first
+		}
+		slot.Kept, slot.Recreated = kept, !kept
+		return true, nil
+	})
+	slot.WatchedMS = time.Since(from).Milliseconds()
+	seen.add(LaneDatabase, "slot", "%s", slot.Line())
+	env.Logf("%s", slot.Line())
+	cause := fmt.Sprintf("the relay's slot %s on the promoted server", slot.Name)
+	if err != nil && ctx.Err() == nil {
+		return waitOf(cause, time.Since(from), slotWithin, "", fmt.Errorf("not seen: %w", err))
+	}
+	return waitOf(cause, time.Since(from), slotWithin, slot.Line(), err)
 }
 
 // ReadsCommits implements CommitReader: an effect faultline saw commit on

@@ -130,6 +130,43 @@ type Fault struct {
 	// deliveries held), in the order it waited: how a window opened by
 	// cause, or why it did not.
 	Waits []Wait `json:"waits,omitempty"`
+	// Slot is what a failover did to a log relay's replication slot (nil:
+	// no logical slot in the outbox's database when the primary died).
+	Slot *SlotFate `json:"slot,omitempty"`
+}
+
+// SlotFate is what became of a log relay's replication slot when its
+// database failed over. PostgreSQL 15 keeps a logical slot on the server
+// it was created on: the promoted standby has none, and a relay that
+// creates it again gets it at the promoted server's current position,
+// past every change committed before and not yet streamed.
+type SlotFate struct {
+	Name string `json:"name"`
+	// Confirmed is the slot's confirmed position on the primary, read
+	// just before the primary was killed.
+	Confirmed string `json:"confirmed"`
+	// Kept: the promoted server had the slot when first read after the
+	// promotion (a server that synchronises its slots to the standby).
+	Kept bool `json:"kept"`
+	// Recreated: the slot was seen again on the promoted server, first at
+	// SeenAt (the server's clock), its confirmed position then At.
+	Recreated bool      `json:"recreated"`
+	SeenAt    time.Time `json:"seen_at,omitzero"`
+	At        string    `json:"at,omitempty"`
+	// WatchedMS is how long faultline watched for it after the promotion.
+	WatchedMS int64 `json:"watched_ms"`
+}
+
+// Line says what became of the slot, in words.
+func (s SlotFate) Line() string {
+	watched := time.Duration(s.WatchedMS) * time.Millisecond
+	switch {
+	case s.Kept:
+		return fmt.Sprintf("slot %s kept by the promoted server (confirmed up to %s)", s.Name, s.At)
+	case s.Recreated:
+		return fmt.Sprintf("slot %s gone with the primary (confirmed up to %s there); created again on the promoted server at %s, seen %s after the promotion", s.Name, s.Confirmed, s.At, watched.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("slot %s gone with the primary (confirmed up to %s there), and not created again on the promoted server within %s: the relay stopped", s.Name, s.Confirmed, watched.Round(time.Second))
 }
 
 // Wait is one cause a fault waited for: Cause says what, in words that
@@ -258,8 +295,9 @@ const (
 	// StageNeverCommitted: an event the workload was told of whose fact
 	// never committed.
 	StageNeverCommitted Stage = "never-committed"
-	// StageInOutbox: committed, still pending in the outbox (stuck): the
-	// run did not converge; never "lost".
+	// StageInOutbox: committed, still pending in the outbox (stuck), or
+	// not yet passed by a log relay's slot: the run did not converge;
+	// never "lost".
 	StageInOutbox Stage = "still-in-outbox"
 	// StageRoutedNowhere: published while no queue was bound for it.
 	StageRoutedNowhere Stage = "routed-nowhere"

@@ -69,6 +69,11 @@ type Scenario struct {
 	// limit): it marks those invariants Expected in place and returns the
 	// evidence that the checker reported exactly them.
 	Expect func(o *check.Observation, faults []result.Fault, invs []result.Invariant) result.Evidence
+	// Limit: the scenario exists to show a documented limit, so a correct
+	// pipeline's run ends limit, never pass. A scenario may have Expect
+	// without it: one that accepts a limit only some targets show (a log
+	// relay's slot through a failover).
+	Limit bool
 	// Exclusive scenarios restart the broker: they run on an
 	// infrastructure of their own where the provider can start one, else
 	// alone on the shared one.
