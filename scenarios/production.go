@@ -163,9 +163,7 @@ func expectFailoverLimit(o *check.Observation, faults []result.Fault, invs []res
 			invs[i].Detail += " (expected: promotion without the commits the standby never received — the documented limit)"
 		}
 		if invs[i].Name == check.NoPhantom && !invs[i].OK {
-			for _, v := range invs[i].Violations {
-				phantoms += len(v.EventIDs)
-			}
+			phantoms += namedIDs(invs[i])
 			if lostWAL {
 				invs[i].Expected = true
 				invs[i].Detail += " (expected: the promoted server lost the facts behind them — the documented limit of promotion without the commits)"
@@ -211,9 +209,7 @@ func expectSlotLimit(o *check.Observation, faults []result.Fault, invs []result.
 	phantoms := 0
 	for i := range invs {
 		if invs[i].Name == check.NoPhantom && !invs[i].OK && lostWAL {
-			for _, v := range invs[i].Violations {
-				phantoms += len(v.EventIDs)
-			}
+			phantoms += namedIDs(invs[i])
 			invs[i].Expected = true
 			invs[i].Detail += " (expected: a logical walsender streams a commit the synchronous standby has not confirmed, and the promotion lost it — the documented limit of PostgreSQL 15's logical slots)"
 		}
@@ -316,6 +312,15 @@ func slotSkipped(o *check.Observation, slot *result.SlotFate) (skipped func(id s
 		at, ok := inserted[id]
 		return ok && o.Tap[id] == 0 && (!slot.Recreated || at.Before(slot.SeenAt))
 	}, true
+}
+
+// namedIDs counts the events inv's violations name.
+func namedIDs(inv result.Invariant) int {
+	n := 0
+	for _, v := range inv.Violations {
+		n += len(v.EventIDs)
+	}
+	return n
 }
 
 // lostIDs are the events of lost violations: every one its stages place,

@@ -220,15 +220,7 @@ func (Failover) relaySlot(ctx context.Context, env *Env, seen *states) (*result.
 	if env.RelayModel != target.ModelLog || pool == nil {
 		return nil, nil
 	}
-	rows, err := pool.Query(ctx, `SELECT slot_name::text, coalesce(confirmed_flush_lsn::text, '') FROM pg_replication_slots
-		WHERE database = current_database() AND slot_type = 'logical' ORDER BY slot_name`)
-	var slots []result.SlotFate
-	if err == nil {
-		slots, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (result.SlotFate, error) {
-			var s result.SlotFate
-			return s, row.Scan(&s.Name, &s.Confirmed)
-		})
-	}
+	slots, err := LogSlots(ctx, pool)
 	switch {
 	case err != nil:
 		env.Logf("the relay's slot before the failover: %v", err)
@@ -237,8 +229,36 @@ func (Failover) relaySlot(ctx context.Context, env *Env, seen *states) (*result.
 		env.Logf("%d logical slots in the outbox's database before the failover: which is the relay's is not known, none followed", len(slots))
 		return nil, nil
 	}
-	seen.add(LaneDatabase, "slot", "slot %s confirmed up to %s on the primary", slots[0].Name, slots[0].Confirmed)
-	return &slots[0], pool
+	s := &result.SlotFate{Name: slots[0].Name, Confirmed: slots[0].Confirmed}
+	seen.add(LaneDatabase, "slot", "slot %s confirmed up to %s on the primary", s.Name, s.Confirmed)
+	return s, pool
+}
+
+// LogSlot is a logical replication slot as pg_replication_slots shows it:
+// its confirmed position as text and as bytes from 0/0 (both empty or zero
+// while it is being made, or before it confirmed anything).
+type LogSlot struct {
+	Name           string
+	Confirmed      string
+	ConfirmedBytes int64
+}
+
+// LogSlots are the logical slots in pool's database. A run's outbox
+// database is its own, so the one slot there is its log relay's.
+func LogSlots(ctx context.Context, pool *pgxpool.Pool) ([]LogSlot, error) {
+	rows, err := pool.Query(ctx, `SELECT slot_name::text, coalesce(confirmed_flush_lsn::text, ''), coalesce((confirmed_flush_lsn - '0/0'::pg_lsn)::bigint, 0)
+		FROM pg_replication_slots WHERE database = current_database() AND slot_type = 'logical' ORDER BY slot_name`)
+	if err != nil {
+		return nil, fmt.Errorf("logical slots: %w", err)
+	}
+	slots, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (LogSlot, error) {
+		var s LogSlot
+		return s, row.Scan(&s.Name, &s.Confirmed, &s.ConfirmedBytes)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("logical slots: %w", err)
+	}
+	return slots, nil
 }
 
 // followSlot watches the promoted server, at most slotWithin, for slot:

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -97,25 +95,19 @@ func (w *Watch) End(ctx context.Context, e Ends) (*check.Observation, error) {
 }
 
 // readSlot reads a log relay's slot's confirmed position, as bytes from
-// 0/0, in the outbox's database: the run's own, so its one logical slot
-// is the relay's. ok is false where there is none or several, or it has
-// confirmed nothing yet.
+// 0/0 (fault.LogSlots): ok is false where there is none or several, or it
+// has confirmed nothing yet.
 func (w *Watch) readSlot(ctx context.Context) (confirmed int64, ok bool, err error) {
 	pool, found := w.run.DB[w.run.Target.Observe.Outbox.Database]
 	if !found {
 		return 0, false, nil
 	}
-	rows, err := pool.Query(ctx, `SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots
-		WHERE database = current_database() AND slot_type = 'logical' AND confirmed_flush_lsn IS NOT NULL`)
+	slots, err := fault.LogSlots(ctx, pool)
 	if err != nil {
 		return 0, false, fmt.Errorf("the relay's slot: %w", err)
 	}
-	positions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return 0, false, fmt.Errorf("the relay's slot: %w", err)
-	}
-	if len(positions) != 1 {
+	if len(slots) != 1 || slots[0].Confirmed == "" {
 		return 0, false, nil
 	}
-	return positions[0], true, nil
+	return slots[0].ConfirmedBytes, true, nil
 }

@@ -166,7 +166,7 @@ func (s SlotFate) Line() string {
 	case s.Recreated:
 		return fmt.Sprintf("slot %s gone with the primary (confirmed up to %s there); created again on the promoted server at %s, seen %s after the promotion", s.Name, s.Confirmed, s.At, watched.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("slot %s gone with the primary (confirmed up to %s there), and not created again on the promoted server within %s: the relay stopped", s.Name, s.Confirmed, watched.Round(time.Second))
+	return fmt.Sprintf("slot %s gone with the primary (confirmed up to %s there), and not seen again on the promoted server within %s", s.Name, s.Confirmed, watched.Round(time.Second))
 }
 
 // Wait is one cause a fault waited for: Cause says what, in words that
