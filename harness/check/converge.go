@@ -23,19 +23,27 @@ type Progress struct {
 	Expected int
 	Effects  int // effect rows
 	Effected int // distinct events among the effect rows
+	// SlotBehind are the committed outbox rows a log relay's slot has not
+	// confirmed past (its relay has not told the server it is done with
+	// them): 0 for other relays, and where the slot or the audit trail is
+	// not there to read.
+	SlotBehind int
 	Ready    int
 	Unacked  int
 	Queue    string // the target's queue, which Ready and Unacked count
 }
 
 func (p Progress) settled() bool {
-	return p.Unsettled == 0 && p.Ready == 0 && p.Unacked == 0 && p.InboxPending == 0 && p.Effected >= p.Expected
+	return p.Unsettled == 0 && p.Ready == 0 && p.Unacked == 0 && p.InboxPending == 0 && p.Effected >= p.Expected && p.SlotBehind == 0
 }
 
 func (p Progress) String() string {
 	inbox := ""
 	if p.InboxPending > 0 {
 		inbox = fmt.Sprintf(", %d events in the inbox not applied", p.InboxPending)
+	}
+	if p.SlotBehind > 0 {
+		inbox += fmt.Sprintf(", %d outbox rows not yet confirmed past by the relay's slot", p.SlotBehind)
 	}
 	expected := ""
 	if p.Expected > 0 {
@@ -65,7 +73,7 @@ func NewSettling(quiet time.Duration) *Settling { return &Settling{quiet: quiet}
 
 // same says whether two samples show the pipeline in the same place.
 func (p Progress) same(q Progress) bool {
-	return p.Unsettled == q.Unsettled && p.InboxPending == q.InboxPending && p.Effects == q.Effects && p.Effected == q.Effected && p.Ready == q.Ready && p.Unacked == q.Unacked
+	return p.Unsettled == q.Unsettled && p.InboxPending == q.InboxPending && p.Effects == q.Effects && p.Effected == q.Effected && p.Ready == q.Ready && p.Unacked == q.Unacked && p.SlotBehind == q.SlotBehind
 }
 
 // Stalled says whether the pipeline, not settled, has shown no change at

@@ -44,6 +44,10 @@ func TestSettling(t *testing.T) {
 			[]sample{{Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 0}, {Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 1400}, {Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 3000}}, -1, "5 effects (5 events) of the 6 the answered events call for"},
 		{"a relay whose backlog is not shown: settled once every event has its effect",
 			[]sample{{Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 0}, {Progress{Expected: 6, Effects: 6, Effected: 6, Queue: "orders"}, nil, 200}, {Progress{Expected: 6, Effects: 6, Effected: 6, Queue: "orders"}, nil, 400}, {Progress{Expected: 6, Effects: 6, Effected: 6, Queue: "orders"}, nil, 1400}}, 400, ""},
+		{"a log relay's slot behind committed rows: queue drained and effects still, but not settled",
+			[]sample{{Progress{Effects: 5, SlotBehind: 2, Queue: "orders"}, nil, 0}, {Progress{Effects: 5, SlotBehind: 2, Queue: "orders"}, nil, 1400}, {Progress{Effects: 5, SlotBehind: 2, Queue: "orders"}, nil, 3000}}, -1, "2 outbox rows not yet confirmed past by the relay's slot, 5 effects"},
+		{"the slot confirmed past every row: settled from then on",
+			[]sample{{Progress{Effects: 5, SlotBehind: 2, Queue: "orders"}, nil, 0}, {settled, nil, 200}, {settled, nil, 1200}}, 200, ""},
 		{"the inbox applied: settled from then on",
 			[]sample{{inbox, nil, 0}, {inbox, nil, 1400}, {settled6, nil, 1600}, {settled6, nil, 1800}, {settled6, nil, 2800}}, 1800, ""},
 	}

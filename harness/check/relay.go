@@ -12,6 +12,10 @@ import (
 // events an offset relay has not passed yet.
 const FromPending = "pending"
 
+// FromSlot is a log relay's replication slot: its confirmed position, read
+// from pg_replication_slots.
+const FromSlot = "replication slot"
+
 // StuckAfter is how long an offset relay's position must have stood still,
 // with committed events beyond it, for them to be stuck rather than on
 // their way.
@@ -45,10 +49,15 @@ func (o *Observation) outboxSettles() bool {
 
 // relayTruth judges the outbox by what the relay's model lets the run see
 // of it: the rows' status (a claim relay's, or an outbox query that
-// returns one), or the events beyond an offset relay's position; with
-// neither (a log relay without a pending query) it is not checked.
+// returns one), the events beyond an offset relay's position, or the rows
+// a log relay's slot has not confirmed past; with none of these it is not
+// checked.
 func relayTruth(o *Observation) result.Invariant {
 	switch {
+	case o.Model == target.ModelLog && o.HasSlot && o.HasAudit:
+		return slotTruth(o)
+	case o.Model == target.ModelLog && o.HasAudit && !o.outboxSettles():
+		return notChecked(OutboxTruth, "the outbox's database had no one logical slot with a confirmed position at the end: how far the log relay got is not shown")
 	case o.HasPending && o.Model == target.ModelOffset:
 		// An offset relay's own measure, even where the outbox query
 		// derives a status from the position too: one stuck event is
@@ -89,6 +98,45 @@ func positionTruth(o *Observation) result.Invariant {
 	inv.Violations = []result.Violation{{Kind: "stuck-position", EventIDs: capList(o.Pending),
 		Message: fmt.Sprintf("%d committed outbox events the relay's position never reached (%s)", len(o.Pending), trail), Timeline: o.Timeline(capList(o.Pending)...)}}
 	return inv
+}
+
+// slotTruth: a log relay's slot has confirmed past every committed outbox
+// row once the run converged. A row at or past the confirmed position is
+// one the relay never told the server it was done with: the server keeps
+// the WAL from there (the slot retains it until the disk fills) and
+// streams the row again on every restart of the relay.
+func slotTruth(o *Observation) result.Invariant {
+	inv := result.Invariant{Name: OutboxTruth, OK: true, RestsOn: []string{FromSlot, FromAudit}}
+	behind, rows := o.SlotBehind()
+	if len(behind) == 0 {
+		inv.Detail = fmt.Sprintf("the relay's slot confirmed past all %d committed outbox rows", rows)
+		return inv
+	}
+	inv.OK = false
+	inv.Detail = fmt.Sprintf("%d of %d committed outbox rows at or past the relay's slot's confirmed position after convergence: the server retains their WAL and streams them again on every restart", len(behind), rows)
+	inv.Violations = []result.Violation{{Kind: "stuck-position", EventIDs: capList(behind),
+		Message: fmt.Sprintf("%d committed outbox rows the relay's slot never confirmed past", len(behind)), Timeline: o.Timeline(capList(behind)...)}}
+	return inv
+}
+
+// SlotBehind are the events of the committed outbox rows at or past a log
+// relay's slot's confirmed position (their insert's WAL position, from the
+// audit trail: the commit comes after it), and how many committed rows the
+// audit trail holds. Nil without a slot or an audit trail.
+func (o *Observation) SlotBehind() (behind []string, rows int) {
+	if !o.HasSlot || !o.HasAudit {
+		return nil, 0
+	}
+	for _, a := range o.Audit {
+		if a.Op != "INSERT" || a.LSN == 0 {
+			continue
+		}
+		rows++
+		if a.LSN >= o.SlotConfirmed {
+			behind = append(behind, a.EventID)
+		}
+	}
+	return behind, rows
 }
 
 // FromPosition is the commits faultline saw on an offset relay's position

@@ -74,6 +74,15 @@ func TestRelayModelOracles(t *testing.T) {
 				o.HasTap, o.Tap = true, map[string]int{}
 			}),
 			false, nil, true, []string{"lost"}, result.StageUnknown},
+		{"a log relay's slot confirmed past the row, never routed: lost (skipped), the slot's truth kept",
+			with(lostOne("", nil), func(o *Observation) { logRelay(o, 2000, 1000) }),
+			true, nil, false, []string{"lost"}, result.StageSkipped},
+		{"a log relay's slot never confirmed past the row: stuck-position, not a loss",
+			with(lostOne("", nil), func(o *Observation) { logRelay(o, 1000, 1000) }),
+			false, []string{"stuck-position"}, false, []string{"not-converged"}, result.StageInOutbox},
+		{"a log relay's run without a slot at the end: not checked, and says why",
+			with(lostOne("", nil), func(o *Observation) { logRelay(o, 2000, 1000); o.HasSlot = false }),
+			false, nil, true, []string{"lost"}, result.StageUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			invs, _ := Check(tc.o, []string{NoneGaveUp})

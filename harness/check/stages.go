@@ -117,13 +117,13 @@ func newPlacer(o *Observation) *placer {
 		}
 	}
 	p.slotAhead, p.slotPassed = map[string]bool{}, map[string]bool{}
+	behind, _ := o.SlotBehind()
+	for _, id := range behind {
+		p.slotAhead[id] = true
+	}
 	if o.HasSlot && o.HasAudit {
 		for _, a := range o.Audit {
-			switch {
-			case a.Op != "INSERT" || a.LSN == 0:
-			case a.LSN >= o.SlotConfirmed:
-				p.slotAhead[a.EventID] = true
-			default:
+			if a.Op == "INSERT" && a.LSN != 0 && !p.slotAhead[a.EventID] {
 				p.slotPassed[a.EventID] = true
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/target"
 )
 
 // convergePoll is how often the wait for convergence samples the pipeline.
@@ -37,12 +39,39 @@ func (w *Watch) Progress(ctx context.Context, events int) (check.Progress, error
 	if p.Effects, p.Effected, err = w.countEffects(ctx); err != nil {
 		return p, err
 	}
+	if p.SlotBehind, err = w.slotBehind(ctx); err != nil {
+		return p, err
+	}
 	info, err := w.Queue(ctx, w.run.Target.Topology.Queue)
 	if err != nil {
 		return p, err
 	}
 	p.Ready, p.Unacked = info.Ready, info.Unacked
 	return p, nil
+}
+
+// slotBehind counts, for a log relay, the committed outbox rows whose
+// insert's WAL position (the audit trail's) is at or past its slot's
+// confirmed position: 0 for other relays, without an audit trail, and
+// where the outbox's database holds no one logical slot that confirmed
+// anything yet (the checks at the end say why).
+func (w *Watch) slotBehind(ctx context.Context) (int, error) {
+	if w.run.Target.Relay.Model != target.ModelLog || !w.audit {
+		return 0, nil
+	}
+	pool, ok := w.run.DB[w.run.Target.Observe.Outbox.Database]
+	if !ok {
+		return 0, nil
+	}
+	slots, err := fault.LogSlots(ctx, pool)
+	if err != nil || len(slots) != 1 || slots[0].Confirmed == "" {
+		return 0, err
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM faultline_audit WHERE op = 'INSERT' AND lsn >= $1::pg_lsn`, slots[0].Confirmed).Scan(&n); err != nil {
+		return 0, fmt.Errorf("outbox rows past the relay's slot: %w", err)
+	}
+	return n, nil
 }
 
 // Effects counts the effects through the contract's effects query.
