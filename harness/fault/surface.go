@@ -122,11 +122,11 @@ func SurfaceOf(t *target.Target) (Surface, error) {
 			}
 			s.Instances = append(s.Instances, r)
 			p := procOf[in.Name]
-			for _, link := range []struct{ to, placeholder string }{{"pg", "postgres"}, {"amqp", "amqp"}} {
-				if !p.Uses(link.placeholder) {
+			for _, to := range []string{"pg", "amqp"} {
+				if !p.UsesLink(to) {
 					continue
 				}
-				lr := SurfaceLink{Ref: ref + "." + link.to, Instance: r, To: link.to}
+				lr := SurfaceLink{Ref: ref + "." + to, Instance: r, To: to}
 				if _, err := roles.Link(lr.Ref); err != nil {
 					return Surface{}, fmt.Errorf("target %s: %w", t.Name, err)
 				}

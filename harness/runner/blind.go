@@ -25,8 +25,8 @@ func (r *run) hasLink(ref string) bool {
 		return false
 	}
 	for _, in := range r.instances {
-		for to, placeholder := range map[string]string{"pg": "postgres", "amqp": "amqp"} {
-			if name == in.name+"."+to && in.proc.Uses(placeholder) {
+		for _, to := range []string{"pg", "amqp"} {
+			if name == in.name+"."+to && in.proc.UsesLink(to) {
 				return true
 			}
 		}

@@ -404,6 +404,19 @@ func (d *decoder) decodeProcess(v val) (Process, int) {
 // RabbitMQ), "control_addr".
 func (p Process) Uses(name string) bool { return usesAny(p.Command, p.Env, name) }
 
+// UsesLink reports whether the process is handed the address of its link
+// to ("pg" or "amqp"): {{postgres}} for the database; {{amqp}} or
+// {{amqp_urls}} for the broker, whose every address is one of its links.
+func (p Process) UsesLink(to string) bool {
+	switch to {
+	case "pg":
+		return p.Uses("postgres")
+	case "amqp":
+		return p.Uses("amqp") || p.Uses("amqp_urls")
+	}
+	return false
+}
+
 // TakesBrokerNodes says why the target cannot be handed several broker
 // nodes ("" if it can): every process that talks to the broker must take
 // {{amqp_urls}}, or it would hold on to one node a cluster fault kills.

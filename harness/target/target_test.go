@@ -711,3 +711,28 @@ func TestInboxPending(t *testing.T) {
 		})
 	}
 }
+
+// TestUsesLink: a process has a link to the database where it is handed
+// {{postgres}}, and to the broker where it is handed {{amqp}} or
+// {{amqp_urls}} (every node's address is one of its links).
+func TestUsesLink(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		command  []string
+		pg, amqp bool
+	}{
+		{"both", []string{"app", `--db={{postgres "orders"}}`, "--amqp={{amqp}}"}, true, true},
+		{"every broker node only", []string{"app", "--amqp-urls={{amqp_urls}}"}, false, true},
+		{"neither", []string{"app", "--instance={{instance}}"}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Process{Name: "p"}
+			for _, arg := range tc.command {
+				p.Command = append(p.Command, Template{Raw: arg})
+			}
+			assert.Equal(t, tc.pg, p.UsesLink("pg"))
+			assert.Equal(t, tc.amqp, p.UsesLink("amqp"))
+			assert.False(t, p.UsesLink("redis"), "an unknown link is not used")
+		})
+	}
+}
