@@ -79,9 +79,13 @@ const (
 	// holding changes it could not publish; its slot's confirmed position
 	// must not have passed them.
 	LogPositionAhead = "log.position-ahead"
-	BrokerNack       = "broker.nack"
-	BrokerRestart    = "broker.restart"
-	RelayDBDown      = "relay-db.down"
+	// LogStreamCut: a log relay's replication connection is cut with
+	// changes streamed to it and not yet confirmed by the broker; it must
+	// stream again from its slot's confirmed position.
+	LogStreamCut  = "log.stream-cut"
+	BrokerNack    = "broker.nack"
+	BrokerRestart = "broker.restart"
+	RelayDBDown   = "relay-db.down"
 	// LinkFlapping: a process's link drops again and again, each
 	// reconnection cut short.
 	LinkFlapping   = "link.flapping"
@@ -171,6 +175,8 @@ func OutsideWindows() []Window {
 			Opens: "queue unbound: publishes are unroutable (without mandatory, confirmed all the same)", Guard: "mandatory + basic.return matched to its own publish (MessageId + claim id), retried with backoff"},
 		{Name: LogPositionAhead, Role: Relay, Boundary: BoundaryPublisher,
 			Opens: "a log relay (CDC) killed holding changes it could not publish", Guard: "the slot's position confirmed only past changes the broker confirmed; the server resends from it, the inbox absorbs the duplicates"},
+		{Name: LogStreamCut, Role: Relay, Boundary: BoundaryPublisher,
+			Opens: "a log relay's (CDC) replication connection cut with changes streamed and not yet confirmed by the broker", Guard: "every new stream starts from the slot's confirmed position, never from the last change received"},
 		{Name: BrokerNack, Role: Relay, Boundary: BoundaryPublisher,
 			Opens: "the broker refuses a publish (nack)", Guard: "Published only after a positive confirm; a nacked row retried"},
 		{Name: BrokerRestart, Role: Relay, Boundary: BoundaryPublisher,

@@ -109,6 +109,15 @@ func blackBox() []runner.Scenario {
 			Relay: logOnly,
 		},
 		{
+			Name: "blackbox-relay-stream-cut", Window: protocol.LogStreamCut,
+			Description: "A relay that tails logical replication loses its database connection with changes streamed to it and not yet published: what relay-1 sends the broker is dropped, an outbox row commits and the slot's walsender streams it, then relay-1's database link goes down until that walsender is gone. Both links heal and the relay, not restarted, streams again. It must start from its slot's confirmed position, so the rows it was streamed come again and the inbox absorbs what comes twice; a relay that resumes from the last change it received skips them.",
+			Workload:    steady(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.LogStreamCut{Process: "relay-1", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}, Within: logWithin}}
+			},
+			Relay: logOnly,
+		},
+		{
 			Name: "blackbox-relay-answers-lost", Window: protocol.RelayAfterPublish,
 			Description: "The moment relay-1's claim commits, its broker link stops carrying the broker's answers (confirms, returns) with its publishes in flight: an unknown outcome, so the same eventIds must go out again after the lease, never be marked Published blind.",
 			Workload:    steady(),

@@ -28,9 +28,9 @@ type Progress struct {
 	// them): 0 for other relays, and where the slot or the audit trail is
 	// not there to read.
 	SlotBehind int
-	Ready    int
-	Unacked  int
-	Queue    string // the target's queue, which Ready and Unacked count
+	Ready      int
+	Unacked    int
+	Queue      string // the target's queue, which Ready and Unacked count
 }
 
 func (p Progress) settled() bool {

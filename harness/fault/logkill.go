@@ -178,47 +178,16 @@ func (k LogKill) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 // walsender past its commit, and then the slot's position past it or the
 // relay's answers leaving it behind; it says which.
 func (k LogKill) positioned(ctx context.Context, env *Env, w *waits, pool *pgxpool.Pool, slot string) (string, error) {
-	trail, err := env.Audit(ctx, 0)
-	if err != nil {
-		return "", fmt.Errorf("read the audit trail: %w", err)
-	}
-	var mark int64 // read after the cut: a row above it committed after
-	if len(trail) > 0 {
-		mark = trail[len(trail)-1].ID
-	}
-	var eventID, commitBound string
-	err = k.await(ctx, w, "an outbox row committed after the cut", func() (bool, error) {
-		more, err := env.Audit(ctx, mark)
-		if err != nil {
-			return false, err
-		}
-		for _, a := range more {
-			if a.Op == "INSERT" {
-				eventID = a.EventID
-				// Read after the row was seen committed: its commit record
-				// ends at or before this position.
-				return true, pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&commitBound)
-			}
-		}
-		return false, nil
-	})
+	row, err := streamedSinceCut(ctx, env, w, pool, slot, k.Within)
 	if err != nil {
 		return "", err
 	}
-	var st slotState
-	err = k.await(ctx, w, fmt.Sprintf("slot %s's walsender past %s (row %s)", slot, commitBound, eventID), func() (bool, error) {
-		var err error
-		st, err = readSlot(ctx, pool, slot, commitBound)
-		return st.sent, err
-	})
-	if err != nil {
-		return "", err
-	}
+	st := row.state
 	since := st.now // the server's clock when the row was seen sent
 	answers := map[time.Time]bool{}
-	err = k.await(ctx, w, fmt.Sprintf("slot %s's position past %s, or %d answers of the relay", slot, commitBound, replies), func() (bool, error) {
+	err = awaitLog(ctx, w, k.Within, fmt.Sprintf("slot %s's position past %s, or %d answers of the relay", slot, row.commitBound, replies), func() (bool, error) {
 		var err error
-		if st, err = readSlot(ctx, pool, slot, commitBound); err != nil {
+		if st, err = readSlot(ctx, pool, slot, row.commitBound); err != nil {
 			return false, err
 		}
 		if st.reply != nil && st.reply.After(since) {
@@ -230,16 +199,65 @@ func (k LogKill) positioned(ctx context.Context, env *Env, w *waits, pool *pgxpo
 		return "", err
 	}
 	if st.passed {
-		return fmt.Sprintf("slot %s's position %s passed row %s (committed during the cut, by %s), never published", slot, st.confirmed, eventID, commitBound), nil
+		return fmt.Sprintf("slot %s's position %s passed row %s (committed during the cut, by %s), never published", slot, st.confirmed, row.eventID, row.commitBound), nil
 	}
-	return fmt.Sprintf("slot %s's position %s held behind row %s (committed during the cut, by %s) over %d answers", slot, st.confirmed, eventID, commitBound, len(answers)), nil
+	return fmt.Sprintf("slot %s's position %s held behind row %s (committed during the cut, by %s) over %d answers", slot, st.confirmed, row.eventID, row.commitBound, len(answers)), nil
 }
 
-// await polls done until it holds, at most Within, and records the wait
-// for cause in w; not seen by then, the window did not open.
-func (k LogKill) await(ctx context.Context, w *waits, cause string, done func() (bool, error)) error {
-	return w.wait(cause, k.Within, func() (string, error) {
-		err := pollEvery(ctx, k.Within, logPoll, done)
+// streamedRow is an outbox row committed after a log relay's broker link
+// was cut and streamed to the relay since: the row's event, a WAL position
+// its commit record ends at or before, and the slot as it was when the
+// walsender was seen past it.
+type streamedRow struct {
+	eventID, commitBound string
+	state                slotState
+}
+
+// streamedSinceCut waits, the relay's broker link cut, for an outbox row
+// committed after the cut (the audit trail) and then for the slot's
+// walsender to have sent past its commit (pg_stat_replication.sent_lsn),
+// each at most within.
+func streamedSinceCut(ctx context.Context, env *Env, w *waits, pool *pgxpool.Pool, slot string, within time.Duration) (streamedRow, error) {
+	var row streamedRow
+	trail, err := env.Audit(ctx, 0)
+	if err != nil {
+		return row, fmt.Errorf("read the audit trail: %w", err)
+	}
+	var mark int64 // read after the cut: a row above it committed after
+	if len(trail) > 0 {
+		mark = trail[len(trail)-1].ID
+	}
+	err = awaitLog(ctx, w, within, "an outbox row committed after the cut", func() (bool, error) {
+		more, err := env.Audit(ctx, mark)
+		if err != nil {
+			return false, err
+		}
+		for _, a := range more {
+			if a.Op == "INSERT" {
+				row.eventID = a.EventID
+				// Read after the row was seen committed: its commit record
+				// ends at or before this position.
+				return true, pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&row.commitBound)
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return row, err
+	}
+	err = awaitLog(ctx, w, within, fmt.Sprintf("slot %s's walsender past %s (row %s)", slot, row.commitBound, row.eventID), func() (bool, error) {
+		var err error
+		row.state, err = readSlot(ctx, pool, slot, row.commitBound)
+		return row.state.sent, err
+	})
+	return row, err
+}
+
+// awaitLog polls done until it holds, at most within, and records the
+// wait for cause in w; not seen by then, the window did not open.
+func awaitLog(ctx context.Context, w *waits, within time.Duration, cause string, done func() (bool, error)) error {
+	return w.wait(cause, within, func() (string, error) {
+		err := pollEvery(ctx, within, logPoll, done)
 		if err != nil && ctx.Err() == nil {
 			return "", fmt.Errorf("window not opened: %w: %s: %w", errUnseen, cause, err)
 		}
@@ -256,15 +274,16 @@ type slotState struct {
 	confirmed    string
 	reply        *time.Time
 	now          time.Time
+	pid          int32 // the slot's walsender (active_pid), 0 while none
 }
 
 // readSlot reads slotState of slot against lsn.
 func readSlot(ctx context.Context, pool *pgxpool.Pool, slot, lsn string) (slotState, error) {
 	var st slotState
 	err := pool.QueryRow(ctx, `SELECT coalesce(r.sent_lsn >= $2::pg_lsn, false), coalesce(s.confirmed_flush_lsn >= $2::pg_lsn, false),
-			coalesce(s.confirmed_flush_lsn::text, ''), r.reply_time, clock_timestamp()
+			coalesce(s.confirmed_flush_lsn::text, ''), r.reply_time, clock_timestamp(), coalesce(s.active_pid, 0)
 		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
-		WHERE s.slot_name = $1`, slot, lsn).Scan(&st.sent, &st.passed, &st.confirmed, &st.reply, &st.now)
+		WHERE s.slot_name = $1`, slot, lsn).Scan(&st.sent, &st.passed, &st.confirmed, &st.reply, &st.now, &st.pid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, fmt.Errorf("slot %s is gone", slot)
 	}

@@ -24,7 +24,7 @@ import (
 type Catch struct {
 	Variant  string
 	Scenario string
-	Expect   string // violation kind: lost, phantom, duplicate-effect, stale-write, stuck-row
+	Expect   string // violation kind: lost, phantom, duplicate-effect, stale-write, stuck-row, stuck-position, …
 	Guard    string
 }
 
@@ -219,7 +219,7 @@ func Run(ctx context.Context, sh *runner.Shared, plan Plan) (result.Run, error) 
 		if !ok {
 			return result.Run{}, fmt.Errorf("gate: variant %s is to be caught by unknown scenario %q", c.Variant, c.Scenario)
 		}
-		jobs = append(jobs, job{sc: sc, variant: c.Variant, seed: plan.Seeds[0], stuck: c.Expect == "stuck-row", expect: c.Expect})
+		jobs = append(jobs, job{sc: sc, variant: c.Variant, seed: plan.Seeds[0], stuck: c.Expect == "stuck-row" || c.Expect == "stuck-position", expect: c.Expect})
 	}
 	exclusive, others := schedule(jobs)
 
