@@ -1,7 +1,9 @@
 // Command inventory is the consumer: for each delivery it writes the inbox
 // row and, only if the event is new, its effect (a stock reservation) in
 // one transaction, and acks after the commit. A message that is not an
-// event is rejected without requeue: it is dead-lettered.
+// event is rejected without requeue: it is dead-lettered. It consumes
+// through one broker node of --amqp-urls at a time and, when it loses that
+// node, reconnects to the next.
 package main
 
 import (
@@ -24,14 +26,21 @@ import (
 func main() {
 	instance := flag.String("instance", "inventory", "this instance's name")
 	dbURL := flag.String("db-url", "", "PostgreSQL URL of the inventory database")
-	amqpURL := flag.String("amqp-url", "", "RabbitMQ URL")
+	amqpURLs := flag.String("amqp-urls", "", "RabbitMQ URLs of the cluster's nodes, comma-separated, the preferred first: the consumer connects to the first that answers and, when its connection is lost, to the next")
+	amqpURL := flag.String("amqp-url", "", "one RabbitMQ URL (a one-node --amqp-urls)")
+	heartbeat := flag.Duration("amqp-heartbeat", 10*time.Second, "AMQP heartbeat: a node that sends nothing for 1.5 heartbeats is left for the next")
 	control := flag.String("control-addr", "127.0.0.1:0", "address of /healthz")
 	prefetch := flag.Int("prefetch", 32, "unacked deliveries at most")
 	reconnectMax := flag.Duration("reconnect-max", 5*time.Second, "longest wait between reconnections")
 	flag.Parse()
-	if *dbURL == "" || *amqpURL == "" {
-		log.Fatal("inventory: --db-url and --amqp-url are required")
+	if *dbURL == "" {
+		log.Fatal("inventory: --db-url is required")
 	}
+	urls, err := pipeline.BrokerURLs(*amqpURLs, *amqpURL)
+	if err != nil {
+		log.Fatalf("inventory: %v", err)
+	}
+	nodes := pipeline.NewNodes(urls)
 	ctx, stop := pipeline.SignalContext()
 	defer stop()
 	db, err := pgxpool.New(ctx, *dbURL)
@@ -48,10 +57,10 @@ func main() {
 	}); err != nil {
 		log.Fatalf("inventory: %v", err)
 	}
-	log.Printf("inventory %s: started", *instance)
+	log.Printf("inventory %s: started, broker nodes: %d", *instance, nodes.Len())
 	backoff := pipeline.Backoff{Max: *reconnectMax}
 	for ctx.Err() == nil {
-		err := consume(ctx, db, *amqpURL, *prefetch, &consuming)
+		err := consume(ctx, db, nodes, pipeline.DialConfig(*heartbeat), *prefetch, &consuming)
 		if consuming.Swap(false) {
 			backoff.Reset() // that session worked: start the waits over
 		}
@@ -65,14 +74,18 @@ func main() {
 	}
 }
 
-// consume runs one broker session until it fails. A delivery whose
-// transaction fails ends the session unacked: the broker redelivers it.
-func consume(ctx context.Context, db *pgxpool.Pool, url string, prefetch int, consuming *atomic.Bool) error {
-	conn, err := amqp.Dial(url)
+// consume runs one broker session, on the next node that answers, until
+// it fails. A delivery whose transaction fails ends the session unacked:
+// the broker redelivers it. So does a lost node: the queue hands what was
+// unacked on the lost connection to the next consumer, whichever node it
+// is connected to, and the inbox absorbs what had already committed.
+func consume(ctx context.Context, db *pgxpool.Pool, nodes *pipeline.Nodes, config amqp.Config, prefetch int, consuming *atomic.Bool) error {
+	conn, node, err := nodes.Dial(ctx, config)
 	if err != nil {
 		return fmt.Errorf("dial broker: %w", err)
 	}
 	defer conn.Close()
+	log.Printf("connected to broker node %d/%d", node+1, nodes.Len())
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("open channel: %w", err)

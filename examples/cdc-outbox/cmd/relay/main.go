@@ -6,6 +6,9 @@
 // that transaction, and of every transaction before it, was confirmed by
 // the broker and not returned. A restart streams again from that position,
 // so what was not confirmed comes again; the inbox absorbs the duplicates.
+// So does a session on another broker node: each session dials the nodes
+// of --amqp-urls in turn, from the one after the node the session before
+// was on.
 package main
 
 import (
@@ -42,20 +45,36 @@ const (
 	// noMandatory publishes without mandatory: an unroutable message is
 	// confirmed all the same, and the position moves past it.
 	noMandatory = "no-mandatory"
+	// staleStatus reports to the server the position the stream started
+	// from, not the one the broker's confirms moved it to: the slot never
+	// moves on, the server keeps all its WAL, and every restart streams
+	// everything again.
+	staleStatus = "stale-status"
+	// resumeFromReceived starts each new stream of the process from the
+	// end of the last transaction it handed to its publisher, not from the
+	// slot's confirmed position: a stream cut with publishes unconfirmed
+	// skips them (the server decodes nothing before the start asked for).
+	resumeFromReceived = "resume-from-received"
 )
 
 const outboxTable = "outbox"
 
 type config struct {
-	instance, dbURL, amqpURL, slot, publication, variant string
-	statusInterval, reconnectMax, confirmTimeout         time.Duration
+	instance, dbURL, slot, publication, variant                 string
+	statusInterval, reconnectMax, confirmTimeout, amqpHeartbeat time.Duration
+	// handedUpTo is the end of the last transaction handed to a
+	// publisher, by any session of the process: where resume-from-received
+	// starts its next stream.
+	handedUpTo *atomic.Uint64
 }
 
 func main() {
 	var c config
 	flag.StringVar(&c.instance, "instance", "relay", "this instance's name")
 	flag.StringVar(&c.dbURL, "db-url", "", "PostgreSQL URL of the orders database")
-	flag.StringVar(&c.amqpURL, "amqp-url", "", "RabbitMQ URL")
+	amqpURLs := flag.String("amqp-urls", "", "RabbitMQ URLs of the cluster's nodes, comma-separated, the preferred first: the relay connects to the first that answers and, when its session ends, to the next")
+	amqpURL := flag.String("amqp-url", "", "one RabbitMQ URL (a one-node --amqp-urls)")
+	flag.DurationVar(&c.amqpHeartbeat, "amqp-heartbeat", 10*time.Second, "AMQP heartbeat: a node that sends nothing for 1.5 heartbeats is left for the next")
 	control := flag.String("control-addr", "127.0.0.1:0", "address of /healthz")
 	flag.StringVar(&c.slot, "slot", "outbox_relay", "logical replication slot (pgoutput), created if missing")
 	flag.StringVar(&c.publication, "publication", "outbox_pub", "publication of the outbox table, created if missing")
@@ -64,9 +83,15 @@ func main() {
 	flag.DurationVar(&c.confirmTimeout, "confirm-timeout", 10*time.Second, "how long the broker's confirms are waited for before the outcome counts as unknown and the session starts over")
 	flag.Parse()
 	c.variant = os.Getenv("FAULTLINE_VARIANT")
-	if c.dbURL == "" || c.amqpURL == "" {
-		log.Fatal("relay: --db-url and --amqp-url are required")
+	c.handedUpTo = new(atomic.Uint64)
+	if c.dbURL == "" {
+		log.Fatal("relay: --db-url is required")
 	}
+	urls, err := pipeline.BrokerURLs(*amqpURLs, *amqpURL)
+	if err != nil {
+		log.Fatalf("relay: %v", err)
+	}
+	nodes := pipeline.NewNodes(urls)
 	ctx, stop := pipeline.SignalContext()
 	defer stop()
 	var streaming atomic.Bool
@@ -78,9 +103,9 @@ func main() {
 	}); err != nil {
 		log.Fatalf("relay: %v", err)
 	}
-	log.Printf("relay %s: started, slot %s, publication %s, variant %q", c.instance, c.slot, c.publication, c.variant)
+	log.Printf("relay %s: started, slot %s, publication %s, broker nodes: %d, variant %q", c.instance, c.slot, c.publication, nodes.Len(), c.variant)
 	switch c.variant {
-	case "", "correct", confirmOnReceive, keepaliveAdvance, noMandatory:
+	case "", "correct", confirmOnReceive, keepaliveAdvance, noMandatory, staleStatus, resumeFromReceived:
 	default:
 		// faultline passes "correct" on the correct pipeline; anything else
 		// unknown is most likely a misspelt variant, which would silently
@@ -89,7 +114,7 @@ func main() {
 	}
 	backoff := pipeline.Backoff{Max: c.reconnectMax}
 	for ctx.Err() == nil {
-		err := session(ctx, c, &streaming)
+		err := session(ctx, c, nodes, &streaming)
 		if streaming.Swap(false) {
 			backoff.Reset() // that session worked: start the waits over
 		}
@@ -133,7 +158,11 @@ func (p *position) get() pglogrepl.LSN {
 }
 
 // session streams and publishes until the database or the broker fails.
-func session(ctx context.Context, c config, streaming *atomic.Bool) error {
+// Its broker connection goes to the next node of nodes that answers: after
+// a session on one node, the next session starts at the node after it.
+// Whichever node it is, the session starts from the slot's confirmed
+// position, which never passed a change the broker did not confirm.
+func session(ctx context.Context, c config, nodes *pipeline.Nodes, streaming *atomic.Bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := prepare(ctx, c); err != nil {
@@ -150,21 +179,27 @@ func session(ctx context.Context, c config, streaming *atomic.Bool) error {
 	// The socket under the broker connection, so that a publish or a
 	// confirm that hangs (a broker gone without closing the connection)
 	// can be cut short: closing it fails everything waiting on it.
-	// amqp.DefaultDial bounds the connect and the AMQP handshake (a
-	// handshake into a link that drops everything would wait forever);
-	// heartbeats every 10 s notice a broker that went silent while the
-	// relay had nothing to publish.
+	// The dial bounds the connect and the AMQP handshake (a handshake into
+	// a link that drops everything would wait forever); heartbeats notice
+	// a node that went silent (frozen) while the relay had nothing to
+	// publish.
 	var socket net.Conn
-	dial := amqp.DefaultDial(5 * time.Second)
-	broker, err := amqp.DialConfig(c.amqpURL, amqp.Config{Heartbeat: 10 * time.Second, Dial: func(network, addr string) (net.Conn, error) {
+	config := pipeline.DialConfig(c.amqpHeartbeat)
+	dial := config.Dial
+	config.Dial = func(network, addr string) (net.Conn, error) {
 		conn, err := dial(network, addr)
 		socket = conn
 		return conn, err
-	}})
+	}
+	broker, node, err := nodes.Dial(ctx, config)
 	if err != nil {
 		return fmt.Errorf("dial broker: %w", err)
 	}
 	defer broker.Close()
+	log.Printf("relay %s: connected to broker node %d/%d", c.instance, node+1, nodes.Len())
+	// A connection lost while the relay has nothing to publish ends the
+	// session at once, not at the next publish.
+	lost := broker.NotifyClose(make(chan *amqp.Error, 1))
 	ch, err := broker.Channel()
 	if err != nil {
 		return fmt.Errorf("open channel: %w", err)
@@ -177,7 +212,11 @@ func session(ctx context.Context, c config, streaming *atomic.Bool) error {
 	}
 	returns := ch.NotifyReturn(make(chan amqp.Return, 1024))
 	// LSN 0: the server starts from the slot's confirmed position.
-	if err := pglogrepl.StartReplication(ctx, conn, c.slot, 0, pglogrepl.StartReplicationOptions{
+	from := pglogrepl.LSN(0)
+	if c.variant == resumeFromReceived {
+		from = pglogrepl.LSN(c.handedUpTo.Load())
+	}
+	if err := pglogrepl.StartReplication(ctx, conn, c.slot, from, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", c.publication)},
 	}); err != nil {
 		return fmt.Errorf("start replication on %s: %w", c.slot, err)
@@ -188,7 +227,7 @@ func session(ctx context.Context, c config, streaming *atomic.Bool) error {
 	handed := make(chan txn, 256)
 	failed := make(chan error, 1)
 	go func() {
-		failed <- publish(ctx, c, ch, returns, handed, pos, func() { _ = socket.Close() })
+		failed <- publish(ctx, c, ch, returns, lost, handed, pos, func() { _ = socket.Close() })
 		cancel()
 	}()
 	err = stream(ctx, c, conn, handed, pos)
@@ -252,11 +291,15 @@ func stream(ctx context.Context, c config, conn *pgconn.PgConn, handed chan<- tx
 	silenceLimit := max(5*c.statusInterval, 10*time.Second)
 	lastHeard := time.Now()
 	nextStatus := time.Now().Add(c.statusInterval)
+	started := pos.get()
 	sendStatus := func(requestReply bool) error {
 		// Written, flushed and applied are all the confirmed position:
 		// the server keeps the slot's WAL from there, and streams again
 		// from there after a restart.
 		p := pos.get()
+		if c.variant == staleStatus {
+			p = started
+		}
 		if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{
 			WALWritePosition: p, WALFlushPosition: p, WALApplyPosition: p, ReplyRequested: requestReply,
 		}); err != nil {
@@ -368,6 +411,7 @@ func stream(ctx context.Context, c config, conn *pgconn.PgConn, handed chan<- tx
 				pos.mu.Lock()
 				pos.inflight++
 				pos.mu.Unlock()
+				c.handedUpTo.Store(uint64(current.end))
 				if err := hand(*current); err != nil {
 					return err
 				}
@@ -406,12 +450,17 @@ func eventOf(rel *pglogrepl.RelationMessage, tuple *pglogrepl.TupleData) (event,
 // until every one is confirmed by the broker and not returned, retrying
 // those returned or nacked with backoff; then it moves the position to the
 // transaction's end.
-func publish(ctx context.Context, c config, ch *amqp.Channel, returns <-chan amqp.Return, handed <-chan txn, pos *position, cut func()) error {
+func publish(ctx context.Context, c config, ch *amqp.Channel, returns <-chan amqp.Return, lost <-chan *amqp.Error, handed <-chan txn, pos *position, cut func()) error {
 	for {
 		var t txn
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case err := <-lost:
+			if err == nil {
+				return errors.New("broker connection closed")
+			}
+			return fmt.Errorf("broker connection lost: %w", err)
 		case t = <-handed:
 		}
 		todo := t.events

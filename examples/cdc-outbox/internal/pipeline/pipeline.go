@@ -1,6 +1,6 @@
 // Package pipeline holds what the three programs of the example share: the
-// event's body, the broker topology, and the small process plumbing
-// (signals, health, reconnect backoff).
+// event's body, the broker topology, the broker's nodes, and the small
+// process plumbing (signals, health, reconnect backoff).
 package pipeline
 
 import (
@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -66,6 +67,88 @@ func DeclareTopology(ch *amqp.Channel) error {
 		}
 	}
 	return nil
+}
+
+// BrokerURLs is the broker's node list of a program's flags: urls
+// (--amqp-urls: a cluster's nodes, comma-separated, the preferred first)
+// when given, else the one url (--amqp-url). Every address must be an AMQP
+// URL; an error names an address by its position only, as the URLs carry
+// the password.
+func BrokerURLs(urls, url string) ([]string, error) {
+	if strings.TrimSpace(urls) == "" {
+		if url == "" {
+			return nil, errors.New("no broker address: give --amqp-urls")
+		}
+		urls = url
+	}
+	var out []string
+	for i, u := range strings.Split(urls, ",") {
+		u = strings.TrimSpace(u)
+		if u == "" {
+			return nil, fmt.Errorf("broker address %d is empty", i+1)
+		}
+		if _, err := amqp.ParseURI(u); err != nil {
+			return nil, fmt.Errorf("broker address %d is not an AMQP URL: %w", i+1, err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// Nodes are a cluster's broker addresses, dialled in turn: the first
+// connection goes to the first node that answers, from the first; every
+// later one starts at the node after the one last connected, so a node
+// killed, cut off or frozen is left for the others, and a full round comes
+// back to it. Not safe for concurrent use: each connection loop owns its
+// own.
+type Nodes struct {
+	urls []string
+	next int // where the next Dial starts
+}
+
+// NewNodes is the node list urls (at least one).
+func NewNodes(urls []string) *Nodes {
+	return &Nodes{urls: append([]string(nil), urls...)}
+}
+
+// Len is the number of nodes.
+func (n *Nodes) Len() int { return len(n.urls) }
+
+// Dial connects to the nodes in turn with config, from where the last Dial
+// left off, until one answers; it returns the connection and the node's
+// position in the list (0 for the first). A node that does not answer is
+// logged as the next is tried, by its position (the URLs carry the
+// password). After a full round without an answer it returns every node's
+// error, and the next Dial starts the round over where this one began.
+func (n *Nodes) Dial(ctx context.Context, config amqp.Config) (*amqp.Connection, int, error) {
+	var errs []error
+	for try := range len(n.urls) {
+		i := n.next
+		n.next = (i + 1) % len(n.urls)
+		conn, err := amqp.DialConfig(n.urls[i], config)
+		if err == nil {
+			return conn, i, nil
+		}
+		err = fmt.Errorf("broker node %d/%d: %w", i+1, len(n.urls), err)
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+		if try < len(n.urls)-1 {
+			log.Printf("%v; trying node %d/%d", err, n.next+1, len(n.urls))
+		}
+	}
+	return nil, -1, errors.Join(errs...)
+}
+
+// DialConfig is the configuration both programs dial the broker with:
+// heartbeats every heartbeat (a frozen node answers nothing and closes
+// nothing: the client gives the connection up after 1.5 heartbeats without
+// a frame), and a connect and handshake bounded by 5 s (a handshake into
+// a link that drops everything, or a node that is paused, would otherwise
+// wait for 30 s).
+func DialConfig(heartbeat time.Duration) amqp.Config {
+	return amqp.Config{Heartbeat: heartbeat, Dial: amqp.DefaultDial(5 * time.Second)}
 }
 
 // SignalContext is cancelled on SIGTERM or SIGINT.
