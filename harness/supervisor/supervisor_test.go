@@ -362,6 +362,12 @@ func TestReadyLog(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(readOut(t, p), "ready: 4 workers\n"))
 }
 
+// notReadyWithin is TestNotReady's readiness bound: long enough for the
+// test process to have written what the error must show (its output, its
+// event log's first line) on a loaded machine, where it once had not
+// within half a second.
+const notReadyWithin = 3 * time.Second
+
 // TestNotReady: a process that never becomes ready is killed and
 // forgotten, and the error says why and shows its output and what it
 // logged to its event log.
@@ -378,30 +384,30 @@ func TestNotReady(t *testing.T) {
 			name:  "HTTP 503",
 			args:  []string{"--unhealthy-for", "1h"},
 			ready: func(t *testing.T, spec *Spec) {},
-			want:  []string{"not ready within 500ms", "503", "warming up", "testproc serving on"},
+			want:  []string{"not ready within 3s", "503", "warming up", "testproc serving on"},
 		},
 		{
 			name:  "HTTP never serving",
 			args:  []string{"--ready-after", "1h"},
 			ready: func(t *testing.T, spec *Spec) {},
-			want:  []string{"not ready within 500ms", "GET http://", "testproc waiting 1h0m0s before serving"},
+			want:  []string{"not ready within 3s", "GET http://", "testproc waiting 1h0m0s before serving"},
 		},
 		{
 			name:  "TCP",
 			ready: func(t *testing.T, spec *Spec) { spec.Ready.HTTP, spec.Ready.TCP = "", freeAddr(t) },
-			want:  []string{"not ready within 500ms", "dial ", "testproc serving on"},
+			want:  []string{"not ready within 3s", "dial ", "testproc serving on"},
 		},
 		{
 			name:  "log",
 			args:  []string{"--ready-line", "almost"},
 			ready: func(t *testing.T, spec *Spec) { spec.Ready.HTTP, spec.Ready.Log = "", regexp.MustCompile(`^ready$`) },
-			want:  []string{"not ready within 500ms", "no line of output matching", "almost"},
+			want:  []string{"not ready within 3s", "no line of output matching", "almost"},
 		},
 		{
 			name:  "caller's context",
 			args:  []string{"--unhealthy-for", "1h"},
 			ready: func(t *testing.T, spec *Spec) { spec.Ready.Timeout = time.Minute },
-			ctx:   500 * time.Millisecond,
+			ctx:   notReadyWithin,
 			want:  []string{"not ready", "503", "testproc serving on"},
 		},
 	}
@@ -411,7 +417,7 @@ func TestNotReady(t *testing.T) {
 			t.Parallel()
 			s := newSupervisor(t)
 			spec := testSpec(t, s, "relay-1", tc.args...)
-			spec.Ready.Timeout = 500 * time.Millisecond
+			spec.Ready.Timeout = notReadyWithin
 			tc.ready(t, &spec)
 			bound := tc.ctx
 			if bound == 0 {
@@ -423,8 +429,8 @@ func TestNotReady(t *testing.T) {
 			_, err := s.Start(ctx, spec)
 			elapsed := time.Since(begin)
 			require.Error(t, err)
-			assert.GreaterOrEqual(t, elapsed, 500*time.Millisecond)
-			assert.Less(t, elapsed, 10*time.Second)
+			assert.GreaterOrEqual(t, elapsed, notReadyWithin)
+			assert.Less(t, elapsed, notReadyWithin+10*time.Second, "ended soon after its bound")
 			// its output, and the last lines of its event log after it
 			for _, w := range append(tc.want, "testproc starting, pid", "event log, last lines:", `"event":"started"`) {
 				assert.Contains(t, err.Error(), w)
