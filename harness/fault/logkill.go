@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/proxies"
@@ -316,4 +317,60 @@ func activeSlot(ctx context.Context, pool *pgxpool.Pool, within time.Duration) (
 		return "", err
 	}
 	return slots[0], nil
+}
+
+// slotBehindAtDeath says whether a log relay, just killed, died with its
+// slot's confirmed position still behind the outbox row of eventID: its
+// window (published, not yet confirmed past) was open. It waits, at most
+// within, for no walsender to stream the slot (the dead relay's gone, so
+// no answer of its can move the position any more), then compares the
+// position with the row's insert in the audit trail (the commit comes
+// after it). It says what it saw; with no slot, no audit trail or no
+// insert of the event, it cannot tell and says so, with ok true.
+func slotBehindAtDeath(ctx context.Context, env *Env, eventID string, within time.Duration) (ok bool, saw string, err error) {
+	pool, found := env.DB[env.Observe.Outbox.Database]
+	if !found || env.Audit == nil || eventID == "" {
+		return true, "the slot's position at the kill not compared (no outbox database, audit trail or eventId)", nil
+	}
+	var slot LogSlot
+	err = pollEvery(ctx, within, logPoll, func() (bool, error) {
+		var active bool
+		err := pool.QueryRow(ctx, `SELECT slot_name::text, active, coalesce(confirmed_flush_lsn::text, ''), coalesce((confirmed_flush_lsn - '0/0'::pg_lsn)::bigint, 0)
+			FROM pg_replication_slots WHERE database = current_database() AND slot_type = 'logical'`).Scan(&slot.Name, &active, &slot.Confirmed, &slot.ConfirmedBytes)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return true, nil
+		}
+		return !active, err
+	})
+	if err != nil {
+		return false, "", fmt.Errorf("window not opened: %w: the killed relay's walsender gone from its slot within %s: %w", errUnseen, within, err)
+	}
+	if slot.Confirmed == "" {
+		return true, "no slot with a confirmed position at the kill: the position not compared", nil
+	}
+	trail, err := env.Audit(ctx, 0)
+	if err != nil {
+		return false, "", fmt.Errorf("read the audit trail: %w", err)
+	}
+	insert, passed := positionPassed(slot, trail, eventID)
+	switch {
+	case insert == 0:
+		return true, fmt.Sprintf("no insert of %s in the audit trail: the position not compared", eventID), nil
+	case passed:
+		return false, "", fmt.Errorf("window not opened: %w: slot %s's position %s had passed the published row %s (inserted at byte %d) when the relay died", errUnseen, slot.Name, slot.Confirmed, eventID, insert)
+	}
+	return true, fmt.Sprintf("slot %s's position %s behind the published row %s when the relay died", slot.Name, slot.Confirmed, eventID), nil
+}
+
+// positionPassed finds eventID's outbox insert in the audit trail (its
+// WAL position as bytes; 0: none) and says whether slot's confirmed
+// position is past it. The row's commit ends after its insert, so a
+// position at the insert has not confirmed the row.
+func positionPassed(slot LogSlot, trail []check.AuditRow, eventID string) (insert int64, passed bool) {
+	for _, a := range trail {
+		if a.Op == "INSERT" && a.EventID == eventID && a.LSN != 0 {
+			return a.LSN, slot.ConfirmedBytes > a.LSN
+		}
+	}
+	return 0, false
 }

@@ -500,12 +500,27 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	}
 	switch c.Action {
 	case ActKill:
+		killed := time.Now()
+		// A log relay killed at a publish: its window was open only if its
+		// slot had not confirmed past the row yet.
+		var behind error
+		if c.Table == TablePublish && env.RelayModel == target.ModelLog {
+			var ok bool
+			var position string
+			ok, position, behind = slotBehindAtDeath(ctx, env, commit.EventID, env.Deadline)
+			if ok {
+				saw += "; " + position
+			}
+		}
 		endLinks()
-		if err := pause(ctx, c.RestartAfter); err != nil {
+		if err := pause(ctx, c.RestartAfter-time.Since(killed)); err != nil {
 			return done(true, err)
 		}
 		if err := p.Restart(ctx); err != nil {
 			undid(fmt.Errorf("restart %s: %w", in.Name, err))
+		}
+		if behind != nil {
+			return done(!errors.Is(behind, errUnseen), behind)
 		}
 	case ActPause:
 		var holdErr error
