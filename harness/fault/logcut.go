@@ -11,7 +11,6 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
-	"github.com/faultline-dev/faultline/proxies"
 )
 
 // LogStreamCut cuts a log relay's replication connection while changes
@@ -109,33 +108,17 @@ func (c LogStreamCut) inject(ctx context.Context, env *Env, w *waits) result.Fau
 	brokerLink, dbLink := BrokerLink(c.Process), DBLink(c.Process)
 	defer env.Landings.land(brokerLink, notLanded(brokerLink))
 	defer env.Landings.land(dbLink, notLanded(dbLink))
-	broker, err := env.Link(brokerLink)
-	if err != nil {
-		return record(c, start, false, err)
-	}
 	db, err := env.Link(dbLink)
 	if err != nil {
 		return record(c, start, false, err)
 	}
-	pool, ok := env.DB[env.Observe.Outbox.Database]
-	if !ok {
-		return record(c, start, false, fmt.Errorf("no pool for the outbox's database %q", env.Observe.Outbox.Database))
-	}
-	if err := env.Wait(ctx, c.Trigger); err != nil {
-		return record(c, start, false, err)
-	}
-	slot, err := activeSlot(ctx, pool, c.Within)
+	cut, err := cutLogRelay(ctx, env, c.Process, c.Trigger, c.Within)
 	if err != nil {
 		return record(c, start, false, err)
 	}
-	start = time.Now()
-	cut, err := broker.Add(ctx, proxies.Timeout{Timeout: 0, Stream: proxies.Upstream})
-	if err != nil {
-		return record(c, start, false, err)
-	}
-	env.Landings.land(brokerLink, nil)
-	healBroker := func() error { return cut.Remove(context.WithoutCancel(ctx)) }
-	env.Logf("%s cut (what %s sends the broker dropped); slot %s", brokerLink, c.Process, slot)
+	start = cut.at
+	healBroker, pool, slot := cut.heal, cut.pool, cut.slot
+	defer func() { _ = healBroker() }()
 	row, err := streamedSinceCut(ctx, env, w, pool, slot, c.Within)
 	if err != nil {
 		return withUndo(record(c, start, false, err), healBroker)

@@ -120,37 +120,13 @@ func (k LogKill) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	if err != nil {
 		return record(k, start, false, err)
 	}
-	l, err := env.Link(link)
+	cut, err := cutLogRelay(ctx, env, k.Process, k.Trigger, k.Within)
 	if err != nil {
 		return record(k, start, false, err)
 	}
-	pool, ok := env.DB[env.Observe.Outbox.Database]
-	if !ok {
-		return record(k, start, false, fmt.Errorf("no pool for the outbox's database %q", env.Observe.Outbox.Database))
-	}
-	if err := env.Wait(ctx, k.Trigger); err != nil {
-		return record(k, start, false, err)
-	}
-	slot, err := activeSlot(ctx, pool, k.Within)
-	if err != nil {
-		return record(k, start, false, err)
-	}
-	start = time.Now()
-	cut, err := l.Add(ctx, proxies.Timeout{Timeout: 0, Stream: proxies.Upstream})
-	if err != nil {
-		return record(k, start, false, err)
-	}
-	env.Landings.land(link, nil)
-	healed := false
-	heal := func() error {
-		if healed {
-			return nil
-		}
-		healed = true
-		return cut.Remove(context.WithoutCancel(ctx))
-	}
+	start = cut.at
+	heal, pool, slot := cut.heal, cut.pool, cut.slot
 	defer func() { _ = heal() }()
-	env.Logf("%s cut (what %s sends the broker dropped); slot %s", link, k.Process, slot)
 
 	saw, err := k.positioned(ctx, env, w, pool, slot)
 	if err != nil {
@@ -203,6 +179,54 @@ func (k LogKill) positioned(ctx context.Context, env *Env, w *waits, pool *pgxpo
 		return fmt.Sprintf("slot %s's position %s passed row %s (committed during the cut, by %s), never published", slot, st.confirmed, row.eventID, row.commitBound), nil
 	}
 	return fmt.Sprintf("slot %s's position %s held behind row %s (committed during the cut, by %s) over %d answers", slot, st.confirmed, row.eventID, row.commitBound, len(answers)), nil
+}
+
+// logCut is a log relay's broker link cut (a timeout toxic: what it sends
+// the broker dropped): the outbox's pool, the relay's slot, when the cut
+// landed, and its heal (once; later calls do nothing).
+type logCut struct {
+	pool *pgxpool.Pool
+	slot string
+	at   time.Time
+	heal func() error
+}
+
+// cutLogRelay waits for trigger and for the one logical slot active in the
+// outbox's database (at most within), then cuts what process sends the
+// broker, and says so on its broker link's landing: where both log relay
+// windows begin.
+func cutLogRelay(ctx context.Context, env *Env, process string, trigger Trigger, within time.Duration) (logCut, error) {
+	link := BrokerLink(process)
+	l, err := env.Link(link)
+	if err != nil {
+		return logCut{}, err
+	}
+	pool, ok := env.DB[env.Observe.Outbox.Database]
+	if !ok {
+		return logCut{}, fmt.Errorf("no pool for the outbox's database %q", env.Observe.Outbox.Database)
+	}
+	if err := env.Wait(ctx, trigger); err != nil {
+		return logCut{}, err
+	}
+	slot, err := activeSlot(ctx, pool, within)
+	if err != nil {
+		return logCut{}, err
+	}
+	at := time.Now()
+	toxic, err := l.Add(ctx, proxies.Timeout{Timeout: 0, Stream: proxies.Upstream})
+	if err != nil {
+		return logCut{}, err
+	}
+	env.Landings.land(link, nil)
+	env.Logf("%s cut (what %s sends the broker dropped); slot %s", link, process, slot)
+	healed := false
+	return logCut{pool: pool, slot: slot, at: at, heal: func() error {
+		if healed {
+			return nil
+		}
+		healed = true
+		return toxic.Remove(context.WithoutCancel(ctx))
+	}}, nil
 }
 
 // streamedRow is an outbox row committed after a log relay's broker link
