@@ -107,7 +107,8 @@ func positionTruth(o *Observation) result.Invariant {
 // streams the row again on every restart of the relay.
 func slotTruth(o *Observation) result.Invariant {
 	inv := result.Invariant{Name: OutboxTruth, OK: true, RestsOn: []string{FromSlot, FromAudit}}
-	behind, rows := o.SlotBehind()
+	behind, passed := o.SlotPlaced()
+	rows := len(behind) + len(passed)
 	if len(behind) == 0 {
 		inv.Detail = fmt.Sprintf("the relay's slot confirmed past all %d committed outbox rows", rows)
 		return inv
@@ -119,24 +120,25 @@ func slotTruth(o *Observation) result.Invariant {
 	return inv
 }
 
-// SlotBehind are the events of the committed outbox rows at or past a log
-// relay's slot's confirmed position (their insert's WAL position, from the
-// audit trail: the commit comes after it), and how many committed rows the
-// audit trail holds. Nil without a slot or an audit trail.
-func (o *Observation) SlotBehind() (behind []string, rows int) {
+// SlotPlaced places each committed outbox row against a log relay's
+// slot's confirmed position by its insert's WAL position (the audit
+// trail's; the commit comes after it): behind are the events at or past
+// the position, passed those before it. Both nil without a slot or an
+// audit trail.
+func (o *Observation) SlotPlaced() (behind, passed []string) {
 	if !o.HasSlot || !o.HasAudit {
-		return nil, 0
+		return nil, nil
 	}
 	for _, a := range o.Audit {
-		if a.Op != "INSERT" || a.LSN == 0 {
-			continue
-		}
-		rows++
-		if a.LSN >= o.SlotConfirmed {
+		switch {
+		case a.Op != "INSERT" || a.LSN == 0:
+		case a.LSN >= o.SlotConfirmed:
 			behind = append(behind, a.EventID)
+		default:
+			passed = append(passed, a.EventID)
 		}
 	}
-	return behind, rows
+	return behind, passed
 }
 
 // FromPosition is the commits faultline saw on an offset relay's position

@@ -117,16 +117,12 @@ func newPlacer(o *Observation) *placer {
 		}
 	}
 	p.slotAhead, p.slotPassed = map[string]bool{}, map[string]bool{}
-	behind, _ := o.SlotBehind()
+	behind, passed := o.SlotPlaced()
 	for _, id := range behind {
 		p.slotAhead[id] = true
 	}
-	if o.HasSlot && o.HasAudit {
-		for _, a := range o.Audit {
-			if a.Op == "INSERT" && a.LSN != 0 && !p.slotAhead[a.EventID] {
-				p.slotPassed[a.EventID] = true
-			}
-		}
+	for _, id := range passed {
+		p.slotPassed[id] = true
 	}
 	if len(o.Unbound) > 0 && o.HasAudit {
 		claimed := map[string]time.Time{}

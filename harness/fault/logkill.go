@@ -357,20 +357,17 @@ func slotBehindAtDeath(ctx context.Context, env *Env, eventID string, within tim
 		return true, "the slot's position at the kill not compared (no outbox database, audit trail or eventId)", nil
 	}
 	var slot LogSlot
+	var one bool
 	err = pollEvery(ctx, within, logPoll, func() (bool, error) {
-		var active bool
-		err := pool.QueryRow(ctx, `SELECT slot_name::text, active, coalesce(confirmed_flush_lsn::text, ''), coalesce((confirmed_flush_lsn - '0/0'::pg_lsn)::bigint, 0)
-			FROM pg_replication_slots WHERE database = current_database() AND slot_type = 'logical'`).Scan(&slot.Name, &active, &slot.Confirmed, &slot.ConfirmedBytes)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return true, nil
-		}
-		return !active, err
+		var err error
+		slot, one, err = RelaySlot(ctx, pool)
+		return !one || !slot.Active, err
 	})
 	if err != nil {
 		return false, "", fmt.Errorf("window not opened: %w: the killed relay's walsender gone from its slot within %s: %w", errUnseen, within, err)
 	}
-	if slot.Confirmed == "" {
-		return true, "no slot with a confirmed position at the kill: the position not compared", nil
+	if !one {
+		return true, "no one slot with a confirmed position at the kill: the position not compared", nil
 	}
 	trail, err := env.Audit(ctx, 0)
 	if err != nil {

@@ -63,12 +63,12 @@ func (w *Watch) slotBehind(ctx context.Context) (int, error) {
 	if !ok {
 		return 0, nil
 	}
-	slots, err := fault.LogSlots(ctx, pool)
-	if err != nil || len(slots) != 1 || slots[0].Confirmed == "" {
+	slot, ok, err := fault.RelaySlot(ctx, pool)
+	if err != nil || !ok {
 		return 0, err
 	}
 	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM faultline_audit WHERE op = 'INSERT' AND lsn >= $1::pg_lsn`, slots[0].Confirmed).Scan(&n); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM faultline_audit WHERE op = 'INSERT' AND lsn >= $1::pg_lsn`, slot.Confirmed).Scan(&n); err != nil {
 		return 0, fmt.Errorf("outbox rows past the relay's slot: %w", err)
 	}
 	return n, nil

@@ -102,12 +102,9 @@ func (w *Watch) readSlot(ctx context.Context) (confirmed int64, ok bool, err err
 	if !found {
 		return 0, false, nil
 	}
-	slots, err := fault.LogSlots(ctx, pool)
+	slot, ok, err := fault.RelaySlot(ctx, pool)
 	if err != nil {
 		return 0, false, fmt.Errorf("the relay's slot: %w", err)
 	}
-	if len(slots) != 1 || slots[0].Confirmed == "" {
-		return 0, false, nil
-	}
-	return slots[0].ConfirmedBytes, true, nil
+	return slot.ConfirmedBytes, ok, nil
 }
