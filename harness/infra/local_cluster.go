@@ -38,9 +38,9 @@ const netTicktime = 10
 // clusterConfig is what a cluster node's rabbitmq.conf adds. The first
 // node starts alone; the others join it on their first boot (classic peer
 // discovery; a node with data rejoins from it and ignores this). They
-// start at the same time as the first and retry until its database
-// answers, for up to discoveryRetries seconds: a node that finds none
-// boots alone, which WaitHealthy then reports.
+// start once the first answers and retry until its database answers, for
+// up to discoveryRetries seconds: a node that finds none boots alone,
+// which WaitHealthy then reports.
 //
 // pause_minority is what production runs: a node that finds itself in a
 // minority of the cluster (cut off from the others) stops its broker and
@@ -72,18 +72,22 @@ func erlangCookie() (string, error) {
 }
 
 // startCluster creates the inter-node links, starts the epmds and
-// registers the other nodes in each, starts the nodes side by side (the
-// others join the first, see clusterConfig), and waits until every node
+// registers the other nodes in each, starts the first node, then the
+// others side by side (they join it, see clusterConfig), and waits until every node
 // sees every other. StartTimes then has "rabbitmq-first", until the first
 // node answered, and "rabbitmq-join", from then until all see each other.
 func (l *Local) startCluster(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	// The links and epmds, the first node, the joins: each step bounded by
+	// startTimeout.
+	ctx, cancel := context.WithTimeout(ctx, 3*startTimeout)
 	defer cancel()
 	begin := time.Now()
-	if err := l.addLinks(ctx); err != nil {
+	setupCtx, setupCancel := context.WithTimeout(ctx, startTimeout)
+	defer setupCancel()
+	if err := l.addLinks(setupCtx); err != nil {
 		return err
 	}
-	if err := l.eachNode(func(n *rabbitNode) error { return l.startEpmd(ctx, n) }); err != nil {
+	if err := l.eachNode(func(n *rabbitNode) error { return l.startEpmd(setupCtx, n) }); err != nil {
 		return err
 	}
 	for _, a := range l.nodes {
@@ -99,7 +103,7 @@ func (l *Local) startCluster(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("link %s: port %q: %w", l.links[a.i][b.i].Name(), port, err)
 			}
-			c, err := registerEpmd(ctx, a.epmdPort, b.alive(), p)
+			c, err := registerEpmd(setupCtx, a.epmdPort, b.alive(), p)
 			if err != nil {
 				return fmt.Errorf("register %s in the epmd of %s: %w", b.name, a.name, err)
 			}
@@ -108,54 +112,51 @@ func (l *Local) startCluster(ctx context.Context) error {
 			l.mu.Unlock()
 		}
 	}
-	// Every node starts at once: the others' VMs boot while the first
-	// one's does, and they join it as soon as its database answers.
+	// The first node starts alone; the others start once it answers, side
+	// by side, and join it. Started at once, a node that joined while the
+	// first was still migrating its schema (enabling feature flags) stopped
+	// with schema_integrity_check_failed, on a loaded machine only after
+	// some 140 s of waiting for its tables, and its second start from an
+	// empty database then had what was left of the bound: a hogged CI lost
+	// every cluster scenario that way, twice. Each step has a bound of its
+	// own.
+	err := safe.Do("start "+l.nodes[0].name, func() error { return l.startNode(ctx, l.nodes[0]) }) // bounded by waitReady
+	if err != nil {
+		return fmt.Errorf("node %s: %w", l.nodes[0].name, err)
+	}
+	firstTook := time.Since(begin)
+	joinBegin := time.Now()
+	joinCtx, joinCancel := context.WithTimeout(ctx, startTimeout)
+	defer joinCancel()
 	errs := make([]error, len(l.nodes))
-	took := make([]time.Duration, len(l.nodes))
 	var wg sync.WaitGroup
-	var firstErr error               // the first node's start-up outcome
-	firstDone := make(chan struct{}) // closed once firstErr is set
-	for _, n := range l.nodes {
+	for _, n := range l.nodes[1:] {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[n.i] = safe.Do("start "+n.name, func() error { return l.startNode(ctx, n) })
-			if n.i == 0 {
-				firstErr = errs[0]
-				close(firstDone)
-			} else if errs[n.i] != nil && waitFirst(firstDone, &firstErr) == nil {
-				// A node that joined while the first one was still
-				// migrating its schema (enabling feature flags) stops with
-				// schema_integrity_check_failed: once the first node runs,
-				// it joins again from an empty database.
-				errs[n.i] = safe.Do("start "+n.name+" again", func() error { return l.restartEmpty(ctx, n) })
+			errs[n.i] = safe.Do("start "+n.name, func() error { return l.startNode(joinCtx, n) })
+			if errs[n.i] != nil && joinCtx.Err() == nil {
+				// A node that stopped joining (a schema or feature flag
+				// exchange cut short) joins again from an empty database.
+				errs[n.i] = safe.Do("start "+n.name+" again", func() error { return l.restartEmpty(joinCtx, n) })
 			}
 			if errs[n.i] != nil {
 				errs[n.i] = fmt.Errorf("node %s: %w", n.name, errs[n.i])
 			}
-			took[n.i] = time.Since(begin)
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	firstTook := took[0]
-	joinBegin := begin.Add(firstTook)
-	if err := l.WaitHealthy(ctx); err != nil {
+	if err := l.WaitHealthy(joinCtx); err != nil {
 		return err
 	}
-	if err := l.brokers().enableFeatureFlags(ctx); err != nil {
+	if err := l.brokers().enableFeatureFlags(joinCtx); err != nil {
 		return err
 	}
 	l.rabbitParts = map[string]time.Duration{"rabbitmq-first": firstTook, "rabbitmq-join": time.Since(joinBegin)}
 	return nil
-}
-
-// waitFirst is the first node's start-up outcome, once known.
-func waitFirst(done <-chan struct{}, err *error) error {
-	<-done
-	return *err
 }
 
 // restartEmpty starts a node that failed to join again, its database
