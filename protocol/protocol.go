@@ -118,6 +118,9 @@ const (
 	// PrimaryFailover: the database's primary dies with commits its
 	// standby never received, and the standby is promoted.
 	PrimaryFailover = "database.failover"
+	// DatabaseRestart: the database server crashes with work in flight
+	// and recovers from its WAL.
+	DatabaseRestart = "database.restart"
 )
 
 // Boundaries a window sits in, in pipeline order: the transactions and
@@ -205,6 +208,8 @@ func OutsideWindows() []Window {
 			Opens: "the node a process talks to dies with publishes unconfirmed and deliveries unacked", Guard: "reconnect to another node; unconfirmed rows republished; unacked deliveries redelivered"},
 		{Name: ConsumerCrashLoop, Role: Consumer, Boundary: BoundaryBroker,
 			Opens: "a consumer that dies again and again holding the same deliveries: each return counts one delivery attempt against the queue's x-delivery-limit", Guard: "a dead-letter exchange behind the delivery limit: a message past it is dead-lettered, never dropped (RabbitMQ 4 sets a limit of 20 by default)"},
+		{Name: DatabaseRestart, Role: Relay, Boundary: BoundaryPublisher,
+			Opens: "the database server crashes (every backend killed) with events committed and not yet taken effect, and recovers from its WAL; a log relay's slot comes back at the position last written to disk", Guard: "every write a process relies on committed before it acts on it; reconnect; a log relay streams again from its slot's position and the inbox absorbs what comes twice"},
 		{Name: PrimaryFailover, Role: Producer, Boundary: BoundaryApp,
 			Opens: "the primary dies with commits its standby never received; the standby is promoted", Guard: "synchronous replication (a documented limit with asynchronous: committed facts lost, their events already published)"},
 	}

@@ -59,8 +59,8 @@ func longer() workload.Spec {
 const clusterConverge = 90 * time.Second
 
 // Production returns the windows production adds: a clustered broker
-// (three nodes, the target's queues quorum queues), a failing-over
-// database, and a consumer crash loop against a queue's delivery limit.
+// (three nodes, the target's queues quorum queues), a failing-over or
+// restarting database, and a consumer crash loop against a queue's delivery limit.
 // Each cluster run is judged by liveness after heal besides the usual
 // invariants.
 func Production() []runner.Scenario {
@@ -122,6 +122,17 @@ func Production() []runner.Scenario {
 			Invariants: []string{check.FactsKept},
 			Expect:     expectFailoverLimit,
 			Limit:      true,
+		},
+		{
+			Name: "database-restart", Window: protocol.DatabaseRestart,
+			Description: "Every statement the consumer sends its database is slowed by 300 ms, so events pile up on their way to their effects; mid-stream, at the commit of an outbox row, the database server crashes — every backend SIGKILLed, as an OOM kill or a host's reboot would — and starts again on its data, recovering from its WAL. Every process loses its connections and reconnects; transactions not committed are gone; a log relay's slot comes back at the position last written to disk, which can be behind what the relay had confirmed, so the server streams those changes again. Every fact the producer acknowledged survives, every event takes effect once, and the pipeline catches up. The server is the run's own: no other run shares it.",
+			Workload:    longer(),
+			Exclusive:   true,
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.DatabaseRestart{Trigger: at(rng), Within: 30 * time.Second, Slow: "consumer.pg"}}
+			},
+			Invariants: []string{check.FactsKept, check.LiveAfterHeal},
+			Converge:   clusterConverge,
 		},
 		onCluster("cluster-consumer-node-lost", protocol.ClientNodeLost,
 			"Every statement the consumer sends its database is slowed by 300 ms, so it holds each delivery unacked while it commits; the broker node the consumer talks to is SIGKILLed once the broker counts deliveries it holds unacked, and started again 5 s later: the consumer reconnects to another node, the queue redelivers what was unacked, and the inbox absorbs what had already committed.",

@@ -204,7 +204,8 @@ func TestWatermillExample(t *testing.T) {
 // tails logical replication with pglogrepl, black-box) holds where its
 // position is kept right — the relay killed with its broker cut, its
 // replication connection cut with changes streamed, the broker restarted,
-// its broker link flapping, the broker's answers lost — and each of its
+// its broker link flapping, the broker's answers lost, the database
+// crashed and started again under it — and each of its
 // broken relays is caught by the scenario its target file names, with the
 // violation it expects: a position confirmed on receipt or on a keepalive
 // loses what was committed while the broker was cut; a publish without
@@ -223,14 +224,15 @@ func TestCDCExample(t *testing.T) {
 	sh, err := shared.WithTarget(context.Background(), cdc, cleanup)
 	require.NoError(t, err)
 	byName := map[string]runner.Scenario{}
-	for _, sc := range All() {
+	for _, sc := range append(All(), Production()...) {
 		byName[sc.Name] = sc
 	}
 	catches, err := catchesIn(cdc, All())
 	require.NoError(t, err)
 	require.Len(t, catches, 5, "each broken relay named with its catcher")
 	type run struct{ scenario, variant, expect string }
-	runs := []run{{"blackbox-relay-killed-broker-cut", "correct", ""}, {"blackbox-relay-stream-cut", "correct", ""}, {"broker-restart", "correct", ""}, {"relay-broker-link-flaps", "correct", ""}, {"blackbox-relay-answers-lost", "correct", ""}}
+	runs := []run{{"blackbox-relay-killed-broker-cut", "correct", ""}, {"blackbox-relay-stream-cut", "correct", ""}, {"broker-restart", "correct", ""},
+		{"relay-broker-link-flaps", "correct", ""}, {"blackbox-relay-answers-lost", "correct", ""}, {"database-restart", "correct", ""}}
 	for _, c := range catches {
 		runs = append(runs, run{c.Scenario, c.Variant, c.Expect})
 	}

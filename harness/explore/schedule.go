@@ -163,8 +163,8 @@ func (s Schedule) Scenario(name string) runner.Scenario {
 	faults := slices.Clone(s.Faults)
 	exclusive := false
 	for _, f := range faults {
-		if n, ok := f.(fault.Needs); ok && slices.Contains(n.Needs(), fault.CapBrokerRestart) {
-			exclusive = true // it restarts the shared broker: it runs alone
+		if n, ok := f.(fault.Needs); ok && (slices.Contains(n.Needs(), fault.CapBrokerRestart) || slices.Contains(n.Needs(), fault.CapDatabaseRestart)) {
+			exclusive = true // it restarts the shared broker or database: it runs alone
 		}
 	}
 	// The schedule opens the window of its first fault that opens one.

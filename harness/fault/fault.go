@@ -96,6 +96,9 @@ const (
 	// (infra.Replicated); CapStandbySync: a synchronous one.
 	CapStandby     = "database-standby"
 	CapStandbySync = "database-standby-sync"
+	// CapDatabaseRestart: a PostgreSQL server the run may crash and start
+	// again (infra.DatabaseRestarter), of its own: the run is exclusive.
+	CapDatabaseRestart = "database-restart"
 )
 
 // NeedsOf lists the capabilities a schedule's faults need (Needs), in

@@ -119,6 +119,22 @@ type Replicable interface {
 	Replicate(ctx context.Context) (Infra, error)
 }
 
+// DatabaseRestarter is a provider that can crash its PostgreSQL server
+// and start it again on the same data, port and credentials: the server
+// recovers from its WAL, as after a power cut, an OOM kill or a host
+// reboot. Every database on the server goes with it, so a run that
+// restarts it runs on an infrastructure of its own (Replicable).
+type DatabaseRestarter interface {
+	// CrashPostgres SIGKILLs the server's postmaster and every backend at
+	// once (no checkpoint, no shutdown record: what was not flushed to
+	// the WAL is gone) and waits until they are gone. Crashing a server
+	// that is down is not an error.
+	CrashPostgres(ctx context.Context) error
+	// StartPostgres starts the crashed server again and waits until it
+	// has recovered and answers a query.
+	StartPostgres(ctx context.Context) error
+}
+
 // StartTimer is a provider that timed its services' start-up; the local
 // provider starts postgres and rabbitmq side by side.
 type StartTimer interface {

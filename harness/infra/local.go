@@ -104,10 +104,11 @@ type Local struct {
 }
 
 var (
-	_ Infra      = (*Local)(nil)
-	_ StartTimer = (*Local)(nil)
-	_ Replicable = (*Local)(nil)
-	_ Cluster    = (*Local)(nil)
+	_ Infra             = (*Local)(nil)
+	_ StartTimer        = (*Local)(nil)
+	_ Replicable        = (*Local)(nil)
+	_ Cluster           = (*Local)(nil)
+	_ DatabaseRestarter = (*Local)(nil)
 )
 
 // Replicate implements Replicable: a second private PostgreSQL and

@@ -2,6 +2,7 @@ package infra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -27,13 +29,7 @@ func (l *Local) startPostgres(ctx context.Context) error {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	defer os.Remove(pwfile) // also when initdb fails or ctx ends
-	env := []string{
-		"PATH=" + pathEnv(),
-		"HOME=" + l.dir,
-		"LANG=C",
-		"LC_ALL=C",
-		"TZ=UTC",
-	}
+	env := l.pgEnv()
 	initdb, err := spawn(l.dir, "initdb", []string{
 		filepath.Join(l.pgIn.Bin, "initdb"),
 		"-D", data, "-U", "postgres", "--auth=scram-sha-256", "--pwfile=" + pwfile, "-E", "UTF8", "--locale=C",
@@ -70,6 +66,63 @@ func (l *Local) startPostgres(ctx context.Context) error {
 	if l.rep != nil {
 		return l.startStandby(ctx, env)
 	}
+	return nil
+}
+
+// pgEnv is the environment of this provider's PostgreSQL programs.
+func (l *Local) pgEnv() []string {
+	return []string{
+		"PATH=" + pathEnv(),
+		"HOME=" + l.dir,
+		"LANG=C",
+		"LC_ALL=C",
+		"TZ=UTC",
+	}
+}
+
+// CrashPostgres implements DatabaseRestarter: the postmaster's group and
+// every backend SIGKILLed in one go (see killPrimary). A server with a
+// standby is failed over (LocalReplicated.Failover), not restarted.
+func (l *Local) CrashPostgres(ctx context.Context) error {
+	if l.rep != nil {
+		return errors.New("local infra: crash postgres: a server with a standby is failed over, not restarted")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return errors.New("local infra: crash postgres: infrastructure is stopped")
+	}
+	if err := l.killPrimary(); err != nil {
+		return fmt.Errorf("local infra: crash postgres: %w", err)
+	}
+	return nil
+}
+
+// StartPostgres implements DatabaseRestarter: the postmaster started
+// again as it first was (same data folder, port, settings); it removes
+// the dead one's lock file itself, recovers, and then answers.
+func (l *Local) StartPostgres(ctx context.Context) error {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return errors.New("local infra: start postgres: infrastructure is stopped")
+	}
+	if !l.pg.exited() {
+		l.mu.Unlock()
+		return errors.New("local infra: start postgres: already running")
+	}
+	t := time.Now()
+	pg, err := spawn(l.dir, "postgres", pgServerArgv(l.pgIn.Bin, filepath.Join(l.dir, "pg"), l.pgPort, l.socketDir(), l.primaryArgs()...), l.pgEnv(), l.cred)
+	if err != nil {
+		l.mu.Unlock()
+		return fmt.Errorf("local infra: start postgres: %w", err)
+	}
+	l.pg = pg // Stop stops this one from now on
+	l.mu.Unlock()
+	if err := waitReady(ctx, pg, "postgres", l.pgAnswers(l.PostgresURL("postgres"))); err != nil {
+		return fmt.Errorf("local infra: start postgres: %w", err)
+	}
+	l.logf("local infra: postgres recovered and answering in %s", time.Since(t).Round(10*time.Millisecond))
 	return nil
 }
 

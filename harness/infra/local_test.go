@@ -47,7 +47,7 @@ func startsCtx(t *testing.T, starts int) context.Context {
 // TestLocal starts one local infrastructure and runs everything against it
 // in order (the broker restart last), then checks that Stop leaves nothing.
 func TestLocal(t *testing.T) {
-	ctx := startsCtx(t, 3) // postgres, rabbitmq, the broker's restart
+	ctx := startsCtx(t, 4) // postgres, rabbitmq, postgres's and the broker's restarts
 
 	l, err := StartLocal(ctx, LocalOptions{Log: testLog{t}, KeepDir: os.Getenv("FL_KEEP") != ""})
 	require.NoError(t, err)
@@ -64,6 +64,7 @@ func TestLocal(t *testing.T) {
 	t.Run("services are locked", func(t *testing.T) { testLocked(ctx, t, l) })
 	testContract(ctx, t, l, "loc")
 	t.Run("a replica is apart", func(t *testing.T) { testReplica(ctx, t, l) })
+	t.Run("postgres crash keeps commits and slots", func(t *testing.T) { testPostgresCrash(ctx, t, l) })
 	t.Run("restart keeps quorum message", func(t *testing.T) { testRestart(ctx, t, l) })
 
 	// Stop: every process gone, no port listening, no folder.
@@ -243,6 +244,47 @@ func publish(ctx context.Context, t *testing.T, ch *amqp.Channel, queue, body st
 	ok, err := dc.WaitContext(ctx)
 	require.NoError(t, err)
 	require.True(t, ok, "publish to %s nacked", queue)
+}
+
+// testPostgresCrash crashes the server with a committed row and a
+// logical slot in it, and starts it again: both are there, on the same
+// address and credentials, served by a new postmaster.
+func testPostgresCrash(ctx context.Context, t *testing.T, l *Local) {
+	require.NoError(t, l.CreateDatabase(ctx, "crash"))
+	t.Cleanup(func() { _ = l.DropDatabase(context.WithoutCancel(ctx), "crash") })
+	conn, err := pgx.Connect(ctx, l.PostgresURL("crash"))
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `CREATE TABLE kept (id int PRIMARY KEY); INSERT INTO kept VALUES (1)`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `SELECT pg_create_logical_replication_slot('crash_slot', 'pgoutput')`)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(context.WithoutCancel(ctx), l.PostgresURL("crash")); err == nil {
+			_, _ = c.Exec(context.WithoutCancel(ctx), `SELECT pg_drop_replication_slot('crash_slot')`)
+			_ = c.Close(context.WithoutCancel(ctx))
+		}
+	})
+	before := l.pg.pid
+
+	require.NoError(t, l.CrashPostgres(ctx))
+	_, err = conn.Exec(ctx, `SELECT 1`)
+	assert.Error(t, err, "the session died with the server")
+	_ = conn.Close(ctx)
+	assert.Error(t, dialOK(ctx, l.pgPort), "nothing listens while it is down")
+	assert.NoError(t, l.CrashPostgres(ctx), "crashing a crashed server is fine")
+
+	require.NoError(t, l.StartPostgres(ctx))
+	assert.Error(t, l.StartPostgres(ctx), "a running server is not started twice")
+	assert.NotEqual(t, before, l.pg.pid, "a new postmaster")
+	conn, err = pgx.Connect(ctx, l.PostgresURL("crash"))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var id int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT id FROM kept`).Scan(&id))
+	assert.Equal(t, 1, id, "the committed row survived")
+	var slots int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'crash_slot'`).Scan(&slots))
+	assert.Equal(t, 1, slots, "the slot survived")
 }
 
 func testRestart(ctx context.Context, t *testing.T, l *Local) {

@@ -14,24 +14,46 @@ import (
 
 // listen feeds the commit notifications of database db to the faults, on a
 // connection of its own (straight to PostgreSQL, not through a link),
-// until Close.
+// until Close. A connection lost (the server crashed and restarts) is
+// dialled again until it is back: the commits made meanwhile are not
+// told, what a fault reads after it is read from the tables.
 func (w *Watch) listen(ctx context.Context, db string) error {
-	conn, err := pgx.Connect(ctx, infra.OwnSession(w.run.Infra.PostgresURL(w.run.DBName[db])))
-	if err != nil {
-		return err
+	url := infra.OwnSession(w.run.Infra.PostgresURL(w.run.DBName[db]))
+	dial := func(ctx context.Context) (*pgx.Conn, error) {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		return conn, nil
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		conn.Close(context.WithoutCancel(ctx))
+	conn, err := dial(ctx)
+	if err != nil {
 		return err
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	safe.Go("commit stream (LISTEN)", func() {
 		defer close(done)
+		defer func() {
+			if conn != nil {
+				conn.Close(context.Background())
+			}
+		}()
 		for {
 			n, err := conn.WaitForNotification(lctx)
 			if err != nil {
-				return
+				if lctx.Err() != nil {
+					return
+				}
+				conn.Close(context.Background())
+				if conn = w.redial(lctx, dial); conn == nil {
+					return
+				}
+				continue
 			}
 			var c struct {
 				Table, Op, Writer, Status, Claim string
@@ -49,7 +71,26 @@ func (w *Watch) listen(ctx context.Context, db string) error {
 	w.onClose(func() {
 		cancel()
 		<-done
-		conn.Close(context.Background())
 	})
 	return nil
+}
+
+// relistenEvery is how often a lost commit stream is dialled again.
+const relistenEvery = 200 * time.Millisecond
+
+// redial dials the commit stream until it answers or ctx ends (then nil).
+func (w *Watch) redial(ctx context.Context, dial func(context.Context) (*pgx.Conn, error)) *pgx.Conn {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(relistenEvery):
+		}
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		conn, err := dial(dctx)
+		cancel()
+		if err == nil {
+			return conn
+		}
+	}
 }

@@ -89,6 +89,10 @@ func (r *run) provision(ctx context.Context) (provisioned, error) {
 			r.res.Verdict = result.NotRun
 			return provisioned{}, fmt.Errorf("not run: needs a broker restart, which the %s provider cannot do", r.sh.Infra.Name())
 		}
+		if _, ok := r.sh.Infra.(infra.DatabaseRestarter); need == fault.CapDatabaseRestart && !ok {
+			r.res.Verdict = result.NotRun
+			return provisioned{}, fmt.Errorf("not run: needs a database restart, which the %s provider cannot do", r.sh.Infra.Name())
+		}
 		if (need == fault.CapStandby || need == fault.CapStandbySync) && r.noInfra != nil {
 			r.res.Verdict = result.NotRun
 			return provisioned{}, fmt.Errorf("not run: needs a database with a standby, which the %s provider does not give: %w", r.sh.Infra.Name(), r.noInfra)

@@ -74,7 +74,7 @@ type Scenario struct {
 	// without it: one that accepts a limit only some targets show (a log
 	// relay's slot through a failover).
 	Limit bool
-	// Exclusive scenarios restart the broker: they run on an
+	// Exclusive scenarios restart the broker or the database: they run on an
 	// infrastructure of their own where the provider can start one, else
 	// alone on the shared one.
 	Exclusive bool
