@@ -188,7 +188,9 @@ func (d DatabaseRestart) inject(ctx context.Context, env *Env, w *waits) result.
 	}
 	start = time.Now()
 	if err := restarter.CrashPostgres(ctx); err != nil {
-		return record(d, start, false, err)
+		// Part of the server may be dead: whatever it is now, the
+		// infrastructure is not trusted again (not undone).
+		return notUndone(record(d, start, false, err), errors.Join(err, restarter.StartPostgres(context.WithoutCancel(ctx))))
 	}
 	env.Logf("database crashed at the commit of %s", at.EventID)
 	r := record(d, start, true, nil)
