@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
@@ -136,13 +138,9 @@ func (d DatabaseRestart) inject(ctx context.Context, env *Env, w *waits) result.
 	if env.Audit == nil {
 		return record(d, start, false, errors.New("the outbox's audit trail is not installed"))
 	}
-	eq, _, err := env.Query(&env.Contract.Effects, "effects")
+	eq, epool, err := env.Query(&env.Contract.Effects, "effects")
 	if err != nil {
 		return record(d, start, false, err)
-	}
-	links := dbLinks(env)
-	for _, name := range links {
-		defer env.Landings.land(name, notLanded(name))
 	}
 	if err := env.Wait(ctx, d.Trigger); err != nil {
 		return record(d, start, false, err)
@@ -203,13 +201,12 @@ func (d DatabaseRestart) inject(ctx context.Context, env *Env, w *waits) result.
 		up = nil
 		return errors.Join(errs...)
 	}
-	for _, name := range links {
+	for _, name := range dbLinks(env) {
 		l := env.Links[name]
 		if err := l.Down(ctx); err != nil {
 			r.Error = fmt.Sprintf("hold %s down while the server restarts: %v", name, err)
 			break
 		}
-		env.Landings.land(name, nil)
 		up = append(up, func() error { return l.Up(context.WithoutCancel(ctx)) })
 	}
 	crashed := time.Now()
@@ -224,7 +221,7 @@ func (d DatabaseRestart) inject(ctx context.Context, env *Env, w *waits) result.
 	for _, p := range env.DB {
 		p.Reset()
 	}
-	left, err := d.leftByCrash(ctx, env, eq, before, hadSlot)
+	left, err := d.leftByCrash(ctx, env, eq, epool, pool, before, hadSlot)
 	if herr := heal(); herr != nil {
 		return notUndone(r, herr)
 	}
@@ -267,17 +264,17 @@ func (c crashLeft) String() string {
 }
 
 // leftByCrash reads what the crash left with faultline's own connections:
-// the outbox rows committed (the audit trail), the effects, the rows'
-// statuses where the outbox has one, and a log relay's slot against the
+// the outbox rows committed (the audit trail), the effects (eq on epool),
+// the rows' statuses where the outbox has one, and a log relay's slot (in
+// the outbox's database) against the
 // rows, compared with before (the slot read just before the crash, if
 // hadSlot).
-func (d DatabaseRestart) leftByCrash(ctx context.Context, env *Env, eq target.Query, before LogSlot, hadSlot bool) (crashLeft, error) {
+func (d DatabaseRestart) leftByCrash(ctx context.Context, env *Env, eq target.Query, epool, outbox *pgxpool.Pool, before LogSlot, hadSlot bool) (crashLeft, error) {
 	var left crashLeft
 	trail, err := env.Audit(ctx, 0)
 	if err != nil {
 		return left, fmt.Errorf("read the audit trail: %w", err)
 	}
-	epool := env.DB[eq.Database]
 	effects, err := effectIDs(ctx, epool, eq)
 	if err != nil {
 		return left, err
@@ -307,7 +304,7 @@ func (d DatabaseRestart) leftByCrash(ctx context.Context, env *Env, eq target.Qu
 		}
 	}
 	if env.RelayModel == target.ModelLog {
-		slot, one, err := RelaySlot(ctx, env.DB[env.Observe.Outbox.Database])
+		slot, one, err := RelaySlot(ctx, outbox)
 		if err != nil {
 			return left, fmt.Errorf("read the relay's slot: %w", err)
 		}

@@ -53,7 +53,7 @@ func (l *Local) startPostgres(ctx context.Context) error {
 		return fmt.Errorf("postgres: remove the password file: %w", err)
 	}
 
-	pg, err := spawn(l.dir, "postgres", pgServerArgv(l.pgIn.Bin, data, l.pgPort, l.socketDir(), l.primaryArgs()...), env, l.cred)
+	pg, err := l.spawnPostgres()
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
@@ -112,7 +112,7 @@ func (l *Local) StartPostgres(ctx context.Context) error {
 		return errors.New("local infra: start postgres: already running")
 	}
 	t := time.Now()
-	pg, err := spawn(l.dir, "postgres", pgServerArgv(l.pgIn.Bin, filepath.Join(l.dir, "pg"), l.pgPort, l.socketDir(), l.primaryArgs()...), l.pgEnv(), l.cred)
+	pg, err := l.spawnPostgres()
 	if err != nil {
 		l.mu.Unlock()
 		return fmt.Errorf("local infra: start postgres: %w", err)
@@ -124,6 +124,12 @@ func (l *Local) StartPostgres(ctx context.Context) error {
 	}
 	l.logf("local infra: postgres recovered and answering in %s", time.Since(t).Round(10*time.Millisecond))
 	return nil
+}
+
+// spawnPostgres starts this provider's primary postmaster on its data
+// folder: at start-up, and again after CrashPostgres.
+func (l *Local) spawnPostgres() (*child, error) {
+	return spawn(l.dir, "postgres", pgServerArgv(l.pgIn.Bin, filepath.Join(l.dir, "pg"), l.pgPort, l.socketDir(), l.primaryArgs()...), l.pgEnv(), l.cred)
 }
 
 // pgServerArgv is the command line of a PostgreSQL server of this
