@@ -77,9 +77,9 @@ func erlangCookie() (string, error) {
 // sees every other. StartTimes then has "rabbitmq-first", until the first
 // node answered, and "rabbitmq-join", from then until all see each other.
 func (l *Local) startCluster(ctx context.Context) error {
-	// The links and epmds, the first node, the joins: each step bounded by
-	// startTimeout.
-	ctx, cancel := context.WithTimeout(ctx, 3*startTimeout)
+	// The links and epmds, the first node (two boots at most), the joins:
+	// each step bounded by startTimeout.
+	ctx, cancel := context.WithTimeout(ctx, 4*startTimeout)
 	defer cancel()
 	begin := time.Now()
 	setupCtx, setupCancel := context.WithTimeout(ctx, startTimeout)
@@ -113,14 +113,13 @@ func (l *Local) startCluster(ctx context.Context) error {
 		}
 	}
 	// The first node starts alone; the others start once it answers, side
-	// by side, and join it. Started at once, a node that joined while the
-	// first was still migrating its schema (enabling feature flags) stopped
-	// with schema_integrity_check_failed, on a loaded machine only after
-	// some 140 s of waiting for its tables, and its second start from an
-	// empty database then had what was left of the bound: a hogged CI lost
-	// every cluster scenario that way, twice. Each step has a bound of its
-	// own.
-	err := safe.Do("start "+l.nodes[0].name, func() error { return l.startNode(ctx, l.nodes[0]) }) // bounded by waitReady
+	// by side, and join it. A node that joins while the first is still
+	// migrating its schema (enabling feature flags) stops with
+	// schema_integrity_check_failed, after waiting for its tables as long
+	// as the migration takes, and its start from an empty database must
+	// not inherit what that wait left of a shared bound: each step has a
+	// bound of its own.
+	err := safe.Do("start "+l.nodes[0].name, func() error { return l.bootNode(ctx, l.nodes[0]) }) // bounded by waitReady
 	if err != nil {
 		return fmt.Errorf("node %s: %w", l.nodes[0].name, err)
 	}
@@ -138,6 +137,7 @@ func (l *Local) startCluster(ctx context.Context) error {
 			if errs[n.i] != nil && joinCtx.Err() == nil {
 				// A node that stopped joining (a schema or feature flag
 				// exchange cut short) joins again from an empty database.
+				l.logf("local infra: node %s failed to join while the first node started (%s)", n.name, firstLine(errs[n.i].Error()))
 				errs[n.i] = safe.Do("start "+n.name+" again", func() error { return l.restartEmpty(joinCtx, n) })
 			}
 			if errs[n.i] != nil {
@@ -159,8 +159,8 @@ func (l *Local) startCluster(ctx context.Context) error {
 	return nil
 }
 
-// restartEmpty starts a node that failed to join again, its database
-// emptied first (what it had written was the failed join's).
+// restartEmpty starts a node that failed its first start again, its
+// database emptied first (what it had written was the failed start's).
 func (l *Local) restartEmpty(ctx context.Context, n *rabbitNode) error {
 	db := filepath.Join(n.dir, "mnesia")
 	entries, err := os.ReadDir(db)
@@ -172,7 +172,7 @@ func (l *Local) restartEmpty(ctx context.Context, n *rabbitNode) error {
 			return fmt.Errorf("empty its database: %w", err)
 		}
 	}
-	l.logf("local infra: node %s failed to join while the first node started; joining again from an empty database", n.name)
+	l.logf("local infra: node %s starts again from an empty database", n.name)
 	return l.startNode(ctx, n)
 }
 

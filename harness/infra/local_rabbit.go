@@ -174,8 +174,25 @@ func (l *Local) startRabbit(ctx context.Context) error {
 	}
 	// Not locked: l is not shared yet, and the PostgreSQL start-up running
 	// alongside must not wait for the lock.
-	if err := l.startNode(ctx, n); err != nil {
+	if err := l.bootNode(ctx, n); err != nil {
 		return fmt.Errorf("rabbitmq: %w", err)
+	}
+	return nil
+}
+
+// bootNode starts node n for the first time. A first boot that did not
+// answer within its bound, or stopped, is tried once more from an empty
+// database, with a bound of its own: what the first boot wrote is only
+// its own start-up (RabbitMQ 3.10 can stall for good while it enables its
+// feature flags at a first boot, the node alive but never listening).
+func (l *Local) bootNode(ctx context.Context, n *rabbitNode) error {
+	err := l.startNode(ctx, n)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	l.logf("local infra: node %s did not start (%s); starting it again from an empty database", n.name, firstLine(err.Error()))
+	if again := l.restartEmpty(ctx, n); again != nil {
+		return errors.Join(err, fmt.Errorf("started again: %w", again))
 	}
 	return nil
 }
@@ -352,17 +369,19 @@ func (l *Local) killNode(ctx context.Context, n *rabbitNode) error {
 // StartBroker implements Infra: every node starts again on its data, side
 // by side (a cluster's nodes wait for each other's tables at boot, so none
 // can come up alone), and for a cluster it waits until they see each
-// other.
+// other. A node that stopped or did not answer within its bound starts
+// once more on the same data.
 func (l *Local) StartBroker(ctx context.Context) error {
 	t := time.Now()
 	err := l.eachNode(func(n *rabbitNode) error {
 		err := l.startNode(ctx, n)
-		if err != nil && len(l.nodes) > 1 && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil {
 			// Nodes of a cluster that start side by side sync their
 			// feature flags with each other; on 3.10 one of them may stop
 			// doing so (incompatible_feature_flags, a badrpc from a peer
-			// still booting). Its data is the cluster's: it starts again.
-			l.logf("local infra: node %s stopped while the cluster started (%v); starting it again", n.name, firstLine(err.Error()))
+			// still booting), and a boot can stall for good. Its data is
+			// the broker's, kept: it starts again on it.
+			l.logf("local infra: node %s did not start again (%v); starting it once more", n.name, firstLine(err.Error()))
 			err = l.startNode(ctx, n)
 		}
 		return err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -47,7 +48,7 @@ func startsCtx(t *testing.T, starts int) context.Context {
 // TestLocal starts one local infrastructure and runs everything against it
 // in order (the broker restart last), then checks that Stop leaves nothing.
 func TestLocal(t *testing.T) {
-	ctx := startsCtx(t, 4) // postgres, rabbitmq, postgres's and the broker's restarts
+	ctx := startsCtx(t, 5) // postgres, rabbitmq, postgres's and the broker's restarts, the broker's boot again
 
 	l, err := StartLocal(ctx, LocalOptions{Log: testLog{t}, KeepDir: os.Getenv("FL_KEEP") != ""})
 	require.NoError(t, err)
@@ -66,6 +67,7 @@ func TestLocal(t *testing.T) {
 	t.Run("a replica is apart", func(t *testing.T) { testReplica(ctx, t, l) })
 	t.Run("postgres crash keeps commits and slots", func(t *testing.T) { testPostgresCrash(ctx, t, l) })
 	t.Run("restart keeps quorum message", func(t *testing.T) { testRestart(ctx, t, l) })
+	t.Run("a failed first boot starts again from an empty database", func(t *testing.T) { testBootAgain(ctx, t, l) })
 
 	// Stop: every process gone, no port listening, no folder.
 	pids := l.pids()
@@ -296,6 +298,38 @@ func testRestart(ctx context.Context, t *testing.T, l *Local) {
 	assert.NoError(t, l.StopBroker(ctx), "stopping a stopped broker is fine")
 	assert.Error(t, dialOK(ctx, l.nodes[0].amqpPort))
 	assert.NoError(t, dialOK(ctx, l.nodes[0].epmdPort), "epmd survives a broker crash")
+}
+
+// testBootAgain spoils the stopped node's database (every entry replaced
+// by a file of garbage, so its boot stops at once) and checks that a first
+// boot starts it again from an empty one.
+func testBootAgain(ctx context.Context, t *testing.T, l *Local) {
+	n := l.nodes[0]
+	require.False(t, n.running(), "testRestart leaves the broker stopped")
+	db := filepath.Join(n.dir, "mnesia")
+	entries, err := os.ReadDir(db)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries, "the node wrote its database")
+	for _, e := range entries {
+		p := filepath.Join(db, e.Name())
+		require.NoError(t, os.RemoveAll(p))
+		require.NoError(t, os.WriteFile(p, []byte("not a database\n"), 0o644))
+	}
+	var log strings.Builder
+	logw := l.logw
+	l.logw = io.MultiWriter(logw, &log)
+	t.Cleanup(func() { l.logw = logw })
+
+	require.NoError(t, l.bootNode(ctx, n))
+	assert.Contains(t, log.String(), "node "+n.name+" did not start", "the first boot failed")
+	assert.Contains(t, log.String(), "node "+n.name+" starts again from an empty database")
+	assert.NoError(t, l.amqpOK(ctx, n), "the node answers")
+	for _, e := range entries {
+		fi, err := os.Stat(filepath.Join(db, e.Name()))
+		if err == nil {
+			assert.False(t, fi.Mode().IsRegular() && fi.Size() == int64(len("not a database\n")), "%s still the garbage", e.Name())
+		}
+	}
 }
 
 func procUID(pid int) (int, error) {
