@@ -97,9 +97,8 @@ func Production() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Failover{Trigger: at(rng), Hold: 3 * time.Second}}
 			},
-			Invariants: []string{check.FactsKept},
-			Expect:     expectFailoverLimit,
-			Limit:      true,
+			Expect: expectFailoverLimit,
+			Limit:  true,
 		},
 		{
 			Name: "database-failover-sync", Window: protocol.PrimaryFailover,
@@ -108,7 +107,7 @@ func Production() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Failover{Trigger: at(rng), Hold: 3 * time.Second, Synchronous: true}}
 			},
-			Invariants: []string{check.FactsKept, check.LiveAfterHeal},
+			Invariants: []string{check.LiveAfterHeal},
 			Converge:   clusterConverge,
 			Expect:     expectSlotLimit,
 		},
@@ -119,9 +118,8 @@ func Production() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Failover{Trigger: at(rng), Hold: 3 * time.Second, Synchronous: true, CancelWaits: true}}
 			},
-			Invariants: []string{check.FactsKept},
-			Expect:     expectFailoverLimit,
-			Limit:      true,
+			Expect: expectFailoverLimit,
+			Limit:  true,
 		},
 		{
 			Name: "database-restart", Window: protocol.DatabaseRestart,
@@ -131,7 +129,7 @@ func Production() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.DatabaseRestart{Trigger: at(rng), Within: 30 * time.Second, Slow: "consumer.pg"}}
 			},
-			Invariants: []string{check.FactsKept, check.LiveAfterHeal},
+			Invariants: []string{check.LiveAfterHeal},
 			Converge:   clusterConverge,
 		},
 		onCluster("cluster-consumer-node-lost", protocol.ClientNodeLost,

@@ -19,10 +19,14 @@ func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) 
 func obs(orders map[string]int64, outbox []OutboxRow, res []Effect, log ...eventlog.Entry) *Observation {
 	o := &Observation{Outbox: outbox, HasOutbox: true, Effects: res, Log: log, ByEvent: map[string][]eventlog.Entry{},
 		LogRoles: map[string]bool{"producer": true, "relay": true, "consumer": true}, HasHeldBack: true}
+	// The producer acknowledged every fact, each aggregate by its id.
+	o.AcknowledgedByID = map[string]int64{}
 	for id, v := range orders {
 		for seq := int64(1); seq <= v; seq++ {
 			o.Facts = append(o.Facts, Fact{AggregateID: id, Sequence: seq})
 		}
+		o.AcknowledgedByID[id] = v
+		o.Acknowledged += v
 	}
 	for _, e := range log {
 		if e.EventID != "" {
@@ -90,9 +94,56 @@ func TestInvariants(t *testing.T) {
 					require.False(t, inv.OK, "%s should be broken", inv.Name)
 					require.NotEmpty(t, inv.Violations)
 					assert.Equal(t, tc.violation, inv.Violations[0].Kind)
+				} else if inv.Name == FactsKept && tc.o.Acknowledged == 0 {
+					assert.True(t, inv.NotChecked, "%s: %s", inv.Name, inv.Detail)
 				} else {
 					assert.True(t, inv.OK, "%s: %s", inv.Name, inv.Detail)
 				}
+			}
+		})
+	}
+}
+
+// facts-kept holds when each aggregate the producer acknowledged has as
+// many facts as requests answered ok, whatever the other aggregates hold.
+func TestFactsKept(t *testing.T) {
+	facts := func(ids ...string) []Fact {
+		var out []Fact
+		for _, id := range ids {
+			out = append(out, Fact{AggregateID: id})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name       string
+		o          Observation
+		ok         bool
+		notChecked bool
+		detail     string
+	}{
+		{name: "every aggregate whole", o: Observation{Acknowledged: 3, AcknowledgedByID: map[string]int64{"1": 2, "2": 1}, Facts: facts("1", "1", "2")}, ok: true},
+		{name: "a retried create's second aggregate is no excuse", o: Observation{Acknowledged: 3, AcknowledgedByID: map[string]int64{"1": 2, "2": 1}, Facts: facts("1", "2", "3", "3")},
+			detail: "1 facts the producer acknowledged are gone, from 1 aggregates"},
+		{name: "an aggregate gone", o: Observation{Acknowledged: 2, AcknowledgedByID: map[string]int64{"1": 1, "2": 1}, Facts: facts("1")},
+			detail: "aggregates: 2"},
+		{name: "more facts than acknowledged (a step answered done)", o: Observation{Acknowledged: 1, AcknowledgedByID: map[string]int64{"1": 1}, Facts: facts("1", "1")}, ok: true},
+		{name: "nothing acknowledged", o: Observation{Facts: facts("1")}, notChecked: true, detail: "acknowledged nothing"},
+		{name: "ids that are not the facts' aggregates", o: Observation{Acknowledged: 2, AcknowledgedByID: map[string]int64{"a": 1, "b": 1}, Facts: facts("1", "2")},
+			notChecked: true, detail: "none of the 2 aggregate ids"},
+		{name: "every fact gone", o: Observation{Acknowledged: 2, AcknowledgedByID: map[string]int64{"a": 1, "b": 1}}, detail: "2 facts the producer acknowledged are gone"},
+		{name: "by count without ids", o: Observation{Acknowledged: 3, Facts: facts("1", "2")}, detail: "1 facts the producer acknowledged are gone (3 acknowledged, 2 in the database)"},
+		{name: "by count, enough", o: Observation{Acknowledged: 2, Facts: facts("1", "2")}, ok: true, detail: "counted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := factsKept(&tc.o)
+			assert.Equal(t, tc.ok, inv.OK, inv.Detail)
+			assert.Equal(t, tc.notChecked, inv.NotChecked, inv.Detail)
+			if !tc.ok && !tc.notChecked {
+				require.Len(t, inv.Violations, 1)
+				assert.Equal(t, "fact-lost", inv.Violations[0].Kind)
+				assert.Contains(t, inv.Violations[0].Message, tc.detail)
+			} else {
+				assert.Contains(t, inv.Detail, tc.detail)
 			}
 		})
 	}

@@ -32,6 +32,7 @@ const (
 	FromOutbox   = "outbox"    // the contract's outbox query
 	FromEventLog = "event log" // the processes' event logs
 	FromBroker   = "broker"    // queue counters
+	FromWorkload = "workload"  // the producer's answers to faultline's requests
 )
 
 // Fact is one committed business fact: an aggregate's event, and its
@@ -130,9 +131,15 @@ type Observation struct {
 	Position    PositionTrail
 	HasPosition bool
 
-	// Acknowledged counts the orders the producer answered as created: a
-	// database that lost committed facts (a failover) shows fewer facts.
+	// Acknowledged counts the requests the producer answered ok (a create
+	// or a step, each a fact): a database that lost committed facts (a
+	// failover) shows fewer facts.
 	Acknowledged int64
+	// AcknowledgedByID is Acknowledged per aggregate: the id the producer
+	// gave in its create answer (workload.create.id) and how many of that
+	// aggregate's requests it answered ok; nil when the create gives no
+	// id, and only the count is known.
+	AcknowledgedByID map[string]int64
 	// EffectsCommitted are the eventIds whose effect write faultline saw
 	// commit (its trigger on observe.effects notifies at COMMIT), whether
 	// or not the effect is there at the end: a failover that lost the

@@ -13,7 +13,7 @@ import (
 // in the table's order whatever the order asked: results.json lists them
 // as it did when they were flags.
 func TestInvariantTable(t *testing.T) {
-	alwaysOn := []string{NoLost, NoPhantom, NoDuplicate, OutboxTruth, Fencing, QueueDrained, NothingHeldBack}
+	alwaysOn := []string{NoLost, NoPhantom, NoDuplicate, OutboxTruth, Fencing, QueueDrained, NothingHeldBack, FactsKept}
 	seen := map[string]bool{}
 	for _, inv := range AllInvariants() {
 		assert.False(t, seen[inv.Name], "%s listed twice", inv.Name)
@@ -21,7 +21,7 @@ func TestInvariantTable(t *testing.T) {
 		assert.NotEmpty(t, inv.Checks, "%s says what it checks", inv.Name)
 		assert.NotNil(t, inv.check, inv.Name)
 	}
-	assert.Equal(t, []string{AggregateOrder, NoneGaveUp, FactsKept, LiveAfterHeal}, OptionalNames())
+	assert.Equal(t, []string{AggregateOrder, NoneGaveUp, LiveAfterHeal}, OptionalNames())
 
 	clean := obs(map[string]int64{"A": 2}, nil, []Effect{{1, "E1", "A", 1, ""}, {2, "E2", "A", 2, ""}})
 	for _, tc := range []struct {
@@ -36,7 +36,7 @@ func TestInvariantTable(t *testing.T) {
 		{name: "both, in the table's order", optional: []string{NoneGaveUp, AggregateOrder, NoneGaveUp},
 			want: append(alwaysOn[:len(alwaysOn):len(alwaysOn)], AggregateOrder, NoneGaveUp)},
 		{name: "an always-on one is not asked for", optional: []string{NoLost}, want: alwaysOn, err: `"no-lost-event" is not an optional invariant`},
-		{name: "unknown", optional: []string{"no-such"}, want: alwaysOn, err: `"no-such" is not an optional invariant (the optional ones: per-aggregate-order, none-gave-up, facts-kept, live-after-heal)`},
+		{name: "unknown", optional: []string{"no-such"}, want: alwaysOn, err: `"no-such" is not an optional invariant (the optional ones: per-aggregate-order, none-gave-up, live-after-heal)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidateOptional(tc.optional)

@@ -133,13 +133,9 @@ func (l *Local) startCluster(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[n.i] = safe.Do("start "+n.name, func() error { return l.startNode(joinCtx, n) })
-			if errs[n.i] != nil && joinCtx.Err() == nil {
-				// A node that stopped joining (a schema or feature flag
-				// exchange cut short) joins again from an empty database.
-				l.logf("local infra: node %s failed to join while the first node started (%s)", n.name, firstLine(errs[n.i].Error()))
-				errs[n.i] = safe.Do("start "+n.name+" again", func() error { return l.restartEmpty(joinCtx, n) })
-			}
+			// A node that stopped joining (a schema or feature flag
+			// exchange cut short) joins again from an empty database.
+			errs[n.i] = safe.Do("start "+n.name, func() error { return l.bootNode(joinCtx, n) })
 			if errs[n.i] != nil {
 				errs[n.i] = fmt.Errorf("node %s: %w", n.name, errs[n.i])
 			}

@@ -190,7 +190,7 @@ func (l *Local) bootNode(ctx context.Context, n *rabbitNode) error {
 	if err == nil || ctx.Err() != nil {
 		return err
 	}
-	l.logf("local infra: node %s did not start (%s); starting it again from an empty database", n.name, firstLine(err.Error()))
+	l.logf("local infra: node %s did not start (%s)", n.name, firstLine(err.Error()))
 	if again := l.restartEmpty(ctx, n); again != nil {
 		return errors.Join(err, fmt.Errorf("started again: %w", again))
 	}

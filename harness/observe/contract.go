@@ -162,6 +162,10 @@ func asString(v any) string {
 		return x
 	case []byte:
 		return string(x)
+	case [16]byte:
+		// A uuid column (pgx gives its 16 bytes): its text form, as a
+		// ::text cast and the producer's answers give it.
+		return fmt.Sprintf("%x-%x-%x-%x-%x", x[0:4], x[4:6], x[6:8], x[8:10], x[10:16])
 	default:
 		return fmt.Sprint(x)
 	}

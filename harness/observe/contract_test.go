@@ -83,3 +83,22 @@ func TestReadOnly(t *testing.T) {
 		})
 	}
 }
+
+// asString gives a contract column's value as text: a uuid column (16
+// bytes from pgx) in the form a ::text cast gives, so that its ids match
+// the producer's answers.
+func TestAsString(t *testing.T) {
+	u := [16]byte{0x6f, 0xa3, 0xdb, 0x1c, 0x40, 0xd6, 0x62, 0x6d, 0x8e, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd}
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{nil, ""},
+		{"A-1", "A-1"},
+		{[]byte("x"), "x"},
+		{int64(12345678901230), "12345678901230"},
+		{u, "6fa3db1c-40d6-626d-8e01-23456789abcd"},
+	} {
+		assert.Equal(t, tc.want, asString(tc.v))
+	}
+}

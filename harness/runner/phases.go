@@ -190,8 +190,11 @@ type driven struct {
 	results       []result.Fault
 	workloadStart time.Time
 	deadline      time.Time
-	acknowledged  int64     // orders the producer answered as created
-	loadEnded     time.Time // when the workload's last order was answered
+	acknowledged  int64 // requests the producer answered ok (facts)
+	// acknowledgedByID: per aggregate id, its requests answered ok (nil:
+	// the create gives no id).
+	acknowledgedByID map[string]int64
+	loadEnded        time.Time // when the workload's last order was answered
 	// clients stops the count of the target's clients (watchClients)
 	// and returns it; the converge phase calls it once the pipeline
 	// settled, so the count covers the reconnection.
@@ -235,13 +238,13 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	})
 	wlErr := wl.Run(runCtx)
 	stopTick()
-	d.acknowledged, d.loadEnded = wl.Acknowledged(), time.Now()
+	d.acknowledged, d.acknowledgedByID, d.loadEnded = wl.Acknowledged(), wl.AcknowledgedByID(), time.Now()
 	r.startPhase(PhaseFaults)
 	d.results = faultsDone()
 	r.res.Faults = append(d.results, p.notOffered...)
 	if wlErr == nil && r.sc.Workload.AfterFaults > 0 {
 		wlErr = wl.RunAfterFaults(runCtx)
-		d.acknowledged, d.loadEnded = wl.Acknowledged(), time.Now()
+		d.acknowledged, d.acknowledgedByID, d.loadEnded = wl.Acknowledged(), wl.AcknowledgedByID(), time.Now()
 	}
 	if wlErr != nil {
 		return d, fmt.Errorf("workload: %w (%d orders acknowledged)", wlErr, wl.Acknowledged())
@@ -410,7 +413,7 @@ func (r *run) judge(ctx context.Context, s started, d driven, c converged) error
 		return fmt.Errorf("observe: %w", err)
 	}
 	obs.Recovery = r.recovery(d, c)
-	obs.Acknowledged = d.acknowledged
+	obs.Acknowledged, obs.AcknowledgedByID = d.acknowledged, d.acknowledgedByID
 	r.obs = obs
 	checked, counts := check.Check(obs, r.sc.Invariants)
 	invs := append([]result.Invariant{converged}, checked...)

@@ -71,7 +71,9 @@ const workloadTopology = `# What makes one business fact. create is one request;
 # follow-ups of the same aggregate. Each: method (default POST), path and
 # body (templates with {{n}}, the fact's number from 0; {{random LO HI}}, an
 # int drawn from the run's seed; and in steps {{id}}, the field named by
-# create's id in its answer), headers (default Content-Type:
+# create's id in its answer: the aggregate_id of the facts the contract
+# reads, so that facts-kept checks each acknowledged aggregate by it),
+# headers (default Content-Type:
 # application/json with a body), ok (default [200, 201]) and done (statuses
 # meaning "already done", e.g. 409 for a step retried after a crash).
 workload:

@@ -66,6 +66,12 @@ type Runner struct {
 	acked    atomic.Int64
 	failed   atomic.Int64
 	rejected atomic.Int64
+
+	// byID counts, per fact id the producer gave (the create's answer,
+	// field workload.create.id), the requests of that aggregate it
+	// answered ok: each is a fact the client was told exists.
+	byIDMu sync.Mutex
+	byID   map[string]int64
 }
 
 // New makes a runner of the target's requests; addr is asked before every
@@ -89,6 +95,37 @@ func New(spec Spec, reqs target.Workload, seed uint64, addr func() string) *Runn
 
 // Acknowledged is the number of 201 answers so far.
 func (r *Runner) Acknowledged() int64 { return r.acked.Load() }
+
+// AcknowledgedByID is, per fact id the producer gave in its create
+// answers, how many requests of that aggregate (the create and each step)
+// it answered ok; nil when the target's create gives no id
+// (workload.create.id), so acknowledgements are known only as a count.
+func (r *Runner) AcknowledgedByID() map[string]int64 {
+	if r.reqs.Create.ID == "" {
+		return nil
+	}
+	r.byIDMu.Lock()
+	defer r.byIDMu.Unlock()
+	out := make(map[string]int64, len(r.byID))
+	for id, n := range r.byID {
+		out[id] = n
+	}
+	return out
+}
+
+// acknowledge records one ok answer for the aggregate id (none: "").
+func (r *Runner) acknowledge(id string) {
+	r.acked.Add(1)
+	if id == "" {
+		return
+	}
+	r.byIDMu.Lock()
+	if r.byID == nil {
+		r.byID = map[string]int64{}
+	}
+	r.byID[id]++
+	r.byIDMu.Unlock()
+}
 
 // Stats reports the client-side counts.
 func (r *Runner) Stats() Stats {
@@ -179,20 +216,19 @@ func (r *Runner) random(lo, hi int) int {
 // oneOrder creates a fact and walks its follow-up steps.
 func (r *Runner) oneOrder(ctx context.Context, i int) error {
 	vals := target.WorkloadValues{N: i, Random: r.random}
-	created, err := r.send(ctx, r.reqs.Create, vals)
+	created, acked, err := r.send(ctx, r.reqs.Create, vals)
 	if err != nil {
 		return err
 	}
 	if r.reqs.Create.ID != "" {
-		var answer map[string]any
-		if err := json.Unmarshal(created, &answer); err != nil {
-			return fmt.Errorf("create: decode answer %q: %w", truncate(created), err)
+		id, err := answerID(created, r.reqs.Create.ID)
+		if err != nil {
+			return fmt.Errorf("create: %w", err)
 		}
-		id, ok := answer[r.reqs.Create.ID]
-		if !ok {
-			return fmt.Errorf("create: the answer %q has no field %q (workload.create.id)", truncate(created), r.reqs.Create.ID)
-		}
-		vals.ID = fmt.Sprint(id)
+		vals.ID = id
+	}
+	if acked {
+		r.acknowledge(vals.ID)
 	}
 	for s := 0; s < r.spec.EventsPerOrder-1 && s < len(r.reqs.Steps); s++ {
 		if r.spec.StepDelay > 0 {
@@ -202,11 +238,36 @@ func (r *Runner) oneOrder(ctx context.Context, i int) error {
 			case <-time.After(r.spec.StepDelay):
 			}
 		}
-		if _, err := r.send(ctx, r.reqs.Steps[s], vals); err != nil {
+		_, acked, err := r.send(ctx, r.reqs.Steps[s], vals)
+		if err != nil {
 			return err
+		}
+		if acked {
+			r.acknowledge(vals.ID)
 		}
 	}
 	return nil
+}
+
+// answerID reads the fact's id from a create answer: the JSON field named
+// field, a string or a number, as its text (a number as written, so that a
+// large integer id stays what the database holds).
+func answerID(answer []byte, field string) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(answer))
+	dec.UseNumber()
+	var fields map[string]any
+	if err := dec.Decode(&fields); err != nil {
+		return "", fmt.Errorf("decode answer %q: %w", truncate(answer), err)
+	}
+	id, ok := fields[field]
+	if !ok {
+		return "", fmt.Errorf("the answer %q has no field %q (workload.create.id)", truncate(answer), field)
+	}
+	switch id.(type) {
+	case string, json.Number:
+		return fmt.Sprint(id), nil
+	}
+	return "", fmt.Errorf("the answer %q: field %q (workload.create.id) is neither a string nor a number", truncate(answer), field)
 }
 
 func truncate(b []byte) string {
@@ -218,17 +279,18 @@ func truncate(b []byte) string {
 
 // send renders a request and retries it until one of its ok statuses (or
 // a done status, meaning a retried step had committed before a crash) or
-// ctx ends; it returns the ok answer's body.
-func (r *Runner) send(ctx context.Context, req target.Request, vals target.WorkloadValues) ([]byte, error) {
+// ctx ends; it returns the answer's body and whether the status was an ok
+// one (the caller acknowledges it).
+func (r *Runner) send(ctx context.Context, req target.Request, vals target.WorkloadValues) ([]byte, bool, error) {
 	path, err := req.Path.RenderWorkload(vals)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var body []byte
 	if !req.Body.IsZero() {
 		b, err := req.Body.RenderWorkload(vals)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		body = []byte(b)
 	}
@@ -237,18 +299,17 @@ func (r *Runner) send(ctx context.Context, req target.Request, vals target.Workl
 		status, data, err := r.try(ctx, req, path, body)
 		switch {
 		case err == nil && slices.Contains(req.OK, status):
-			r.acked.Add(1)
-			return data, nil
+			return data, true, nil
 		case err == nil && slices.Contains(req.Done, status):
-			return data, nil
+			return data, false, nil
 		case err == nil && status >= 400 && status < 500:
 			r.rejected.Add(1)
-			return nil, fmt.Errorf("%s %s: %d %s", req.Method, path, status, bytes.TrimSpace(data))
+			return nil, false, fmt.Errorf("%s %s: %d %s", req.Method, path, status, bytes.TrimSpace(data))
 		}
 		r.failed.Add(1)
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 500*time.Millisecond)

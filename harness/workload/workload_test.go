@@ -41,3 +41,65 @@ func TestRunAfterFaults(t *testing.T) {
 	slices.Sort(bodies)
 	assert.Equal(t, []string{"0", "1", "2", "3", "4"}, bodies)
 }
+
+// TestAcknowledgedByID: each aggregate's requests answered ok are counted
+// under the id its create answer gave, a large integer id as written; a
+// step answered "done" is not an acknowledgement.
+func TestAcknowledgedByID(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/orders":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"orderId": 1234567890123`+string(b)+`}`)
+		case strings.HasSuffix(r.URL.Path, "/cancel"):
+			w.WriteHeader(http.StatusConflict)
+		default:
+			w.WriteHeader(http.StatusCreated)
+		}
+	}))
+	defer srv.Close()
+	reqs := target.Workload{
+		Create: target.Request{Method: http.MethodPost, Path: target.Template{Raw: "/orders"}, Body: target.Template{Raw: `{{n}}`}, ID: "orderId", OK: []int{http.StatusCreated}},
+		Steps: []target.Request{
+			{Method: http.MethodPost, Path: target.Template{Raw: "/orders/{{id}}/pay"}, OK: []int{http.StatusCreated}},
+			{Method: http.MethodPost, Path: target.Template{Raw: "/orders/{{id}}/cancel"}, OK: []int{http.StatusCreated}, Done: []int{http.StatusConflict}},
+		}}
+	wl := New(Spec{Orders: 2, Concurrency: 2, EventsPerOrder: 3}, reqs, 1, func() string { return strings.TrimPrefix(srv.URL, "http://") })
+	require.NoError(t, wl.Run(context.Background()))
+	assert.Equal(t, int64(4), wl.Acknowledged(), "two creates, two payments; the cancels were done")
+	assert.Equal(t, map[string]int64{"12345678901230": 2, "12345678901231": 2}, wl.AcknowledgedByID())
+	mu.Lock()
+	assert.Contains(t, paths, "/orders/12345678901230/pay")
+	mu.Unlock()
+
+	noID := New(Spec{Orders: 1}, target.Workload{Create: target.Request{Method: http.MethodPost, Path: target.Template{Raw: "/orders"}, Body: target.Template{Raw: `{{n}}`}, OK: []int{http.StatusCreated}}},
+		1, func() string { return strings.TrimPrefix(srv.URL, "http://") })
+	require.NoError(t, noID.Run(context.Background()))
+	assert.Nil(t, noID.AcknowledgedByID(), "no create id: a count only")
+}
+
+func TestAnswerID(t *testing.T) {
+	for _, tc := range []struct {
+		answer, want, err string
+	}{
+		{answer: `{"orderId":"ab-1"}`, want: "ab-1"},
+		{answer: `{"orderId":9007199254740993}`, want: "9007199254740993"},
+		{answer: `{"id":1}`, err: `has no field "orderId"`},
+		{answer: `{"orderId":{"x":1}}`, err: "neither a string nor a number"},
+		{answer: `not json`, err: "decode answer"},
+	} {
+		got, err := answerID([]byte(tc.answer), "orderId")
+		if tc.err != "" {
+			assert.ErrorContains(t, err, tc.err, tc.answer)
+			continue
+		}
+		require.NoError(t, err, tc.answer)
+		assert.Equal(t, tc.want, got)
+	}
+}
