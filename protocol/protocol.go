@@ -90,6 +90,8 @@ const (
 	// reconnection cut short.
 	LinkFlapping   = "link.flapping"
 	ConsumerDBDown = "consumer-db.down"
+	// ProducerDBCommitCut: the producer's COMMIT meets a dead connection.
+	ProducerDBCommitCut = "producer-db.commit-cut"
 	// ConsumerDBCommitCut: the consumer's COMMIT meets a dead connection.
 	ConsumerDBCommitCut = "consumer-db.commit-cut"
 	QueuePoison         = "queue.poison"
@@ -170,6 +172,8 @@ func Windows() []Window {
 // pipeline order.
 func OutsideWindows() []Window {
 	return []Window{
+		{Name: ProducerDBCommitCut, Role: Producer, Boundary: BoundaryApp,
+			Opens: "the producer's COMMIT meets a dead connection (outcome unknown)", Guard: "a failed COMMIT is never answered as created: the client tries again (a fact that did commit becomes a second one, never a lost one)"},
 		{Name: OutboxCommitOrder, Role: Producer, Boundary: BoundaryApp,
 			Opens: "an outbox row commits after a later one", Guard: "rows claimed by status (SKIP LOCKED), never read past a position"},
 		{Name: ClaimPastLease, Role: Relay, Boundary: BoundaryPublisher,

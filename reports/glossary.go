@@ -32,7 +32,8 @@ func violationKinds() []term {
 		{"stuck-position", "committed events an offset relay's position never reached, the position standing still", "a relay that reads by position resumes from it after every fault"},
 		{"not-live", "not every committed fact took effect after the last fault healed, within the convergence wait", "reconnect after the fault heals (to another node of a cluster) and catch up"},
 		{"slow-recovery", "every committed fact took effect, but later than the liveness bound drawn from the run: a slower machine looks the same, so the run is indeterminate on its account", ""},
-		{"fact-lost", "facts the producer acknowledged are gone from the database (a failover lost commits)", "synchronous replication to the standby"},
+		{"fact-lost", "facts the producer acknowledged (answered ok) are not in its database at the end: a COMMIT that failed answered as done, or a failover that lost commits", "answer only after the COMMIT succeeded; synchronous replication to the standby"},
+		{"poison-dropped", "malformed messages faultline published that are neither in the dead-letter queue nor still queued at the end: dropped without a trace", "reject what can never be processed without requeue, to a dead-letter exchange"},
 		{"not-converged", "events that had not taken effect yet when the run was checked: the run did not converge, nothing is lost; the run is indeterminate on its account", ""},
 		{"queue-not-drained", "messages still in the consumer's queue at the end: the run did not converge", ""},
 	}

@@ -214,7 +214,8 @@ func blackBox() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Poison{Count: 5, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 30))}}}
 			},
-			Evidence: []check.Evidence{check.DeadLetterQueueHolds(5)},
+			Invariants: []string{check.PoisonAccounted},
+			Evidence:   []check.Evidence{check.DeadLetterQueueHolds(5)},
 		},
 	}
 }

@@ -36,7 +36,8 @@ const blindRanAtLeast = 36
 //   - each scenario not run says why;
 //   - the variants caught only by those crash windows are caught by the
 //     windows opened from outside: publish-then-commit (phantom),
-//     inbox-own-transaction and commit-error-ignored (lost), no-lease
+//     inbox-own-transaction and commit-error-ignored (lost),
+//     commit-error-answered (fact-lost), no-lease
 //     (stuck-row) and no-fencing (stale-write, from the audit trail);
 //     ack-before-commit (lost) by the black-box cut made once a
 //     transaction of the consumer's is under way;
@@ -74,7 +75,10 @@ func TestBlindReferenceRunsTheCatalogue(t *testing.T) {
 		// transaction is seen under way, and says so.
 		"ack-before-commit":    {"blackbox-consumer-db-cut-with-deliveries"},
 		"commit-error-ignored": {"consumer-db-cut-during-commit"},
-		"no-lease":             {"relay-crash-after-claim"},
+		// A COMMIT the producer sent, held and cut: facts-kept, from the
+		// workload's answers and the facts table.
+		"commit-error-answered": {"producer-db-cut-during-commit"},
+		"no-lease":              {"relay-crash-after-claim"},
 		// Not relay-pause-past-lease: opened from outside, its freeze
 		// lands at the commit of relay-1's claim, before its publish, and
 		// on the thaw the relay's lease renewal (a guard no-fencing keeps)

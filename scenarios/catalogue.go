@@ -59,6 +59,8 @@ func All() []runner.Scenario {
 			},
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.ProducerBeforeCommit)},
 		},
+		cutAtCommit("producer-db-cut-during-commit", protocol.ProducerDBCommitCut, "producer", protocol.ProducerBeforeCommit,
+			"The producer's database link goes down while an order's transaction is about to commit: the COMMIT fails and the producer cannot know its outcome, so it must not answer the order as created; the client tries again once the link is back. Every order the producer answered as created is in its database."),
 		{
 			Name: "relay-crash-after-claim", Window: protocol.RelayAfterClaim,
 			Description: "A relay is SIGKILLed holding a claimed batch; after the lease another claim takes the rows.",
@@ -261,7 +263,8 @@ func All() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Poison{Count: 5, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 30))}}}
 			},
-			Evidence: []check.Evidence{check.DeadLettered(5)},
+			Invariants: []string{check.PoisonAccounted},
+			Evidence:   []check.Evidence{check.DeadLettered(5)},
 		},
 		{
 			Name: "aggregate-order", Window: protocol.AggregateOvertaken,
@@ -314,16 +317,8 @@ func All() []runner.Scenario {
 			Expect:   expectReplayedDuplicate,
 			Limit:    true,
 		},
-		{
-			Name: "consumer-db-cut-during-commit", Window: protocol.ConsumerDBCommitCut,
-			Description: "The consumer's database link goes down while a batch's transaction is about to commit: the COMMIT fails and the consumer cannot know its outcome, so it must not ack; the broker's redelivery (or its own retry) is absorbed or applied once the link is back.",
-			Workload:    steady(),
-			Faults: func(rng *rand.Rand) []fault.Fault {
-				return []fault.Fault{fault.LinkDown{Link: "consumer.pg", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: 2 * time.Second,
-					At: &fault.Sync{Process: "consumer", Point: protocol.ConsumerBeforeCommit}}}
-			},
-			Evidence: []check.Evidence{check.CrashPointHit(protocol.ConsumerBeforeCommit), processErrors("consumer")},
-		},
+		cutAtCommit("consumer-db-cut-during-commit", protocol.ConsumerDBCommitCut, "consumer", protocol.ConsumerBeforeCommit,
+			"The consumer's database link goes down while a batch's transaction is about to commit: the COMMIT fails and the consumer cannot know its outcome, so it must not ack; the broker's redelivery (or its own retry) is absorbed or applied once the link is back."),
 		{
 			Name: "relay-pause-before-retry-past-lease", Window: protocol.RelayBeforeRetry,
 			Description: "The queue's bindings go away, so relay-1's publishes come back as returns; relay-1 freezes before writing its retries until relay-2 is seen (audit trail) claiming a row of each claim it holds; when relay-1 resumes, its late retry write must be refused (fenced).",
@@ -456,6 +451,23 @@ func resumedAfter(ref, event string) check.Evidence {
 		}
 		return false, "nothing " + event + " after its last error"
 	}, check.LogNeed(roleOf(ref))), check.RestsOnFaultAndInvariants(ref+" worked again after the fault"))
+}
+
+// cutAtCommit is a scenario that takes process's database link down while
+// the process is frozen at point, just before its COMMIT (where the
+// target maps no such point, its COMMIT is held and its backend
+// terminated instead): the COMMIT meets a dead connection, its outcome
+// unknown to the process, and the link comes back 2 s later.
+func cutAtCommit(name, window, process, point, description string) runner.Scenario {
+	return runner.Scenario{
+		Name: name, Window: window, Description: description,
+		Workload: steady(),
+		Faults: func(rng *rand.Rand) []fault.Fault {
+			return []fault.Fault{fault.LinkDown{Link: fault.DBLink(process), Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: 2 * time.Second,
+				At: &fault.Sync{Process: process, Point: point}}}
+		},
+		Evidence: []check.Evidence{check.CrashPointHit(point), processErrors(process)},
+	}
 }
 
 // processErrors: the process logged at least one error (it noticed the fault).

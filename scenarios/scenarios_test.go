@@ -217,7 +217,7 @@ func TestCatalogue(t *testing.T) {
 		"unroutable-budget-exhausted", "broker-nack", "broker-restart", "consumer-crash-after-receive",
 		"consumer-crash-after-commit", "consumer-crash-before-commit", "producer-crash-before-commit", "consumer-db-down", "relay-db-down", "poison-message", "aggregate-order",
 		"relay-crash-during-renewal", "inbox-retention-replay", "random-chaos",
-		"consumer-db-cut-during-commit", "relay-pause-before-retry-past-lease", "relay-renewal-pause-past-lease", "unroutable-short-outage",
+		"consumer-db-cut-during-commit", "producer-db-cut-during-commit", "relay-pause-before-retry-past-lease", "relay-renewal-pause-past-lease", "unroutable-short-outage",
 		"blackbox-producer-killed-at-commit", "blackbox-relay-killed-at-claim", "blackbox-relay-frozen-past-lease", "blackbox-relay-db-slow-past-lease",
 		"blackbox-relay-confirmed-not-marked", "blackbox-relay-answers-lost", "blackbox-consumer-acks-dropped", "blackbox-consumer-db-cut-with-deliveries",
 		"blackbox-consumer-db-cut-mid-transaction", "blackbox-unroutable-then-routable", "blackbox-poison-message",

@@ -149,6 +149,38 @@ func TestFactsKept(t *testing.T) {
 	}
 }
 
+// poison-accounted: every malformed message faultline published is in the
+// dead-letter queue, or still queued; the rest were dropped.
+func TestPoisonAccounted(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		poisoned, dlq, queued int
+		noDLQ                 bool
+		ok, notChecked        bool
+		detail                string
+	}{
+		{name: "all dead-lettered", poisoned: 5, dlq: 5, ok: true, detail: "5 malformed messages published, 5 in the dead-letter queue"},
+		{name: "three dropped", poisoned: 5, dlq: 2, detail: "3 of 5 malformed messages dropped without a trace"},
+		{name: "some still queued", poisoned: 5, dlq: 3, queued: 2, ok: true, detail: "2 still queued"},
+		{name: "valid events dead-lettered too", poisoned: 5, dlq: 7, ok: true},
+		{name: "no poison", notChecked: true, detail: "published no malformed message"},
+		{name: "no dead-letter queue", poisoned: 5, noDLQ: true, notChecked: true, detail: "no dead-letter queue"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &Observation{Poisoned: tc.poisoned, HasDLQ: !tc.noDLQ, DeadLetters: QueueInfo{Messages: tc.dlq}, Queue: QueueInfo{Messages: tc.queued}}
+			inv := find(Invariants(o, []string{PoisonAccounted}), PoisonAccounted)
+			assert.Equal(t, tc.ok, inv.OK, inv.Detail)
+			assert.Equal(t, tc.notChecked, inv.NotChecked, inv.Detail)
+			assert.Contains(t, inv.Detail, tc.detail)
+			if !tc.ok && !tc.notChecked {
+				require.Len(t, inv.Violations, 1)
+				assert.Equal(t, "poison-dropped", inv.Violations[0].Kind)
+			}
+		})
+	}
+	assert.Empty(t, find(Invariants(&Observation{Poisoned: 5}, nil), PoisonAccounted).Name, "only checked when asked")
+}
+
 func TestAggregateOrder(t *testing.T) {
 	inOrder := obs(map[string]int64{"A": 3}, nil, []Effect{{1, "E1", "A", 1, ""}, {2, "E2", "A", 2, ""}, {3, "E3", "A", 3, ""}})
 	assert.True(t, find(Invariants(inOrder, []string{AggregateOrder}), AggregateOrder).OK)

@@ -23,6 +23,7 @@ const (
 	NoneGaveUp       = "none-gave-up"
 	LiveAfterHeal    = "live-after-heal"
 	FactsKept        = "facts-kept"
+	PoisonAccounted  = "poison-accounted"
 	Converged        = "converged"
 	maxNamedInReport = 20
 )
@@ -69,6 +70,8 @@ func AllInvariants() []Invariant {
 			check: func(o *Observation, _ findings) result.Invariant { return aggregateOrder(o) }},
 		{Name: NoneGaveUp, Optional: true, Checks: "no outbox row ended Failed (else gave-up-early): the outage was shorter than the retry budget's backoff",
 			check: func(o *Observation, _ findings) result.Invariant { return noneGaveUp(o) }},
+		{Name: PoisonAccounted, Optional: true, Checks: "every malformed message faultline published is in the dead-letter queue (or still queued) at the end: none dropped without a trace",
+			check: func(o *Observation, _ findings) result.Invariant { return poisonAccounted(o) }},
 		{Name: LiveAfterHeal, Optional: true, Checks: "every committed fact took effect within a bound after the last fault healed; the bound comes from the run (how long its faults lasted, plus the lease, the pipeline's lag before them and the reconnection its clients took, both measured) and is reported",
 			check: func(o *Observation, _ findings) result.Invariant { return liveAfterHeal(o) }},
 	}
@@ -165,6 +168,28 @@ func invariants(o *Observation, list []Invariant, f findings) []result.Invariant
 // notChecked marks an invariant the target gave nothing to check on.
 func notChecked(name, why string) result.Invariant {
 	return result.Invariant{Name: name, NotChecked: true, Detail: "not checked: " + why}
+}
+
+// poisonAccounted: the malformed messages faultline published (and the
+// broker confirmed) are in the dead-letter queue or still in the queue at
+// the end; the rest were dropped without a trace. By count: the
+// dead-letter queue may hold valid events too (past a delivery limit), so
+// a drop of poison can hide behind them, never the other way round.
+func poisonAccounted(o *Observation) result.Invariant {
+	if o.Poisoned == 0 {
+		return notChecked(PoisonAccounted, "faultline published no malformed message")
+	}
+	if !o.HasDLQ {
+		return notChecked(PoisonAccounted, "the target names no dead-letter queue (topology.dead_letter_queue)")
+	}
+	kept := o.DeadLetters.Messages + o.Queue.Messages
+	inv := result.Invariant{Name: PoisonAccounted, OK: kept >= o.Poisoned, RestsOn: []string{FromBroker}}
+	inv.Detail = fmt.Sprintf("%d malformed messages published, %d in the dead-letter queue, %d still queued", o.Poisoned, o.DeadLetters.Messages, o.Queue.Messages)
+	if !inv.OK {
+		inv.Detail = fmt.Sprintf("%d of %d malformed messages dropped without a trace: %d in the dead-letter queue, %d still queued", o.Poisoned-kept, o.Poisoned, o.DeadLetters.Messages, o.Queue.Messages)
+		inv.Violations = []result.Violation{{Kind: "poison-dropped", Message: inv.Detail}}
+	}
+	return inv
 }
 
 // noneGaveUp: no outbox row ended Failed.

@@ -79,6 +79,9 @@ type Observation struct {
 	HasDLQ      bool
 	Log         []eventlog.Entry // merged, in time order
 	ByEvent     map[string][]eventlog.Entry
+	// Poisoned counts the malformed messages faultline published into the
+	// exchange and the broker confirmed (the poison faults' record).
+	Poisoned int
 	// LogRoles are the roles whose event logs were read.
 	LogRoles map[string]bool
 	// Audit is the outbox's audit trail (HasAudit: it was installed).

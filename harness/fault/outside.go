@@ -49,7 +49,7 @@ func OutsideOpener(f Fault) (string, bool) {
 			return OpenedAcksHeld, f.Action == crashpoint.Kill
 		}
 	case LinkDown:
-		if f.At != nil && f.At.Point == protocol.ConsumerBeforeCommit && f.Link == DBLink(f.At.Process) {
+		if f.At != nil && (f.At.Point == protocol.ProducerBeforeCommit || f.At.Point == protocol.ConsumerBeforeCommit) && f.Link == DBLink(f.At.Process) {
 			return OpenedCommitsCut, true
 		}
 	}
@@ -174,14 +174,19 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 	return c
 }
 
-// cutFromOutside is a cut of the consumer's database link at its COMMIT
-// without a crash point: the consumer's first effect write after the
-// trigger is held at its COMMIT, the link goes down for l's duration and
-// the backend is terminated, so the COMMIT the consumer sent meets a dead
-// connection and its outcome is unknown to it (it aborted).
+// cutFromOutside is a cut of a process's database link at its COMMIT
+// without a crash point: the process's first write after the trigger to
+// the table it commits (the producer's facts, the consumer's effects) is
+// held at its COMMIT, the link goes down for l's duration and the backend
+// is terminated, so the COMMIT the process sent meets a dead connection
+// and its outcome is unknown to it (it aborted).
 func cutFromOutside(l LinkDown, opener string) Fault {
 	o := outside{Of: l, Window: l.At.Point, Opener: opener}
-	o.Faults = []Fault{HeldCommit{Process: l.At.Process, Table: TableEffects, Nth: 1, Trigger: l.Trigger, Cut: l.Link, CutFor: l.Duration}}
+	table := TableEffects
+	if l.At.Point == protocol.ProducerBeforeCommit {
+		table = TableFacts
+	}
+	o.Faults = []Fault{HeldCommit{Process: l.At.Process, Table: table, Nth: 1, Trigger: l.Trigger, Cut: l.Link, CutFor: l.Duration}}
 	return o
 }
 

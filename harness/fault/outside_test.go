@@ -32,6 +32,7 @@ func TestOpenFromOutside(t *testing.T) {
 		{"producer before commit", Crash{Process: "producer", Point: protocol.ProducerBeforeCommit, Action: crashpoint.Kill, Hit: 12}, OpenedHeld, []string{KindHeldCommit}},
 		{"consumer after receive", Crash{Process: "consumer", Point: protocol.ConsumerAfterReceive, Action: crashpoint.Kill, Hit: 4}, OpenedUnacked, []string{KindUnacked}},
 		{"consumer before commit, cut", LinkDown{Link: "consumer.pg", At: &Sync{Process: "consumer", Point: protocol.ConsumerBeforeCommit}}, OpenedCommitsCut, []string{KindHeldCommit}},
+		{"producer before commit, cut", LinkDown{Link: "producer.pg", At: &Sync{Process: "producer", Point: protocol.ProducerBeforeCommit}}, OpenedCommitsCut, []string{KindHeldCommit}},
 		{"relay window: no opener", Crash{Process: "relay-1", Point: protocol.RelayAfterClaim, Action: crashpoint.Kill, Hit: 2}, "", nil},
 		{"before commit paused: no opener", Crash{Process: "consumer", Point: protocol.ConsumerBeforeCommit, Action: crashpoint.Pause, Hit: 2}, "", nil},
 	} {
@@ -54,6 +55,10 @@ func TestOpenFromOutside(t *testing.T) {
 				kinds = append(kinds, k.Name())
 			}
 			assert.Equal(t, tc.inner, kinds)
+			if l, ok := tc.f.(LinkDown); ok {
+				want := map[string]string{protocol.ProducerBeforeCommit: TableFacts, protocol.ConsumerBeforeCommit: TableEffects}[l.At.Point]
+				assert.Equal(t, want, o.from().Faults[0].(HeldCommit).Table, "the COMMIT held is of the table the process commits")
+			}
 			assert.Contains(t, got[0].Describe().Detail, "opened from outside by "+tc.opener)
 		})
 	}

@@ -80,18 +80,24 @@ func (p Poison) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(p, start, false, fmt.Errorf("confirm mode: %w", err))
 	}
 	start = time.Now()
+	confirmed := 0
+	published := func(r result.Fault) result.Fault {
+		r.Poisoned = confirmed
+		return r
+	}
 	for i := 0; i < p.Count; i++ {
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, env.Topology.Exchange, env.Topology.RoutingKeys[0], true, false, amqp.Publishing{
 			ContentType: "application/json", DeliveryMode: amqp.Persistent,
 			MessageId: fmt.Sprintf("poison-%d", i), Body: []byte(poisonBody(i)),
 		})
 		if err != nil {
-			return record(p, start, i > 0, fmt.Errorf("publish poison %d: %w", i, err))
+			return published(record(p, start, i > 0, fmt.Errorf("publish poison %d: %w", i, err)))
 		}
 		if ok, err := dc.WaitContext(ctx); err != nil || !ok {
-			return record(p, start, i > 0, fmt.Errorf("poison %d not confirmed: %v", i, err))
+			return published(record(p, start, i > 0, fmt.Errorf("poison %d not confirmed: %v", i, err)))
 		}
+		confirmed++
 	}
 	env.Logf("%d poison messages published", p.Count)
-	return record(p, start, true, nil)
+	return published(record(p, start, true, nil))
 }

@@ -121,6 +121,10 @@ type Fault struct {
 	NotOffered string `json:"not_offered,omitempty"`
 	// EventIDs are events the fault itself chose (e.g. the one it replayed).
 	EventIDs []string `json:"event_ids,omitempty"`
+	// Poisoned counts the malformed messages the fault published into the
+	// pipeline and the broker confirmed (poison): each must be accounted
+	// for at the end.
+	Poisoned int `json:"poisoned,omitempty"`
 	// States are what the fault saw of the infrastructure's state while it
 	// acted: a queue's leader, nodes seen down, partitions, a promotion and
 	// the WAL it lost. They go on the timeline's infrastructure lanes.

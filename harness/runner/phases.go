@@ -414,6 +414,7 @@ func (r *run) judge(ctx context.Context, s started, d driven, c converged) error
 	}
 	obs.Recovery = r.recovery(d, c)
 	obs.Acknowledged, obs.AcknowledgedByID = d.acknowledged, d.acknowledgedByID
+	obs.Poisoned = poisoned(d.results)
 	r.obs = obs
 	checked, counts := check.Check(obs, r.sc.Invariants)
 	invs := append([]result.Invariant{converged}, checked...)

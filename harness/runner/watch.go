@@ -56,6 +56,16 @@ func unopenedOutage(faults []fault.Fault, results []result.Fault) string {
 	return ""
 }
 
+// poisoned counts the malformed messages the run's faults published and
+// the broker confirmed, from their results.
+func poisoned(results []result.Fault) int {
+	n := 0
+	for _, r := range results {
+		n += r.Poisoned
+	}
+	return n
+}
+
 // unboundSpans are the spans in which an unbind fault of the run had
 // removed the queue's bindings (faults and results in schedule order): from
 // its start to its end, or to the end of the run if it never restored them.

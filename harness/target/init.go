@@ -302,8 +302,9 @@ settings: {}
 
 # The broken variants (negative controls): each removes one guard (chosen
 # by {{variant}} above, or by its env), and names the violation it causes
-# (lost, phantom, duplicate-effect, stale-write, stuck-row, gave-up-early,
-# out-of-order) and the scenarios that must catch it:
+# (lost, phantom, duplicate-effect, stale-write, stuck-row, stuck-position,
+# gave-up-early, out-of-order, not-live, fact-lost, poison-dropped) and the
+# scenarios that must catch it:
 #   - {name: no-inbox, guard: inbox row, expect: duplicate-effect, caught_by: [consumer-crash-after-commit]}
 variants: []
 

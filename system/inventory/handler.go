@@ -53,7 +53,7 @@ func (h *handler) handle(ctx context.Context, lost <-chan struct{}, ds []amqp.De
 			valid = append(valid, it)
 		}
 	}
-	h.deadLetter(poison)
+	h.steps.deadLetter(poison)
 	if len(valid) == 0 {
 		return nil
 	}
@@ -79,7 +79,7 @@ func (h *handler) commit(ctx context.Context, lost <-chan struct{}, items []*ite
 	}
 	if len(items) == 1 {
 		items[0].poison = err
-		h.deadLetter(items)
+		h.steps.deadLetter(items)
 		return nil, nil
 	}
 	h.log.Errorf("batch of %d rejected by the database (%v); retrying each delivery alone", len(items), err)
@@ -97,7 +97,7 @@ func (h *handler) commit(ctx context.Context, lost <-chan struct{}, items []*ite
 			ok = append(ok, it)
 		}
 	}
-	h.deadLetter(bad)
+	h.steps.deadLetter(bad)
 	return ok, nil
 }
 
@@ -194,7 +194,7 @@ func (h *handler) logResults(items []*item) {
 
 // deadLetter rejects items without requeue: the queue's dead-letter exchange
 // routes them to the dead-letter queue.
-func (h *handler) deadLetter(items []*item) {
+func (s correctSteps) deadLetter(items []*item) {
 	if len(items) == 0 {
 		return
 	}
@@ -214,5 +214,5 @@ func (h *handler) deadLetter(items []*item) {
 		}
 		entries = append(entries, e)
 	}
-	h.log.Batch(entries)
+	s.log.Batch(entries)
 }

@@ -35,6 +35,8 @@
 //	                       transaction of their own, before the effect's
 //	commit-error-ignored   commit swallows a failed COMMIT, so the batch is
 //	                       logged and acked as if it had committed
+//	poison-acked           deadLetter acks the poison instead of rejecting
+//	                       it: gone, the dead-letter queue never sees it
 //
 // Two variants change the queue rather than a step (queueVariants):
 //

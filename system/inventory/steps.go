@@ -77,6 +77,9 @@ type steps interface {
 	commit(ctx context.Context, tx pgx.Tx, items []*item) error
 	// ack acknowledges the items after their transaction committed.
 	ack(ctx context.Context, items []*item)
+	// deadLetter hands the poison items (never processable) to the
+	// queue's dead-letter exchange.
+	deadLetter(items []*item)
 }
 
 // correctSteps keeps every guard: inbox row and effect in one transaction,

@@ -13,6 +13,7 @@ var stepVariants = map[string]func(correctSteps) steps{
 	variant.NoInbox:             func(c correctSteps) steps { return noInbox{c} },
 	variant.InboxOwnTransaction: func(c correctSteps) steps { return inboxOwnTransaction{c} },
 	variant.CommitErrorIgnored:  func(c correctSteps) steps { return commitErrorIgnored{c} },
+	variant.PoisonAcked:         func(c correctSteps) steps { return poisonAcked{c} },
 }
 
 // queueVariants are the consumer's broken variants that change the queue it

@@ -47,11 +47,13 @@ type Service struct {
 	// emit is how an event leaves the order's transaction: the outbox row,
 	// or a variant's direct publish.
 	emit emitter
+	// commit commits the order's transaction: commitTx, or a variant's.
+	commit func(ctx context.Context, tx pgx.Tx) error
 }
 
 // New makes a service over db.
 func New(db *pgxpool.Pool, log *eventlog.Log, points *crashpoint.Set) *Service {
-	return &Service{db: db, log: log, points: points, entropy: ulid.Monotonic(rand.Reader, 0), emit: outbox{}}
+	return &Service{db: db, log: log, points: points, entropy: ulid.Monotonic(rand.Reader, 0), emit: outbox{}, commit: commitTx}
 }
 
 // emitter is how an event leaves the order service. The correct one writes
@@ -329,6 +331,13 @@ func (s *Service) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		return err
 	}
 	s.points.Hit(crashpoint.OrderBeforeCommit)
+	return s.commit(ctx, tx)
+}
+
+// commitTx commits tx. A COMMIT that failed is an error whatever its cause:
+// on a connection cut with the COMMIT in flight its outcome is unknown, and
+// the order is not answered as created (the client tries again).
+func commitTx(ctx context.Context, tx pgx.Tx) error {
 	if err := tx.Commit(ctx); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {

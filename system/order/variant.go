@@ -14,11 +14,15 @@ var emitterVariants = map[string]func(*directPublisher) emitter{
 	variant.PublishThenCommit: func(p *directPublisher) emitter { return publishThenCommit{p} },
 }
 
-// useVariant switches the service to the named variant's emitter when it is
-// an order variant, publishing to the broker's nodes (dialled in turn); it
+// useVariant switches the service to the named variant's commit or emitter
+// when it is an order variant, publishing to the broker's nodes (dialled in turn); it
 // returns what to close at the end. Any other name leaves the service
 // correct.
 func (s *Service) useVariant(name string, nodes []string, heartbeat time.Duration, log *eventlog.Log) (closer func()) {
+	if name == variant.CommitErrorAnswered {
+		s.commit = commitErrorAnswered(log)
+		return func() {}
+	}
 	mk, ok := emitterVariants[name]
 	if !ok {
 		return func() {}

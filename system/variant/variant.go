@@ -38,6 +38,7 @@ const (
 const (
 	CommitThenPublish      = "commit-then-publish"
 	PublishThenCommit      = "publish-then-commit"
+	CommitErrorAnswered    = "commit-error-answered"
 	NoMandatory            = "no-mandatory"
 	IgnoreReturn           = "ignore-return"
 	PublishedBeforeConfirm = "published-before-confirm"
@@ -51,6 +52,7 @@ const (
 	NoInbox                = "no-inbox"
 	InboxOwnTransaction    = "inbox-own-transaction"
 	CommitErrorIgnored     = "commit-error-ignored"
+	PoisonAcked            = "poison-acked"
 	NackAsSuccess          = "nack-as-success"
 	SingleNode             = "single-node"
 	ClassicQueue           = "classic-queue"
@@ -65,7 +67,7 @@ type Variant struct {
 	Removes string `json:"removes"` // what the variant does instead, and what that breaks
 }
 
-// Catalogue returns the nineteen variants, in pipeline order.
+// Catalogue returns the twenty-one variants, in pipeline order.
 func Catalogue() []Variant {
 	return []Variant{
 		{CommitThenPublish, Order,
@@ -74,6 +76,9 @@ func Catalogue() []Variant {
 		{PublishThenCommit, Order,
 			"outbox row in the order's transaction",
 			"no outbox: the service publishes the event inside the open transaction, then commits; a crash between the two (order.before-commit) leaves a phantom event"},
+		{CommitErrorAnswered, Order,
+			"a failed COMMIT is never answered as created",
+			"a COMMIT that fails (the connection cut while it is in flight: outcome unknown) is taken for done and the order answered 201: if nothing committed, the client was told of a fact that does not exist"},
 		{NoMandatory, Relay,
 			"mandatory publish: an unroutable message comes back as basic.return",
 			"publishes without mandatory: the broker drops an unroutable message, confirms it, and the row is marked Published: lost"},
@@ -119,6 +124,9 @@ func Catalogue() []Variant {
 		{CommitErrorIgnored, Inventory,
 			"a failed COMMIT is never acked: the transaction is retried, or the broker redelivers",
 			"a COMMIT that fails (the connection cut while it is in flight: outcome unknown) is taken for done and the batch is acked: if nothing committed, the effect is lost"},
+		{PoisonAcked, Inventory,
+			"a message that can never be processed is rejected without requeue: the dead-letter exchange keeps it",
+			"acks a malformed message (unparsable, no eventId) instead of rejecting it: it is gone without a trace, and the dead-letter queue never sees it"},
 		{ClassicQueue, Inventory,
 			"the consumer's queue is a quorum queue (x-queue-type quorum), replicated on a majority of the cluster's nodes",
 			"declares the consumer's queue as a classic durable queue, which lives on one node (the one the consumer declared it on): while that node is down the queue is gone from the cluster, messages routed to it are not enqueued and its content cannot be consumed"},

@@ -17,13 +17,13 @@ import (
 	"github.com/faultline-dev/faultline/system/variant"
 )
 
-func TestCatalogueHasTheNineteenVariants(t *testing.T) {
+func TestCatalogueHasTheTwentyOneVariants(t *testing.T) {
 	want := []string{
-		variant.CommitThenPublish, variant.PublishThenCommit,
+		variant.CommitThenPublish, variant.PublishThenCommit, variant.CommitErrorAnswered,
 		variant.NoMandatory, variant.IgnoreReturn, variant.PublishedBeforeConfirm, variant.NoFencing, variant.NoLease,
 		variant.UnfencedRetry, variant.UnfencedRenewal, variant.NoBackoff, variant.ReadsByID,
 		variant.NackAsSuccess, variant.SingleNode,
-		variant.AckBeforeCommit, variant.NoInbox, variant.InboxOwnTransaction, variant.CommitErrorIgnored,
+		variant.AckBeforeCommit, variant.NoInbox, variant.InboxOwnTransaction, variant.CommitErrorIgnored, variant.PoisonAcked,
 		variant.ClassicQueue, variant.LimitWithoutDLX,
 	}
 	var got []string
@@ -41,7 +41,7 @@ func TestCatalogueHasTheNineteenVariants(t *testing.T) {
 		assert.Equal(t, "variant="+v.Name, found.Detail(v.Process))
 	}
 	assert.Equal(t, want, got)
-	assert.Len(t, got, 19)
+	assert.Len(t, got, 21)
 	assert.Len(t, processes, 3)
 	assert.Equal(t, append([]string{variant.Correct}, want...), variant.Names())
 
