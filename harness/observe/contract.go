@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/faultline-dev/faultline/harness/check"
@@ -165,7 +166,7 @@ func asString(v any) string {
 	case [16]byte:
 		// A uuid column (pgx gives its 16 bytes): its text form, as a
 		// ::text cast and the producer's answers give it.
-		return fmt.Sprintf("%x-%x-%x-%x-%x", x[0:4], x[4:6], x[6:8], x[8:10], x[10:16])
+		return pgtype.UUID{Bytes: x, Valid: true}.String()
 	default:
 		return fmt.Sprint(x)
 	}

@@ -18,7 +18,11 @@ func (s poisonAcked) deadLetter(items []*item) {
 	}
 	entries := make([]eventlog.Entry, 0, len(items))
 	for _, it := range items {
-		e := eventlog.Entry{Event: eventlog.ErrorOccurred, EventID: it.ev.EventID,
+		id := it.ev.EventID
+		if id == "" {
+			id = it.d.MessageId // as the correct deadLetter names it
+		}
+		e := eventlog.Entry{Event: eventlog.ErrorOccurred, EventID: id,
 			Error: "poison (" + it.poison.Error() + ") acked: dropped, messageId=" + strconv.Quote(it.d.MessageId)}
 		if err := it.d.Ack(false); err != nil {
 			e.Error += "; ack: " + err.Error()

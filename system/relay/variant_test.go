@@ -33,7 +33,7 @@ func TestGuardsForEachVariant(t *testing.T) {
 		variant.NackAsSuccess:          func(g Guards) bool { return !g.HonourNacks },
 		variant.SingleNode:             func(g Guards) bool { return !g.Failover },
 	}
-	assert.Len(t, off, 11, "eleven of the twenty variants break the relay")
+	assert.Len(t, off, 11, "eleven of the twenty-one variants break the relay")
 	for _, v := range variant.Catalogue() {
 		g, err := GuardsFor(v.Name)
 		require.NoError(t, err)
