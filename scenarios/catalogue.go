@@ -466,8 +466,21 @@ func cutAtCommit(name, window, process, point, description string) runner.Scenar
 			return []fault.Fault{fault.LinkDown{Link: fault.DBLink(process), Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: 2 * time.Second,
 				At: &fault.Sync{Process: process, Point: point}}}
 		},
-		Evidence: []check.Evidence{check.CrashPointHit(point), processErrors(process)},
+		Evidence: []check.Evidence{check.CrashPointHit(point), sawTheCut(process)},
 	}
+}
+
+// sawTheCut: the process noticed the cut. The producer's is read from its
+// client's side, on any target: a request it failed (a 5xx, or no
+// answer) that the workload sent again; an event log need not log
+// errors. A consumer has no client, so its own log tells.
+func sawTheCut(process string) check.Evidence {
+	if process != "producer" {
+		return processErrors(process)
+	}
+	return check.Custom("producer failed a request and the client sent it again", func(o *check.Observation) (bool, string) {
+		return o.RequestsFailed > 0, fmt.Sprintf("%d requests failed and sent again", o.RequestsFailed)
+	})
 }
 
 // processErrors: the process logged at least one error (it noticed the fault).

@@ -143,6 +143,10 @@ type Observation struct {
 	// aggregate's requests it answered ok; nil when the create gives no
 	// id, and only the count is known.
 	AcknowledgedByID map[string]int64
+	// RequestsFailed counts the requests the producer failed (a 5xx, or
+	// no answer) and the workload sent again: the client's side of a
+	// fault the producer could not hide.
+	RequestsFailed int64
 	// EffectsCommitted are the eventIds whose effect write faultline saw
 	// commit (its trigger on observe.effects notifies at COMMIT), whether
 	// or not the effect is there at the end: a failover that lost the

@@ -194,7 +194,10 @@ type driven struct {
 	// acknowledgedByID: per aggregate id, its requests answered ok (nil:
 	// the create gives no id).
 	acknowledgedByID map[string]int64
-	loadEnded        time.Time // when the workload's last order was answered
+	// requestsFailed: requests the producer failed (5xx, or no answer)
+	// and the workload sent again.
+	requestsFailed int64
+	loadEnded      time.Time // when the workload's last order was answered
 	// clients stops the count of the target's clients (watchClients)
 	// and returns it; the converge phase calls it once the pipeline
 	// settled, so the count covers the reconnection.
@@ -238,13 +241,13 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	})
 	wlErr := wl.Run(runCtx)
 	stopTick()
-	d.acknowledged, d.acknowledgedByID, d.loadEnded = wl.Acknowledged(), wl.AcknowledgedByID(), time.Now()
+	d.acknowledged, d.acknowledgedByID, d.requestsFailed, d.loadEnded = wl.Acknowledged(), wl.AcknowledgedByID(), wl.Stats().Failed, time.Now()
 	r.startPhase(PhaseFaults)
 	d.results = faultsDone()
 	r.res.Faults = append(d.results, p.notOffered...)
 	if wlErr == nil && r.sc.Workload.AfterFaults > 0 {
 		wlErr = wl.RunAfterFaults(runCtx)
-		d.acknowledged, d.acknowledgedByID, d.loadEnded = wl.Acknowledged(), wl.AcknowledgedByID(), time.Now()
+		d.acknowledged, d.acknowledgedByID, d.requestsFailed, d.loadEnded = wl.Acknowledged(), wl.AcknowledgedByID(), wl.Stats().Failed, time.Now()
 	}
 	if wlErr != nil {
 		return d, fmt.Errorf("workload: %w (%d orders acknowledged)", wlErr, wl.Acknowledged())
@@ -413,7 +416,7 @@ func (r *run) judge(ctx context.Context, s started, d driven, c converged) error
 		return fmt.Errorf("observe: %w", err)
 	}
 	obs.Recovery = r.recovery(d, c)
-	obs.Acknowledged, obs.AcknowledgedByID = d.acknowledged, d.acknowledgedByID
+	obs.Acknowledged, obs.AcknowledgedByID, obs.RequestsFailed = d.acknowledged, d.acknowledgedByID, d.requestsFailed
 	obs.Poisoned = poisoned(d.results)
 	r.obs = obs
 	checked, counts := check.Check(obs, r.sc.Invariants)
