@@ -101,10 +101,17 @@ func (r Record) Opened() bool {
 // not run at all. Such a run is neither a violation nor a pass; one whose
 // fault did not happen is a window not opened, not this.
 func (r Record) Unjudged() bool {
-	if len(r.Violations) > 0 || r.Verdict == result.Pass || r.Verdict == result.Limit {
+	if r.Judged() {
 		return false
 	}
 	return r.Verdict == result.NotRun || r.Opened()
+}
+
+// Judged reports a run that said something of the pipeline: a pass, a
+// documented limit, or a violation. Any other run (indeterminate, not run,
+// an error) says nothing either way.
+func (r Record) Judged() bool {
+	return len(r.Violations) > 0 || r.Verdict == result.Pass || r.Verdict == result.Limit
 }
 
 // Unjudged returns the runs that ended without a verdict, in run order.

@@ -155,8 +155,10 @@ type Finding struct {
 	// Confirmed says how often the minimal schedule failed.
 	Confirmed string `json:"confirmed"`
 	// Failed of Of runs of the reported schedule, confirming it, failed
-	// with the signature (Of 0: not run again). A finding that failed only
-	// sometimes is kept, with its rate: a flaky failure is still a bug.
+	// with the signature; Of counts the confirming runs that gave a
+	// verdict (Of 0: not run again, or none did). A finding that failed
+	// only sometimes is kept, with its rate: a flaky failure is still a
+	// bug.
 	Failed int `json:"failed"`
 	Of     int `json:"of"`
 	// Example is one violation of the kind from a failing run of the
@@ -337,7 +339,7 @@ func (e *explorer) attempts(ctx context.Context, it Item, specs []Spec) (Record,
 	s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, fmt.Sprintf("explore run #%d", it.Index))
 	record := func(res result.Scenario) Record { return RecordOf(it.Index, specs, it.Describe(), res) }
 	last, earlier := e.untilJudged(ctx, s, it.Name(), record, nil, func(n int, rec Record) bool {
-		if e.stopped() {
+		if !rec.Unjudged() || e.stopped() {
 			return false
 		}
 		e.mu.Lock()
@@ -358,10 +360,10 @@ type attempt struct {
 	res result.Scenario
 }
 
-// untilJudged runs s as name and, while the run ends without a verdict on
-// the pipeline (Record.Unjudged, read from record), again as name.retryN,
-// up to cfg.Retries times, while ctx lives and again(n, the record of
-// attempt n) agrees; done, if not nil, hears of every attempt. It returns
+// untilJudged runs s as name and, while again(n, the record of attempt n,
+// read from record) says the run told nothing of the pipeline and may be
+// made again, again as name.retryN, up to cfg.Retries times, while ctx
+// lives; done, if not nil, hears of every attempt. It returns
 // the last attempt and why each earlier one said nothing. Every run
 // explore makes of a schedule goes through it: an infrastructure stall is
 // never taken for a run that did not fail.
@@ -384,7 +386,7 @@ func (e *explorer) untilJudged(ctx context.Context, s Schedule, name string, rec
 			done(run, res)
 		}
 		rec := record(res)
-		if n > e.cfg.Retries || !rec.Unjudged() || ctx.Err() != nil || !again(n, rec) {
+		if n > e.cfg.Retries || rec.Judged() || ctx.Err() != nil || !again(n, rec) {
 			return attempt{rec: rec, res: res}, earlier
 		}
 		earlier = append(earlier, rec.Reason)
@@ -418,7 +420,7 @@ func (e *explorer) stopsAt(rec Record) (string, bool) {
 // ends the exploration if every one fails with kind; otherwise it goes on.
 func (e *explorer) recheck(ctx context.Context, it Item, kind string) {
 	s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, fmt.Sprintf("explore run #%d", it.Index))
-	results := e.sideBySide(ctx, s, fmt.Sprintf("recheck-%d", it.Index), e.cfg.Repeats, nil)
+	results := e.sideBySide(ctx, s, fmt.Sprintf("recheck-%d", it.Index), e.cfg.Repeats, Record.Unjudged, nil)
 	failed := 0
 	for _, res := range results {
 		if FailsSame(res, len(it.Faults), kind) {
@@ -584,16 +586,17 @@ func foundLabels(fs []Finding, indices []int) string {
 }
 
 // sideBySide runs the schedule n times at once, as name.1 .. name.n, each
-// until it is judged (untilJudged: counted as "did not fail", a run without
-// a verdict would make a finding's schedule look flaky, or shrinking fall
-// back a step), and tells done (if not nil) of each attempt as it ends.
-func (e *explorer) sideBySide(ctx context.Context, s Schedule, name string, n int, done func(run string, res result.Scenario)) []result.Scenario {
+// again while again says its record told nothing (untilJudged: counted as
+// "did not fail", a run without a verdict would make a finding's schedule
+// look flaky, or shrinking fall back a step), and tells done (if not nil)
+// of each attempt as it ends.
+func (e *explorer) sideBySide(ctx context.Context, s Schedule, name string, n int, again func(Record) bool, done func(run string, res result.Scenario)) []result.Scenario {
 	results := make([]result.Scenario, n)
 	var wg sync.WaitGroup
 	for i := range results {
 		wg.Go(func() {
 			record := func(res result.Scenario) Record { return RecordOf(0, make([]Spec, len(s.Faults)), "", res) }
-			last, _ := e.untilJudged(ctx, s, fmt.Sprintf("%s.%d", name, i+1), record, done, func(int, Record) bool { return true })
+			last, _ := e.untilJudged(ctx, s, fmt.Sprintf("%s.%d", name, i+1), record, done, func(_ int, rec Record) bool { return again(rec) })
 			results[i] = last.res
 		})
 	}
@@ -675,13 +678,24 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) b
 	sig, label, slug := f.Sig(), f.Sig().Label(), f.Sig().Slug()
 	found := map[string]result.Violation{} // schedule key → a violation it failed with
 	// failsIn runs s repeats times side by side and counts the runs that
-	// failed like the signature.
-	failsIn := func(ctx context.Context, s Schedule, repeats int, stage string) int {
+	// failed like the signature, and those that judged the pipeline at
+	// all (Record.Judged). A candidate of the shrink is run again only
+	// when its faults all happened and still nothing was judged
+	// (Record.Unjudged): a smaller schedule whose window does not open is
+	// not one that fails. A confirming run is run again whatever kept it
+	// from a verdict: the schedule failed before, so a run that said
+	// nothing (a stalled start, a window the load kept shut) is no sign
+	// that it passes.
+	failsIn := func(ctx context.Context, s Schedule, repeats int, stage string) (failed, judged int) {
 		mu.Lock()
 		n++
 		name := fmt.Sprintf("%s-%s-%03d", stage, slug, n)
 		mu.Unlock()
-		results := e.sideBySide(ctx, s, name, repeats, func(run string, res result.Scenario) {
+		again := Record.Unjudged
+		if stage == "confirm" {
+			again = func(r Record) bool { return !r.Judged() }
+		}
+		results := e.sideBySide(ctx, s, name, repeats, again, func(run string, res result.Scenario) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			e.progress("shrink", run, tried, deadline, fmt.Sprintf("%s: %s", run, outcome(RecordOf(0, make([]Spec, len(s.Faults)), "", res))))
@@ -689,8 +703,10 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) b
 		mu.Lock()
 		defer mu.Unlock()
 		f.ShrinkRuns += len(results)
-		failed := 0
 		for _, res := range results {
+			if RecordOf(0, make([]Spec, len(s.Faults)), "", res).Judged() {
+				judged++
+			}
 			if !FailsLike(res, len(s.Faults), sig) {
 				continue
 			}
@@ -701,10 +717,17 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) b
 				}
 			}
 		}
-		return failed
+		return failed, judged
+	}
+	// confirm runs s Confirm times: it holds when every run that judged
+	// the pipeline failed like the signature, and most of them did judge.
+	confirm := func(ctx context.Context, s Schedule) (failed, judged int, holds bool) {
+		failed, judged = failsIn(ctx, s, Confirm, "confirm")
+		return failed, judged, failed == judged && judged > Confirm/2
 	}
 	fails := func(ctx context.Context, s Schedule) bool {
-		return failsIn(ctx, s, e.cfg.Repeats, "shrink") == e.cfg.Repeats
+		failed, _ := failsIn(ctx, s, e.cfg.Repeats, "shrink")
+		return failed == e.cfg.Repeats
 	}
 	opts := ShrinkOptions{Batch: max(e.cfg.Parallel/e.cfg.Repeats, 1), Deadline: deadline, Now: e.cfg.Now,
 		Tried: func(c Candidate, failed, taken bool) {
@@ -725,18 +748,18 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) b
 	shrunk := Shrink(ctx, f.Original, fails, opts)
 	f.Tried, f.Complete = shrunk.Tried, shrunk.Complete
 	// Confirm, falling back a step while the schedule does not hold up.
-	kept := -1
+	kept, keptFailed, keptJudged := -1, 0, 0
 	for i := len(shrunk.Steps) - 1; i >= 0 && i >= len(shrunk.Steps)-maxFallback && ctx.Err() == nil; i-- {
-		failed := failsIn(ctx, shrunk.Steps[i].Schedule, Confirm, "confirm")
+		failed, judged, holds := confirm(ctx, shrunk.Steps[i].Schedule)
 		e.mu.Lock()
-		verdict := "holds up"
-		if failed < Confirm {
-			verdict = fmt.Sprintf("failed %d of %d: one step back", failed, Confirm)
+		verdict := "holds up: " + confirmedIn(failed, judged)
+		if !holds {
+			verdict = confirmedIn(failed, judged) + ": one step back"
 		}
 		e.progress("shrink", "", tried, deadline, fmt.Sprintf("%s: confirming the schedule after %d steps (%d runs) — %s", label, i+1, Confirm, verdict))
 		e.mu.Unlock()
-		if failed == Confirm {
-			kept = i
+		if holds {
+			kept, keptFailed, keptJudged = i, failed, judged
 			break
 		}
 	}
@@ -750,31 +773,42 @@ func (e *explorer) shrink(ctx context.Context, f *Finding, deadline time.Time) b
 			return false
 		}
 		// Nothing smaller held up: how often does the original fail?
-		f.Failed, f.Of = failsIn(ctx, f.Original, Confirm, "confirm"), Confirm
+		failed, judged, holds := confirm(ctx, f.Original)
+		f.Failed, f.Of = failed, judged
 		if ex, ok := found[f.Original.key()]; ok {
 			f.Example = &ex
 		}
 		switch {
-		case f.Failed == Confirm:
-			f.Confirmed = fmt.Sprintf("the original schedule failed with %s in %d of %d runs confirming it; no smaller schedule failed every time", label, Confirm, Confirm)
+		case holds:
+			f.Confirmed = fmt.Sprintf("the original schedule failed with %s in %s confirming it; no smaller schedule failed every time", label, confirmedIn(failed, judged))
 			return true
-		case f.Failed > 0:
-			f.Confirmed = fmt.Sprintf("flaky: the original schedule failed with %s in %d of %d runs confirming it; kept, not shrunk (no smaller schedule failed every time)", label, f.Failed, Confirm)
+		case failed > 0:
+			f.Confirmed = fmt.Sprintf("flaky: the original schedule failed with %s in %s confirming it; kept, not shrunk (no smaller schedule failed every time)", label, confirmedIn(failed, judged))
 		default:
-			f.Confirmed = fmt.Sprintf("failed with %s while exploring, but in 0 of %d runs confirming it: kept, as seen once", label, Confirm)
+			f.Confirmed = fmt.Sprintf("failed with %s while exploring, but in %s confirming it: kept, as seen once", label, confirmedIn(failed, judged))
 		}
 		return false
 	}
 	f.Minimal, f.Steps = shrunk.Steps[kept].Schedule, shrunk.Steps[:kept+1]
 	f.Minimal.Violation = f.Kind
 	f.Minimal.Origin = fmt.Sprintf("%s, shrunk in %d steps (%d candidates tried)", f.Original.Origin, len(f.Steps), f.Tried)
-	f.Failed, f.Of = Confirm, Confirm
-	f.Confirmed = fmt.Sprintf("the minimal schedule failed with %s in %d of %d runs while shrinking and in %d of %d runs confirming it",
-		label, e.cfg.Repeats, e.cfg.Repeats, Confirm, Confirm)
+	f.Failed, f.Of = keptFailed, keptJudged
+	f.Confirmed = fmt.Sprintf("the minimal schedule failed with %s in %d of %d runs while shrinking and in %s confirming it",
+		label, e.cfg.Repeats, e.cfg.Repeats, confirmedIn(keptFailed, keptJudged))
 	if ex, ok := found[f.Minimal.key()]; ok {
 		f.Example = &ex
 	}
 	return true
+}
+
+// confirmedIn says in how many of the Confirm runs a schedule failed:
+// "4 of 5 runs", or, where some runs said nothing of the pipeline even
+// when run again, "4 of 4 runs with a verdict (1 of 5 without one)".
+func confirmedIn(failed, judged int) string {
+	if judged == Confirm {
+		return fmt.Sprintf("%d of %d runs", failed, Confirm)
+	}
+	return fmt.Sprintf("%d of %d runs with a verdict (%d of %d without one)", failed, judged, Confirm-judged, Confirm)
 }
 
 // FailsSame reports whether a run failed the same way: it reported the

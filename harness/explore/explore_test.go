@@ -70,6 +70,11 @@ func (f *fakeRunner) Run(ctx context.Context, sc runner.Scenario, opts runner.Op
 	if f.unjudged != nil {
 		if why := f.unjudged(sc.Name); why != "" {
 			res.Verdict, res.Reason, res.Invariants = result.Indeterminate, why, nil
+			if strings.HasPrefix(why, "window not opened") {
+				for i := range res.Faults {
+					res.Faults[i].Hit = false
+				}
+			}
 		}
 	}
 	return res
@@ -172,31 +177,45 @@ func TestExploreMinimalMustHoldUp(t *testing.T) {
 	assert.Contains(t, f.Confirmed, "5 of 5 runs confirming")
 }
 
-// A confirming run that ended without a verdict is made again: it does not
-// count as a run that did not fail, which would make shrinking fall back.
+// A confirming run that ended without a verdict is made again, whether its
+// faults happened or not: it does not count as a run that did not fail,
+// which would make shrinking fall back. One that still says nothing is
+// left out of the count, so long as most runs gave a verdict.
 func TestExploreConfirmsAgainAfterAnUnjudgedRun(t *testing.T) {
 	pause := pauseAt("relay-1", protocol.RelayAfterConfirm, 1, 10*time.Second)
 	items := []Item{{Index: 0, Faults: []fault.Fault{pause}, Size: 1}}
+	const stalled, unopened = "link relay-1.amqp carries no traffic", "window not opened: the consumer did not start consuming"
 	for _, tc := range []struct {
-		name    string
-		retries int
-		hold    time.Duration
+		name      string
+		retries   int
+		why       string
+		runs      []string // the confirming runs of the smallest schedule (hold 5 s) whose first try shows nothing
+		hold      time.Duration
+		confirmed string
 	}{
-		{name: "made again", retries: 2, hold: 5 * time.Second},
-		{name: "no retries: one step back", retries: 0, hold: 10 * time.Second},
+		{name: "made again", retries: 2, why: stalled, runs: []string{".5"}, hold: 5 * time.Second, confirmed: "5 of 5 runs confirming"},
+		{name: "a window not opened made again", retries: 2, why: unopened, runs: []string{".5"}, hold: 5 * time.Second, confirmed: "5 of 5 runs confirming"},
+		{name: "no retries: counted among the runs with a verdict", retries: 0, why: stalled, runs: []string{".5"}, hold: 5 * time.Second,
+			confirmed: "4 of 4 runs with a verdict (1 of 5 without one) confirming"},
+		{name: "no retries, most without a verdict: one step back", retries: 0, why: unopened, runs: []string{".3", ".4", ".5"}, hold: 10 * time.Second,
+			confirmed: "5 of 5 runs confirming"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// The first try of the last confirming run of the smallest
-			// schedule (hold 5 s) shows nothing.
 			var mu sync.Mutex
-			unjudged := 0
+			first := "" // the first confirming batch: the smallest schedule's
 			fr := &fakeRunner{failAbove: 4 * time.Second}
 			fr.unjudged = func(name string) string {
 				mu.Lock()
 				defer mu.Unlock()
-				if strings.HasPrefix(name, "confirm-") && strings.HasSuffix(name, ".5") && unjudged == 0 {
-					unjudged++
-					return "link relay-1.amqp carries no traffic"
+				if !strings.HasPrefix(name, "confirm-") || strings.Contains(name, ".retry") {
+					return ""
+				}
+				batch := name[:strings.LastIndex(name, ".")]
+				if first == "" {
+					first = batch
+				}
+				if batch == first && slices.ContainsFunc(tc.runs, func(suffix string) bool { return strings.HasSuffix(name, suffix) }) {
+					return tc.why
 				}
 				return ""
 			}
@@ -206,8 +225,9 @@ func TestExploreConfirmsAgainAfterAnUnjudgedRun(t *testing.T) {
 			require.Len(t, rep.Findings, 1)
 			f := rep.Findings[0]
 			assert.Equal(t, tc.hold, f.Minimal.Faults[0].(fault.Crash).Hold)
-			assert.Contains(t, f.Confirmed, "5 of 5 runs confirming")
-			retried := slices.ContainsFunc(fr.names, func(n string) bool { return strings.HasSuffix(n, ".5.retry1") })
+			assert.Contains(t, f.Confirmed, tc.confirmed)
+			assert.Equal(t, f.Of, f.Failed, "every run with a verdict failed")
+			retried := slices.ContainsFunc(fr.names, func(n string) bool { return strings.Contains(n, ".retry1") })
 			assert.Equal(t, tc.retries > 0, retried, "%v", fr.names)
 		})
 	}
