@@ -24,6 +24,7 @@ func violationKinds() []term {
 		{"duplicate-effect", "one event took effect more than once", "an inbox row, in the effect's own transaction, absorbs the redelivery"},
 		{"stuck-row", "an outbox row left Pending or Processing at the end: no relay ever settled it", "lease expiry: a claimed row that is never settled is claimed again"},
 		{"stale-write", "a status write accepted from a claim that no longer held the row", "the claim id in every status write (fencing)"},
+		{"live-claim-taken", "an outbox row claimed while another claim's lease on it was live (the audit trail's claim against the lease the holder last wrote)", "claim a Processing row only once its lease ran out"},
 		{"published-unconfirmed", "a row marked Published by a claim that never saw its positive confirm", "mark Published only after a positive confirm"},
 		{"status-disagrees", "an outbox row whose status and published_at disagree", "status and published_at written in one update"},
 		{"gave-up-early", "a row ended Failed although the outage was shorter than the retry budget", "retries back off long enough to ride out a short outage"},

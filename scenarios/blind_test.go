@@ -42,10 +42,11 @@ const blindRanAtLeast = 36
 //     ack-before-commit (lost) by the black-box cut made once a
 //     transaction of the consumer's is under way;
 //   - the black-box scenarios alone catch commit-then-publish (lost),
-//     ack-before-commit (lost), no-inbox (duplicate-effect) and no-fencing
-//     (stale-write), and on the correct pipeline their lost / phantom /
-//     duplicate-effect / stuck / stale-write verdicts are given, each
-//     naming what it rests on (fencing: the audit trail of the outbox).
+//     ack-before-commit (lost), no-inbox (duplicate-effect), no-fencing
+//     (stale-write) and lease-ignored (live-claim-taken), and on the
+//     correct pipeline their lost / phantom / duplicate-effect / stuck /
+//     stale-write / live-claim-taken verdicts are given, each naming what
+//     it rests on (fencing: the audit trail of the outbox).
 //
 // The blind reference is the reference as target.WithoutEventLogs makes
 // it; one gate covers both, so the suite runs each black-box scenario on
@@ -89,6 +90,8 @@ func TestBlindReferenceRunsTheCatalogue(t *testing.T) {
 		// Caught by the black-box scenarios alone.
 		"commit-then-publish": {"blackbox-producer-killed-at-commit"},
 		"no-inbox":            {"blackbox-relay-confirmed-not-marked", "blackbox-consumer-acks-dropped"},
+		// lease-kept reads the audit trail alone.
+		"lease-ignored": {"blackbox-relay-frozen-past-lease"},
 	}
 	all, err := catchesIn(blind, All())
 	require.NoError(t, err)
@@ -135,7 +138,7 @@ func TestBlindReferenceRunsTheCatalogue(t *testing.T) {
 			blackBoxRan++
 			for _, inv := range r.Invariants {
 				switch inv.Name {
-				case check.NoLost, check.NoPhantom, check.NoDuplicate, check.OutboxTruth, check.Fencing:
+				case check.NoLost, check.NoPhantom, check.NoDuplicate, check.OutboxTruth, check.Fencing, check.LeaseKept:
 					assert.False(t, inv.NotChecked, "%s: %s not checked: %s", r.Name, inv.Name, inv.Detail)
 					assert.NotEmpty(t, inv.RestsOn, "%s: %s rests on nothing", r.Name, inv.Name)
 				}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/faultline-dev/faultline/harness/result"
 )
 
 // More observation sources.
@@ -27,6 +29,10 @@ type AuditRow struct {
 	// outbox's due column, observe.outbox.due), zero where the target has
 	// none.
 	Began, Due time.Time
+	// Lease is when the row's claim runs out, as the write left it (the
+	// outbox's lease column, observe.outbox.lease); zero where the target
+	// has none, or the write left none.
+	Lease time.Time
 	// LSN is the WAL insert position when the row was written, as bytes
 	// from 0/0: its transaction commits past it, so a log relay's slot
 	// whose confirmed position is at or below it has not streamed it.
@@ -107,8 +113,12 @@ func (o *Observation) AuditTimeline(ids ...string) []string {
 	var out []string
 	for _, a := range o.Audit {
 		if want[a.EventID] {
-			out = append(out, fmt.Sprintf("%s %-10s %-6s %s %s→%s claim %s→%s (audit)", a.At.Format("15:04:05.000"), a.Writer, a.Op, a.EventID,
-				a.OldStatus, a.NewStatus, short(a.OldClaim), short(a.NewClaim)))
+			lease := ""
+			if !a.Lease.IsZero() && a.NewStatus == "Processing" {
+				lease = " lease to " + a.Lease.Format("15:04:05.000000")
+			}
+			out = append(out, fmt.Sprintf("%s %-10s %-6s %s %s→%s claim %s→%s%s (audit)", a.At.Format("15:04:05.000000"), a.Writer, a.Op, a.EventID,
+				a.OldStatus, a.NewStatus, short(a.OldClaim), short(a.NewClaim), lease))
 		}
 	}
 	return out
@@ -196,4 +206,67 @@ func RetriedInAudit() Evidence {
 			return n > 0, fmt.Sprintf("%d retries written", n)
 		},
 	}
+}
+
+// LiveClaimsTaken finds, from the audit trail alone, the rows claimed while
+// another claim's lease on them was live: per row, the lease the holding
+// claim last wrote (its claim, or a renewal under the same claim) against
+// the moment the next claim's write was made. A correct relay takes a row
+// only once its lease has run out, judged when its claim statement ran,
+// which is no later than its write, so a claim written at or before the
+// lease's end was taken live whatever clock the relay read. A write that
+// moves the row out of Processing, or drops its claim, ends the lease.
+// Both times are the database server's.
+func LiveClaimsTaken(o *Observation) []string {
+	type hold struct {
+		claim string
+		until time.Time
+	}
+	held := map[string]hold{}
+	taken := map[string]bool{}
+	for _, a := range o.Audit {
+		if a.Op != "UPDATE" {
+			delete(held, a.EventID)
+			continue
+		}
+		h, ok := held[a.EventID]
+		switch {
+		case a.Claims():
+			if ok && !h.until.IsZero() && !a.At.After(h.until) {
+				taken[a.EventID] = true
+			}
+			held[a.EventID] = hold{claim: a.NewClaim, until: a.Lease}
+		case a.NewStatus != "Processing" || a.NewClaim == "":
+			delete(held, a.EventID)
+		case ok && a.NewClaim == h.claim && !a.Lease.IsZero():
+			held[a.EventID] = hold{claim: h.claim, until: a.Lease}
+		}
+	}
+	ids := make([]string, 0, len(taken))
+	for id := range taken {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// leaseKept: no row was claimed while another claim's lease on it was
+// live (the article's promise to relays that run side by side).
+func leaseKept(o *Observation) result.Invariant {
+	switch why := o.noClaims(); {
+	case why != "":
+		return notChecked(LeaseKept, why)
+	case !o.HasAudit:
+		return notChecked(LeaseKept, "the outbox could not be audited (observe.outbox)")
+	case !o.HasLease:
+		return notChecked(LeaseKept, "the outbox has no lease column faultline can watch (observe.outbox.lease, a timestamp)")
+	}
+	ids := LiveClaimsTaken(o)
+	inv := result.Invariant{Name: LeaseKept, OK: len(ids) == 0, RestsOn: []string{FromAudit}}
+	if len(ids) > 0 {
+		inv.Detail = fmt.Sprintf("%d rows claimed while another claim's lease on them was live", len(ids))
+		inv.Violations = []result.Violation{{Kind: "live-claim-taken", EventIDs: capList(ids), Message: inv.Detail,
+			Timeline: o.AuditTimeline(capList(ids)...)}}
+	}
+	return inv
 }

@@ -94,11 +94,64 @@ func TestInvariants(t *testing.T) {
 					require.False(t, inv.OK, "%s should be broken", inv.Name)
 					require.NotEmpty(t, inv.Violations)
 					assert.Equal(t, tc.violation, inv.Violations[0].Kind)
-				} else if inv.Name == FactsKept && tc.o.Acknowledged == 0 {
+				} else if (inv.Name == FactsKept && tc.o.Acknowledged == 0) || (inv.Name == LeaseKept && !tc.o.HasAudit) {
 					assert.True(t, inv.NotChecked, "%s: %s", inv.Name, inv.Detail)
 				} else {
 					assert.True(t, inv.OK, "%s: %s", inv.Name, inv.Detail)
 				}
+			}
+		})
+	}
+}
+
+// lease-kept breaks where a row was claimed at or before the end of the
+// lease its holding claim last wrote, and holds where the lease had run
+// out, the row was let go, or the claim renewed its own lease.
+func TestLeaseKept(t *testing.T) {
+	insert := AuditRow{Op: "INSERT", EventID: "E1", NewStatus: "Pending", At: at(0)}
+	claim := func(ms int, writer, from, to string, leaseMS int) AuditRow {
+		return AuditRow{Op: "UPDATE", EventID: "E1", Writer: writer, OldStatus: "Processing", NewStatus: "Processing", OldClaim: from, NewClaim: to, At: at(ms), Lease: at(leaseMS)}
+	}
+	first := claim(10, "relay-1", "", "c1", 2010)
+	first.OldStatus = "Pending"
+	published := AuditRow{Op: "UPDATE", EventID: "E1", Writer: "relay-1", OldStatus: "Processing", NewStatus: "Published", OldClaim: "c1", NewClaim: "c1", At: at(50), Lease: at(2010)}
+	renewed := AuditRow{Op: "UPDATE", EventID: "E1", Writer: "relay-1", OldStatus: "Processing", NewStatus: "Processing", OldClaim: "c1", NewClaim: "c1", At: at(1500), Lease: at(3500)}
+	for _, tc := range []struct {
+		name     string
+		audit    []AuditRow
+		hasLease bool
+		model    string
+		taken    bool
+		detail   string
+	}{
+		{name: "taken after the lease ran out", audit: []AuditRow{insert, first, claim(2011, "relay-2", "c1", "c2", 4011)}, hasLease: true},
+		{name: "taken while the lease was live", audit: []AuditRow{insert, first, claim(600, "relay-2", "c1", "c2", 2600)}, hasLease: true, taken: true,
+			detail: "1 rows claimed while another claim's lease on them was live"},
+		{name: "taken at the lease's last instant", audit: []AuditRow{insert, first, claim(2010, "relay-2", "c1", "c2", 4010)}, hasLease: true, taken: true},
+		{name: "renewed, then taken inside the renewal", audit: []AuditRow{insert, first, renewed, claim(2500, "relay-2", "c1", "c2", 4500)}, hasLease: true, taken: true},
+		{name: "renewed, then taken after it", audit: []AuditRow{insert, first, renewed, claim(3600, "relay-2", "c1", "c2", 5600)}, hasLease: true},
+		{name: "let go, then taken", audit: []AuditRow{insert, first, published, claim(600, "relay-2", "c1", "c2", 2600)}, hasLease: true},
+		{name: "no lease column", audit: []AuditRow{insert, first, claim(600, "relay-2", "c1", "c2", 2600)},
+			detail: "not checked: the outbox has no lease column faultline can watch (observe.outbox.lease, a timestamp)"},
+		{name: "an offset relay claims nothing", audit: []AuditRow{insert}, hasLease: true, model: "offset",
+			detail: "not checked: a relay of model offset holds no claim on the outbox rows: there is nothing to fence"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &Observation{Audit: tc.audit, HasAudit: true, HasLease: tc.hasLease, Model: tc.model}
+			inv := leaseKept(o)
+			if tc.detail != "" {
+				assert.Equal(t, tc.detail, inv.Detail)
+			}
+			if !tc.hasLease || tc.model != "" {
+				assert.True(t, inv.NotChecked)
+				return
+			}
+			assert.Equal(t, !tc.taken, inv.OK, inv.Detail)
+			if tc.taken {
+				require.Len(t, inv.Violations, 1)
+				assert.Equal(t, "live-claim-taken", inv.Violations[0].Kind)
+				assert.Equal(t, []string{"E1"}, inv.Violations[0].EventIDs)
+				assert.NotEmpty(t, inv.Violations[0].Timeline)
 			}
 		})
 	}

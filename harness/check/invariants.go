@@ -23,6 +23,7 @@ const (
 	NoneGaveUp       = "none-gave-up"
 	LiveAfterHeal    = "live-after-heal"
 	FactsKept        = "facts-kept"
+	LeaseKept        = "lease-kept"
 	PoisonAccounted  = "poison-accounted"
 	Converged        = "converged"
 	maxNamedInReport = 20
@@ -60,6 +61,8 @@ func AllInvariants() []Invariant {
 			check: func(o *Observation, _ findings) result.Invariant { return relayTruth(o) }},
 		{Name: Fencing, Checks: "no status write accepted from a claim that no longer held the row",
 			check: func(o *Observation, f findings) result.Invariant { return fencing(o, f.staleWrites) }},
+		{Name: LeaseKept, Checks: "no row claimed while another claim's lease on it was live (the audit trail's claims against the lease each claim wrote)",
+			check: func(o *Observation, _ findings) result.Invariant { return leaseKept(o) }},
 		{Name: QueueDrained, Checks: "the consumer's queue is empty at the end",
 			check: func(o *Observation, _ findings) result.Invariant { return queueDrained(o) }},
 		{Name: NothingHeldBack, Checks: "no event left parked waiting for a predecessor",

@@ -87,6 +87,9 @@ type Observation struct {
 	// Audit is the outbox's audit trail (HasAudit: it was installed).
 	Audit    []AuditRow
 	HasAudit bool
+	// HasLease: the audit trail carries each write's lease (the outbox's
+	// lease column was watched).
+	HasLease bool
 	// Tap counts the routings of each eventId (HasTap: the tap was bound).
 	Tap    map[string]int
 	HasTap bool

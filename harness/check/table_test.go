@@ -13,7 +13,7 @@ import (
 // in the table's order whatever the order asked: results.json lists them
 // as it did when they were flags.
 func TestInvariantTable(t *testing.T) {
-	alwaysOn := []string{NoLost, NoPhantom, NoDuplicate, OutboxTruth, Fencing, QueueDrained, NothingHeldBack, FactsKept}
+	alwaysOn := []string{NoLost, NoPhantom, NoDuplicate, OutboxTruth, Fencing, LeaseKept, QueueDrained, NothingHeldBack, FactsKept}
 	seen := map[string]bool{}
 	for _, inv := range AllInvariants() {
 		assert.False(t, seen[inv.Name], "%s listed twice", inv.Name)

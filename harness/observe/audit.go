@@ -13,7 +13,7 @@ import (
 func (w *Watch) Audit(ctx context.Context, after int64) ([]check.AuditRow, error) {
 	outbox := w.run.Target.Observe.Outbox
 	pool := w.run.DB[outbox.Database]
-	rows, err := pool.Query(ctx, `SELECT id, at, began, writer, op, coalesce(event_id, ''), coalesce(old_status, ''), coalesce(new_status, ''), coalesce(old_claim, ''), coalesce(new_claim, ''), new_due, (lsn - '0/0'::pg_lsn)::bigint FROM faultline_audit WHERE id > $1 ORDER BY id`, after)
+	rows, err := pool.Query(ctx, `SELECT id, at, began, writer, op, coalesce(event_id, ''), coalesce(old_status, ''), coalesce(new_status, ''), coalesce(old_claim, ''), coalesce(new_claim, ''), new_due, new_lease, (lsn - '0/0'::pg_lsn)::bigint FROM faultline_audit WHERE id > $1 ORDER BY id`, after)
 	if err != nil {
 		return nil, fmt.Errorf("audit trail: %w", err)
 	}
@@ -21,12 +21,15 @@ func (w *Watch) Audit(ctx context.Context, after int64) ([]check.AuditRow, error
 	var out []check.AuditRow
 	for rows.Next() {
 		var a check.AuditRow
-		var due *time.Time
-		if err := rows.Scan(&a.ID, &a.At, &a.Began, &a.Writer, &a.Op, &a.EventID, &a.OldStatus, &a.NewStatus, &a.OldClaim, &a.NewClaim, &due, &a.LSN); err != nil {
+		var due, lease *time.Time
+		if err := rows.Scan(&a.ID, &a.At, &a.Began, &a.Writer, &a.Op, &a.EventID, &a.OldStatus, &a.NewStatus, &a.OldClaim, &a.NewClaim, &due, &lease, &a.LSN); err != nil {
 			return nil, fmt.Errorf("audit trail: %w", err)
 		}
 		if due != nil {
 			a.Due = *due
+		}
+		if lease != nil {
+			a.Lease = *lease
 		}
 		a.OldStatus, a.NewStatus = outbox.ArticleStatus(a.OldStatus), outbox.ArticleStatus(a.NewStatus)
 		out = append(out, a)

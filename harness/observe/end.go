@@ -66,7 +66,7 @@ func (w *Watch) End(ctx context.Context, e Ends) (*check.Observation, error) {
 		if o.Audit, err = w.Audit(ctx, 0); err != nil {
 			return nil, err
 		}
-		o.HasAudit = true
+		o.HasAudit, o.HasLease = true, w.leased
 	}
 	if w.effects && w.run.Target.Observe.Effects.EventID != "" && w.commits.Err() == nil {
 		o.EffectsCommitted, o.HasEffectsCommitted = w.commits.EventIDs(fault.TableEffects), true

@@ -54,6 +54,9 @@ type Watch struct {
 	commits *fault.Commits
 	// audit is set once the outbox's audit trigger is in place.
 	audit bool
+	// leased is set once the audit trail copies each write's lease
+	// (observe.outbox.lease).
+	leased bool
 	// position is set once an offset relay's position table is watched.
 	position bool
 	// effects is set once the effects table is watched.

@@ -86,24 +86,38 @@ func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Tabl
 		}
 		return "CASE WHEN TG_OP = 'UPDATE' THEN OLD." + pgx.Identifier{c}.Sanitize() + "::text END"
 	}
-	due := "NULL"
-	if name == fault.TableOutbox && tbl.Due != "" {
-		ok, err := dueColumn(ctx, pool, tbl)
+	// The due and lease columns are copied where the outbox has them as a
+	// time; one the file named and the table lacks is an error, one left
+	// to its default is watched without.
+	timeCol := func(column string, byDefault bool, field string) (string, error) {
+		if name != fault.TableOutbox || column == "" {
+			return "NULL", nil
+		}
+		ok, err := timeColumn(ctx, pool, tbl.Name, column)
 		switch {
 		case err != nil:
-			return err
+			return "", err
 		case ok:
-			due = "NEW." + pgx.Identifier{tbl.Due}.Sanitize() + "::timestamptz"
-		case !tbl.DueDefault:
-			return fmt.Errorf("table %s has no column %s of type timestamptz or timestamp (observe.outbox.due)", tbl.Name, tbl.Due)
+			return "NEW." + pgx.Identifier{column}.Sanitize() + "::timestamptz", nil
+		case !byDefault:
+			return "", fmt.Errorf("table %s has no column %s of type timestamptz or timestamp (%s)", tbl.Name, column, field)
 		}
+		return "NULL", nil
+	}
+	due, err := timeCol(tbl.Due, tbl.DueDefault, "observe.outbox.due")
+	if err != nil {
+		return err
+	}
+	lease, err := timeCol(tbl.Lease, tbl.LeaseDefault, "observe.outbox.lease")
+	if err != nil {
+		return err
 	}
 	var body strings.Builder
 	fn := "faultline_observe_" + name
 	fmt.Fprintf(&body, "CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $fl$\nBEGIN\n", fn)
 	if name == fault.TableOutbox {
-		fmt.Fprintf(&body, "  INSERT INTO faultline_audit (op, event_id, old_status, new_status, old_claim, new_claim, new_due) VALUES (TG_OP, %s, %s, %s, %s, %s, %s);\n",
-			col(tbl.EventID), old(tbl.Status), col(tbl.Status), old(tbl.Claim), col(tbl.Claim), due)
+		fmt.Fprintf(&body, "  INSERT INTO faultline_audit (op, event_id, old_status, new_status, old_claim, new_claim, new_due, new_lease) VALUES (TG_OP, %s, %s, %s, %s, %s, %s, %s);\n",
+			col(tbl.EventID), old(tbl.Status), col(tbl.Status), old(tbl.Claim), col(tbl.Claim), due, lease)
 	}
 	fmt.Fprintf(&body, "  PERFORM pg_notify('%s', json_build_object('table', '%s', 'op', TG_OP, 'writer', current_setting('application_name'), 'event_id', %s, 'status', %s, 'claim', %s)::text);\n",
 		notifyChannel, name, col(tbl.EventID), col(tbl.Status), col(tbl.Claim))
@@ -117,7 +131,7 @@ func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Tabl
   writer text NOT NULL DEFAULT current_setting('application_name'),
   op text NOT NULL,
   event_id text, old_status text, new_status text, old_claim text, new_claim text,
-  new_due timestamptz,
+  new_due timestamptz, new_lease timestamptz,
   lsn pg_lsn NOT NULL DEFAULT pg_current_wal_insert_lsn())`)
 	}
 	stmts = append(stmts, body.String(),
@@ -128,19 +142,22 @@ func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Tabl
 			return fmt.Errorf("install trigger on %s: %w", tbl.Name, err)
 		}
 	}
+	if name == fault.TableOutbox && lease != "NULL" {
+		w.leased = true
+	}
 	return nil
 }
 
-// dueColumn reports whether the outbox has its due column as a time the
-// audit trigger can copy: a column of another type would make the
-// trigger fail, and with it the target's own writes.
-func dueColumn(ctx context.Context, pool *pgxpool.Pool, tbl target.Table) (bool, error) {
+// timeColumn reports whether the table has the column as a time the audit
+// trigger can copy: a column of another type would make the trigger fail,
+// and with it the target's own writes.
+func timeColumn(ctx context.Context, pool *pgxpool.Pool, table, column string) (bool, error) {
 	var n int
 	err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_attribute
 WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped
-  AND atttypid IN ('timestamptz'::regtype, 'timestamp'::regtype)`, tbl.Name, tbl.Due).Scan(&n)
+  AND atttypid IN ('timestamptz'::regtype, 'timestamp'::regtype)`, table, column).Scan(&n)
 	if err != nil {
-		return false, fmt.Errorf("look up column %s of %s: %w", tbl.Due, tbl.Name, err)
+		return false, fmt.Errorf("look up column %s of %s: %w", column, table, err)
 	}
 	return n > 0, nil
 }

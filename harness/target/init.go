@@ -286,7 +286,9 @@ contract:
 #   statuses: {NEW: Pending, SENDING: Processing, SENT: Published, DEAD: Failed}
 # due: the column a retry writes the row's next due time in (the article's
 # next_attempt_at, watched where the table has it): the backoff is read
-# from it, whatever the machine's speed.
+# from it, whatever the machine's speed. lease: the column a claim writes
+# its lease's end in (the article's locked_until, watched where the table
+# has it): lease-kept checks no row is claimed before it.
 observe:
   outbox: {database: orders, table: outbox_messages, event_id: event_id, status: status, claim: locked_by}
   facts: {database: orders, table: orders}
@@ -303,7 +305,8 @@ settings: {}
 # The broken variants (negative controls): each removes one guard (chosen
 # by {{variant}} above, or by its env), and names the violation it causes
 # (lost, phantom, duplicate-effect, stale-write, stuck-row, stuck-position,
-# gave-up-early, out-of-order, not-live, fact-lost, poison-dropped) and the
+# gave-up-early, out-of-order, not-live, fact-lost, poison-dropped,
+# live-claim-taken) and the
 # scenarios that must catch it:
 #   - {name: no-inbox, guard: inbox row, expect: duplicate-effect, caught_by: [consumer-crash-after-commit]}
 variants: []
@@ -435,7 +438,9 @@ contract:
 #   statuses: {NEW: Pending, SENDING: Processing, SENT: Published, DEAD: Failed}
 # due: the column a retry writes the row's next due time in (the article's
 # next_attempt_at, watched where the table has it): the backoff is read
-# from it, whatever the machine's speed.
+# from it, whatever the machine's speed. lease: the column a claim writes
+# its lease's end in (the article's locked_until, watched where the table
+# has it): lease-kept checks no row is claimed before it.
 observe:
   outbox: {database: orders, table: outbox_messages, event_id: event_id, status: status, claim: locked_by}
   facts: {database: orders, table: orders}

@@ -29,6 +29,13 @@ type Table struct {
 	// table without it is watched without it.
 	Due        string
 	DueDefault bool
+	// Lease is the outbox's column of when a claim's lease runs out (the
+	// article's locked_until): a row claimed before the lease its last
+	// claim wrote ran out broke the lease's promise (check lease-kept).
+	// LeaseDefault: the article's name, not written in the file; a table
+	// without it is watched without it.
+	Lease        string
+	LeaseDefault bool
 	// Statuses maps the target's values of the outbox's status column to
 	// the article's (Pending, Processing, Published, Failed), for what
 	// faultline reads through its own triggers (the audit trail, the
@@ -69,12 +76,16 @@ func Ident(name string) []string { return strings.Split(name, ".") }
 
 func (d *decoder) decodeObserve(m *mapping, c Contract, model string) Observe {
 	status, claim := d.outboxDefaults(model)
-	due := ""
+	due, lease := "", ""
 	if status != "" {
 		due = "next_attempt_at"
 	}
+	if claim != "" {
+		lease = "locked_until"
+	}
 	o := Observe{
-		Outbox:  Table{Database: c.Facts.Database, Name: "outbox_messages", EventID: "event_id", Status: status, Claim: claim, Due: due, DueDefault: due != "", Default: true},
+		Outbox: Table{Database: c.Facts.Database, Name: "outbox_messages", EventID: "event_id", Status: status, Claim: claim,
+			Due: due, DueDefault: due != "", Lease: lease, LeaseDefault: lease != "", Default: true},
 		Facts:   Table{Database: c.Facts.Database, Name: "orders", Default: true},
 		Effects: Table{Database: c.Effects.Database, Name: "inventory_reservations", EventID: "event_id", Default: true},
 	}
@@ -99,7 +110,8 @@ func (d *decoder) decodeObserve(m *mapping, c Contract, model string) Observe {
 		if !ok {
 			return
 		}
-		out := Table{Line: tv.line, EventID: t.EventID, Status: t.Status, Claim: t.Claim, Due: t.Due, DueDefault: t.DueDefault}
+		out := Table{Line: tv.line, EventID: t.EventID, Status: t.Status, Claim: t.Claim, Due: t.Due, DueDefault: t.DueDefault,
+			Lease: t.Lease, LeaseDefault: t.LeaseDefault}
 		if dv, ok := d.require(tm, "database", "the database the table is in"); ok {
 			if db, ok := d.nonEmpty(dv); ok && d.declared(dv.line, dv.field, db) {
 				out.Database = db
@@ -126,6 +138,8 @@ func (d *decoder) decodeObserve(m *mapping, c Contract, model string) Observe {
 				out.Claim = name
 			case "due":
 				out.Due, out.DueDefault = name, false
+			case "lease":
+				out.Lease, out.LeaseDefault = name, false
 			}
 		}
 		if sv, ok := tm.get("statuses"); ok {
@@ -133,7 +147,7 @@ func (d *decoder) decodeObserve(m *mapping, c Contract, model string) Observe {
 		}
 		*t = out
 	}
-	read("outbox", &o.Outbox, "event_id", "status", "claim", "due")
+	read("outbox", &o.Outbox, "event_id", "status", "claim", "due", "lease")
 	read("facts", &o.Facts)
 	read("effects", &o.Effects, "event_id")
 	return o

@@ -44,6 +44,7 @@ type Guards struct {
 	AwaitConfirm   bool // Published only after a positive confirm
 	FenceByClaimID bool // status writes conditional on the claim id
 	LeaseExpiry    bool // a Processing row whose lease ran out can be claimed again
+	LeaseHonoured  bool // a Processing row is claimed again only once its lease ran out
 	FenceRetries   bool // the retry and Failed writes conditional on the claim id
 	FenceRenewal   bool // the lease renewal conditional on the claim id
 	Backoff        bool // a retry is due after an exponential backoff, not at once
@@ -59,7 +60,7 @@ type Guards struct {
 
 // AllGuards is the correct relay.
 func AllGuards() Guards {
-	return Guards{Mandatory: true, HonourReturns: true, AwaitConfirm: true, FenceByClaimID: true, LeaseExpiry: true,
+	return Guards{Mandatory: true, HonourReturns: true, AwaitConfirm: true, FenceByClaimID: true, LeaseExpiry: true, LeaseHonoured: true,
 		FenceRetries: true, FenceRenewal: true, Backoff: true, ClaimByStatus: true, HonourNacks: true, Failover: true}
 }
 

@@ -381,6 +381,9 @@ func TestGuardVariantsChangeTheSQL(t *testing.T) {
 	}
 	assert.Contains(t, fenced.sql(claimSQL), "locked_until < CURRENT_TIMESTAMP")
 	assert.NotContains(t, noExpiry.sql(claimSQL), "locked_until < CURRENT_TIMESTAMP")
+	ignoresLease := store{ignoreLease: true}.sql(claimSQL)
+	assert.NotContains(t, ignoresLease, "locked_until < CURRENT_TIMESTAMP")
+	assert.Contains(t, ignoresLease, "OR status = 'Processing'\n", "lease-ignored claims every Processing row")
 	// unfenced-retry and unfenced-renewal drop the fence from one write each.
 	for _, tc := range []struct {
 		s       store

@@ -73,7 +73,7 @@ func RunWithGuards(ctx context.Context, cfg Config, guards Guards) error {
 
 // newStore is the relay's SQL with the guards' fencing and lease expiry.
 func newStore(db *pgxpool.Pool, guards Guards) store {
-	s := store{db: db, unfenced: !guards.FenceByClaimID, noExpiry: !guards.LeaseExpiry,
+	s := store{db: db, unfenced: !guards.FenceByClaimID, noExpiry: !guards.LeaseExpiry, ignoreLease: !guards.LeaseHonoured,
 		unfencedRetry: !guards.FenceRetries, unfencedRenewal: !guards.FenceRenewal}
 	if !guards.ClaimByStatus {
 		// Nothing is claimed, so no status write has a claim to be

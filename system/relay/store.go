@@ -28,6 +28,9 @@ type store struct {
 	// no-fencing variant); noExpiry never reclaims an expired lease (no-lease).
 	unfenced bool
 	noExpiry bool
+	// ignoreLease claims Processing rows whatever their lease
+	// (lease-ignored).
+	ignoreLease bool
 	// unfencedRetry drops it from the retry and Failed write only
 	// (unfenced-retry), unfencedRenewal from the lease renewal only
 	// (unfenced-renewal).
@@ -55,6 +58,9 @@ func (s store) sql(q string) string {
 	}
 	if s.noExpiry {
 		q = strings.ReplaceAll(q, "\n     OR (status = 'Processing' AND locked_until < CURRENT_TIMESTAMP)", "")
+	}
+	if s.ignoreLease {
+		q = strings.ReplaceAll(q, "(status = 'Processing' AND locked_until < CURRENT_TIMESTAMP)", "status = 'Processing'")
 	}
 	return q
 }

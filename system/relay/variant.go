@@ -12,6 +12,7 @@ var guardVariants = map[string]func(*Guards){
 	variant.PublishedBeforeConfirm: publishedBeforeConfirm,
 	variant.NoFencing:              noFencing,
 	variant.NoLease:                noLease,
+	variant.LeaseIgnored:           leaseIgnored,
 	variant.UnfencedRetry:          unfencedRetry,
 	variant.UnfencedRenewal:        unfencedRenewal,
 	variant.NoBackoff:              noBackoff,

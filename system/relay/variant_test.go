@@ -26,6 +26,7 @@ func TestGuardsForEachVariant(t *testing.T) {
 		variant.PublishedBeforeConfirm: func(g Guards) bool { return !g.AwaitConfirm },
 		variant.NoFencing:              func(g Guards) bool { return !g.FenceByClaimID },
 		variant.NoLease:                func(g Guards) bool { return !g.LeaseExpiry },
+		variant.LeaseIgnored:           func(g Guards) bool { return !g.LeaseHonoured },
 		variant.UnfencedRetry:          func(g Guards) bool { return !g.FenceRetries },
 		variant.UnfencedRenewal:        func(g Guards) bool { return !g.FenceRenewal },
 		variant.NoBackoff:              func(g Guards) bool { return !g.Backoff },
@@ -33,7 +34,7 @@ func TestGuardsForEachVariant(t *testing.T) {
 		variant.NackAsSuccess:          func(g Guards) bool { return !g.HonourNacks },
 		variant.SingleNode:             func(g Guards) bool { return !g.Failover },
 	}
-	assert.Len(t, off, 11, "eleven of the twenty-one variants break the relay")
+	assert.Len(t, off, 12, "twelve of the twenty-two variants break the relay")
 	for _, v := range variant.Catalogue() {
 		g, err := GuardsFor(v.Name)
 		require.NoError(t, err)
@@ -45,7 +46,7 @@ func TestGuardsForEachVariant(t *testing.T) {
 		assert.True(t, off[v.Name](g), "%s switches its guard off", v.Name)
 		all := AllGuards()
 		diff := 0
-		for _, pair := range [][2]bool{{g.Mandatory, all.Mandatory}, {g.HonourReturns, all.HonourReturns}, {g.AwaitConfirm, all.AwaitConfirm}, {g.FenceByClaimID, all.FenceByClaimID}, {g.LeaseExpiry, all.LeaseExpiry},
+		for _, pair := range [][2]bool{{g.Mandatory, all.Mandatory}, {g.HonourReturns, all.HonourReturns}, {g.AwaitConfirm, all.AwaitConfirm}, {g.FenceByClaimID, all.FenceByClaimID}, {g.LeaseExpiry, all.LeaseExpiry}, {g.LeaseHonoured, all.LeaseHonoured},
 			{g.FenceRetries, all.FenceRetries}, {g.FenceRenewal, all.FenceRenewal}, {g.Backoff, all.Backoff}, {g.ClaimByStatus, all.ClaimByStatus},
 			{g.HonourNacks, all.HonourNacks}, {g.Failover, all.Failover}} {
 			if pair[0] != pair[1] {

@@ -44,6 +44,7 @@ const (
 	PublishedBeforeConfirm = "published-before-confirm"
 	NoFencing              = "no-fencing"
 	NoLease                = "no-lease"
+	LeaseIgnored           = "lease-ignored"
 	UnfencedRetry          = "unfenced-retry"
 	UnfencedRenewal        = "unfenced-renewal"
 	NoBackoff              = "no-backoff"
@@ -67,7 +68,7 @@ type Variant struct {
 	Removes string `json:"removes"` // what the variant does instead, and what that breaks
 }
 
-// Catalogue returns the twenty-one variants, in pipeline order.
+// Catalogue returns the twenty-two variants, in pipeline order.
 func Catalogue() []Variant {
 	return []Variant{
 		{CommitThenPublish, Order,
@@ -94,6 +95,9 @@ func Catalogue() []Variant {
 		{NoLease, Relay,
 			"lease expiry: a Processing row whose lease ran out is claimed again",
 			"claims never expire: rows of a relay that died after claiming stay Processing for ever: lost"},
+		{LeaseIgnored, Relay,
+			"a Processing row is claimed again only once its lease ran out",
+			"claims Processing rows whatever their lease: a relay takes the rows another relay holds and is still publishing (the claim's fencing refuses the holder's late writes, so nothing is lost, but every such row goes out twice and the lease promises nothing)"},
 		{UnfencedRetry, Relay,
 			"retry and Failed writes conditional on the claim id",
 			"the retry write (attempt_count+1, last_error, next_attempt_at) and the Failed write ignore the claim id (the Published write keeps it): a relay held past its lease (relay.before-retry) overwrites the rows another claim now holds"},

@@ -17,11 +17,11 @@ import (
 	"github.com/faultline-dev/faultline/system/variant"
 )
 
-func TestCatalogueHasTheTwentyOneVariants(t *testing.T) {
+func TestCatalogueHasTheTwentyTwoVariants(t *testing.T) {
 	want := []string{
 		variant.CommitThenPublish, variant.PublishThenCommit, variant.CommitErrorAnswered,
 		variant.NoMandatory, variant.IgnoreReturn, variant.PublishedBeforeConfirm, variant.NoFencing, variant.NoLease,
-		variant.UnfencedRetry, variant.UnfencedRenewal, variant.NoBackoff, variant.ReadsByID,
+		variant.LeaseIgnored, variant.UnfencedRetry, variant.UnfencedRenewal, variant.NoBackoff, variant.ReadsByID,
 		variant.NackAsSuccess, variant.SingleNode,
 		variant.AckBeforeCommit, variant.NoInbox, variant.InboxOwnTransaction, variant.CommitErrorIgnored, variant.PoisonAcked,
 		variant.ClassicQueue, variant.LimitWithoutDLX,
@@ -41,7 +41,7 @@ func TestCatalogueHasTheTwentyOneVariants(t *testing.T) {
 		assert.Equal(t, "variant="+v.Name, found.Detail(v.Process))
 	}
 	assert.Equal(t, want, got)
-	assert.Len(t, got, 21)
+	assert.Len(t, got, 22)
 	assert.Len(t, processes, 3)
 	assert.Equal(t, append([]string{variant.Correct}, want...), variant.Names())
 
