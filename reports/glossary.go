@@ -50,6 +50,7 @@ func stageTerms() []term {
 		{string(result.StageRoutedNowhere), "published while no queue was bound for it: the broker routed it nowhere", "mandatory publish, with a basic.return matched to its own publish and retried"},
 		{string(result.StageQueued), "ready or unacked in the consumer's queue at the end: the run did not converge; not lost", ""},
 		{string(result.StageInInbox), "stored in the consumer's inbox and not applied yet (the contract's inbox_pending query lists it): the run did not converge; not lost", ""},
+		{string(result.StageDeadLettered), "in the dead-letter queue at the end: rejected by the consumer (or past the queue's delivery limit), never applied", "apply every valid event; dead-letter only what can never be processed"},
 		{string(result.StageDroppedAtLimit), "delivered as many times as the queue's delivery limit, which has no dead-letter exchange: the broker dropped it", "a dead-letter exchange behind the delivery limit"},
 		{string(result.StageConsumedNoEffect), "delivered to the consumer and gone from the queue, with no effect: acked before its effect committed, or without it", "ack only after the inbox row and the effect commit together; a failed COMMIT never acked"},
 		{string(result.StageUnknown), "the run gave nothing to place it by (no tap queue, no consumer event log, no outbox query): said so rather than guessed; counts as lost", ""},

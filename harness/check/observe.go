@@ -77,6 +77,9 @@ type Observation struct {
 	Queue       QueueInfo
 	DeadLetters QueueInfo
 	HasDLQ      bool
+	// DeadLettered counts the messages of each eventId in the dead-letter
+	// queue at the end (read where HasDLQ).
+	DeadLettered map[string]int
 	Log         []eventlog.Entry // merged, in time order
 	ByEvent     map[string][]eventlog.Entry
 	// Poisoned counts the malformed messages faultline published into the

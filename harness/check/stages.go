@@ -35,6 +35,10 @@ import (
 //     relay, its insert is at or past the slot's confirmed position at the
 //     end (the audit trail keeps each insert's WAL position, and its
 //     commit comes later): the slot has not streamed it.
+//   - dead-lettered: a message of it is in the dead-letter queue at the
+//     end (read there, by its MessageId): the consumer rejected it, or the
+//     queue's delivery limit sent it there. It is lost all the same (it
+//     never took effect), but the place says where to look.
 //   - consumed-without-effect: it reached the consumer's queue and left it:
 //     the consumer's event log says it was delivered or, without one, it
 //     was routed to the tap queue (bound with the queue's routing keys and
@@ -154,6 +158,8 @@ func (p *placer) place(id string) result.Stage {
 		return result.StageQueued
 	case !o.HasQueued && o.Queue.Messages+o.Queue.Unacked > 0:
 		return result.StageUnknown
+	case o.DeadLettered[id] > 0:
+		return result.StageDeadLettered
 	}
 	if p.passed[id] {
 		return result.StageSkipped

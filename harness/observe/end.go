@@ -55,6 +55,14 @@ func (w *Watch) End(ctx context.Context, e Ends) (*check.Observation, error) {
 			return nil, err
 		}
 		o.HasDLQ = true
+		// Which events are there, for placing a lost one (nothing consumes
+		// the dead-letter queue, so nothing is held unacked).
+		o.DeadLettered = map[string]int{}
+		if o.DeadLetters.Messages > 0 {
+			if o.DeadLettered, err = w.readMessages(ctx, topology.DeadLetterQueue); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if e.Queued {
 		if o.Queued, err = w.readQueued(ctx); err != nil {

@@ -18,8 +18,8 @@ const queuedWait = 10 * time.Second
 // readQueued reads the eventIds of the messages still in the target's
 // queue, ready or unacked, without taking them. It runs once the processes
 // have stopped: it waits until the queue has no consumer (the broker has
-// then returned what they held unacked to ready), gets every message
-// without acknowledging it, and puts them all back with one nack.
+// then returned what they held unacked to ready), then reads them
+// (readMessages).
 func (w *Watch) readQueued(ctx context.Context) (map[string]int, error) {
 	queue := w.run.Target.Topology.Queue
 	wctx, cancel := context.WithTimeout(ctx, queuedWait)
@@ -28,6 +28,13 @@ func (w *Watch) readQueued(ctx context.Context) (map[string]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the messages left in %s: %w", queue, err)
 	}
+	return w.readMessages(ctx, queue)
+}
+
+// readMessages counts, per eventId, the ready messages of a queue, without
+// taking them: it gets every message without acknowledging it, and puts
+// them all back with one nack.
+func (w *Watch) readMessages(ctx context.Context, queue string) (map[string]int, error) {
 	conn, ch, err := w.dialVHost()
 	if err != nil {
 		return nil, fmt.Errorf("read the messages left in %s: %w", queue, err)

@@ -315,6 +315,10 @@ const (
 	// StageConsumedNoEffect: delivered to the consumer, gone from the queue,
 	// and no effect.
 	StageConsumedNoEffect Stage = "consumed-without-effect"
+	// StageDeadLettered: a message of it is in the dead-letter queue at
+	// the end: the consumer (or the queue's delivery limit) sent it there
+	// and it never took effect.
+	StageDeadLettered Stage = "dead-lettered"
 	// StageDroppedAtLimit: delivered as many times as the queue's delivery
 	// limit, which has no dead-letter exchange: the broker dropped it
 	// (RabbitMQ 4's quorum queues have a limit of 20 by default).
@@ -329,7 +333,7 @@ const (
 
 // Stages lists the stages in pipeline order, unknown last.
 func Stages() []Stage {
-	return []Stage{StageNeverCommitted, StageInOutbox, StageSkipped, StageRoutedNowhere, StageQueued, StageInInbox, StageDroppedAtLimit, StageConsumedNoEffect, StageUnknown}
+	return []Stage{StageNeverCommitted, StageInOutbox, StageSkipped, StageRoutedNowhere, StageQueued, StageInInbox, StageDeadLettered, StageDroppedAtLimit, StageConsumedNoEffect, StageUnknown}
 }
 
 // Unconverged says whether an event in this stage means only that the run
