@@ -35,7 +35,8 @@ const blindRanAtLeast = 36
 //     fault ends "never happened";
 //   - each scenario not run says why;
 //   - the variants caught only by those crash windows are caught by the
-//     windows opened from outside: publish-then-commit (phantom),
+//     windows opened from outside: publish-then-commit and
+//     outbox-own-transaction (phantom),
 //     inbox-own-transaction and commit-error-ignored (lost),
 //     commit-error-answered (fact-lost), no-lease
 //     (stuck-row) and no-fencing (stale-write, from the audit trail);
@@ -65,8 +66,11 @@ func TestBlindReferenceRunsTheCatalogue(t *testing.T) {
 
 	// variant → the scenarios that must catch it here.
 	openedFromOutside := map[string][]string{
-		"publish-then-commit":   {"producer-crash-before-commit"},
-		"inbox-own-transaction": {"consumer-crash-before-commit"},
+		"publish-then-commit": {"producer-crash-before-commit"},
+		// Its outbox row committed before the fact's COMMIT, held there
+		// and aborted (a kill, or the backend terminated).
+		"outbox-own-transaction": {"producer-crash-before-commit", "producer-db-cut-during-commit"},
+		"inbox-own-transaction":  {"consumer-crash-before-commit"},
 		// Not consumer-crash-after-receive: opened from outside, its cut
 		// comes at a trigger and its kill once deliveries are held
 		// unacked; a consumer that acks before its COMMIT loses something

@@ -19,8 +19,12 @@ var emitterVariants = map[string]func(*directPublisher) emitter{
 // returns what to close at the end. Any other name leaves the service
 // correct.
 func (s *Service) useVariant(name string, nodes []string, heartbeat time.Duration, log *eventlog.Log) (closer func()) {
-	if name == variant.CommitErrorAnswered {
+	switch name {
+	case variant.CommitErrorAnswered:
 		s.commit = commitErrorAnswered(log)
+		return func() {}
+	case variant.OutboxOwnTransaction:
+		s.emit = outboxOwnTransaction{db: s.db}
 		return func() {}
 	}
 	mk, ok := emitterVariants[name]

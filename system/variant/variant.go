@@ -39,6 +39,7 @@ const (
 	CommitThenPublish      = "commit-then-publish"
 	PublishThenCommit      = "publish-then-commit"
 	CommitErrorAnswered    = "commit-error-answered"
+	OutboxOwnTransaction   = "outbox-own-transaction"
 	NoMandatory            = "no-mandatory"
 	IgnoreReturn           = "ignore-return"
 	PublishedBeforeConfirm = "published-before-confirm"
@@ -68,7 +69,7 @@ type Variant struct {
 	Removes string `json:"removes"` // what the variant does instead, and what that breaks
 }
 
-// Catalogue returns the twenty-two variants, in pipeline order.
+// Catalogue returns the twenty-three variants, in pipeline order.
 func Catalogue() []Variant {
 	return []Variant{
 		{CommitThenPublish, Order,
@@ -80,6 +81,9 @@ func Catalogue() []Variant {
 		{CommitErrorAnswered, Order,
 			"a failed COMMIT is never answered as created",
 			"a COMMIT that fails (the connection cut while it is in flight: outcome unknown) is taken for done and the order answered 201: if nothing committed, the client was told of a fact that does not exist"},
+		{OutboxOwnTransaction, Order,
+			"outbox row in the order's transaction",
+			"writes the outbox row in a transaction of its own, committed before the order's: a crash in between (order.before-commit) leaves an event the relay publishes for an order that never committed: a phantom"},
 		{NoMandatory, Relay,
 			"mandatory publish: an unroutable message comes back as basic.return",
 			"publishes without mandatory: the broker drops an unroutable message, confirms it, and the row is marked Published: lost"},

@@ -17,9 +17,9 @@ import (
 	"github.com/faultline-dev/faultline/system/variant"
 )
 
-func TestCatalogueHasTheTwentyTwoVariants(t *testing.T) {
+func TestCatalogueHasTheTwentyThreeVariants(t *testing.T) {
 	want := []string{
-		variant.CommitThenPublish, variant.PublishThenCommit, variant.CommitErrorAnswered,
+		variant.CommitThenPublish, variant.PublishThenCommit, variant.CommitErrorAnswered, variant.OutboxOwnTransaction,
 		variant.NoMandatory, variant.IgnoreReturn, variant.PublishedBeforeConfirm, variant.NoFencing, variant.NoLease,
 		variant.LeaseIgnored, variant.UnfencedRetry, variant.UnfencedRenewal, variant.NoBackoff, variant.ReadsByID,
 		variant.NackAsSuccess, variant.SingleNode,
@@ -41,7 +41,7 @@ func TestCatalogueHasTheTwentyTwoVariants(t *testing.T) {
 		assert.Equal(t, "variant="+v.Name, found.Detail(v.Process))
 	}
 	assert.Equal(t, want, got)
-	assert.Len(t, got, 22)
+	assert.Len(t, got, 23)
 	assert.Len(t, processes, 3)
 	assert.Equal(t, append([]string{variant.Correct}, want...), variant.Names())
 
