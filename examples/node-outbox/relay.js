@@ -111,7 +111,7 @@ async function settle(claimId, rows, outcomes) {
 async function relayOnce() {
   const { ch, conn } = link; // if it dies from here on, publishes fail: not-sent
   const claimId = `${config.instance}:${randomUUID()}`;
-  const rows = await claim(pool, claimId, config.batchSize, config.lease);
+  const rows = await claim(pool, claimId, config.batchSize, config.lease, { ignoreLease: variant === 'lease-ignored' });
   if (rows.length === 0) return false;
   log.batch(rows.map((r) => ['claimed', eventFields(r, claimId)]));
 

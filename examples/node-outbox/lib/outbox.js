@@ -22,10 +22,14 @@ FROM candidates
 WHERE o.event_id = candidates.event_id
 RETURNING o.event_id, o.aggregate_id, o.sequence, o.event_type, o.payload::text AS payload, o.attempt_count`;
 
+const leaseRunOut = `(status = 'Processing' AND locked_until < CURRENT_TIMESTAMP)`;
+
 // claim takes up to limit due rows (Pending and due, or Processing with an
-// expired lease) for claimId, for leaseMs.
-export async function claim(pool, claimId, limit, leaseMs) {
-  const { rows } = await withTransaction(pool, (db) => db.query(claimSQL, [claimId, limit, leaseMs]));
+// expired lease) for claimId, for leaseMs. ignoreLease takes Processing
+// rows whatever their lease: the lease-ignored variant.
+export async function claim(pool, claimId, limit, leaseMs, { ignoreLease = false } = {}) {
+  const sql = ignoreLease ? claimSQL.replace(leaseRunOut, `status = 'Processing'`) : claimSQL;
+  const { rows } = await withTransaction(pool, (db) => db.query(sql, [claimId, limit, leaseMs]));
   return rows.map((r) => ({
     eventId: r.event_id,
     aggregateId: r.aggregate_id,

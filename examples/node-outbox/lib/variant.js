@@ -4,6 +4,7 @@
 export const variants = {
   'publish-after-commit': { program: 'order', removes: 'outbox row in the order transaction: the service commits, then publishes itself' },
   'unfenced-published': { program: 'relay', removes: 'claim id in the Published write: a relay past its lease overwrites the new claim' },
+  'lease-ignored': { program: 'relay', removes: 'lease expiry in the claim: a relay takes the rows another relay holds while its lease is live' },
   'ignore-return': { program: 'relay', removes: 'basic.return correlation: an unroutable, positively confirmed message is marked Published' },
   'ack-before-commit': { program: 'inventory', removes: 'ack after commit: the consumer acks on receipt, then commits' },
   'no-inbox': { program: 'inventory', removes: 'inbox row: every delivery takes effect, redeliveries too' },
