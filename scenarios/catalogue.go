@@ -200,6 +200,18 @@ func All() []runner.Scenario {
 			Evidence: []check.Evidence{check.Optional(reconnected())},
 		},
 		{
+			Name: "consumer-batch-duplicate", Window: protocol.ConsumerAfterReceive,
+			Description: "The consumer is frozen holding a batch while faultline publishes the producer's next event twice (its eventId, the target's payload) and the broker hands every queued message to the consumer; thawed, its next batch holds both copies: the inbox row the batch inserts for the first must keep the second from taking effect.",
+			Workload:    steady(),
+			// One channel: with several, the broker spreads the two copies
+			// over them, a batch each.
+			Settings: map[string]string{"consumer-channels": "1"},
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.BatchDuplicate{Consumer: "consumer", Hit: 1, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}}}
+			},
+			Evidence: []check.Evidence{check.TwoCopiesInOneBatch()},
+		},
+		{
 			Name: "consumer-crash-after-receive", Window: protocol.ConsumerAfterReceive,
 			Description: "The consumer is SIGKILLed after receiving, before its transaction: the broker redelivers and the effect happens once.",
 			Workload:    steady(),

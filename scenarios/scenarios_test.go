@@ -337,6 +337,13 @@ func TestEndToEnd(t *testing.T) {
 	assert.Equal(t, 0, c.Failed)
 	assert.GreaterOrEqual(t, c.Confirmed, 200)
 	for _, inv := range res.Invariants {
+		if inv.Name == check.LeaseKept {
+			// The reference's relays log their claims and nothing in this
+			// run reads the outbox's audit trail: it is not installed.
+			assert.True(t, inv.NotChecked, "%s: %s", inv.Name, inv.Detail)
+			assert.Contains(t, inv.Detail, "did not install the outbox's audit trail")
+			continue
+		}
 		assert.True(t, inv.OK, "%s: %s", inv.Name, inv.Detail)
 	}
 }

@@ -256,6 +256,8 @@ func leaseKept(o *Observation) result.Invariant {
 	switch why := o.noClaims(); {
 	case why != "":
 		return notChecked(LeaseKept, why)
+	case !o.HasAudit && o.HasLog("relay"):
+		return notChecked(LeaseKept, "this run did not install the outbox's audit trail (the relays log their claims, and nothing in the run read it)")
 	case !o.HasAudit:
 		return notChecked(LeaseKept, "the outbox could not be audited (observe.outbox)")
 	case !o.HasLease:

@@ -157,6 +157,36 @@ func TestLeaseKept(t *testing.T) {
 	}
 }
 
+// Two deliveries of one eventId count as one batch's only with nothing of
+// that event and no (re)connection of the consumer between them.
+func TestInBatchCopies(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		log  []eventlog.Entry
+		want []string
+	}{
+		{name: "both delivered, then the outcomes", log: []eventlog.Entry{
+			ev(1, "inventory", eventlog.Delivered, "E1", ""), ev(1, "inventory", eventlog.Delivered, "E1", ""),
+			ev(2, "inventory", eventlog.Reserved, "E1", ""), ev(2, "inventory", eventlog.Duplicate, "E1", "")}, want: []string{"E1"}},
+		{name: "the first settled before the second came", log: []eventlog.Entry{
+			ev(1, "inventory", eventlog.Delivered, "E1", ""), ev(2, "inventory", eventlog.Reserved, "E1", ""),
+			ev(3, "inventory", eventlog.Delivered, "E1", ""), ev(4, "inventory", eventlog.Duplicate, "E1", "")}},
+		{name: "redelivered after a reconnection", log: []eventlog.Entry{
+			ev(1, "inventory", eventlog.Delivered, "E1", ""), ev(2, "inventory", eventlog.Connected, "", ""),
+			ev(3, "inventory", eventlog.Delivered, "E1", "")}},
+		{name: "another process's lines do not count", log: []eventlog.Entry{
+			ev(1, "inventory", eventlog.Delivered, "E1", ""), ev(2, "relay-1", eventlog.Published, "E1", "c1"),
+			ev(3, "inventory", eventlog.Delivered, "E1", "")}, want: []string{"E1"}},
+		{name: "two events, one batch each", log: []eventlog.Entry{
+			ev(1, "inventory", eventlog.Delivered, "E1", ""), ev(1, "inventory", eventlog.Delivered, "E2", "")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &Observation{Log: tc.log, Instances: map[string]string{"consumer": "inventory"}}
+			assert.Equal(t, tc.want, InBatchCopies(o))
+		})
+	}
+}
+
 // facts-kept holds when each aggregate the producer acknowledged has as
 // many facts as requests answered ok, whatever the other aggregates hold.
 func TestFactsKept(t *testing.T) {

@@ -295,6 +295,50 @@ func DuplicateAbsorbed() Evidence {
 	}
 }
 
+// TwoCopiesInOneBatch: the consumer logged two deliveries of one eventId
+// with nothing of that event between them (no outcome: the first was not
+// yet reserved, held back or found a duplicate) and no start or
+// reconnection of its own: both were in the batch it took.
+func TwoCopiesInOneBatch() Evidence {
+	return Optional(Evidence{
+		Name:  "two copies of one eventId in one consumer batch",
+		Needs: []Need{NeedConsumerLog},
+		Check: func(o *Observation) (bool, string) {
+			ids := InBatchCopies(o)
+			if len(ids) == 0 {
+				return false, "no consumer batch held two copies of one eventId"
+			}
+			return true, fmt.Sprintf("%d eventIds twice in one batch: %v", len(ids), capList(ids))
+		},
+	})
+}
+
+// InBatchCopies are the eventIds the consumer logged delivered twice in
+// one batch (TwoCopiesInOneBatch), in the order seen.
+func InBatchCopies(o *Observation) []string {
+	open := map[string]bool{} // delivered, no outcome yet, since the process last (re)connected
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range o.Log {
+		if e.Process != o.Instance("consumer") {
+			continue
+		}
+		switch e.Event {
+		case eventlog.Started, eventlog.Connected, eventlog.Disconnected:
+			clear(open)
+		case eventlog.Delivered:
+			if open[e.EventID] && e.EventID != "" && !seen[e.EventID] {
+				seen[e.EventID] = true
+				out = append(out, e.EventID)
+			}
+			open[e.EventID] = true
+		default:
+			delete(open, e.EventID)
+		}
+	}
+	return out
+}
+
 // RedeliveryAbsorbed: a delivery flagged redelivered (broker-side) whose
 // eventId the inbox already had.
 func RedeliveryAbsorbed() Evidence {

@@ -143,6 +143,12 @@ func (r RetentionReplay) inject(ctx context.Context, env *Env, w *waits) result.
 }
 
 func (r RetentionReplay) publish(ctx context.Context, env *Env, id string, msg replayed) error {
+	return publishCopy(ctx, env, id, msg)
+}
+
+// publishCopy publishes msg again as event id (mandatory, confirmed) to
+// the target's exchange.
+func publishCopy(ctx context.Context, env *Env, id string, msg replayed) error {
 	conn, ch, err := env.Admin(ctx)
 	if err != nil {
 		return err

@@ -9,11 +9,12 @@ import (
 // stepVariants are the consumer's broken variants: each embeds correctSteps
 // and overrides the one step whose guard it removes (variant_*.go).
 var stepVariants = map[string]func(correctSteps) steps{
-	variant.AckBeforeCommit:     func(c correctSteps) steps { return ackBeforeCommit{c} },
-	variant.NoInbox:             func(c correctSteps) steps { return noInbox{c} },
-	variant.InboxOwnTransaction: func(c correctSteps) steps { return inboxOwnTransaction{c} },
-	variant.CommitErrorIgnored:  func(c correctSteps) steps { return commitErrorIgnored{c} },
-	variant.PoisonAcked:         func(c correctSteps) steps { return poisonAcked{c} },
+	variant.AckBeforeCommit:        func(c correctSteps) steps { return ackBeforeCommit{c} },
+	variant.NoInbox:                func(c correctSteps) steps { return noInbox{c} },
+	variant.BatchDuplicatesApplied: func(c correctSteps) steps { return batchDuplicatesApplied{c} },
+	variant.InboxOwnTransaction:    func(c correctSteps) steps { return inboxOwnTransaction{c} },
+	variant.CommitErrorIgnored:     func(c correctSteps) steps { return commitErrorIgnored{c} },
+	variant.PoisonAcked:            func(c correctSteps) steps { return poisonAcked{c} },
 }
 
 // queueVariants are the consumer's broken variants that change the queue it

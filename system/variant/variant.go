@@ -52,6 +52,7 @@ const (
 	ReadsByID              = "reads-by-id"
 	AckBeforeCommit        = "ack-before-commit"
 	NoInbox                = "no-inbox"
+	BatchDuplicatesApplied = "batch-duplicates-applied"
 	InboxOwnTransaction    = "inbox-own-transaction"
 	CommitErrorIgnored     = "commit-error-ignored"
 	PoisonAcked            = "poison-acked"
@@ -69,7 +70,7 @@ type Variant struct {
 	Removes string `json:"removes"` // what the variant does instead, and what that breaks
 }
 
-// Catalogue returns the twenty-three variants, in pipeline order.
+// Catalogue returns the twenty-four variants, in pipeline order.
 func Catalogue() []Variant {
 	return []Variant{
 		{CommitThenPublish, Order,
@@ -126,6 +127,9 @@ func Catalogue() []Variant {
 		{NoInbox, Inventory,
 			"inbox row (ON CONFLICT DO NOTHING) in the effect's transaction",
 			"no inbox: every delivery is taken as new and applied, so a redelivery or republish takes effect twice"},
+		{BatchDuplicatesApplied, Inventory,
+			"of two deliveries of one eventId in one batch, only the first is new: the inbox row the batch inserted covers the second too",
+			"takes every delivery of an eventId whose inbox row the batch inserted as new: two copies of one event in one batch (a republish queued behind its original while the consumer lagged) both take effect"},
 		{InboxOwnTransaction, Inventory,
 			"inbox row and effect in one transaction: both commit or neither",
 			"the inbox row commits in a transaction of its own before the effect's: a crash in between (inventory.before-commit) leaves the eventId seen and its effect lost"},
