@@ -80,8 +80,8 @@ type Observation struct {
 	// DeadLettered counts the messages of each eventId in the dead-letter
 	// queue at the end (read where HasDLQ).
 	DeadLettered map[string]int
-	Log         []eventlog.Entry // merged, in time order
-	ByEvent     map[string][]eventlog.Entry
+	Log          []eventlog.Entry // merged, in time order
+	ByEvent      map[string][]eventlog.Entry
 	// Poisoned counts the malformed messages faultline published into the
 	// exchange and the broker confirmed (the poison faults' record).
 	Poisoned int

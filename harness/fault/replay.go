@@ -113,7 +113,7 @@ func (r RetentionReplay) inject(ctx context.Context, env *Env, w *waits) result.
 		return fail(false, err, id)
 	}
 	start = time.Now()
-	if err := r.publish(ctx, env, id, msg); err != nil {
+	if err := publishCopy(ctx, env, id, msg); err != nil {
 		return fail(false, err, id)
 	}
 	if err := w.wait(fmt.Sprintf("%s to absorb the replay of %s (its event log)", r.Consumer, id), env.Deadline, func() (string, error) {
@@ -140,10 +140,6 @@ func (r RetentionReplay) inject(ctx context.Context, env *Env, w *waits) result.
 	}
 	env.Logf("replay of %s after the retention took effect again", id)
 	return fail(true, nil, id)
-}
-
-func (r RetentionReplay) publish(ctx context.Context, env *Env, id string, msg replayed) error {
-	return publishCopy(ctx, env, id, msg)
 }
 
 // publishCopy publishes msg again as event id (mandatory, confirmed) to

@@ -108,7 +108,7 @@ func (r RetentionReplay) replayHandled(ctx context.Context, env *Env, id string,
 	}); err != nil {
 		return 0, fmt.Errorf("the queue %s never went quiet before the replay: %w", env.Topology.Queue, err)
 	}
-	if err := r.publish(ctx, env, id, msg); err != nil {
+	if err := publishCopy(ctx, env, id, msg); err != nil {
 		return 0, err
 	}
 	var now infra.QueueInfo
@@ -252,7 +252,7 @@ func (r RetentionReplay) expireAndReplay(ctx context.Context, env *Env, id strin
 		return fmt.Errorf("contract inbox_expire: %w", err)
 	}
 	env.Logf("inbox expired: %d rows", tag.RowsAffected())
-	return r.publish(ctx, env, id, msg)
+	return publishCopy(ctx, env, id, msg)
 }
 
 // effectIDs are the eventIds of the effects the contract's effects query q
