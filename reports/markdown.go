@@ -252,6 +252,9 @@ func renderMarkdown(run result.Run) []byte {
 		n++
 		p("### %s [%s] seed %d\n\n", mdCell(s.Name), mdCell(variantOf(s)), s.Seed)
 		p("%s\n\n", mdCell(o.Text))
+		if s.Traffic != "" {
+			p("Traffic: %s\n\n", mdCell(s.Traffic))
+		}
 		p("Reproduce: %s\n\n", mdCode(reproduceCommand(run, s)))
 		if s.Reason != "" {
 			p("Reason: %s\n\n", mdCell(s.Reason))

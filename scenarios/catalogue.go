@@ -401,6 +401,7 @@ func All() []runner.Scenario {
 		randomChaos(),
 	}
 	all = append(all, blackBox()...)
+	all = append(all, underLoad()...)
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
 }

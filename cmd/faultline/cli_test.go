@@ -17,6 +17,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/explore"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/version"
+	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/scenarios"
 )
@@ -155,7 +156,8 @@ func TestListJSON(t *testing.T) {
 		assert.Contains(t, []string{"offered", "not-run"}, s.Status, s.Name)
 		assert.Equal(t, s.Status == "not-run", s.Reason != "", "%s: a reason exactly when not run", s.Name)
 	}
-	assert.Equal(t, listScenario{Name: "unroutable-budget-exhausted", Profile: scenarios.ProfileDefault, Window: protocol.QueueUnroutable,
+	assert.Equal(t, workload.Burst, by["burst-producer-crash-after-commit"].Traffic, "a scenario's traffic profile")
+	assert.Equal(t, listScenario{Name: "unroutable-budget-exhausted", Profile: scenarios.ProfileDefault, Traffic: workload.Paced, Window: protocol.QueueUnroutable,
 		Description: by["unroutable-budget-exhausted"].Description, AlsoChecks: by["unroutable-budget-exhausted"].AlsoChecks, Needs: by["unroutable-budget-exhausted"].Needs,
 		Settings: []listSetting{{Name: "retry-budget", Value: "3", Required: true}}, Relay: by["unroutable-budget-exhausted"].Relay,
 		Status: "not-run", Reason: "the target offers no retry-budget"}, by["unroutable-budget-exhausted"])

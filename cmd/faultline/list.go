@@ -15,6 +15,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/gate"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/scenarios"
 )
@@ -80,10 +81,10 @@ func printList(stdout io.Writer, t *target.Target) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", win.Name, win.Role, win.Opens, win.Guard)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "SCENARIO\tWINDOW\tALSO CHECKS\tNEEDS OF THE TARGET\tSETTINGS ON THIS TARGET\tON THIS RELAY (%s)\tWHAT HAPPENS\n", t.RelayModel())
+	fmt.Fprintf(w, "SCENARIO\tWINDOW\tTRAFFIC\tALSO CHECKS\tNEEDS OF THE TARGET\tSETTINGS ON THIS TARGET\tON THIS RELAY (%s)\tWHAT HAPPENS\n", t.RelayModel())
 	for _, s := range scenarios.All() {
 		shown := asOnRelay(s, t)
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, cmp.Or(shown.Window, "any, at random"), alsoChecks(s, t),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, cmp.Or(shown.Window, "any, at random"), s.Workload.ProfileName(), alsoChecks(s, t),
 			needsOf(shown.Schedule(1)), settingsOn(s, t), relayOn(s, t), shown.Description)
 	}
 	fmt.Fprintln(w)
@@ -94,6 +95,11 @@ func printList(stdout io.Writer, t *target.Target) error {
 			on = "not run: " + why
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Window, alsoChecks(s, t), on, s.Description)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "TRAFFIC\tWHAT IT SENDS")
+	for _, p := range workload.ProfileList() {
+		fmt.Fprintf(w, "%s\t%s\n", p.Name, p.Sends)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "FAULT KIND\tOPENS\tWHAT IT DOES")

@@ -59,6 +59,9 @@ type listOutside struct {
 type listScenario struct {
 	Name    string `json:"name"`
 	Profile string `json:"profile"` // default or production
+	// Traffic is the traffic profile it sends (paced, burst,
+	// relay-backlog, consumer-backlog).
+	Traffic string `json:"traffic"`
 	// Window is the window it opens ("": any, drawn at random).
 	Window      string        `json:"window"`
 	Description string        `json:"description"`
@@ -146,7 +149,7 @@ func listingOf(t *target.Target) listing {
 // listScenarioOf is s as it runs on t.
 func listScenarioOf(s runner.Scenario, t *target.Target, profile string) listScenario {
 	shown := asOnRelay(s, t)
-	ls := listScenario{Name: s.Name, Profile: profile, Window: shown.Window, Description: shown.Description,
+	ls := listScenario{Name: s.Name, Profile: profile, Traffic: s.Workload.ProfileName(), Window: shown.Window, Description: shown.Description,
 		AlsoChecks: alsoCheckList(s, t), Needs: needList(shown.Schedule(1)), Settings: []listSetting{}, Status: "offered"}
 	if s.Relay != nil {
 		ls.Relay = relayOn(s, t)

@@ -191,6 +191,6 @@ func TestListSaysWhatSettingsAScenarioRestsOn(t *testing.T) {
 		assert.Contains(t, lines[tc.scenario], tc.want, tc.scenario)
 	}
 	assert.Contains(t, lines["blackbox-unroutable-then-routable"], "outbox audit trail")
-	assert.Regexp(t, `^unroutable-short-outage +queue\.unroutable +none-gave-up `, lines["unroutable-short-outage"], "its window by name, and the invariant it asks for")
-	assert.Regexp(t, `^aggregate-order +aggregate\.overtaken +per-aggregate-order `, lines["aggregate-order"])
+	assert.Regexp(t, `^unroutable-short-outage +queue\.unroutable +paced +none-gave-up `, lines["unroutable-short-outage"], "its window by name, its traffic, and the invariant it asks for")
+	assert.Regexp(t, `^aggregate-order +aggregate\.overtaken +paced +per-aggregate-order `, lines["aggregate-order"])
 }

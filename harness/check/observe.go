@@ -153,6 +153,8 @@ type Observation struct {
 	// no answer) and the workload sent again: the client's side of a
 	// fault the producer could not hide.
 	RequestsFailed int64
+	// Traffic is what the run saw of its traffic profile's shape.
+	Traffic Traffic
 	// EffectsCommitted are the eventIds whose effect write faultline saw
 	// commit (its trigger on observe.effects notifies at COMMIT), whether
 	// or not the effect is there at the end: a failover that lost the

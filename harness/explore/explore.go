@@ -241,7 +241,7 @@ func Explore(ctx context.Context, r Runner, items []Item, cfg Config) *Report {
 	e := &explorer{cfg: cfg, r: r, examples: map[int]map[string]result.Violation{}, found: make(chan struct{})}
 	e.rep = &Report{Schema: Schema, Target: cfg.Target, Variant: variantName(cfg.Variant), Seed: cfg.Seed, Hits: cfg.Hits, Shard: cfg.Shard,
 		PlanTotal: cfg.PlanTotal, Planned: len(items), Settings: cfg.Settings,
-		Workload: workloadSpec{cfg.Workload.Orders, cfg.Workload.Concurrency, cfg.Workload.EventsPerOrder, Duration(cfg.Workload.Pace), Duration(cfg.Workload.StepDelay), cfg.Workload.AfterFaults},
+		Workload: workloadData(cfg.Workload),
 		BudgetMS: cfg.Budget.Milliseconds(), ShrinkBudgetMS: cfg.ShrinkBudget.Milliseconds(), Started: cfg.Now(),
 		Offered: cfg.Offered, Runs: []Record{}, Findings: []Finding{}}
 	e.explore(ctx, items)

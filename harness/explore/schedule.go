@@ -66,6 +66,16 @@ type workloadSpec struct {
 	Pace           Duration `json:"pace,omitempty"`
 	StepDelay      Duration `json:"step_delay,omitempty"`
 	AfterFaults    int      `json:"after_faults,omitempty"`
+	// Profile and Hold are the traffic's profile and the backlog it piles
+	// up (workload.Spec): a backlog's schedule runs under its backlog.
+	Profile string    `json:"profile,omitempty"`
+	Hold    *holdSpec `json:"hold,omitempty"`
+}
+
+// holdSpec is a workload.Hold as data.
+type holdSpec struct {
+	Role    string `json:"role"`
+	Backlog int    `json:"backlog"`
 }
 
 // MarshalJSON implements json.Marshaler.
@@ -76,8 +86,7 @@ func (s Schedule) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(scheduleFile{
 		Schema: ScheduleSchema, Target: s.Target, Variant: variantName(s.Variant), Seed: s.Seed,
-		Workload: workloadSpec{Orders: s.Workload.Orders, Concurrency: s.Workload.Concurrency, EventsPerOrder: s.Workload.EventsPerOrder,
-			Pace: Duration(s.Workload.Pace), StepDelay: Duration(s.Workload.StepDelay), AfterFaults: s.Workload.AfterFaults},
+		Workload: workloadData(s.Workload),
 		Settings: s.Settings, Instances: s.Instances, Invariants: s.Invariants, Faults: specs, Violation: s.Violation, Origin: s.Origin,
 	})
 }
@@ -124,11 +133,29 @@ func (s *Schedule) UnmarshalJSON(b []byte) error {
 	if err := check.ValidateOptional(invariants); err != nil {
 		return fmt.Errorf("schedule: invariants: %w", err)
 	}
+	wl := workload.Spec{Orders: f.Workload.Orders, Concurrency: f.Workload.Concurrency, EventsPerOrder: f.Workload.EventsPerOrder,
+		Pace: time.Duration(f.Workload.Pace), StepDelay: time.Duration(f.Workload.StepDelay), AfterFaults: f.Workload.AfterFaults,
+		Profile: f.Workload.Profile}
+	if h := f.Workload.Hold; h != nil {
+		wl.Hold = &workload.Hold{Role: h.Role, Backlog: h.Backlog}
+	}
+	if err := wl.Validate(); err != nil {
+		return fmt.Errorf("schedule: %w", err)
+	}
 	*s = Schedule{Target: f.Target, Variant: f.Variant, Seed: f.Seed,
-		Workload: workload.Spec{Orders: f.Workload.Orders, Concurrency: f.Workload.Concurrency, EventsPerOrder: f.Workload.EventsPerOrder,
-			Pace: time.Duration(f.Workload.Pace), StepDelay: time.Duration(f.Workload.StepDelay), AfterFaults: f.Workload.AfterFaults},
+		Workload: wl,
 		Settings: f.Settings, Instances: f.Instances, Invariants: invariants, Faults: faults, Violation: f.Violation, Origin: f.Origin}
 	return nil
+}
+
+// workloadData is w as data.
+func workloadData(w workload.Spec) workloadSpec {
+	d := workloadSpec{Orders: w.Orders, Concurrency: w.Concurrency, EventsPerOrder: w.EventsPerOrder,
+		Pace: Duration(w.Pace), StepDelay: Duration(w.StepDelay), AfterFaults: w.AfterFaults, Profile: w.Profile}
+	if w.Hold != nil {
+		d.Hold = &holdSpec{Role: w.Hold.Role, Backlog: w.Hold.Backlog}
+	}
+	return d
 }
 
 // WriteSchedule writes the schedule file at path.
@@ -198,7 +225,7 @@ func (s Schedule) key() string {
 		S map[string]string
 		I []string
 		F []Spec
-	}{S: s.Settings, I: s.Invariants, W: workloadSpec{s.Workload.Orders, s.Workload.Concurrency, s.Workload.EventsPerOrder, Duration(s.Workload.Pace), Duration(s.Workload.StepDelay), s.Workload.AfterFaults}, F: mustSpecs(s.Faults)})
+	}{S: s.Settings, I: s.Invariants, W: workloadData(s.Workload), F: mustSpecs(s.Faults)})
 	if err != nil {
 		return fmt.Sprint(s.Workload, s.Faults)
 	}

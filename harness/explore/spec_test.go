@@ -81,6 +81,16 @@ func TestScheduleRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, s, back)
 
+	// A backlog's schedule keeps its traffic.
+	for _, p := range workload.ProfileList() {
+		s := Schedule{Target: "t", Variant: "correct", Seed: 3, Workload: p.Spec, Faults: []fault.Fault{}}
+		data, err := json.Marshal(s)
+		require.NoError(t, err)
+		var back Schedule
+		require.NoError(t, json.Unmarshal(data, &back), "%s", data)
+		assert.Equal(t, p.Spec, back.Workload, p.Name)
+	}
+
 	// The enumerated plan round-trips whole.
 	items, err := Enumerate(testTarget(), Options{Seed: 3, Combos: 50})
 	require.NoError(t, err)
@@ -148,6 +158,8 @@ func TestScheduleDecodeErrors(t *testing.T) {
 		{"other schema", `{"schema":"github.com/faultline-dev/faultline/schedule/v9","target":"x","workload":{"orders":1},"faults":[]}`, `schema "github.com/faultline-dev/faultline/schedule/v9"`},
 		{"no target", `{"schema":"github.com/faultline-dev/faultline/schedule/v1","workload":{"orders":1},"faults":[]}`, "no target name"},
 		{"no orders", `{"schema":"github.com/faultline-dev/faultline/schedule/v1","target":"x","workload":{"orders":0},"faults":[]}`, "at least 1 order"},
+		{"a hold of the producer", `{"schema":"github.com/faultline-dev/faultline/schedule/v1","target":"x","workload":{"orders":10,"profile":"relay-backlog","hold":{"role":"producer","backlog":5}},"faults":[]}`, `holds role "producer"`},
+		{"an unknown traffic profile", `{"schema":"github.com/faultline-dev/faultline/schedule/v1","target":"x","workload":{"orders":10,"profile":"tsunami"},"faults":[]}`, "unknown traffic profile"},
 		{"unknown invariant", `{"schema":"github.com/faultline-dev/faultline/schedule/v1","target":"x","workload":{"orders":1},"invariants":["no-such"],"faults":[]}`, `invariants: "no-such" is not an optional invariant`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

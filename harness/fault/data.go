@@ -36,9 +36,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // TriggerData is a Trigger as data.
 type TriggerData struct {
-	AfterOrders int64    `json:"after_orders,omitempty"`
-	AfterLink   string   `json:"after_link,omitempty"`
-	Delay       Duration `json:"delay,omitempty"`
+	AfterOrders  int64    `json:"after_orders,omitempty"`
+	OverBacklog  bool     `json:"over_backlog,omitempty"`
+	AfterRelease bool     `json:"after_release,omitempty"`
+	AfterLink    string   `json:"after_link,omitempty"`
+	Delay        Duration `json:"delay,omitempty"`
 }
 
 // Data is t as data; nil for the zero trigger.
@@ -46,7 +48,7 @@ func (t Trigger) Data() *TriggerData {
 	if t == (Trigger{}) {
 		return nil
 	}
-	return &TriggerData{AfterOrders: t.AfterOrders, AfterLink: t.AfterLink, Delay: Duration(t.Delay)}
+	return &TriggerData{AfterOrders: t.AfterOrders, OverBacklog: t.OverBacklog, AfterRelease: t.AfterRelease, AfterLink: t.AfterLink, Delay: Duration(t.Delay)}
 }
 
 // Trigger is the data as a Trigger.
@@ -54,7 +56,7 @@ func (t *TriggerData) Trigger() Trigger {
 	if t == nil {
 		return Trigger{}
 	}
-	return Trigger{AfterOrders: t.AfterOrders, AfterLink: t.AfterLink, Delay: time.Duration(t.Delay)}
+	return Trigger{AfterOrders: t.AfterOrders, OverBacklog: t.OverBacklog, AfterRelease: t.AfterRelease, AfterLink: t.AfterLink, Delay: time.Duration(t.Delay)}
 }
 
 // SyncData is a Sync as data.

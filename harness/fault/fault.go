@@ -153,21 +153,47 @@ type Env struct {
 	RelayModel string
 	// Landings tells when a fault on a link has landed (Trigger.AfterLink).
 	Landings *Landings
+	// Backlog is closed once the backlog the run's traffic piles up is
+	// seen waiting (Trigger.OverBacklog); nil when the traffic piles up
+	// none.
+	Backlog <-chan struct{}
+	// Released is closed once the role the traffic held back runs again
+	// (Trigger.AfterRelease); nil when the traffic holds none back.
+	Released <-chan struct{}
 	Logf     func(format string, args ...any)
 }
 
 // Trigger says when a fault fires: after the workload has had AfterOrders
-// orders acknowledged and, with AfterLink, once a fault of the same run on
-// that link ("producer.amqp") has landed, plus Delay. AfterLink orders two
-// faults by what happened, where a delay would only make the order likely.
+// orders acknowledged, with OverBacklog once the backlog the traffic piles
+// up is seen (the held role stays held until the fault has ended), with
+// AfterRelease once the held role was let go to its backlog, and,
+// with AfterLink, once a fault of the same run on that link
+// ("producer.amqp") has landed, plus Delay. AfterLink orders two faults by
+// what happened, where a delay would only make the order likely.
 type Trigger struct {
 	AfterOrders int64
-	AfterLink   string
-	Delay       time.Duration
+	OverBacklog bool
+	// AfterRelease fires once the role the traffic held back runs again,
+	// its backlog waiting for it.
+	AfterRelease bool
+	AfterLink    string
+	Delay        time.Duration
 }
 
 func (t Trigger) String() string {
 	s := fmt.Sprintf("after %d orders", t.AfterOrders)
+	switch {
+	case t.OverBacklog && t.AfterOrders == 0:
+		s = "over the backlog"
+	case t.OverBacklog:
+		s += ", over the backlog"
+	}
+	switch {
+	case t.AfterRelease && t.AfterOrders == 0 && !t.OverBacklog:
+		s = "once released to the backlog"
+	case t.AfterRelease:
+		s += ", once released to the backlog"
+	}
 	if t.AfterLink != "" {
 		s += fmt.Sprintf(", once %s is faulted", t.AfterLink)
 	}
@@ -186,6 +212,26 @@ func (env *Env) Wait(ctx context.Context, t Trigger) error {
 		case <-ctx.Done():
 			return fmt.Errorf("trigger %s: %w", t, ctx.Err())
 		case <-tick.C:
+		}
+	}
+	for _, held := range []struct {
+		want        bool
+		ch          <-chan struct{}
+		none, never string
+	}{
+		{t.OverBacklog, env.Backlog, "the run's traffic piles up no backlog", "the backlog never showed"},
+		{t.AfterRelease, env.Released, "the run's traffic holds no role back", "the held role was never released"},
+	} {
+		if !held.want {
+			continue
+		}
+		if held.ch == nil {
+			return fmt.Errorf("trigger %s: %s", t, held.none)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("trigger %s: %s: %w", t, held.never, ctx.Err())
+		case <-held.ch:
 		}
 	}
 	if t.AfterLink != "" {

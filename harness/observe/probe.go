@@ -109,3 +109,10 @@ func (p *queueProbe) close() {
 		_ = p.conn.CloseDeadline(time.Now().Add(time.Second))
 	}
 }
+
+// Ready is how many messages queue holds ready, from a passive declare:
+// the queue's own count at once, not the management API's lagging one.
+func (w *Watch) Ready(queue string) (int, error) {
+	q, err := w.probe.declare(queue)
+	return q.Messages, err
+}

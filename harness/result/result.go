@@ -41,10 +41,13 @@ const Interrupted = "interrupted"
 
 // Scenario is the outcome of one scenario on one variant with one seed.
 type Scenario struct {
-	Name       string      `json:"name"`
-	Variant    string      `json:"variant"`
-	Seed       int64       `json:"seed"`
-	Window     string      `json:"window,omitempty"`
+	Name    string `json:"name"`
+	Variant string `json:"variant"`
+	Seed    int64  `json:"seed"`
+	Window  string `json:"window,omitempty"`
+	// Traffic is the traffic profile the run sent (workload: paced,
+	// burst, relay-backlog, consumer-backlog).
+	Traffic    string      `json:"traffic,omitempty"`
 	Verdict    string      `json:"verdict"`
 	Reason     string      `json:"reason,omitempty"` // why it failed or was not run, in one line
 	Counts     Counts      `json:"counts"`

@@ -78,8 +78,13 @@ func (r *run) provision(ctx context.Context) (provisioned, error) {
 	if how != "" {
 		r.sh.logf("%s: %s", r.sc.Name, how)
 	}
+	if err := sc.Workload.Validate(); err != nil {
+		return provisioned{}, fmt.Errorf("scenario %s: %w", r.sc.Name, err)
+	}
+	sc.Evidence = append(trafficEvidence(sc.Workload), sc.Evidence...)
 	r.sc = sc
 	r.res.Window = sc.Window // re-timed for the target's relay, maybe
+	r.res.Traffic = sc.Workload.ProfileName()
 	p := provisioned{faults: r.sc.Schedule(r.opts.Seed)}
 	if err := fault.CheckOrder(p.faults); err != nil {
 		return provisioned{}, fmt.Errorf("scenario %s: %w", r.sc.Name, err)
@@ -198,6 +203,7 @@ type driven struct {
 	// and the workload sent again.
 	requestsFailed int64
 	loadEnded      time.Time // when the workload's last order was answered
+	traffic        check.Traffic
 	// clients stops the count of the target's clients (watchClients)
 	// and returns it; the converge phase calls it once the pipeline
 	// settled, so the count covers the reconnection.
@@ -235,7 +241,22 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 		return samples
 	}
 	r.cleanup = append(r.cleanup, func(context.Context) { d.clients() })
-	faultsDone := r.inject(runCtx, p.env, p.faults)
+	var held *backlog
+	if h := r.sc.Workload.Hold; h != nil {
+		var err error
+		if held, err = r.holdBack(*h); err != nil {
+			return d, err
+		}
+		p.env.Backlog, p.env.Released = held.seen, held.released
+	}
+	faultsDone, faultEnded := r.inject(runCtx, p.env, p.faults)
+	if held != nil {
+		measure := func() (int, error) { return int(wl.Acknowledged()), nil }
+		if held.hold.Role == "consumer" {
+			measure = func() (int, error) { return s.watch.Ready(r.sh.Target.Topology.Queue) }
+		}
+		go held.release(runCtx, p.env.Deadline, measure, overBacklog(p.faults, faultEnded))
+	}
 	stopTick := r.tick(PhaseWorkload, func() float64 {
 		return float64(wl.Acknowledged()) / float64(max(r.sc.Workload.Orders*max(r.sc.Workload.EventsPerOrder, 1), 1))
 	})
@@ -245,6 +266,14 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	r.startPhase(PhaseFaults)
 	d.results = faultsDone()
 	r.res.Faults = append(d.results, p.notOffered...)
+	d.traffic = check.Traffic{Profile: r.sc.Workload.ProfileName(), Batch: r.sh.Target.Relay.Batch, MaxInFlight: wl.Stats().MaxInFlight}
+	if held != nil {
+		<-held.released
+		d.traffic.Held, d.traffic.Want, d.traffic.Backlog = held.hold.Role, held.hold.Backlog, held.measured
+		if held.err != nil {
+			r.sh.logf("%s: %v", r.sc.Name, held.err)
+		}
+	}
 	if wlErr == nil && r.sc.Workload.AfterFaults > 0 {
 		wlErr = wl.RunAfterFaults(runCtx)
 		d.acknowledged, d.acknowledgedByID, d.requestsFailed, d.loadEnded = wl.Acknowledged(), wl.AcknowledgedByID(), wl.Stats().Failed, time.Now()
@@ -417,6 +446,7 @@ func (r *run) judge(ctx context.Context, s started, d driven, c converged) error
 	}
 	obs.Recovery = r.recovery(d, c)
 	obs.Acknowledged, obs.AcknowledgedByID, obs.RequestsFailed = d.acknowledged, d.acknowledgedByID, d.requestsFailed
+	obs.Traffic = d.traffic
 	obs.Poisoned = poisoned(d.results)
 	r.obs = obs
 	checked, counts := check.Check(obs, r.sc.Invariants)

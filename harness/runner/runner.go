@@ -562,13 +562,17 @@ func (r *run) goroutinePanic() error {
 }
 
 // inject starts every fault at once; the function it returns waits for
-// them all and returns their results, in schedule order. A fault that
+// them all and returns their results, in schedule order, and each is
+// closed as the fault of its index ends. A fault that
 // panics is recorded as erred (the panic's stack in the run's folder).
-func (r *run) inject(ctx context.Context, env *fault.Env, faults []fault.Fault) (wait func() []result.Fault) {
+func (r *run) inject(ctx context.Context, env *fault.Env, faults []fault.Fault) (wait func() []result.Fault, each []<-chan struct{}) {
 	results := make([]result.Fault, len(faults))
 	var done sync.WaitGroup
 	for i, f := range faults {
+		ended := make(chan struct{})
+		each = append(each, ended)
 		done.Go(func() {
+			defer close(ended)
 			defer func() {
 				if p := recover(); p != nil {
 					results[i] = f.Describe()
@@ -584,7 +588,7 @@ func (r *run) inject(ctx context.Context, env *fault.Env, faults []fault.Fault) 
 			results[i].Optional = r.sc.FaultsOptional
 		}
 		return results
-	}
+	}, each
 }
 
 // markSupervised puts on each process's lane what faultline did not cause

@@ -85,7 +85,8 @@ func TestVerdict(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			link := &fakeLink{name: "consumer.pg", upErr: tt.restoreErr}
 			r := &run{res: &result.Scenario{}}
-			r.res.Faults = r.inject(context.Background(), &fault.Env{}, []fault.Fault{outage{link: link}})()
+			wait, _ := r.inject(context.Background(), &fault.Env{}, []fault.Fault{outage{link: link}})
+			r.res.Faults = wait()
 			require.Len(t, r.res.Faults, 1)
 			require.True(t, r.res.Faults[0].Hit)
 			require.Equal(t, 1, link.up, "the fault tried to undo itself")

@@ -34,7 +34,11 @@ type Relay struct {
 	// Position, for ModelOffset, is the table the relay keeps its
 	// position in: a committed write to it is the relay's mark.
 	Position *Table
-	Line     int
+	// Batch is how many rows one claim of a relay takes at most (its
+	// batch size), 0 where the file does not say: a backlog's full claim
+	// is one of Batch rows.
+	Batch int
+	Line  int
 }
 
 // StatusOutbox reports whether the outbox faultline watches has a status
@@ -67,9 +71,16 @@ func (d *decoder) decodeRelay(m *mapping) Relay {
 		return Relay{}
 	}
 	r := Relay{Line: v.line}
-	rm, ok := d.mapping(v, "model", "position")
+	rm, ok := d.mapping(v, "model", "position", "batch")
 	if !ok {
 		return r
+	}
+	if bv, ok := rm.get("batch"); ok {
+		if n, ok := d.integer(bv); ok && n < 1 {
+			d.problem(bv.line, bv.field, "a relay's batch is 1 row or more, not %d", n)
+		} else if ok {
+			r.Batch = n
+		}
 	}
 	if mv, ok := d.require(rm, "model", "how the relay takes work from the outbox: "+joinOr(RelayModels())); ok {
 		r.Model, _ = d.oneOf(mv, "relay model", RelayModels())

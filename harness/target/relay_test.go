@@ -64,11 +64,12 @@ func TestRelayModels(t *testing.T) {
 		require.NotNil(t, tg.Contract.Outbox)
 		assert.True(t, tg.StatusOutbox())
 	})
-	t.Run("the reference and the Node example say claim", func(t *testing.T) {
+	t.Run("the reference and the Node example say claim, and a batch of 50", func(t *testing.T) {
 		for _, path := range []string{reference, "../../examples/node-outbox/faultline.yaml"} {
 			tg, err := Load(path)
 			require.NoError(t, err, path)
 			assert.Equal(t, ModelClaim, tg.Relay.Model, path)
+			assert.Equal(t, 50, tg.Relay.Batch, path)
 		}
 	})
 }
@@ -86,6 +87,8 @@ func TestRelayProblems(t *testing.T) {
 		{"position table not a name", strings.Replace(offsetRelay, "table: watermill_offsets_orders_events", "table: 'x; DROP TABLE y'", 1), "relay.position.table", "is not a table name"},
 		{"pending without sql", strings.Replace(offsetRelay, `, sql: "SELECT uuid AS event_id FROM watermill_orders_events"`, "", 1), "contract.pending.sql", "required"},
 		{"unknown key", "relay: {model: claim, lease: 2s}\ntopology:", "relay.lease", "unknown field"},
+		{"a batch of no rows", "relay: {model: claim, batch: 0}\ntopology:", "relay.batch", "a relay's batch is 1 row or more, not 0"},
+		{"a batch not a number", "relay: {model: claim, batch: fifty}\ntopology:", "relay.batch", "want a whole number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

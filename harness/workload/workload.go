@@ -39,12 +39,17 @@ type Spec struct {
 	// seen working again after a fault has work to do then, however long
 	// the fault took against the paced orders.
 	AfterFaults int
+	// Profile names the traffic's shape (Paced where empty; profile.go).
+	Profile string
+	// Hold, when set, is the backlog the traffic piles up before the
+	// pipeline may work it off.
+	Hold *Hold
 }
 
 // Steady is the traffic most runs send: 120 orders over 5 s from four
 // clients, so that faults land mid-stream.
 func Steady() Spec {
-	return Spec{Orders: 120, Concurrency: 4, Pace: 5 * time.Second}
+	return Spec{Profile: Paced, Orders: 120, Concurrency: 4, Pace: 5 * time.Second}
 }
 
 // Stats is what the workload saw from the client side.
@@ -52,6 +57,8 @@ type Stats struct {
 	Acknowledged int64 // requests answered 201
 	Failed       int64 // requests that failed (connection refused, 5xx); retried
 	Rejected     int64 // 4xx answers (a bug in the workload: they are not retried)
+	// MaxInFlight is the most requests the clients had open at once.
+	MaxInFlight int64
 }
 
 // Runner sends a Spec to a producer.
@@ -63,9 +70,10 @@ type Runner struct {
 	rng    *rand.Rand
 	rngMu  sync.Mutex
 
-	acked    atomic.Int64
-	failed   atomic.Int64
-	rejected atomic.Int64
+	acked                 atomic.Int64
+	failed                atomic.Int64
+	rejected              atomic.Int64
+	inFlight, maxInFlight atomic.Int64
 
 	// byID counts, per fact id the producer gave (the create's answer,
 	// field workload.create.id), the requests of that aggregate it
@@ -129,7 +137,7 @@ func (r *Runner) acknowledge(id string) {
 
 // Stats reports the client-side counts.
 func (r *Runner) Stats() Stats {
-	return Stats{Acknowledged: r.acked.Load(), Failed: r.failed.Load(), Rejected: r.rejected.Load()}
+	return Stats{Acknowledged: r.acked.Load(), Failed: r.failed.Load(), Rejected: r.rejected.Load(), MaxInFlight: r.maxInFlight.Load()}
 }
 
 // Run sends every order (and its later events) and returns when all were
@@ -334,6 +342,10 @@ func (r *Runner) try(ctx context.Context, spec target.Request, path string, body
 	}
 	if body != nil && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	n := r.inFlight.Add(1)
+	defer r.inFlight.Add(-1)
+	for m := r.maxInFlight.Load(); n > m && !r.maxInFlight.CompareAndSwap(m, n); m = r.maxInFlight.Load() {
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {

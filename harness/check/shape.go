@@ -1,0 +1,79 @@
+package check
+
+import "fmt"
+
+// Traffic is what a run saw of its traffic's shape (workload.Spec's
+// profile): the backlog a held role was released to, and the requests the
+// clients had in flight at once.
+type Traffic struct {
+	Profile string
+	// Held is the role the profile held back while its work piled up
+	// ("relay", "consumer"; "" for none), Want the backlog it waited for,
+	// and Backlog the work seen waiting when the role was released (facts
+	// acknowledged while every relay was frozen; messages ready in the
+	// consumer's queue, by a passive declare), 0 when it never was.
+	Held          string
+	Want, Backlog int
+	// Batch is the relay's batch as the target file says it (relay.batch),
+	// 0 where it does not.
+	Batch int
+	// MaxInFlight is the most requests the clients had open at once.
+	MaxInFlight int64
+}
+
+// LargestClaim is the most rows one claim took, from the audit trail: the
+// rows a write moved to Processing under each new claim id, counted per
+// claim id.
+func LargestClaim(rows []AuditRow) int {
+	per := map[string]int{}
+	largest := 0
+	for _, r := range rows {
+		if !r.Claims() {
+			continue
+		}
+		per[r.NewClaim]++
+		largest = max(largest, per[r.NewClaim])
+	}
+	return largest
+}
+
+// BacklogReleased is the evidence that the held role was released to the
+// backlog its profile asked for.
+func BacklogReleased() Evidence {
+	return Evidence{Name: "backlog piled up while held", Check: func(o *Observation) (bool, string) {
+		t := o.Traffic
+		if t.Held == "" {
+			return false, "the run held no role back"
+		}
+		what := "facts acknowledged while every relay was frozen"
+		if t.Held == "consumer" {
+			what = "messages ready in the consumer's queue"
+		}
+		if t.Backlog == 0 {
+			return false, fmt.Sprintf("the %s was never released to a backlog (%s: none seen)", t.Held, what)
+		}
+		return t.Backlog >= t.Want, fmt.Sprintf("%d %s seen while it was held (wanted %d)", t.Backlog, what, t.Want)
+	}}
+}
+
+// FullClaim is the evidence that a relay claimed a full batch (relay.batch
+// rows under one claim id), from the audit trail; optional, as a target
+// whose file names no batch, or whose outbox faultline cannot watch, shows
+// the backlog only.
+func FullClaim() Evidence {
+	return Optional(Evidence{Name: "a full claim", Needs: []Need{NeedAudit, NeedAuditStatus}, Check: func(o *Observation) (bool, string) {
+		largest := LargestClaim(o.Audit)
+		if o.Traffic.Batch == 0 {
+			return largest > 1, fmt.Sprintf("largest claim %d rows (the target file names no relay.batch to call one full)", largest)
+		}
+		return largest >= o.Traffic.Batch, fmt.Sprintf("largest claim %d rows of a batch of %d", largest, o.Traffic.Batch)
+	}})
+}
+
+// ManyInFlight is the evidence of a burst: the clients had at least n
+// requests open at once.
+func ManyInFlight(n int64) Evidence {
+	return Evidence{Name: "a burst of requests", Check: func(o *Observation) (bool, string) {
+		return o.Traffic.MaxInFlight >= n, fmt.Sprintf("%d requests in flight at once (wanted %d)", o.Traffic.MaxInFlight, n)
+	}}
+}

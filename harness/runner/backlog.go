@@ -1,0 +1,148 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/supervisor"
+	"github.com/faultline-dev/faultline/harness/workload"
+	"github.com/faultline-dev/faultline/protocol"
+)
+
+// backlogPoll is how often a held role's backlog is measured.
+const backlogPoll = 20 * time.Millisecond
+
+// backlog holds a role back (every instance frozen) while the traffic
+// piles up its work, and releases it once the backlog is seen and every
+// fault that acts over the backlog has ended.
+type backlog struct {
+	hold  workload.Hold
+	procs []*supervisor.Process
+	// seen is closed once the backlog is seen (fault.Env.Backlog);
+	// released once the role runs again.
+	seen, released chan struct{}
+	// measured is the backlog when the role was released (0: never seen
+	// as much as wanted); err why the hold ended without it.
+	measured int
+	err      error
+}
+
+// holdBack freezes every instance of the role h holds, before the
+// workload starts.
+func (r *run) holdBack(h workload.Hold) (*backlog, error) {
+	b := &backlog{hold: h, seen: make(chan struct{}), released: make(chan struct{})}
+	role := protocol.Relay
+	if h.Role == "consumer" {
+		role = protocol.Consumer
+	}
+	for _, p := range r.sup.Processes() {
+		if p.Role() == role {
+			b.procs = append(b.procs, p)
+		}
+	}
+	if len(b.procs) == 0 {
+		return nil, fmt.Errorf("traffic holds the %s back, and the target runs none", h.Role)
+	}
+	for i, p := range b.procs {
+		if err := p.Pause(); err != nil {
+			b.thaw(b.procs[:i])
+			return nil, fmt.Errorf("hold the %s back: %w", h.Role, err)
+		}
+	}
+	r.sh.logf("%s: %d %s instances frozen until %d of their work waits", r.sc.Name, len(b.procs), h.Role, h.Backlog)
+	return b, nil
+}
+
+// thaw resumes procs; a process that exited meanwhile (killed by a fault
+// over the backlog) has nothing to resume.
+func (b *backlog) thaw(procs []*supervisor.Process) error {
+	var errs []error
+	for _, p := range procs {
+		if err := p.Resume(); err != nil && !errors.Is(err, supervisor.ErrNotRunning) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// release waits, within bound, until measure reports the backlog, tells
+// the faults over it (seen), waits for those to end (over), and thaws the
+// role; it always thaws, and records what it saw.
+func (b *backlog) release(ctx context.Context, bound time.Duration, measure func() (int, error), over []<-chan struct{}) {
+	defer close(b.released)
+	last, err := b.wait(ctx, bound, measure)
+	if err == nil {
+		b.measured = last
+		close(b.seen)
+		for _, done := range over {
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+		}
+	} else {
+		b.err = fmt.Errorf("the backlog never showed: %d of %d within %s: %w", last, b.hold.Backlog, bound, err)
+	}
+	if terr := b.thaw(b.procs); terr != nil {
+		b.err = errors.Join(b.err, terr)
+	}
+}
+
+// wait polls measure until it reports the backlog, ctx ends or bound
+// passes; it returns the last measure.
+func (b *backlog) wait(ctx context.Context, bound time.Duration, measure func() (int, error)) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	tick := time.NewTicker(backlogPoll)
+	defer tick.Stop()
+	last := 0
+	for {
+		n, err := measure()
+		if err == nil {
+			last = n
+			if n >= b.hold.Backlog {
+				return n, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// overBacklog are the done channels of the faults that act over the
+// backlog (fault.Trigger.OverBacklog).
+func overBacklog(faults []fault.Fault, done []<-chan struct{}) []<-chan struct{} {
+	var out []<-chan struct{}
+	for i, f := range faults {
+		if k, ok := fault.KindOf(f); ok && k.Trigger(f).OverBacklog {
+			out = append(out, done[i])
+		}
+	}
+	return out
+}
+
+// trafficEvidence is what shows that the traffic's shape happened: a held
+// role released to its backlog (for the relays, a full claim besides,
+// where the audit trail shows claims), a burst's requests in flight at
+// once. A run whose shape never showed is indeterminate, like one whose
+// window did not open.
+func trafficEvidence(spec workload.Spec) []check.Evidence {
+	var out []check.Evidence
+	if spec.Hold != nil {
+		out = append(out, check.BacklogReleased())
+		if spec.Hold.Role == "relay" {
+			out = append(out, check.FullClaim())
+		}
+	}
+	if spec.ProfileName() == workload.Burst {
+		out = append(out, check.ManyInFlight(int64(spec.Concurrency/2)))
+	}
+	return out
+}

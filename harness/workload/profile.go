@@ -1,0 +1,99 @@
+package workload
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Profile names: the shape of a run's traffic. A Spec says its profile;
+// every profile but Paced changes what a pipeline is made to carry, not
+// only how much of it.
+const (
+	// Paced is the trickle most runs send: facts spread over seconds into
+	// an idle pipeline, so that faults land mid-stream.
+	Paced = "paced"
+	// Burst is hundreds of facts at once from many clients, unpaced.
+	Burst = "burst"
+	// RelayBacklog holds the relays (frozen) while facts pile up in the
+	// outbox, then releases them: their claims are full batches.
+	RelayBacklog = "relay-backlog"
+	// ConsumerBacklog holds the consumer (frozen) while messages pile up in
+	// its queue, then releases it: it is handed a full prefetch at once.
+	ConsumerBacklog = "consumer-backlog"
+)
+
+// Hold is a backlog a profile piles up before the pipeline may work it
+// off: every instance of Role is frozen (SIGSTOP) from the start of the
+// workload until Backlog of its work is seen waiting for it, and every
+// fault that acts over the backlog has landed.
+type Hold struct {
+	// Role is the role held: "relay" (its work: facts the producer
+	// acknowledged, each with its outbox row, none published while every
+	// relay is frozen) or "consumer" (its work: messages ready in its
+	// queue, by the broker's count).
+	Role    string
+	Backlog int
+}
+
+// Profile is a traffic profile as `faultline list` shows it: its name,
+// what it sends, and the Spec.
+type Profile struct {
+	Name, Sends string
+	Spec        Spec
+}
+
+// ProfileList is every traffic profile.
+func ProfileList() []Profile {
+	return []Profile{
+		{Paced, "120 facts over 5 s from 4 clients into an idle pipeline: faults land mid-stream", Steady()},
+		{Burst, "400 facts at once from 32 clients; shows at least 16 requests in flight at once", BurstSpec()},
+		{RelayBacklog, "240 facts unpaced, every relay frozen until 200 were acknowledged; shows the backlog and a full claim (relay.batch rows, from the audit trail)", RelayBacklogSpec()},
+		{ConsumerBacklog, "240 facts unpaced, the consumer frozen until 150 messages are ready in its queue; shows the backlog, by a passive declare", ConsumerBacklogSpec()},
+	}
+}
+
+// BurstSpec is the burst profile: 400 facts from 32 clients at once.
+func BurstSpec() Spec {
+	return Spec{Profile: Burst, Orders: 400, Concurrency: 32}
+}
+
+// RelayBacklogSpec is the relay-backlog profile: 240 facts as fast as
+// they go, the relays frozen until 200 of them were acknowledged.
+func RelayBacklogSpec() Spec {
+	return Spec{Profile: RelayBacklog, Orders: 240, Concurrency: 8, Hold: &Hold{Role: "relay", Backlog: 200}}
+}
+
+// ConsumerBacklogSpec is the consumer-backlog profile: 240 facts as fast
+// as they go, the consumer frozen until 150 messages wait in its queue.
+func ConsumerBacklogSpec() Spec {
+	return Spec{Profile: ConsumerBacklog, Orders: 240, Concurrency: 8, Hold: &Hold{Role: "consumer", Backlog: 150}}
+}
+
+// ProfileName is the spec's profile, Paced where it names none.
+func (s Spec) ProfileName() string {
+	if s.Profile == "" {
+		return Paced
+	}
+	return s.Profile
+}
+
+// Validate says what is wrong with a spec's profile: an unknown name, or
+// a hold of a role that has no backlog to pile up.
+func (s Spec) Validate() error {
+	if !slices.ContainsFunc(ProfileList(), func(p Profile) bool { return p.Name == s.ProfileName() }) {
+		return fmt.Errorf("workload: unknown traffic profile %q", s.Profile)
+	}
+	if s.Hold == nil {
+		return nil
+	}
+	if s.Hold.Role != "relay" && s.Hold.Role != "consumer" {
+		return fmt.Errorf("workload %s: holds role %q: only the relay or the consumer piles up a backlog", s.ProfileName(), s.Hold.Role)
+	}
+	if s.Hold.Backlog < 1 || s.Hold.Backlog > s.Orders {
+		return fmt.Errorf("workload %s: a backlog of %d of %d facts", s.ProfileName(), s.Hold.Backlog, s.Orders)
+	}
+	if s.Pace > 0 {
+		return fmt.Errorf("workload %s: a backlog is sent unpaced (pace %s)", s.ProfileName(), s.Pace)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package scenarios
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/workload"
+	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/protocol/crashpoint"
+)
+
+// underLoad are the scenarios whose window needs more than a trickle: a
+// full claim, a full prefetch, messages queued when the broker dies,
+// poison between valid deliveries, many requests in flight. Each runs
+// under its traffic profile (workload/profile.go), whose shape is part of
+// its evidence: a run where the shape never showed is indeterminate.
+func underLoad() []runner.Scenario {
+	return []runner.Scenario{
+		{
+			Name: "relay-backlog-crash-after-publish", Window: protocol.RelayAfterPublish,
+			Description: "The relays are frozen while 200 facts pile up in the outbox; released, each claims a full batch, and relay-1 is SIGKILLed after publishing its first: a full batch of unknown outcome, republished after the lease.",
+			Workload:    workload.RelayBacklogSpec(),
+			Faults: func(*rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "relay-1", Point: protocol.RelayAfterPublish, Action: crashpoint.Kill, Hit: 1, RestartAfter: 300 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(protocol.RelayAfterPublish), check.Republished()},
+			Relay:    fromOutside(protocol.RelayAfterPublish, killedAtPublish),
+		},
+		{
+			Name: "consumer-backlog-crash-after-receive", Window: protocol.ConsumerAfterReceive,
+			Description: "The consumer is frozen while 150 messages pile up in its queue; released, it is handed a full prefetch at once and SIGKILLed after receiving its second batch: every delivery it held unacked is redelivered, each effect happens once.",
+			Workload:    workload.ConsumerBacklogSpec(),
+			Faults: func(*rand.Rand) []fault.Fault {
+				// Armed once the consumer runs again: a frozen consumer
+				// holds unacked what the broker pushed it, and a kill then
+				// (from outside, by the broker's unacked count) would end
+				// the hold before the backlog was there.
+				return []fault.Fault{fault.Crash{Process: "consumer", Point: protocol.ConsumerAfterReceive, Action: crashpoint.Kill, Hit: 2, Trigger: fault.Trigger{AfterRelease: true}, RestartAfter: 200 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(protocol.ConsumerAfterReceive), check.Redelivered()},
+		},
+		{
+			Name: "poison-in-backlog", Window: protocol.QueuePoison,
+			Description: "Malformed messages are published once 150 valid ones wait in the frozen consumer's queue, more valid ones behind them: released, the consumer dead-letters the poison between valid deliveries of one prefetch, and every valid event takes effect once.",
+			Workload:    workload.ConsumerBacklogSpec(),
+			Faults: func(*rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Poison{Count: 5, Trigger: fault.Trigger{OverBacklog: true}}}
+			},
+			Invariants: []string{check.PoisonAccounted},
+			Evidence:   []check.Evidence{check.DeadLettered(5)},
+		},
+		{
+			Name: "broker-restart-over-backlog", Window: protocol.BrokerRestart,
+			Description: "The RabbitMQ node is SIGKILLed and started again while 150 messages wait in the frozen consumer's queue: the queue and every message in it survive, and the consumer, released, works them off once each.",
+			Workload:    workload.ConsumerBacklogSpec(),
+			Exclusive:   true,
+			Faults: func(*rand.Rand) []fault.Fault {
+				// The second after the backlog is the one infra.StopBroker
+				// asks for: RabbitMQ 3.10 forgets a quorum queue declared
+				// less than about half a second before a crash, and nothing
+				// outside the node shows when it saved it. A fast producer
+				// fills the backlog within a second of the declaration.
+				return []fault.Fault{fault.BrokerRestart{Trigger: fault.Trigger{OverBacklog: true, Delay: time.Second}, Down: 500 * time.Millisecond}}
+			},
+		},
+		{
+			Name: "burst-producer-crash-after-commit", Window: protocol.ProducerAfterCommit,
+			Description: "400 facts at once from 32 clients; the producer is SIGKILLed right after a commit with dozens of requests in flight: every fact it answered for is in its database, each with its event, published once in effect.",
+			Workload:    workload.BurstSpec(),
+			Faults: func(rng *rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "producer", Point: protocol.ProducerAfterCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 40, 120)), RestartAfter: 200 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(protocol.ProducerAfterCommit)},
+		},
+	}
+}
