@@ -21,6 +21,7 @@ var stepVariants = map[string]func(correctSteps) steps{
 // declares rather than a step (variant_*.go).
 var queueVariants = map[string]func(*topology.QueueOptions){
 	variant.ClassicQueue:    classicQueue,
+	variant.TransientQueue:  transientQueue,
 	variant.LimitWithoutDLX: limitWithoutDLX,
 }
 

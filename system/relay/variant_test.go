@@ -34,7 +34,7 @@ func TestGuardsForEachVariant(t *testing.T) {
 		variant.NackAsSuccess:          func(g Guards) bool { return !g.HonourNacks },
 		variant.SingleNode:             func(g Guards) bool { return !g.Failover },
 	}
-	assert.Len(t, off, 12, "twelve of the twenty-four variants break the relay")
+	assert.Len(t, off, 12, "twelve of the twenty-five variants break the relay")
 	for _, v := range variant.Catalogue() {
 		g, err := GuardsFor(v.Name)
 		require.NoError(t, err)

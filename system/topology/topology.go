@@ -40,6 +40,10 @@ type QueueOptions struct {
 	// another x-queue-type fails with PRECONDITION_FAILED); only the
 	// inventory consumer declares it.
 	Classic bool
+	// Transient declares the queue as a classic queue that is not durable,
+	// which a broker restart deletes with every message in it: the
+	// transient-queue variant only.
+	Transient bool
 	// DeliveryLimit > 0 adds x-delivery-limit, and NoDeadLetter leaves out
 	// x-dead-letter-exchange: together, a message returned more times than
 	// the limit is dropped (the limit-without-dlx variant only).
@@ -80,7 +84,12 @@ func DeclareConsumer(ch *amqp.Channel, opts QueueOptions) error {
 		args["x-max-length"] = int64(opts.MaxLength)
 		args["x-overflow"] = "reject-publish"
 	}
-	if _, err := ch.QueueDeclare(Queue, true, false, false, false, args); err != nil {
+	durable := true
+	if opts.Transient {
+		// A quorum queue is always durable.
+		args["x-queue-type"], durable = "classic", false
+	}
+	if _, err := ch.QueueDeclare(Queue, durable, false, false, false, args); err != nil {
 		return fmt.Errorf("declare queue %s: %w", Queue, err)
 	}
 	for _, key := range RoutingKeys {

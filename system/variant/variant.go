@@ -59,6 +59,7 @@ const (
 	NackAsSuccess          = "nack-as-success"
 	SingleNode             = "single-node"
 	ClassicQueue           = "classic-queue"
+	TransientQueue         = "transient-queue"
 	LimitWithoutDLX        = "limit-without-dlx"
 )
 
@@ -70,7 +71,7 @@ type Variant struct {
 	Removes string `json:"removes"` // what the variant does instead, and what that breaks
 }
 
-// Catalogue returns the twenty-four variants, in pipeline order.
+// Catalogue returns the twenty-five variants, in pipeline order.
 func Catalogue() []Variant {
 	return []Variant{
 		{CommitThenPublish, Order,
@@ -142,6 +143,9 @@ func Catalogue() []Variant {
 		{ClassicQueue, Inventory,
 			"the consumer's queue is a quorum queue (x-queue-type quorum), replicated on a majority of the cluster's nodes",
 			"declares the consumer's queue as a classic durable queue, which lives on one node (the one the consumer declared it on): while that node is down the queue is gone from the cluster, messages routed to it are not enqueued and its content cannot be consumed"},
+		{TransientQueue, Inventory,
+			"the consumer's queue is durable: it and the messages waiting in it outlive a broker restart",
+			"declares the consumer's queue classic and not durable: a broker restart deletes it with every message waiting in it (the relays had those confirmed and marked Published), and the consumer declares it anew, empty"},
 		{LimitWithoutDLX, Inventory,
 			"a dead-letter exchange behind the queue's delivery limit: a message past it is dead-lettered, never dropped",
 			"declares the consumer's queue with x-delivery-limit 2 (RabbitMQ 4 gives every quorum queue a limit, 20 by default) and no dead-letter exchange: a message returned more times than that — a consumer crashing in a loop on what it holds — is dropped"},
