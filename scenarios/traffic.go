@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // underLoad are the scenarios whose window needs more than a trickle: a
@@ -67,6 +69,16 @@ func underLoad() []runner.Scenario {
 			},
 		},
 		{
+			Name: "two-consumers-crash-after-receive", Window: protocol.ConsumerAfterReceive,
+			Description: "Two consumer instances are frozen while 150 messages pile up in their queue; released, each is handed a full prefetch, and consumer-1 is SIGKILLed after receiving a batch: what it held unacked is redelivered, to either consumer, among the new deliveries the other is working through, and each effect happens once.",
+			Workload:    workload.ConsumerBacklogSpec(),
+			Instances:   map[string]int{protocol.Consumer: 2},
+			Faults: func(*rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "consumer-1", Point: protocol.ConsumerAfterReceive, Action: crashpoint.Kill, Hit: 1, Trigger: fault.Trigger{AfterRelease: true}, RestartAfter: 200 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(protocol.ConsumerAfterReceive), check.Redelivered(), check.Optional(everyInstanceDelivered(2))},
+		},
+		{
 			Name: "burst-producer-crash-after-commit", Window: protocol.ProducerAfterCommit,
 			Description: "400 facts at once from 32 clients; the producer is SIGKILLed right after a commit with dozens of requests in flight: every fact it answered for is in its database, each with its event, published once in effect.",
 			Workload:    workload.BurstSpec(),
@@ -76,4 +88,24 @@ func underLoad() []runner.Scenario {
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.ProducerAfterCommit)},
 		},
 	}
+}
+
+// everyInstanceDelivered: n instances of the consumer each logged a
+// delivery, so the backlog was shared.
+func everyInstanceDelivered(n int) check.Evidence {
+	return check.Custom(fmt.Sprintf("%d consumer instances took deliveries", n), func(o *check.Observation) (bool, string) {
+		took := map[string]bool{}
+		for _, e := range o.Log {
+			if e.Event == eventlog.Delivered {
+				took[e.Process] = true
+			}
+		}
+		var names []string
+		for i := 1; i <= n; i++ {
+			if name := o.Instances[fmt.Sprintf("%s-%d", protocol.Consumer, i)]; took[name] {
+				names = append(names, name)
+			}
+		}
+		return len(names) == n, fmt.Sprintf("%d of %d took deliveries %v", len(names), n, names)
+	}, check.NeedConsumerLog)
 }
