@@ -12,6 +12,7 @@ import (
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/proxies"
 )
 
 // underLoad are the scenarios whose window needs more than a trickle: a
@@ -30,6 +31,16 @@ func underLoad() []runner.Scenario {
 			},
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.RelayAfterPublish), check.Republished()},
 			Relay:    fromOutside(protocol.RelayAfterPublish, killedAtPublish),
+		},
+		{
+			Name: "relay-backlog-amqp-reset-in-flight", Window: protocol.RelayAfterPublish,
+			Description: "The relays are frozen while 200 facts pile up; released, relay-1 is frozen again the moment it has published its first full batch, its broker connection is reset (TCP RST on the broker's next answer), and it is thawed: a full batch in flight, no confirm for it, republished with the same eventIds.",
+			Workload:    workload.RelayBacklogSpec(),
+			Faults: func(*rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.ResetPeer{}, Trigger: fault.Trigger{AfterRelease: true}, Duration: 2 * time.Second,
+					At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterPublish}}}
+			},
+			Evidence: []check.Evidence{check.UnknownRepublished()},
 		},
 		{
 			Name: "consumer-backlog-crash-after-receive", Window: protocol.ConsumerAfterReceive,
