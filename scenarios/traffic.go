@@ -71,12 +71,14 @@ func underLoad() []runner.Scenario {
 			Workload:    workload.ConsumerBacklogSpec(),
 			Exclusive:   true,
 			Faults: func(*rand.Rand) []fault.Fault {
-				// The second after the backlog is the one infra.StopBroker
-				// asks for: RabbitMQ 3.10 forgets a quorum queue declared
-				// less than about half a second before a crash, and nothing
-				// outside the node shows when it saved it. A fast producer
-				// fills the backlog within a second of the declaration.
-				return []fault.Fault{fault.BrokerRestart{Trigger: fault.Trigger{OverBacklog: true, Delay: time.Second}, Down: 500 * time.Millisecond}}
+				// Two seconds after the backlog, where infra.StopBroker asks
+				// for one after the queue's declaration: RabbitMQ 3.10
+				// forgets a quorum queue declared less than about half a
+				// second before a crash, nothing outside the node shows when
+				// it saved it, and a fast producer fills the backlog within
+				// a second of the declaration (node-outbox: the queue came
+				// back leaderless).
+				return []fault.Fault{fault.BrokerRestart{Trigger: fault.Trigger{OverBacklog: true, Delay: 2 * time.Second}, Down: 500 * time.Millisecond}}
 			},
 		},
 		{

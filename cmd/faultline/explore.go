@@ -54,6 +54,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dryRun := fs.Bool("dry-run", false, "print the plan (every run, in order, with its faults and settings) and run nothing")
 	repeats := fs.Int("repeats", 2, "a shrink candidate counts as failing only if it fails this many runs out of this many")
 	retries := fs.Int("retries", 2, "run a run whose faults happened but that ended without a verdict (an infrastructure error) again this many times, even past --budget; every attempt's reason is kept (also for the runs that recheck, shrink and confirm a finding)")
+	traffic := fs.String("traffic", workload.Paced, "the traffic profile every run sends: "+strings.Join(profileNames(), ", ")+" (faultline list shows what each sends)")
 	settings := settingsFlag{}
 	fs.Var(settings, "set", "NAME=VALUE: turn one of the target's settings for every run (repeatable), e.g. --set lease-renewal=400ms")
 	if err := parse(fs, args, stdout); err != nil {
@@ -76,6 +77,10 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *retries < 0 || *retries > maxRetries {
 		return usagef("--retries must be between 0 and %d, got %d", maxRetries, *retries)
+	}
+	spec, ok := profileSpec(*traffic)
+	if !ok {
+		return usagef("--traffic %q: want one of %s", *traffic, strings.Join(profileNames(), ", "))
 	}
 	var shard explore.Shard
 	if *shardFlag != "" {
@@ -124,13 +129,13 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			singles++
 		}
 	}
-	rep.Logf("explore: target %s [%s], seed %d, shard %s: %d runs of a plan of %d (%d single faults, then combinations), budget %s; report in %s",
-		c.target.Name, variantOr(*variant), c.seed, shard, len(part), len(items), singles, *budget, dir)
+	rep.Logf("explore: target %s [%s], seed %d, shard %s, traffic %s: %d runs of a plan of %d (%d single faults, then combinations), budget %s; report in %s",
+		c.target.Name, variantOr(*variant), c.seed, shard, spec.ProfileName(), len(part), len(items), singles, *budget, dir)
 	cfg := explore.Config{
 		Target: c.target.Name, Offered: explore.OfferedOf(c.target, surface), Variant: *variant, Seed: c.seed, Hits: *hits,
-		Shard: shard, PlanTotal: len(items), Workload: workload.Steady(), Parallel: c.parallel,
+		Shard: shard, PlanTotal: len(items), Workload: spec, Parallel: c.parallel,
 		Budget: *budget, ShrinkBudget: *shrinkBudget, Repeats: *repeats, Retries: *retries, StopAtFirst: *first,
-		Phase: rep.Phase, Tick: rep.Tick, FaultDeadline: explore.FaultDeadline(workload.Steady(), c.target.Lease),
+		Phase: rep.Phase, Tick: rep.Tick, FaultDeadline: explore.FaultDeadline(spec, c.target.Lease),
 		Progress: func(p explore.Progress) {
 			line := progressLine(p)
 			if p.Run != "" {
@@ -411,4 +416,23 @@ func printPlan(w io.Writer, items []explore.Item) {
 		}
 		fmt.Fprintf(w, "#%d %s%s\n", it.Index, it.Describe(), extra)
 	}
+}
+
+// profileNames are the traffic profiles' names, in list order.
+func profileNames() []string {
+	var out []string
+	for _, p := range workload.ProfileList() {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// profileSpec is the traffic profile named name.
+func profileSpec(name string) (workload.Spec, bool) {
+	for _, p := range workload.ProfileList() {
+		if p.Name == name {
+			return p.Spec, true
+		}
+	}
+	return workload.Spec{}, false
 }

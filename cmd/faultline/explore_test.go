@@ -47,6 +47,7 @@ func TestExploreUsageErrors(t *testing.T) {
 		{[]string{"explore", "--budget", "0s"}, "--budget must be positive"},
 		{[]string{"explore", "--budget", "soon"}, `invalid value "soon" for flag -budget`},
 		{[]string{"explore", "--hits", "0"}, "--hits must be 1..100"},
+		{[]string{"explore", "--traffic", "tsunami"}, `--traffic "tsunami": want one of paced, burst, relay-backlog, consumer-backlog`},
 		{[]string{"explore", "--repeats", "0"}, "--repeats must be at least 1"},
 		{[]string{"explore", "--shrink-budget", "-1s"}, "--shrink-budget must not be negative"},
 		{[]string{"explore", "extra"}, "explore takes no arguments"},

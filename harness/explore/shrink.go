@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/workload"
 )
 
 // Candidate is one smaller schedule the shrinker tries, and what changed.
@@ -51,6 +52,11 @@ func Candidates(s Schedule) []Candidate {
 		c := s.with()
 		c.Workload.Orders = orders
 		c.Workload.Pace = (s.Workload.Pace * time.Duration(orders) / time.Duration(s.Workload.Orders)).Round(time.Millisecond)
+		if h := s.Workload.Hold; h != nil {
+			// The backlog shrinks with the orders, in proportion: it is
+			// still most of them, and never more.
+			c.Workload.Hold = &workload.Hold{Role: h.Role, Backlog: max(1, h.Backlog*orders/s.Workload.Orders)}
+		}
 		add(fmt.Sprintf("orders %d → %d", s.Workload.Orders, orders), c)
 	}
 	for i, f := range s.Faults {

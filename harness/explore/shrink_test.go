@@ -59,6 +59,16 @@ func TestCandidates(t *testing.T) {
 	assert.Equal(t, []fault.Fault{pause, latency}, s.Faults)
 	assert.Equal(t, 120, s.Workload.Orders)
 
+	// A backlog shrinks with its orders, and stays a valid one.
+	backlog := Schedule{Target: "t", Workload: workload.RelayBacklogSpec(), Faults: []fault.Fault{pause}}
+	for _, c := range Candidates(backlog) {
+		assert.NoError(t, c.Schedule.Workload.Validate(), c.Change)
+		if c.Schedule.Workload.Orders < backlog.Workload.Orders {
+			assert.Less(t, c.Schedule.Workload.Hold.Backlog, backlog.Workload.Hold.Backlog, c.Change)
+		}
+	}
+	assert.Equal(t, 200, backlog.Workload.Hold.Backlog, "the original's backlog untouched")
+
 	// One fault is never dropped; orders stop short of a trigger.
 	late := fault.LinkDown{Link: "consumer.pg", Trigger: fault.Trigger{AfterOrders: 80, Delay: time.Second}, Duration: 2 * time.Second}
 	kill := fault.Crash{Process: "consumer", Point: protocol.ConsumerAfterCommit, Action: crashpoint.Kill, Hit: 1, RestartAfter: 200 * time.Millisecond}
