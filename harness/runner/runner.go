@@ -65,7 +65,7 @@ type Shared struct {
 	ports *ports.Allocator
 	// slots, if not nil, holds a place for each run under way
 	// (SharedOptions.MaxRuns).
-	slots chan struct{}
+	slots *slots
 	logMu sync.Mutex
 
 	// tracker knows the runs under way of this Shared and of the copies
@@ -281,21 +281,22 @@ func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) (res resul
 }
 
 func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Scenario {
+	caps := needs(sc.Schedule(opts.Seed))
 	if sh.slots != nil {
-		select {
-		case sh.slots <- struct{}{}:
-			defer func() { <-sh.slots }()
-		case <-ctx.Done():
+		ownInfra := sc.Exclusive || slices.ContainsFunc(caps, func(c string) bool {
+			return c == fault.CapCluster || c == fault.CapStandby || c == fault.CapStandbySync
+		})
+		if err := sh.slots.take(ctx, ownInfra); err != nil {
 			return result.Scenario{Name: sc.Name, Variant: cmp.Or(opts.Variant, "correct"), Seed: opts.Seed, Window: sc.Window,
-				Verdict: result.Indeterminate, Reason: fmt.Sprintf("not started: %v", ctx.Err())}
+				Verdict: result.Indeterminate, Reason: fmt.Sprintf("not started: %v", err)}
 		}
+		defer sh.slots.give()
 	}
 	var noInfra error
 	var later bool
 	// spoiled: the run left its infrastructure apart unusable (a fault not
 	// undone), set once it is over, read by the release deferred below.
 	var spoiled bool
-	caps := needs(sc.Schedule(opts.Seed))
 	switch {
 	case slices.Contains(caps, fault.CapStandby) || slices.Contains(caps, fault.CapStandbySync):
 		// A failover destroys its primary: each such run gets a database

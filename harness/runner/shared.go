@@ -165,7 +165,7 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 	sh := &Shared{Infra: in, Proxies: px, Target: opts.Target, BuildDir: b.BuildDir, Root: root, Log: log, StartedIn: took, StartParts: parts,
 		exclusive: &sync.RWMutex{}, apart: newApart(in), ports: b.Ports, tracker: &tracker{}, removals: &removals{}}
 	if opts.MaxRuns > 0 {
-		sh.slots = make(chan struct{}, opts.MaxRuns)
+		sh.slots = newSlots(opts.MaxRuns)
 	}
 	sh.cluster = newClusterApart(in, px)
 	// Registered after the infrastructure's stop, so run before it (and
