@@ -78,7 +78,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *retries < 0 || *retries > maxRetries {
 		return usagef("--retries must be between 0 and %d, got %d", maxRetries, *retries)
 	}
-	spec, ok := profileSpec(*traffic)
+	spec, ok := workload.ProfileNamed(*traffic)
 	if !ok {
 		return usagef("--traffic %q: want one of %s", *traffic, strings.Join(profileNames(), ", "))
 	}
@@ -425,14 +425,4 @@ func profileNames() []string {
 		out = append(out, p.Name)
 	}
 	return out
-}
-
-// profileSpec is the traffic profile named name.
-func profileSpec(name string) (workload.Spec, bool) {
-	for _, p := range workload.ProfileList() {
-		if p.Name == name {
-			return p.Spec, true
-		}
-	}
-	return workload.Spec{}, false
 }

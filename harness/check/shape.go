@@ -1,6 +1,10 @@
 package check
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/faultline-dev/faultline/protocol"
+)
 
 // Traffic is what a run saw of its traffic's shape (workload.Spec's
 // profile): the backlog a held role was released to, and the requests the
@@ -8,7 +12,7 @@ import "fmt"
 type Traffic struct {
 	Profile string
 	// Held is the role the profile held back while its work piled up
-	// ("relay", "consumer"; "" for none), Want the backlog it waited for,
+	// (protocol.Relay, protocol.Consumer; "" for none), Want the backlog it waited for,
 	// and Backlog the work seen waiting when the role was released (facts
 	// acknowledged while every relay was frozen; messages ready in the
 	// consumer's queue, by a passive declare), 0 when it never was.
@@ -46,7 +50,7 @@ func BacklogReleased() Evidence {
 			return false, "the run held no role back"
 		}
 		what := "facts acknowledged while every relay was frozen"
-		if t.Held == "consumer" {
+		if t.Held == protocol.Consumer {
 			what = "messages ready in the consumer's queue"
 		}
 		if t.Backlog == 0 {

@@ -35,12 +35,8 @@ type backlog struct {
 // workload starts.
 func (r *run) holdBack(h workload.Hold) (*backlog, error) {
 	b := &backlog{hold: h, seen: make(chan struct{}), released: make(chan struct{})}
-	role := protocol.Relay
-	if h.Role == "consumer" {
-		role = protocol.Consumer
-	}
 	for _, p := range r.sup.Processes() {
-		if p.Role() == role {
+		if p.Role() == h.Role {
 			b.procs = append(b.procs, p)
 		}
 	}
@@ -137,7 +133,7 @@ func trafficEvidence(spec workload.Spec) []check.Evidence {
 	var out []check.Evidence
 	if spec.Hold != nil {
 		out = append(out, check.BacklogReleased())
-		if spec.Hold.Role == "relay" {
+		if spec.Hold.Role == protocol.Relay {
 			out = append(out, check.FullClaim())
 		}
 	}

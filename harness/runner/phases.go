@@ -17,6 +17,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/workload"
+	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/proxies"
 )
 
@@ -252,7 +253,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	faultsDone, faultEnded := r.inject(runCtx, p.env, p.faults)
 	if held != nil {
 		measure := func() (int, error) { return int(wl.Acknowledged()), nil }
-		if held.hold.Role == "consumer" {
+		if held.hold.Role == protocol.Consumer {
 			measure = func() (int, error) { return s.watch.Ready(r.sh.Target.Topology.Queue) }
 		}
 		go held.release(runCtx, p.env.Deadline, measure, overBacklog(p.faults, faultEnded))

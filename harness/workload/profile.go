@@ -3,6 +3,8 @@ package workload
 import (
 	"fmt"
 	"slices"
+
+	"github.com/faultline-dev/faultline/protocol"
 )
 
 // Profile names: the shape of a run's traffic. A Spec says its profile;
@@ -25,12 +27,12 @@ const (
 // Hold is a backlog a profile piles up before the pipeline may work it
 // off: every instance of Role is frozen (SIGSTOP) from the start of the
 // workload until Backlog of its work is seen waiting for it, and every
-// fault that acts over the backlog has landed.
+// fault that acts over the backlog has ended.
 type Hold struct {
-	// Role is the role held: "relay" (its work: facts the producer
+	// Role is the role held: protocol.Relay (its work: facts the producer
 	// acknowledged, each with its outbox row, none published while every
-	// relay is frozen) or "consumer" (its work: messages ready in its
-	// queue, by the broker's count).
+	// relay is frozen) or protocol.Consumer (its work: messages ready in
+	// its queue, by the broker's count).
 	Role    string
 	Backlog int
 }
@@ -52,6 +54,15 @@ func ProfileList() []Profile {
 	}
 }
 
+// ProfileNamed is the traffic profile's Spec by its name.
+func ProfileNamed(name string) (Spec, bool) {
+	i := slices.IndexFunc(ProfileList(), func(p Profile) bool { return p.Name == name })
+	if i < 0 {
+		return Spec{}, false
+	}
+	return ProfileList()[i].Spec, true
+}
+
 // BurstSpec is the burst profile: 400 facts from 32 clients at once.
 func BurstSpec() Spec {
 	return Spec{Profile: Burst, Orders: 400, Concurrency: 32}
@@ -60,13 +71,13 @@ func BurstSpec() Spec {
 // RelayBacklogSpec is the relay-backlog profile: 240 facts as fast as
 // they go, the relays frozen until 200 of them were acknowledged.
 func RelayBacklogSpec() Spec {
-	return Spec{Profile: RelayBacklog, Orders: 240, Concurrency: 8, Hold: &Hold{Role: "relay", Backlog: 200}}
+	return Spec{Profile: RelayBacklog, Orders: 240, Concurrency: 8, Hold: &Hold{Role: protocol.Relay, Backlog: 200}}
 }
 
 // ConsumerBacklogSpec is the consumer-backlog profile: 240 facts as fast
 // as they go, the consumer frozen until 150 messages wait in its queue.
 func ConsumerBacklogSpec() Spec {
-	return Spec{Profile: ConsumerBacklog, Orders: 240, Concurrency: 8, Hold: &Hold{Role: "consumer", Backlog: 150}}
+	return Spec{Profile: ConsumerBacklog, Orders: 240, Concurrency: 8, Hold: &Hold{Role: protocol.Consumer, Backlog: 150}}
 }
 
 // ProfileName is the spec's profile, Paced where it names none.
@@ -80,13 +91,13 @@ func (s Spec) ProfileName() string {
 // Validate says what is wrong with a spec's profile: an unknown name, or
 // a hold of a role that has no backlog to pile up.
 func (s Spec) Validate() error {
-	if !slices.ContainsFunc(ProfileList(), func(p Profile) bool { return p.Name == s.ProfileName() }) {
+	if _, ok := ProfileNamed(s.ProfileName()); !ok {
 		return fmt.Errorf("workload: unknown traffic profile %q", s.Profile)
 	}
 	if s.Hold == nil {
 		return nil
 	}
-	if s.Hold.Role != "relay" && s.Hold.Role != "consumer" {
+	if s.Hold.Role != protocol.Relay && s.Hold.Role != protocol.Consumer {
 		return fmt.Errorf("workload %s: holds role %q: only the relay or the consumer piles up a backlog", s.ProfileName(), s.Hold.Role)
 	}
 	if s.Hold.Backlog < 1 || s.Hold.Backlog > s.Orders {
