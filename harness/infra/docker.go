@@ -288,7 +288,7 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 	if err != nil {
 		return fail(fmt.Errorf("postgres port: %w", err))
 	}
-	d.pg = pgServer{base: &url.URL{
+	d.pg = pgServer{ownServer: true, base: &url.URL{
 		Scheme: "postgres", User: url.UserPassword("postgres", pgPass),
 		Host: pgAddr, Path: "/postgres", RawQuery: "sslmode=disable",
 	}}

@@ -214,7 +214,7 @@ func (d *Docker) startCluster(ctx context.Context) (*DockerCluster, error) {
 	if err != nil {
 		return fail(fmt.Errorf("postgres port: %w", err))
 	}
-	c.pg = pgServer{base: &url.URL{
+	c.pg = pgServer{ownServer: true, base: &url.URL{
 		Scheme: "postgres", User: url.UserPassword("postgres", pgPass),
 		Host: pgAddr, Path: "/postgres", RawQuery: "sslmode=disable",
 	}}

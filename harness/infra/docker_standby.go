@@ -302,7 +302,7 @@ func (r *DockerReplicated) exec(ctx context.Context, addr, sql string) error {
 
 // server is "the primary" as this host reaches it: the front forwarder.
 func (r *DockerReplicated) server() pgServer {
-	return pgServer{base: &url.URL{Scheme: "postgres", User: url.UserPassword("postgres", r.pgPass),
+	return pgServer{ownServer: true, base: &url.URL{Scheme: "postgres", User: url.UserPassword("postgres", r.pgPass),
 		Host: r.front.Addr(), Path: "/postgres", RawQuery: "sslmode=disable"}}
 }
 

@@ -217,7 +217,7 @@ func (l *Local) CreateDatabase(ctx context.Context, name string) error {
 	if err := validIdentifier(name); err != nil {
 		return fmt.Errorf("create database: %w", err)
 	}
-	if err := l.adminExec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if err := l.adminExec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+fileCopy); err != nil {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	return nil
