@@ -8,6 +8,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/runner"
+	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
@@ -41,6 +42,21 @@ func underLoad() []runner.Scenario {
 					At: &fault.Sync{Process: "relay-1", Point: protocol.RelayAfterPublish}}}
 			},
 			Evidence: []check.Evidence{check.UnknownRepublished()},
+		},
+		{
+			Name: "relay-backlog-unroutable", Window: protocol.QueueUnroutable,
+			Description: "The relays are frozen while 200 facts pile up; the queue's bindings are removed over the backlog and the relays released into the outage: each publishes full batches, the next while the last awaits its confirms, and every message comes back returned. Once 200 rows claimed in the outage are settled the bindings return: every returned row is retried, none is given up on, each event takes effect once.",
+			Workload:    workload.RelayBacklogSpec(),
+			// A budget the outage cannot spend: it lasts as long as the
+			// relays take to settle the backlog, which a slow machine
+			// stretches.
+			Settings:   map[string]string{retryBudget: "30"},
+			Invariants: []string{check.NoneGaveUp},
+			Faults: func(*rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Unbind{Trigger: fault.Trigger{OverBacklog: true, PastRelease: true}, UntilSettled: workload.RelayBacklogSpec().Hold.Backlog}}
+			},
+			Evidence: []check.Evidence{check.TwoClaimsInFlight()},
+			Relay:    claimsInFlight,
 		},
 		{
 			Name: "consumer-backlog-crash-after-receive", Window: protocol.ConsumerAfterReceive,
@@ -101,6 +117,21 @@ func underLoad() []runner.Scenario {
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.ProducerAfterCommit)},
 		},
 	}
+}
+
+// claimsInFlight offers relay-backlog-unroutable only to a relay that
+// publishes a batch while its last awaits its confirms (relay.in_flight
+// of 2 or more), the only relay whose returns for two batches come back
+// on one channel at once; its shape is read from the claims in the audit
+// trail, which only a claim relay writes.
+func claimsInFlight(sc runner.Scenario, t *target.Target) (runner.Scenario, string, error) {
+	if t.Relay.Model != target.ModelClaim {
+		return sc, "", fmt.Errorf("two claims of one relay in flight are read from its claims in the outbox's status column, and this relay's model is %s", t.RelayModel())
+	}
+	if t.Relay.InFlight < 2 {
+		return sc, "", fmt.Errorf("the target file says its relays publish no batch while the last awaits its confirms (relay.in_flight: %d)", max(t.Relay.InFlight, 1))
+	}
+	return sc, "", nil
 }
 
 // everyInstanceDelivered: n instances of the consumer each logged a

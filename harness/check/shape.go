@@ -81,3 +81,61 @@ func ManyInFlight(n int64) Evidence {
 		return o.Traffic.MaxInFlight >= n, fmt.Sprintf("%d requests in flight at once (wanted %d)", o.Traffic.MaxInFlight, n)
 	}}
 }
+
+// ClaimsInFlight is the most claims one writer (the session's
+// application_name: a relay instance) had made and not yet settled at
+// once, from the audit trail: a claim is made by its first claim write
+// and settled by the first write under it that takes a row out of
+// Processing (Published, a retry, Failed). Two mean a relay published a
+// batch while the one before it awaited its confirms.
+func ClaimsInFlight(rows []AuditRow) int {
+	owner := map[string]string{}         // claim id → its writer
+	open := map[string]map[string]bool{} // writer → its claims not yet settled
+	most := 0
+	for _, r := range rows {
+		switch {
+		case r.Claims():
+			if _, seen := owner[r.NewClaim]; seen {
+				continue
+			}
+			owner[r.NewClaim] = r.Writer
+			if open[r.Writer] == nil {
+				open[r.Writer] = map[string]bool{}
+			}
+			open[r.Writer][r.NewClaim] = true
+			most = max(most, len(open[r.Writer]))
+		case r.Op == "UPDATE" && r.OldStatus == "Processing" && r.NewStatus != "Processing" && r.OldClaim != "":
+			if w, ok := owner[r.OldClaim]; ok {
+				delete(open[w], r.OldClaim)
+			}
+		}
+	}
+	return most
+}
+
+// TwoClaimsInFlight is the evidence that one relay claimed (and so
+// published) a batch while its previous claim was not yet settled, from
+// the audit trail's writers.
+func TwoClaimsInFlight() Evidence {
+	return Evidence{Name: "two claims of one relay in flight", Needs: []Need{NeedAudit, NeedAuditStatus}, Check: func(o *Observation) (bool, string) {
+		n := ClaimsInFlight(o.Audit)
+		return n >= 2, fmt.Sprintf("at most %d claims of one relay unsettled at once", n)
+	}}
+}
+
+// SettledAfterClaim counts the rows of the trail claimed in it and then
+// settled under that claim: written Published, Pending (a retry) or
+// Failed by a write whose old claim is the claim's.
+func SettledAfterClaim(rows []AuditRow) int {
+	claimed := map[string]string{} // eventId → the claim that took it in this trail
+	settled := map[string]bool{}
+	for _, r := range rows {
+		switch {
+		case r.Claims():
+			claimed[r.EventID] = r.NewClaim
+		case r.Op == "UPDATE" && r.OldStatus == "Processing" && r.NewStatus != "Processing" && r.OldClaim != "" && claimed[r.EventID] == r.OldClaim:
+			settled[r.EventID] = true
+		}
+	}
+	return len(settled)
+}

@@ -53,3 +53,52 @@ func TestTrafficEvidence(t *testing.T) {
 		assert.NotEmpty(t, detail, tc.name)
 	}
 }
+
+func TestClaimsInFlight(t *testing.T) {
+	claim := func(writer, id, claim string) AuditRow {
+		return AuditRow{Writer: writer, Op: "UPDATE", EventID: id, OldStatus: "Pending", NewStatus: "Processing", NewClaim: claim}
+	}
+	settle := func(writer, id, claim, status string) AuditRow {
+		return AuditRow{Writer: writer, Op: "UPDATE", EventID: id, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim}
+	}
+	for _, tc := range []struct {
+		name string
+		rows []AuditRow
+		want int
+	}{
+		{"no trail", nil, 0},
+		{"one claim, settled", []AuditRow{claim("relay-1", "a", "c1"), claim("relay-1", "b", "c1"), settle("relay-1", "a", "c1", "Published")}, 1},
+		{"one after the other", []AuditRow{claim("relay-1", "a", "c1"), settle("relay-1", "a", "c1", "Published"), claim("relay-1", "b", "c2")}, 1},
+		{"a second claim before the first was settled", []AuditRow{claim("relay-1", "a", "c1"), claim("relay-1", "b", "c2"), settle("relay-1", "a", "c1", "Pending")}, 2},
+		{"two relays, one claim each", []AuditRow{claim("relay-1", "a", "c1"), claim("relay-2", "b", "c2"), settle("relay-1", "a", "c1", "Published")}, 1},
+		{"a renewal is no settling", []AuditRow{claim("relay-1", "a", "c1"), settle("relay-1", "a", "c1", "Processing"), claim("relay-1", "b", "c2")}, 2},
+		{"given up on settles it", []AuditRow{claim("relay-1", "a", "c1"), settle("relay-1", "a", "c1", "Failed"), claim("relay-1", "b", "c2")}, 1},
+	} {
+		assert.Equal(t, tc.want, ClaimsInFlight(tc.rows), tc.name)
+		seen, detail := TwoClaimsInFlight().Check(&Observation{Audit: tc.rows})
+		assert.Equal(t, tc.want >= 2, seen, "%s: %s", tc.name, detail)
+	}
+}
+
+func TestSettledAfterClaim(t *testing.T) {
+	claim := func(id, claim string) AuditRow {
+		return AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Pending", NewStatus: "Processing", NewClaim: claim}
+	}
+	settle := func(id, claim, status string) AuditRow {
+		return AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim}
+	}
+	for _, tc := range []struct {
+		name string
+		rows []AuditRow
+		want int
+	}{
+		{"no trail", nil, 0},
+		{"claimed, not settled", []AuditRow{claim("a", "c1")}, 0},
+		{"retried and published", []AuditRow{claim("a", "c1"), claim("b", "c1"), settle("a", "c1", "Pending"), settle("b", "c1", "Published")}, 2},
+		{"a row retried twice counts once", []AuditRow{claim("a", "c1"), settle("a", "c1", "Pending"), claim("a", "c2"), settle("a", "c2", "Pending")}, 1},
+		{"settled under a claim made before the trail", []AuditRow{settle("a", "c0", "Published")}, 0},
+		{"a stale claim's write does not count", []AuditRow{claim("a", "c1"), claim("a", "c2"), settle("a", "c1", "Published")}, 0},
+	} {
+		assert.Equal(t, tc.want, SettledAfterClaim(tc.rows), tc.name)
+	}
+}

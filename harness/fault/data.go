@@ -38,6 +38,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 type TriggerData struct {
 	AfterOrders  int64    `json:"after_orders,omitempty"`
 	OverBacklog  bool     `json:"over_backlog,omitempty"`
+	PastRelease  bool     `json:"past_release,omitempty"`
 	AfterRelease bool     `json:"after_release,omitempty"`
 	AfterLink    string   `json:"after_link,omitempty"`
 	Delay        Duration `json:"delay,omitempty"`
@@ -48,7 +49,7 @@ func (t Trigger) Data() *TriggerData {
 	if t == (Trigger{}) {
 		return nil
 	}
-	return &TriggerData{AfterOrders: t.AfterOrders, OverBacklog: t.OverBacklog, AfterRelease: t.AfterRelease, AfterLink: t.AfterLink, Delay: Duration(t.Delay)}
+	return &TriggerData{AfterOrders: t.AfterOrders, OverBacklog: t.OverBacklog, PastRelease: t.PastRelease, AfterRelease: t.AfterRelease, AfterLink: t.AfterLink, Delay: Duration(t.Delay)}
 }
 
 // Trigger is the data as a Trigger.
@@ -56,7 +57,7 @@ func (t *TriggerData) Trigger() Trigger {
 	if t == nil {
 		return Trigger{}
 	}
-	return Trigger{AfterOrders: t.AfterOrders, OverBacklog: t.OverBacklog, AfterRelease: t.AfterRelease, AfterLink: t.AfterLink, Delay: time.Duration(t.Delay)}
+	return Trigger{AfterOrders: t.AfterOrders, OverBacklog: t.OverBacklog, PastRelease: t.PastRelease, AfterRelease: t.AfterRelease, AfterLink: t.AfterLink, Delay: time.Duration(t.Delay)}
 }
 
 // SyncData is a Sync as data.

@@ -173,6 +173,10 @@ type Env struct {
 type Trigger struct {
 	AfterOrders int64
 	OverBacklog bool
+	// PastRelease, with OverBacklog, releases the held role once the
+	// fault has acted (ActedKey on the run's Landings), not once it has
+	// ended: the fault goes on while the role works off its backlog.
+	PastRelease bool
 	// AfterRelease fires once the role the traffic held back runs again,
 	// its backlog waiting for it.
 	AfterRelease bool
@@ -187,6 +191,9 @@ func (t Trigger) String() string {
 		s = "over the backlog"
 	case t.OverBacklog:
 		s += ", over the backlog"
+	}
+	if t.PastRelease {
+		s += " (the held role released once it acted)"
 	}
 	switch {
 	case t.AfterRelease && t.AfterOrders == 0 && !t.OverBacklog:

@@ -82,6 +82,31 @@ func (l *Landings) waitAt(ctx context.Context, link string) (time.Time, error) {
 	}
 }
 
+// ActedKey is the key on a run's Landings under which a fault triggered
+// over the backlog with PastRelease says it has acted: the held role is
+// released then (ReleaseAfter).
+const ActedKey = "over-backlog:acted"
+
+// ReleaseAfter is what the release of a held role waits for of fault f,
+// whose injection closes done when it ends: that end, or, for a trigger
+// that goes past the release, its acting (or its end, if it never acted).
+func ReleaseAfter(f Fault, done <-chan struct{}, l *Landings) <-chan struct{} {
+	k, ok := KindOf(f)
+	if !ok || !k.Trigger(f).PastRelease || l == nil {
+		return done
+	}
+	acted := l.of(ActedKey).done
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		select {
+		case <-acted:
+		case <-done:
+		}
+	}()
+	return out
+}
+
 // notLanded is what a link fault that ended before it acted leaves its
 // followers.
 func notLanded(link string) error {
@@ -119,6 +144,9 @@ func CheckOrder(faults []Fault) error {
 		}
 		if link := k.Trigger(f).AfterLink; link != "" && !landed[link] {
 			errs = append(errs, fmt.Errorf("fault %d (%s): after_link %q: no toxic or link-down of this schedule lands on that link", i+1, k.Name(), link))
+		}
+		if t := k.Trigger(f); t.PastRelease && !t.OverBacklog {
+			errs = append(errs, fmt.Errorf("fault %d (%s): past_release: only a fault triggered over_backlog holds a role's release", i+1, k.Name()))
 		}
 		if u, ok := f.(Unbind); ok && u.UntilThawed != "" && !thawed[u.UntilThawed] {
 			errs = append(errs, fmt.Errorf("fault %d (%s): until_thawed %q: no crash of this schedule freezes that process until a takeover", i+1, k.Name(), u.UntilThawed))

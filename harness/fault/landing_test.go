@@ -87,6 +87,11 @@ func TestCheckOrder(t *testing.T) {
 	err = CheckOrder([]Fault{unbind, Crash{Process: "relay-1", Point: "relay.before-retry", Action: crashpoint.Pause}})
 	require.Error(t, err, "a freeze of fixed length lands no thaw")
 	assert.Contains(t, err.Error(), `fault 1 (unbind): until_thawed "relay-1"`)
+
+	assert.NoError(t, CheckOrder([]Fault{Unbind{Trigger: Trigger{OverBacklog: true, PastRelease: true}, UntilSettled: 200}}))
+	err = CheckOrder([]Fault{Unbind{Trigger: Trigger{AfterOrders: 5, PastRelease: true}, UntilSettled: 200}})
+	require.Error(t, err, "no release to go past")
+	assert.Contains(t, err.Error(), "fault 1 (unbind): past_release")
 }
 
 // Link names: an instance's links to its database, the broker and a
@@ -107,4 +112,39 @@ func TestLinkNames(t *testing.T) {
 		assert.Equal(t, tc.db, IsDBLink(tc.link), tc.link)
 		assert.Equal(t, tc.broker, IsBrokerLink(tc.link), tc.link)
 	}
+}
+
+func TestReleaseAfter(t *testing.T) {
+	closed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	t.Run("a fault over the backlog: its end", func(t *testing.T) {
+		done := make(chan struct{})
+		l := NewLandings()
+		got := ReleaseAfter(Unbind{Trigger: Trigger{OverBacklog: true}, Duration: time.Second}, done, l)
+		l.land(ActedKey, nil)
+		assert.False(t, closed(got), "acting is not the end")
+		close(done)
+		assert.True(t, closed(got))
+	})
+	t.Run("past the release: its acting", func(t *testing.T) {
+		done := make(chan struct{})
+		l := NewLandings()
+		got := ReleaseAfter(Unbind{Trigger: Trigger{OverBacklog: true, PastRelease: true}, UntilSettled: 200}, done, l)
+		assert.False(t, closed(got))
+		l.land(ActedKey, nil)
+		assert.Eventually(t, func() bool { return closed(got) }, 5*time.Second, time.Millisecond)
+		assert.False(t, closed(done), "the fault goes on")
+	})
+	t.Run("past the release, ended without acting", func(t *testing.T) {
+		done := make(chan struct{})
+		got := ReleaseAfter(Unbind{Trigger: Trigger{OverBacklog: true, PastRelease: true}, UntilSettled: 200}, done, NewLandings())
+		close(done)
+		assert.Eventually(t, func() bool { return closed(got) }, 5*time.Second, time.Millisecond)
+	})
 }

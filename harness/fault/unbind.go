@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // Unbind removes the consumer queue's binding for RoutingKey (empty: for
@@ -53,11 +55,17 @@ type Unbind struct {
 	// deadline: the rows it held still bounce, unpublished, when that
 	// write comes, however long the takeover took.
 	UntilThawed string
+	// UntilSettled keeps the bindings away until the audit trail shows
+	// this many rows claimed after they went and settled under that claim
+	// (Published, a retry, Failed): the relays have published that much
+	// into the outage and heard back from the broker. Reached within Max
+	// (the fault deadline if 0), the window opened; not, it did not.
+	UntilSettled int
 }
 
-// WatchesAudit implements AuditWatcher: an outage judged by its shape
-// reads the trail.
-func (u Unbind) WatchesAudit() bool { return u.Shape }
+// WatchesAudit implements AuditWatcher: an outage judged by its shape, or
+// held until rows are settled in it, reads the trail.
+func (u Unbind) WatchesAudit() bool { return u.Shape || u.UntilSettled > 0 }
 
 // paceEvery is how often an outage judged by its shape reads the audit
 // trail.
@@ -73,10 +81,10 @@ func init() {
 		Doc:     "the queue's bindings taken away, so publishes are unroutable (returned to a mandatory publisher), restored after a while",
 		Opens:   protocol.QueueUnroutable,
 		Params: func(u Unbind) (unbindParams, error) {
-			return unbindParams{Duration: Duration(u.Duration), RoutingKey: u.RoutingKey, Trigger: u.Trigger.Data(), Shape: u.Shape, Max: Duration(u.Max), Budget: u.Budget, UntilThawed: u.UntilThawed}, nil
+			return unbindParams{Duration: Duration(u.Duration), RoutingKey: u.RoutingKey, Trigger: u.Trigger.Data(), Shape: u.Shape, Max: Duration(u.Max), Budget: u.Budget, UntilThawed: u.UntilThawed, UntilSettled: u.UntilSettled}, nil
 		},
 		Fault: func(p unbindParams) (Unbind, error) {
-			return Unbind{RoutingKey: p.RoutingKey, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), Shape: p.Shape, Max: time.Duration(p.Max), Budget: p.Budget, UntilThawed: p.UntilThawed}, nil
+			return Unbind{RoutingKey: p.RoutingKey, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), Shape: p.Shape, Max: time.Duration(p.Max), Budget: p.Budget, UntilThawed: p.UntilThawed, UntilSettled: p.UntilSettled}, nil
 		},
 		Window:  func(Unbind) (string, string) { return "", protocol.QueueUnroutable },
 		Touches: func(Unbind) Touch { return Touch{Unroutable: true} },
@@ -125,6 +133,8 @@ type unbindParams struct {
 	Budget int      `json:"budget,omitempty"`
 	// The process whose freeze past the lease the outage outlasts.
 	UntilThawed string `json:"until_thawed,omitempty"`
+	// The rows settled inside the outage it waits for.
+	UntilSettled int `json:"until_settled,omitempty"`
 }
 
 // lateWrite waits until process's event log shows a status write (a mark,
@@ -154,6 +164,11 @@ func (u Unbind) Describe() result.Fault {
 	switch {
 	case u.Shape:
 		d = fmt.Sprintf("restored once the relays' retries show whether they back off (at least %s, at most %s)", u.Duration, u.Max)
+	case u.UntilSettled > 0:
+		d = fmt.Sprintf("restored once %d rows claimed in it were settled (at most the fault deadline)", u.UntilSettled)
+		if u.Max > 0 {
+			d = fmt.Sprintf("restored once %d rows claimed in it were settled (at most %s)", u.UntilSettled, u.Max)
+		}
 	case u.Duration > 0 && u.UntilThawed != "":
 		d = fmt.Sprintf("restored after %s and once %s is thawed and has made its late write", u.Duration, u.UntilThawed)
 	case u.Duration > 0:
@@ -174,6 +189,9 @@ func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
 // inject is Inject, recording what it waits for in w.
 func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
+	if u.Trigger.PastRelease {
+		defer env.Landings.land(ActedKey, errors.New("the unbind ended before the bindings were removed")) // after a landing: no-op
+	}
 	if err := env.Wait(ctx, u.Trigger); err != nil {
 		return record(u, start, false, err)
 	}
@@ -182,8 +200,8 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		return record(u, start, false, err)
 	}
 	defer conn.Close()
-	if u.Shape && env.Audit == nil {
-		return record(u, start, false, fmt.Errorf("an outage judged by its shape needs the outbox's audit trail, which is not installed"))
+	if u.WatchesAudit() && env.Audit == nil {
+		return record(u, start, false, fmt.Errorf("an outage judged by what the relays do in it needs the outbox's audit trail, which is not installed"))
 	}
 	var before infra.VHostInfo
 	counted := !u.Shape && u.Duration > 0
@@ -213,6 +231,12 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		}
 	}
 	env.Logf("bindings %v removed", keys)
+	if u.UntilSettled > 0 {
+		return u.holdUntilSettled(ctx, env, w, ch, queues, keys, start)
+	}
+	if u.Trigger.PastRelease {
+		env.Landings.land(ActedKey, nil)
+	}
 	if u.Duration <= 0 {
 		return record(u, start, true, nil)
 	}
@@ -256,6 +280,73 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		w.add("the broker to count a message published into the outage (unroutable)", counting, unroutableCountWait, strings.TrimPrefix(measured, "; "), unseen(opened, closed, holdErr))
 	}
 	return u.result(start, opened, closed, measured, holdErr)
+}
+
+// holdUntilSettled keeps the bindings away (queues, keys on ch) until the
+// audit trail shows UntilSettled rows claimed after they went and settled
+// under that claim, at most Max (the fault deadline if 0), then restores
+// them. The held role, if this fault goes past its release, is released
+// once the trail's mark is taken: every claim after it publishes into the
+// outage.
+func (u Unbind) holdUntilSettled(ctx context.Context, env *Env, w *waits, ch *amqp.Channel, queues, keys []string, start time.Time) result.Fault {
+	trail, err := env.Audit(ctx, 0)
+	if err != nil {
+		return u.restore(env, ch, queues, keys, u.result(start, false, "", "", fmt.Errorf("read the audit trail: %w", err)))
+	}
+	var mark int64
+	if len(trail) > 0 {
+		mark = trail[len(trail)-1].ID
+	}
+	if u.Trigger.PastRelease {
+		env.Landings.land(ActedKey, nil)
+	}
+	bound := cmp.Or(u.Max, env.Deadline)
+	settled := 0
+	err = w.wait(fmt.Sprintf("%d rows claimed in the outage to be settled", u.UntilSettled), bound, func() (string, error) {
+		wctx, cancel := context.WithTimeout(ctx, bound)
+		defer cancel()
+		after, rows := mark, []check.AuditRow(nil)
+		tick := time.NewTicker(paceEvery)
+		defer tick.Stop()
+		for {
+			more, err := env.Audit(wctx, after)
+			if err == nil && len(more) > 0 {
+				rows, after = append(rows, more...), more[len(more)-1].ID
+				settled = check.SettledAfterClaim(rows)
+			}
+			if settled >= u.UntilSettled {
+				return fmt.Sprintf("%d rows settled", settled), nil
+			}
+			select {
+			case <-wctx.Done():
+				return "", fmt.Errorf("%d of %d rows settled: %w", settled, u.UntilSettled, wctx.Err())
+			case <-tick.C:
+			}
+		}
+	})
+	if ctx.Err() != nil {
+		return u.restore(env, ch, queues, keys, u.result(start, false, "", "", ctx.Err()))
+	}
+	measured := fmt.Sprintf("; %d rows claimed in the outage settled in %s", settled, time.Since(start).Round(time.Millisecond))
+	closed := ""
+	if err != nil {
+		closed = fmt.Sprintf("only %d of %d rows claimed in the outage were settled within %s", settled, u.UntilSettled, bound)
+	}
+	return u.restore(env, ch, queues, keys, u.result(start, err == nil, closed, measured, nil))
+}
+
+// restore puts the bindings back (the tap last) and returns res, or res
+// marked not undone where a binding could not be restored.
+func (u Unbind) restore(env *Env, ch *amqp.Channel, queues, keys []string, res result.Fault) result.Fault {
+	for _, q := range slices.Backward(queues) {
+		for _, key := range keys {
+			if err := ch.QueueBind(q, key, env.Topology.Exchange, false, nil); err != nil {
+				return notUndone(res, fmt.Errorf("restore binding %s to %s: %w", key, q, err))
+			}
+		}
+	}
+	env.Logf("bindings %v restored", keys)
+	return res
 }
 
 // unroutableCountWait bounds the wait for the broker's counters to show a

@@ -112,13 +112,14 @@ func (b *backlog) wait(ctx context.Context, bound time.Duration, measure func() 
 	}
 }
 
-// overBacklog are the done channels of the faults that act over the
-// backlog (fault.Trigger.OverBacklog).
-func overBacklog(faults []fault.Fault, done []<-chan struct{}) []<-chan struct{} {
+// overBacklog is what the release waits for of the faults that act over
+// the backlog (fault.Trigger.OverBacklog): each one's end, or its acting
+// where it goes on past the release (fault.ReleaseAfter).
+func overBacklog(faults []fault.Fault, done []<-chan struct{}, landings *fault.Landings) []<-chan struct{} {
 	var out []<-chan struct{}
 	for i, f := range faults {
 		if k, ok := fault.KindOf(f); ok && k.Trigger(f).OverBacklog {
-			out = append(out, done[i])
+			out = append(out, fault.ReleaseAfter(f, done[i], landings))
 		}
 	}
 	return out

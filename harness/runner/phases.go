@@ -256,7 +256,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 		if held.hold.Role == protocol.Consumer {
 			measure = func() (int, error) { return s.watch.Ready(r.sh.Target.Topology.Queue) }
 		}
-		go held.release(runCtx, p.env.Deadline, measure, overBacklog(p.faults, faultEnded))
+		go held.release(runCtx, p.env.Deadline, measure, overBacklog(p.faults, faultEnded, p.env.Landings))
 	}
 	stopTick := r.tick(PhaseWorkload, func() float64 {
 		return float64(wl.Acknowledged()) / float64(max(r.sc.Workload.Orders*max(r.sc.Workload.EventsPerOrder, 1), 1))

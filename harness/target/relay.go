@@ -38,7 +38,12 @@ type Relay struct {
 	// batch size), 0 where the file does not say: a backlog's full claim
 	// is one of Batch rows.
 	Batch int
-	Line  int
+	// InFlight is how many claims one relay has published and not yet
+	// settled at most (0 where the file does not say: one): with two or more,
+	// a batch goes out while the one before it awaits its confirms, and
+	// the broker's answers for both come back on one channel.
+	InFlight int
+	Line     int
 }
 
 // StatusOutbox reports whether the outbox faultline watches has a status
@@ -71,9 +76,16 @@ func (d *decoder) decodeRelay(m *mapping) Relay {
 		return Relay{}
 	}
 	r := Relay{Line: v.line}
-	rm, ok := d.mapping(v, "model", "position", "batch")
+	rm, ok := d.mapping(v, "model", "position", "batch", "in_flight")
 	if !ok {
 		return r
+	}
+	if fv, ok := rm.get("in_flight"); ok {
+		if n, ok := d.integer(fv); ok && n < 1 {
+			d.problem(fv.line, fv.field, "a relay has 1 claim in flight or more, not %d", n)
+		} else if ok {
+			r.InFlight = n
+		}
 	}
 	if bv, ok := rm.get("batch"); ok {
 		if n, ok := d.integer(bv); ok && n < 1 {

@@ -72,6 +72,14 @@ func TestRelayModels(t *testing.T) {
 			assert.Equal(t, 50, tg.Relay.Batch, path)
 		}
 	})
+	t.Run("the reference says two claims in flight; the Node example says none", func(t *testing.T) {
+		tg, err := Load(reference)
+		require.NoError(t, err)
+		assert.Equal(t, 2, tg.Relay.InFlight)
+		tg, err = Load("../../examples/node-outbox/faultline.yaml")
+		require.NoError(t, err)
+		assert.Zero(t, tg.Relay.InFlight)
+	})
 }
 
 func TestRelayProblems(t *testing.T) {
@@ -89,6 +97,7 @@ func TestRelayProblems(t *testing.T) {
 		{"unknown key", "relay: {model: claim, lease: 2s}\ntopology:", "relay.lease", "unknown field"},
 		{"a batch of no rows", "relay: {model: claim, batch: 0}\ntopology:", "relay.batch", "a relay's batch is 1 row or more, not 0"},
 		{"a batch not a number", "relay: {model: claim, batch: fifty}\ntopology:", "relay.batch", "want a whole number"},
+		{"no claim in flight", "relay: {model: claim, in_flight: 0}\ntopology:", "relay.in_flight", "a relay has 1 claim in flight or more, not 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
