@@ -45,6 +45,12 @@ func (a AuditRow) Claims() bool {
 	return a.Op == "UPDATE" && a.NewStatus == "Processing" && a.NewClaim != "" && a.NewClaim != a.OldClaim
 }
 
+// Settles reports whether the write settles its row's claim: the row
+// leaves Processing (Published, a retry, Failed) by a write under a claim.
+func (a AuditRow) Settles() bool {
+	return a.Op == "UPDATE" && a.OldStatus == "Processing" && a.NewStatus != "Processing" && a.OldClaim != ""
+}
+
 // AuditStaleWrites finds, from the audit trail alone, writes accepted from
 // a writer on a row another writer had claimed since: per row, the last
 // claim names its writer, and any later write that is not itself a claim

@@ -104,7 +104,7 @@ func ClaimsInFlight(rows []AuditRow) int {
 			}
 			open[r.Writer][r.NewClaim] = true
 			most = max(most, len(open[r.Writer]))
-		case r.Op == "UPDATE" && r.OldStatus == "Processing" && r.NewStatus != "Processing" && r.OldClaim != "":
+		case r.Settles():
 			if w, ok := owner[r.OldClaim]; ok {
 				delete(open[w], r.OldClaim)
 			}
@@ -133,7 +133,7 @@ func SettledAfterClaim(rows []AuditRow) int {
 		switch {
 		case r.Claims():
 			claimed[r.EventID] = r.NewClaim
-		case r.Op == "UPDATE" && r.OldStatus == "Processing" && r.NewStatus != "Processing" && r.OldClaim != "" && claimed[r.EventID] == r.OldClaim:
+		case r.Settles() && claimed[r.EventID] == r.OldClaim:
 			settled[r.EventID] = true
 		}
 	}

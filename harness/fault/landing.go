@@ -107,6 +107,12 @@ func ReleaseAfter(f Fault, done <-chan struct{}, l *Landings) <-chan struct{} {
 	return out
 }
 
+// actor is a fault that lands ActedKey once it has acted, for a trigger's
+// PastRelease.
+type actor interface{ landsActed() }
+
+func (Unbind) landsActed() {}
+
 // notLanded is what a link fault that ended before it acted leaves its
 // followers.
 func notLanded(link string) error {
@@ -137,6 +143,7 @@ func CheckOrder(faults []Fault) error {
 		}
 	}
 	var errs []error
+	pastRelease := false
 	for i, f := range faults {
 		k, ok := KindOf(f)
 		if !ok {
@@ -145,8 +152,17 @@ func CheckOrder(faults []Fault) error {
 		if link := k.Trigger(f).AfterLink; link != "" && !landed[link] {
 			errs = append(errs, fmt.Errorf("fault %d (%s): after_link %q: no toxic or link-down of this schedule lands on that link", i+1, k.Name(), link))
 		}
-		if t := k.Trigger(f); t.PastRelease && !t.OverBacklog {
-			errs = append(errs, fmt.Errorf("fault %d (%s): past_release: only a fault triggered over_backlog holds a role's release", i+1, k.Name()))
+		if t := k.Trigger(f); t.PastRelease {
+			_, acts := f.(actor)
+			switch {
+			case !t.OverBacklog:
+				errs = append(errs, fmt.Errorf("fault %d (%s): past_release: only a fault triggered over_backlog holds a role's release", i+1, k.Name()))
+			case !acts:
+				errs = append(errs, fmt.Errorf("fault %d (%s): past_release: this kind never says it has acted, so the role would wait for its end", i+1, k.Name()))
+			case pastRelease:
+				errs = append(errs, fmt.Errorf("fault %d (%s): past_release: one fault per schedule releases the held role once it acted", i+1, k.Name()))
+			}
+			pastRelease = true
 		}
 		if u, ok := f.(Unbind); ok && u.UntilThawed != "" && !thawed[u.UntilThawed] {
 			errs = append(errs, fmt.Errorf("fault %d (%s): until_thawed %q: no crash of this schedule freezes that process until a takeover", i+1, k.Name(), u.UntilThawed))

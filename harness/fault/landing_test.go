@@ -92,6 +92,13 @@ func TestCheckOrder(t *testing.T) {
 	err = CheckOrder([]Fault{Unbind{Trigger: Trigger{AfterOrders: 5, PastRelease: true}, UntilSettled: 200}})
 	require.Error(t, err, "no release to go past")
 	assert.Contains(t, err.Error(), "fault 1 (unbind): past_release")
+	err = CheckOrder([]Fault{BrokerRestart{Trigger: Trigger{OverBacklog: true, PastRelease: true}}})
+	require.Error(t, err, "a kind that never says it acted")
+	assert.Contains(t, err.Error(), "never says it has acted")
+	twice := Unbind{Trigger: Trigger{OverBacklog: true, PastRelease: true}, UntilSettled: 200}
+	err = CheckOrder([]Fault{twice, twice})
+	require.Error(t, err, "two faults on one key")
+	assert.Contains(t, err.Error(), "fault 2 (unbind): past_release: one fault per schedule")
 }
 
 // Link names: an instance's links to its database, the broker and a

@@ -165,10 +165,11 @@ func (u Unbind) Describe() result.Fault {
 	case u.Shape:
 		d = fmt.Sprintf("restored once the relays' retries show whether they back off (at least %s, at most %s)", u.Duration, u.Max)
 	case u.UntilSettled > 0:
-		d = fmt.Sprintf("restored once %d rows claimed in it were settled (at most the fault deadline)", u.UntilSettled)
+		bound := "the fault deadline"
 		if u.Max > 0 {
-			d = fmt.Sprintf("restored once %d rows claimed in it were settled (at most %s)", u.UntilSettled, u.Max)
+			bound = u.Max.String()
 		}
+		d = fmt.Sprintf("restored once %d rows claimed in it were settled (at most %s)", u.UntilSettled, bound)
 	case u.Duration > 0 && u.UntilThawed != "":
 		d = fmt.Sprintf("restored after %s and once %s is thawed and has made its late write", u.Duration, u.UntilThawed)
 	case u.Duration > 0:
@@ -265,12 +266,8 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		}
 	}
 
-	for _, q := range slices.Backward(queues) {
-		for _, key := range keys {
-			if err := ch.QueueBind(q, key, env.Topology.Exchange, false, nil); err != nil {
-				return notUndone(u.result(start, opened, closed, measured, holdErr), fmt.Errorf("restore binding %s to %s: %w", key, q, err))
-			}
-		}
+	if err := rebind(env, ch, queues, keys); err != nil {
+		return notUndone(u.result(start, opened, closed, measured, holdErr), err)
 	}
 	env.Logf("bindings %v restored%s", keys, measured)
 	if counted && holdErr == nil {
@@ -289,9 +286,23 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 // once the trail's mark is taken: every claim after it publishes into the
 // outage.
 func (u Unbind) holdUntilSettled(ctx context.Context, env *Env, w *waits, ch *amqp.Channel, queues, keys []string, start time.Time) result.Fault {
+	opened, closed, measured, err := u.settleInside(ctx, env, w, start)
+	res := u.result(start, opened, closed, measured, err)
+	if err := rebind(env, ch, queues, keys); err != nil {
+		return notUndone(res, err)
+	}
+	env.Logf("bindings %v restored%s", keys, measured)
+	return res
+}
+
+// settleInside marks the audit trail, releases a held role where this
+// fault goes past its release, and waits for UntilSettled rows claimed
+// after the mark to be settled; it reports whether they were, why not, and
+// what it saw.
+func (u Unbind) settleInside(ctx context.Context, env *Env, w *waits, start time.Time) (opened bool, closed, measured string, err error) {
 	trail, err := env.Audit(ctx, 0)
 	if err != nil {
-		return u.restore(env, ch, queues, keys, u.result(start, false, "", "", fmt.Errorf("read the audit trail: %w", err)))
+		return false, "", "", fmt.Errorf("read the audit trail: %w", err)
 	}
 	var mark int64
 	if len(trail) > 0 {
@@ -301,52 +312,41 @@ func (u Unbind) holdUntilSettled(ctx context.Context, env *Env, w *waits, ch *am
 		env.Landings.land(ActedKey, nil)
 	}
 	bound := cmp.Or(u.Max, env.Deadline)
-	settled := 0
-	err = w.wait(fmt.Sprintf("%d rows claimed in the outage to be settled", u.UntilSettled), bound, func() (string, error) {
-		wctx, cancel := context.WithTimeout(ctx, bound)
-		defer cancel()
-		after, rows := mark, []check.AuditRow(nil)
-		tick := time.NewTicker(paceEvery)
-		defer tick.Stop()
-		for {
-			more, err := env.Audit(wctx, after)
-			if err == nil && len(more) > 0 {
+	after, rows, settled := mark, []check.AuditRow(nil), 0
+	waitErr := w.wait(fmt.Sprintf("%d rows claimed in the outage to be settled", u.UntilSettled), bound, func() (string, error) {
+		err := pollEvery(ctx, bound, paceEvery, func() (bool, error) {
+			more, err := env.Audit(ctx, after)
+			if err != nil {
+				return false, fmt.Errorf("read the audit trail: %w", err)
+			}
+			if len(more) > 0 {
 				rows, after = append(rows, more...), more[len(more)-1].ID
 				settled = check.SettledAfterClaim(rows)
 			}
-			if settled >= u.UntilSettled {
-				return fmt.Sprintf("%d rows settled", settled), nil
-			}
-			select {
-			case <-wctx.Done():
-				return "", fmt.Errorf("%d of %d rows settled: %w", settled, u.UntilSettled, wctx.Err())
-			case <-tick.C:
-			}
-		}
+			return settled >= u.UntilSettled, nil
+		})
+		return fmt.Sprintf("%d rows settled", settled), err
 	})
 	if ctx.Err() != nil {
-		return u.restore(env, ch, queues, keys, u.result(start, false, "", "", ctx.Err()))
+		return false, "", "", ctx.Err()
 	}
-	measured := fmt.Sprintf("; %d rows claimed in the outage settled in %s", settled, time.Since(start).Round(time.Millisecond))
-	closed := ""
-	if err != nil {
-		closed = fmt.Sprintf("only %d of %d rows claimed in the outage were settled within %s", settled, u.UntilSettled, bound)
+	measured = fmt.Sprintf("; %d rows claimed in the outage settled in %s", settled, time.Since(start).Round(time.Millisecond))
+	if waitErr != nil {
+		return false, fmt.Sprintf("only %d of %d rows claimed in the outage were settled within %s", settled, u.UntilSettled, bound), measured, nil
 	}
-	return u.restore(env, ch, queues, keys, u.result(start, err == nil, closed, measured, nil))
+	return true, "", measured, nil
 }
 
-// restore puts the bindings back (the tap last) and returns res, or res
-// marked not undone where a binding could not be restored.
-func (u Unbind) restore(env *Env, ch *amqp.Channel, queues, keys []string, res result.Fault) result.Fault {
+// rebind puts the bindings back, the tap last.
+func rebind(env *Env, ch *amqp.Channel, queues, keys []string) error {
 	for _, q := range slices.Backward(queues) {
 		for _, key := range keys {
 			if err := ch.QueueBind(q, key, env.Topology.Exchange, false, nil); err != nil {
-				return notUndone(res, fmt.Errorf("restore binding %s to %s: %w", key, q, err))
+				return fmt.Errorf("restore binding %s to %s: %w", key, q, err)
 			}
 		}
 	}
-	env.Logf("bindings %v restored", keys)
-	return res
+	return nil
 }
 
 // unroutableCountWait bounds the wait for the broker's counters to show a

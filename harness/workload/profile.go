@@ -56,11 +56,12 @@ func ProfileList() []Profile {
 
 // ProfileNamed is the traffic profile's Spec by its name.
 func ProfileNamed(name string) (Spec, bool) {
-	i := slices.IndexFunc(ProfileList(), func(p Profile) bool { return p.Name == name })
+	profiles := ProfileList()
+	i := slices.IndexFunc(profiles, func(p Profile) bool { return p.Name == name })
 	if i < 0 {
 		return Spec{}, false
 	}
-	return ProfileList()[i].Spec, true
+	return profiles[i].Spec, true
 }
 
 // BurstSpec is the burst profile: 400 facts from 32 clients at once.
