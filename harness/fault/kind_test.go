@@ -96,3 +96,17 @@ func TestUnackedMidTransactionNeedsCut(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Unacked{Process: "consumer", Action: ActKill, Cut: "consumer.pg", MidTransaction: true}, f)
 }
+
+// A toxic ends by one observed cause at most: a takeover or a drained queue.
+func TestToxicUntilDrained(t *testing.T) {
+	k, ok := KindNamed(KindToxic)
+	require.True(t, ok)
+	f, err := k.Decode([]byte(`{"kind":"toxic","link":"relay-1.amqp","toxic":{"type":"slicer","average_size":64,"delay":"1ms"},"duration":"20s","until_drained":true}`))
+	require.NoError(t, err)
+	assert.True(t, f.(Toxic).UntilDrained)
+	assert.Contains(t, f.Describe().Detail, "until the queue, seen refusing publishes, is seen with none ready")
+
+	_, err = k.Decode([]byte(`{"kind":"toxic","link":"relay-1.amqp","toxic":{"type":"latency","latency":"3s"},"duration":"20s","at":{"process":"relay-1","point":"relay.after-claim"},"until_takeover":true,"until_drained":true}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "name one")
+}

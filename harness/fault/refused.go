@@ -176,3 +176,33 @@ func probeID(d amqp.Delivery) string {
 	}
 	return "a message"
 }
+
+// waitDrained waits, at most within, until the target's queue has been
+// seen refusing publishes and then seen with no message ready: the broker
+// told its publishers to go on again (a quorum queue does so once it is
+// back under its limit). Not seen within the bound is said, not an error:
+// the toxic it ends is not itself the window.
+func waitDrained(ctx context.Context, env *Env, w *waits, within time.Duration) (string, error) {
+	queue := env.Topology.Queue
+	refused := false
+	var last infra.QueueInfo
+	err := w.wait(fmt.Sprintf("%s, seen refusing publishes, to be seen with none ready", queue), within, func() (string, error) {
+		err := pollEvery(ctx, within, refusalPoll, func() (bool, error) {
+			q, err := env.Infra.Queue(ctx, env.VHost, queue)
+			if err != nil {
+				return false, err
+			}
+			last = q
+			refused = refused || q.Refusing()
+			return refused && q.Ready == 0, nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("%s: seen refusing %t, last %d ready of at most %d", err, refused, last.Ready, last.MaxLength)
+		}
+		return fmt.Sprintf("seen refusing, then none ready of at most %d", last.MaxLength), nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return "not seen drained: " + err.Error(), nil
+	}
+	return "queue seen drained", err
+}

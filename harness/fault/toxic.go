@@ -26,6 +26,12 @@ import (
 // (waitTakeover; at most TakeoverWait of Duration and the lease; not
 // seen, the window did not open), then comes off: a latency longer than that wait lets the
 // relay's late write through the moment another relay holds its rows.
+//
+// With UntilDrained, Duration is a bound: the toxic comes off once the
+// target's queue, seen refusing publishes at its length limit, is seen
+// again with none ready (waitDrained) — its publishers were told to go
+// on. It shapes the traffic while a full queue makes room; whether
+// anything it was for happened is the scenario's evidence.
 type Toxic struct {
 	Link          string
 	Toxic         proxies.Toxic
@@ -33,6 +39,7 @@ type Toxic struct {
 	Duration      time.Duration
 	At            *Sync
 	UntilTakeover bool
+	UntilDrained  bool
 }
 
 // WatchesAudit implements AuditWatcher: a toxic held until a takeover
@@ -54,7 +61,7 @@ func init() {
 			if err != nil {
 				return toxicParams{}, fmt.Errorf("toxic on %s: %w", t.Link, err)
 			}
-			return toxicParams{Link: t.Link, Toxic: &td, Duration: Duration(t.Duration), At: t.At.Data(), Trigger: t.Trigger.Data(), UntilTakeover: t.UntilTakeover}, nil
+			return toxicParams{Link: t.Link, Toxic: &td, Duration: Duration(t.Duration), At: t.At.Data(), Trigger: t.Trigger.Data(), UntilTakeover: t.UntilTakeover, UntilDrained: t.UntilDrained}, nil
 		},
 		Fault: func(p toxicParams) (Toxic, error) {
 			if err := errors.Join(Need(KindToxic, p.Link != "", "link"), Need(KindToxic, p.Toxic != nil, "toxic")); err != nil {
@@ -71,7 +78,10 @@ func init() {
 			if p.UntilTakeover && at == nil {
 				return Toxic{}, fmt.Errorf("toxic fault on %s: until_takeover needs at (the relay whose claim is taken over)", p.Link)
 			}
-			return Toxic{Link: p.Link, Toxic: t, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), At: at, UntilTakeover: p.UntilTakeover}, nil
+			if p.UntilTakeover && p.UntilDrained {
+				return Toxic{}, fmt.Errorf("toxic fault on %s: until_takeover and until_drained both end it: name one", p.Link)
+			}
+			return Toxic{Link: p.Link, Toxic: t, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), At: at, UntilTakeover: p.UntilTakeover, UntilDrained: p.UntilDrained}, nil
 		},
 		Window:  func(t Toxic) (string, string) { return t.At.window() },
 		Touches: func(t Toxic) Touch { return Touch{Links: []string{t.Link}} },
@@ -133,6 +143,9 @@ type toxicParams struct {
 	Trigger  *TriggerData `json:"trigger,omitempty"`
 	// UntilTakeover: on until another relay takes At.Process's claim over.
 	UntilTakeover bool `json:"until_takeover,omitempty"`
+	// UntilDrained: on, at most Duration, until the target's queue, seen
+	// refusing publishes, is seen with none ready.
+	UntilDrained bool `json:"until_drained,omitempty"`
 }
 
 // Sync names a crash point used as a synchronisation point: the process
@@ -169,6 +182,9 @@ func (t Toxic) Require(env *Env) error {
 // Describe implements Fault.
 func (t Toxic) Describe() result.Fault {
 	detail := fmt.Sprintf("%s %s %s for %s, %s", t.Toxic.Type(), t.Toxic.Direction(), attributes(t.Toxic), t.Duration, t.Trigger)
+	if t.UntilDrained {
+		detail = fmt.Sprintf("%s %s %s until the queue, seen refusing publishes, is seen with none ready (at most %s), %s", t.Toxic.Type(), t.Toxic.Direction(), attributes(t.Toxic), t.Duration, t.Trigger)
+	}
 	if t.At != nil {
 		detail += fmt.Sprintf(", while %s waits at %s", t.At.Process, t.At.Point)
 	}
@@ -234,11 +250,21 @@ func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		}
 		return r
 	}
-	holdErr := pause(ctx, t.Duration)
+	var holdErr error
+	var seen string
+	if t.UntilDrained {
+		seen, holdErr = waitDrained(ctx, env, w, t.Duration)
+	} else {
+		holdErr = pause(ctx, t.Duration)
+	}
 	if err := applied.Remove(context.WithoutCancel(ctx)); err != nil {
 		return notUndone(record(t, start, true, holdErr), fmt.Errorf("remove the toxic on %s: %w", t.Link, err))
 	}
-	return record(t, start, true, holdErr)
+	r := record(t, start, true, holdErr)
+	if seen != "" {
+		r.Detail += "; " + seen
+	}
+	return r
 }
 
 // freeze arms the synchronisation point to pause and waits until the
