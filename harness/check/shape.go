@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/faultline-dev/faultline/protocol"
+	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Traffic is what a run saw of its traffic's shape (workload.Spec's
@@ -138,4 +139,63 @@ func SettledAfterClaim(rows []AuditRow) int {
 		}
 	}
 	return len(settled)
+}
+
+// NackBeforeAck finds a claim whose publishes the broker answered with a
+// nack and then, for a later publish of the same claim, a positive
+// confirm, from the relay's event log: the publish order is the order of
+// the claim's published lines. It returns the claim and how many of its
+// nacked publishes went out before a confirmed one.
+func NackBeforeAck(log []eventlog.Entry) (claim string, nacked int) {
+	place := map[string]map[string]int{} // claim → eventId → its place among the claim's publishes
+	var claims []string
+	for _, e := range log {
+		if e.Event != eventlog.Published || e.ClaimID == "" {
+			continue
+		}
+		if place[e.ClaimID] == nil {
+			place[e.ClaimID] = map[string]int{}
+			claims = append(claims, e.ClaimID)
+		}
+		if _, again := place[e.ClaimID][e.EventID]; !again {
+			place[e.ClaimID][e.EventID] = len(place[e.ClaimID])
+		}
+	}
+	lastAck := map[string]int{}
+	nacks := map[string][]int{}
+	for _, e := range log {
+		at, ok := place[e.ClaimID][e.EventID]
+		switch {
+		case !ok:
+		case e.Event == eventlog.Confirmed:
+			lastAck[e.ClaimID] = max(lastAck[e.ClaimID], at+1)
+		case e.Event == eventlog.Nacked:
+			nacks[e.ClaimID] = append(nacks[e.ClaimID], at)
+		}
+	}
+	for _, c := range claims {
+		n := 0
+		for _, at := range nacks[c] {
+			if at+1 < lastAck[c] {
+				n++
+			}
+		}
+		if n > nacked {
+			claim, nacked = c, n
+		}
+	}
+	return claim, nacked
+}
+
+// NackThenAck is the evidence that the broker refused a publish of a batch
+// and confirmed a later one of the same batch: the broker's queue was at
+// its length limit and made room while the batch went out.
+func NackThenAck() Evidence {
+	return Evidence{Name: "a nack ahead of a confirm in one batch", Needs: []Need{NeedRelayLog}, Check: func(o *Observation) (bool, string) {
+		claim, n := NackBeforeAck(o.Log)
+		if n == 0 {
+			return false, fmt.Sprintf("%d nacks, none ahead of a confirm of their batch", o.Count(eventlog.Nacked))
+		}
+		return true, fmt.Sprintf("claim %s: %d nacked publishes ahead of a confirmed one", claim, n)
+	}}
 }

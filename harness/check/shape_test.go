@@ -3,6 +3,8 @@ package check
 import (
 	"testing"
 
+	"github.com/faultline-dev/faultline/protocol/eventlog"
+
 	"github.com/stretchr/testify/assert"
 )
 
@@ -100,5 +102,35 @@ func TestSettledAfterClaim(t *testing.T) {
 		{"a stale claim's write does not count", []AuditRow{claim("a", "c1"), claim("a", "c2"), settle("a", "c1", "Published")}, 0},
 	} {
 		assert.Equal(t, tc.want, SettledAfterClaim(tc.rows), tc.name)
+	}
+}
+
+func TestNackBeforeAck(t *testing.T) {
+	pub := func(claim, id string) eventlog.Entry {
+		return eventlog.Entry{Event: eventlog.Published, ClaimID: claim, EventID: id}
+	}
+	ans := func(event, claim, id string) eventlog.Entry {
+		return eventlog.Entry{Event: event, ClaimID: claim, EventID: id}
+	}
+	for _, tc := range []struct {
+		name   string
+		log    []eventlog.Entry
+		nacked int
+	}{
+		{"no log", nil, 0},
+		{"all confirmed", []eventlog.Entry{pub("c1", "a"), pub("c1", "b"), ans(eventlog.Confirmed, "c1", "a"), ans(eventlog.Confirmed, "c1", "b")}, 0},
+		{"nacks after the confirms: the queue filled", []eventlog.Entry{pub("c1", "a"), pub("c1", "b"), pub("c1", "c"),
+			ans(eventlog.Confirmed, "c1", "a"), ans(eventlog.Nacked, "c1", "b"), ans(eventlog.Nacked, "c1", "c")}, 0},
+		{"a nack ahead of a confirm: room made", []eventlog.Entry{pub("c1", "a"), pub("c1", "b"), pub("c1", "c"),
+			ans(eventlog.Nacked, "c1", "a"), ans(eventlog.Nacked, "c1", "b"), ans(eventlog.Confirmed, "c1", "c")}, 2},
+		{"the nack and the confirm in other claims", []eventlog.Entry{pub("c1", "a"), pub("c2", "b"),
+			ans(eventlog.Nacked, "c1", "a"), ans(eventlog.Confirmed, "c2", "b")}, 0},
+		{"answer lines written before their claim's later publishes still follow the publish order", []eventlog.Entry{pub("c1", "a"), pub("c1", "b"),
+			ans(eventlog.Confirmed, "c1", "b"), ans(eventlog.Nacked, "c1", "a")}, 1},
+	} {
+		_, n := NackBeforeAck(tc.log)
+		assert.Equal(t, tc.nacked, n, tc.name)
+		seen, detail := NackThenAck().Check(&Observation{Log: tc.log})
+		assert.Equal(t, tc.nacked > 0, seen, "%s: %s", tc.name, detail)
 	}
 }
