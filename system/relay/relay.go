@@ -53,6 +53,9 @@ type Guards struct {
 	// a position in the table, which a row committed late is already behind.
 	ClaimByStatus bool
 	HonourNacks   bool // a basic.nack keeps the row from Published (it is retried)
+	// EachConfirm: each row's own confirm decides it, not the answer to
+	// the batch's last publish.
+	EachConfirm bool
 	// Failover: after losing its connection the relay dials the next node
 	// of --amqp-urls, not only the first.
 	Failover bool
@@ -61,7 +64,7 @@ type Guards struct {
 // AllGuards is the correct relay.
 func AllGuards() Guards {
 	return Guards{Mandatory: true, HonourReturns: true, AwaitConfirm: true, FenceByClaimID: true, LeaseExpiry: true, LeaseHonoured: true,
-		FenceRetries: true, FenceRenewal: true, Backoff: true, ClaimByStatus: true, HonourNacks: true, Failover: true}
+		FenceRetries: true, FenceRenewal: true, Backoff: true, ClaimByStatus: true, HonourNacks: true, EachConfirm: true, Failover: true}
 }
 
 // outcome of one row's publish.
@@ -158,6 +161,10 @@ func (r *Relay) finishBatch(ctx context.Context, b *batch) {
 		acked[f.row.EventID] = ok
 	}
 	cancel()
+	var told map[string]bool // the broker's own answers, where the relay decides by another
+	if !r.guards.EachConfirm && len(flights) > 0 && !timedOut {
+		told, acked = acked, lastAnswers(flights, acked)
+	}
 	channelLost := b.pub.isClosed()
 	returned := b.pub.takeReturns(claimID, flights)
 
@@ -186,6 +193,9 @@ func (r *Relay) finishBatch(ctx context.Context, b *batch) {
 		}
 		if wasReturned {
 			lines = append(lines, eventlog.Entry{Event: eventlog.Returned, EventID: id, ClaimID: claimID, Detail: ret.ReplyText})
+		}
+		if told != nil {
+			ok = told[id] // the log says what the broker said
 		}
 		switch {
 		case answered && ok:

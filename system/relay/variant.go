@@ -18,6 +18,7 @@ var guardVariants = map[string]func(*Guards){
 	variant.NoBackoff:              noBackoff,
 	variant.ReadsByID:              readsByID,
 	variant.NackAsSuccess:          nackAsSuccess,
+	variant.LastConfirmOnly:        lastConfirmOnly,
 	variant.SingleNode:             singleNode,
 }
 

@@ -32,9 +32,10 @@ func TestGuardsForEachVariant(t *testing.T) {
 		variant.NoBackoff:              func(g Guards) bool { return !g.Backoff },
 		variant.ReadsByID:              func(g Guards) bool { return !g.ClaimByStatus },
 		variant.NackAsSuccess:          func(g Guards) bool { return !g.HonourNacks },
+		variant.LastConfirmOnly:        func(g Guards) bool { return !g.EachConfirm },
 		variant.SingleNode:             func(g Guards) bool { return !g.Failover },
 	}
-	assert.Len(t, off, 12, "twelve of the twenty-five variants break the relay")
+	assert.Len(t, off, 13, "thirteen of the twenty-six variants break the relay")
 	for _, v := range variant.Catalogue() {
 		g, err := GuardsFor(v.Name)
 		require.NoError(t, err)
@@ -48,7 +49,7 @@ func TestGuardsForEachVariant(t *testing.T) {
 		diff := 0
 		for _, pair := range [][2]bool{{g.Mandatory, all.Mandatory}, {g.HonourReturns, all.HonourReturns}, {g.AwaitConfirm, all.AwaitConfirm}, {g.FenceByClaimID, all.FenceByClaimID}, {g.LeaseExpiry, all.LeaseExpiry}, {g.LeaseHonoured, all.LeaseHonoured},
 			{g.FenceRetries, all.FenceRetries}, {g.FenceRenewal, all.FenceRenewal}, {g.Backoff, all.Backoff}, {g.ClaimByStatus, all.ClaimByStatus},
-			{g.HonourNacks, all.HonourNacks}, {g.Failover, all.Failover}} {
+			{g.HonourNacks, all.HonourNacks}, {g.EachConfirm, all.EachConfirm}, {g.Failover, all.Failover}} {
 			if pair[0] != pair[1] {
 				diff++
 			}
@@ -650,4 +651,15 @@ VALUES ('EV-LATE', 'ORD-LATE', 1, 'order.created', '{"eventId":"EV-LATE"}', now(
 	claimed, err := newStore(e.db, AllGuards()).claim(ctx, "relay-2:claim", 10, time.Minute)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, append([]string{"EV-LATE"}, later...), ids(claimed), "a claim by status takes every Pending row")
+}
+
+// last-confirm-only: every row of the batch takes the answer to its last
+// publish, so a nack ahead of a confirmed last counts as a confirm.
+func TestLastAnswers(t *testing.T) {
+	flights := []inFlight{{row: Row{EventID: "a"}}, {row: Row{EventID: "b"}}, {row: Row{EventID: "c"}}}
+	assert.Equal(t, map[string]bool{"a": true, "b": true, "c": true},
+		lastAnswers(flights, map[string]bool{"a": false, "b": false, "c": true}), "nacks ahead of a confirmed last")
+	assert.Equal(t, map[string]bool{"a": false, "b": false, "c": false},
+		lastAnswers(flights, map[string]bool{"a": true, "b": true, "c": false}), "confirms ahead of a nacked last")
+	assert.Empty(t, lastAnswers(flights, map[string]bool{"a": true}), "the last unanswered: none answered")
 }

@@ -57,6 +57,7 @@ const (
 	CommitErrorIgnored     = "commit-error-ignored"
 	PoisonAcked            = "poison-acked"
 	NackAsSuccess          = "nack-as-success"
+	LastConfirmOnly        = "last-confirm-only"
 	SingleNode             = "single-node"
 	ClassicQueue           = "classic-queue"
 	TransientQueue         = "transient-queue"
@@ -71,7 +72,7 @@ type Variant struct {
 	Removes string `json:"removes"` // what the variant does instead, and what that breaks
 }
 
-// Catalogue returns the twenty-five variants, in pipeline order.
+// Catalogue returns the twenty-six variants, in pipeline order.
 func Catalogue() []Variant {
 	return []Variant{
 		{CommitThenPublish, Order,
@@ -119,6 +120,9 @@ func Catalogue() []Variant {
 		{NackAsSuccess, Relay,
 			"a basic.nack keeps the row from Published: it is retried with backoff",
 			"waits for every confirm but takes a basic.nack for an ack and marks the row Published: a message a quorum queue refused (no leader, no majority, or full with reject-publish) is lost"},
+		{LastConfirmOnly, Relay,
+			"each row's own publisher confirm decides it",
+			"waits for the confirm of a batch's last publish and takes its answer for every row, as if confirms were cumulative: a publish the broker nacked (a quorum queue full with reject-publish) ahead of a confirmed last is marked Published: lost"},
 		{SingleNode, Relay,
 			"failover: after losing its node the relay connects to the next address of --amqp-urls, round robin",
 			"connects only to the first address of --amqp-urls and keeps retrying it after losing it: while that node is dead, cut off or frozen nothing is published although the cluster could take it, and a node that stays away stalls the pipeline"},
