@@ -222,7 +222,7 @@ func TestCatalogue(t *testing.T) {
 		"blackbox-relay-confirmed-not-marked", "blackbox-relay-answers-lost", "blackbox-consumer-acks-dropped", "blackbox-consumer-db-cut-with-deliveries",
 		"blackbox-consumer-db-cut-mid-transaction", "blackbox-unroutable-then-routable", "blackbox-poison-message",
 		"blackbox-outbox-commit-order",
-		"relay-backlog-crash-after-publish", "relay-backlog-amqp-reset-in-flight", "relay-backlog-unroutable", "consumer-backlog-crash-after-receive", "two-consumers-crash-after-receive",
+		"relay-backlog-crash-after-publish", "relay-backlog-amqp-reset-in-flight", "relay-backlog-unroutable", "relay-backlog-nack-storm", "consumer-backlog-crash-after-receive", "two-consumers-crash-after-receive",
 		"poison-in-backlog", "broker-restart-over-backlog", "burst-producer-crash-after-commit",
 	}
 	for _, name := range want {

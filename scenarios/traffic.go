@@ -59,6 +59,28 @@ func underLoad() []runner.Scenario {
 			Relay:    claimsInFlight,
 		},
 		{
+			Name: "relay-backlog-nack-storm", Window: protocol.BrokerNack,
+			Description: "The consumer's queue holds at most 5 ready messages with overflow reject-publish, and the relays are frozen while 200 facts pile up; released, they publish full batches into the queue as fast as one consumer channel makes room in it: the broker nacks publishes of a batch and confirms later ones of the same batch. Every nacked row is retried, none is given up on, each event takes effect once.",
+			Workload:    workload.RelayBacklogSpec(),
+			// As broker-nack: without the queue's length and one channel
+			// the broker never nacks, so both are required; the budget
+			// keeps the nacked rows from giving up while the consumer
+			// works the backlog off.
+			Settings:   map[string]string{"queue-max-length": "5", "consumer-channels": "1"},
+			Prefers:    map[string]string{retryBudget: "40"},
+			Without:    ownBudget,
+			Invariants: []string{check.NoneGaveUp},
+			Faults: func(*rand.Rand) []fault.Fault {
+				slice := proxies.Slicer{AverageSize: 64, SizeVariation: 16, Delay: time.Millisecond, Stream: proxies.Upstream}
+				return []fault.Fault{
+					fault.Crash{Process: "consumer", Point: protocol.ConsumerAfterReceive, Action: crashpoint.Pause, Hit: 1, Hold: 20 * time.Second, UntilNacked: true},
+					fault.Toxic{Link: "relay-1.amqp", Toxic: slice, Trigger: fault.Trigger{AfterRelease: true}, Duration: 20 * time.Second, UntilDrained: true},
+					fault.Toxic{Link: "relay-2.amqp", Toxic: slice, Trigger: fault.Trigger{AfterRelease: true}, Duration: 20 * time.Second, UntilDrained: true},
+				}
+			},
+			Evidence: []check.Evidence{check.NackThenAck()},
+		},
+		{
 			Name: "consumer-backlog-crash-after-receive", Window: protocol.ConsumerAfterReceive,
 			Description: "The consumer is frozen while 150 messages pile up in its queue; released, it is handed a full prefetch at once and SIGKILLed after receiving its second batch: every delivery it held unacked is redelivered, each effect happens once.",
 			Workload:    workload.ConsumerBacklogSpec(),
