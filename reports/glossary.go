@@ -35,6 +35,7 @@ func violationKinds() []term {
 		{"slow-recovery", "every committed fact took effect, but later than the liveness bound drawn from the run: a slower machine looks the same, so the run is indeterminate on its account", ""},
 		{"fact-lost", "facts the producer acknowledged (answered ok) are not in its database at the end: a COMMIT that failed answered as done, or a failover that lost commits", "answer only after the COMMIT succeeded; synchronous replication to the standby"},
 		{"poison-dropped", "malformed messages faultline published that are neither in the dead-letter queue nor still queued at the end: dropped without a trace", "reject what can never be processed without requeue, to a dead-letter exchange"},
+		{"valid-dead-lettered", "a valid event (one the outbox or the effects hold) in the dead-letter queue at the end: the consumer rejected a delivery it could process", "reject the poison alone: a nack or reject with multiple set takes every earlier unacked delivery of the channel with it"},
 		{"not-converged", "events that had not taken effect yet when the run was checked: the run did not converge, nothing is lost; the run is indeterminate on its account", ""},
 		{"queue-not-drained", "messages still in the consumer's queue at the end: the run did not converge", ""},
 	}

@@ -264,6 +264,36 @@ func TestPoisonAccounted(t *testing.T) {
 	assert.Empty(t, find(Invariants(&Observation{Poisoned: 5}, nil), PoisonAccounted).Name, "only checked when asked")
 }
 
+// only-poison-dead-lettered: a valid event (the outbox's, or an effect's)
+// in the dead-letter queue is a violation; poison there is what it is for.
+func TestOnlyPoisonDeadLettered(t *testing.T) {
+	outbox := []OutboxRow{{EventID: "E1"}, {EventID: "E2"}}
+	for _, tc := range []struct {
+		name       string
+		o          Observation
+		ok, nc     bool
+		violations []string
+	}{
+		{name: "poison only", o: Observation{HasDLQ: true, Outbox: outbox, DeadLettered: map[string]int{"poison-1": 1, "": 2}}, ok: true},
+		{name: "an outbox event", o: Observation{HasDLQ: true, Outbox: outbox, DeadLettered: map[string]int{"poison-1": 1, "E2": 1}}, violations: []string{"E2"}},
+		{name: "an effect's event, no outbox read", o: Observation{HasDLQ: true, Effects: []Effect{{EventID: "E3"}}, DeadLettered: map[string]int{"E3": 1, "E1": 1}}, violations: []string{"E3"}},
+		{name: "empty", o: Observation{HasDLQ: true, Outbox: outbox}, ok: true},
+		{name: "no dead-letter queue", o: Observation{Outbox: outbox}, nc: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := find(Invariants(&tc.o, []string{OnlyPoisonDead}), OnlyPoisonDead)
+			assert.Equal(t, tc.ok, inv.OK, inv.Detail)
+			assert.Equal(t, tc.nc, inv.NotChecked, inv.Detail)
+			if tc.violations != nil {
+				require.Len(t, inv.Violations, 1)
+				assert.Equal(t, "valid-dead-lettered", inv.Violations[0].Kind)
+				assert.Equal(t, tc.violations, inv.Violations[0].EventIDs)
+			}
+		})
+	}
+	assert.Empty(t, find(Invariants(&Observation{HasDLQ: true}, nil), OnlyPoisonDead).Name, "only checked when asked")
+}
+
 func TestAggregateOrder(t *testing.T) {
 	inOrder := obs(map[string]int64{"A": 3}, nil, []Effect{{1, "E1", "A", 1, ""}, {2, "E2", "A", 2, ""}, {3, "E3", "A", 3, ""}})
 	assert.True(t, find(Invariants(inOrder, []string{AggregateOrder}), AggregateOrder).OK)

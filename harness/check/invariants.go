@@ -25,6 +25,7 @@ const (
 	FactsKept        = "facts-kept"
 	LeaseKept        = "lease-kept"
 	PoisonAccounted  = "poison-accounted"
+	OnlyPoisonDead   = "only-poison-dead-lettered"
 	Converged        = "converged"
 	maxNamedInReport = 20
 )
@@ -75,6 +76,8 @@ func AllInvariants() []Invariant {
 			check: func(o *Observation, _ findings) result.Invariant { return noneGaveUp(o) }},
 		{Name: PoisonAccounted, Optional: true, Checks: "every malformed message faultline published is in the dead-letter queue (or still queued) at the end: none dropped without a trace",
 			check: func(o *Observation, _ findings) result.Invariant { return poisonAccounted(o) }},
+		{Name: OnlyPoisonDead, Optional: true, Checks: "no valid event (one the outbox or the effects hold) is in the dead-letter queue at the end: the consumer dead-lettered only what it could never process",
+			check: func(o *Observation, _ findings) result.Invariant { return onlyPoisonDeadLettered(o) }},
 		{Name: LiveAfterHeal, Optional: true, Checks: "every committed fact took effect within a bound after the last fault healed; the bound comes from the run (how long its faults lasted, plus the lease, the pipeline's lag before them and the reconnection its clients took, both measured) and is reported",
 			check: func(o *Observation, _ findings) result.Invariant { return liveAfterHeal(o) }},
 	}
@@ -191,6 +194,41 @@ func poisonAccounted(o *Observation) result.Invariant {
 	if !inv.OK {
 		inv.Detail = fmt.Sprintf("%d of %d malformed messages dropped without a trace: %d in the dead-letter queue, %d still queued", o.Poisoned-kept, o.Poisoned, o.DeadLetters.Messages, o.Queue.Messages)
 		inv.Violations = []result.Violation{{Kind: "poison-dropped", Message: inv.Detail}}
+	}
+	return inv
+}
+
+// onlyPoisonDeadLettered: no event the pipeline knows as valid — an
+// outbox row's, or an effect's — is in the dead-letter queue at the end.
+// A consumer that rejects a valid delivery (a nack with multiple set
+// behind the poison takes every earlier unacked delivery of its channel
+// with it) leaves it there, whether or not its effect also committed, and
+// a replay of the dead-letter queue would deliver it again. Only for
+// scenarios without a delivery limit to run out: past one, a valid event
+// is dead-lettered by design.
+func onlyPoisonDeadLettered(o *Observation) result.Invariant {
+	if !o.HasDLQ {
+		return notChecked(OnlyPoisonDead, "the target names no dead-letter queue (topology.dead_letter_queue)")
+	}
+	valid := map[string]bool{}
+	for _, r := range o.Outbox {
+		valid[r.EventID] = true
+	}
+	for _, e := range o.Effects {
+		valid[e.EventID] = true
+	}
+	var ids []string
+	for id, n := range o.DeadLettered {
+		if valid[id] && n > 0 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	inv := result.Invariant{Name: OnlyPoisonDead, OK: len(ids) == 0, RestsOn: []string{FromBroker}}
+	inv.Detail = fmt.Sprintf("%d messages in the dead-letter queue, none of them a valid event", o.DeadLetters.Messages)
+	if !inv.OK {
+		inv.Detail = fmt.Sprintf("%d valid events in the dead-letter queue: the consumer dead-lettered deliveries it could process", len(ids))
+		inv.Violations = []result.Violation{{Kind: "valid-dead-lettered", EventIDs: ids, Message: inv.Detail}}
 	}
 	return inv
 }

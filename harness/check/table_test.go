@@ -21,7 +21,7 @@ func TestInvariantTable(t *testing.T) {
 		assert.NotEmpty(t, inv.Checks, "%s says what it checks", inv.Name)
 		assert.NotNil(t, inv.check, inv.Name)
 	}
-	assert.Equal(t, []string{AggregateOrder, NoneGaveUp, PoisonAccounted, LiveAfterHeal}, OptionalNames())
+	assert.Equal(t, []string{AggregateOrder, NoneGaveUp, PoisonAccounted, OnlyPoisonDead, LiveAfterHeal}, OptionalNames())
 
 	clean := obs(map[string]int64{"A": 2}, nil, []Effect{{1, "E1", "A", 1, ""}, {2, "E2", "A", 2, ""}})
 	for _, tc := range []struct {
@@ -36,7 +36,7 @@ func TestInvariantTable(t *testing.T) {
 		{name: "both, in the table's order", optional: []string{NoneGaveUp, AggregateOrder, NoneGaveUp},
 			want: append(alwaysOn[:len(alwaysOn):len(alwaysOn)], AggregateOrder, NoneGaveUp)},
 		{name: "an always-on one is not asked for", optional: []string{NoLost}, want: alwaysOn, err: `"no-lost-event" is not an optional invariant`},
-		{name: "unknown", optional: []string{"no-such"}, want: alwaysOn, err: `"no-such" is not an optional invariant (the optional ones: per-aggregate-order, none-gave-up, poison-accounted, live-after-heal)`},
+		{name: "unknown", optional: []string{"no-such"}, want: alwaysOn, err: `"no-such" is not an optional invariant (the optional ones: per-aggregate-order, none-gave-up, poison-accounted, only-poison-dead-lettered, live-after-heal)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidateOptional(tc.optional)

@@ -50,7 +50,7 @@ FROM outbox_messages ORDER BY occurred_at, event_id
 
 // expects are the violation kinds a variant may expect.
 func expects() []string {
-	return []string{"lost", "phantom", "duplicate-effect", "stale-write", "stuck-row", "stuck-position", "gave-up-early", "out-of-order", "not-live", "fact-lost", "poison-dropped", "live-claim-taken"}
+	return []string{"lost", "phantom", "duplicate-effect", "stale-write", "stuck-row", "stuck-position", "gave-up-early", "out-of-order", "not-live", "fact-lost", "poison-dropped", "valid-dead-lettered", "live-claim-taken"}
 }
 
 // methods are the workload's HTTP methods.

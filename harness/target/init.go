@@ -305,7 +305,7 @@ settings: {}
 # The broken variants (negative controls): each removes one guard (chosen
 # by {{variant}} above, or by its env), and names the violation it causes
 # (lost, phantom, duplicate-effect, stale-write, stuck-row, stuck-position,
-# gave-up-early, out-of-order, not-live, fact-lost, poison-dropped,
+# gave-up-early, out-of-order, not-live, fact-lost, poison-dropped, valid-dead-lettered,
 # live-claim-taken) and the
 # scenarios that must catch it:
 #   - {name: no-inbox, guard: inbox row, expect: duplicate-effect, caught_by: [consumer-crash-after-commit]}
