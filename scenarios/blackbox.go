@@ -214,7 +214,7 @@ func blackBox() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Poison{Count: 5, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 30))}}}
 			},
-			Invariants: []string{check.PoisonAccounted},
+			Invariants: []string{check.PoisonAccounted, check.OnlyPoisonDead},
 			Evidence:   []check.Evidence{check.DeadLetterQueueHolds(5)},
 		},
 	}

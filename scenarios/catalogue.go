@@ -275,7 +275,7 @@ func All() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Poison{Count: 5, Trigger: fault.Trigger{AfterOrders: int64(between(rng, 5, 30))}}}
 			},
-			Invariants: []string{check.PoisonAccounted},
+			Invariants: []string{check.PoisonAccounted, check.OnlyPoisonDead},
 			Evidence:   []check.Evidence{check.DeadLettered(5)},
 		},
 		{

@@ -34,7 +34,7 @@ import (
 //     those checks can fail through it, and the scenarios that catch them
 //     to show that they hold through it on the correct pipeline;
 //   - node-outbox: the article's pipeline written again in Node.js, with
-//     crash points at three windows only and five broken variants, every
+//     crash points at three windows only and its broken variants, every
 //     one caught.
 //
 // The two gates run side by side, in the suite's one pool of runs.

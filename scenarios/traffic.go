@@ -100,7 +100,7 @@ func underLoad() []runner.Scenario {
 			Faults: func(*rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Poison{Count: 5, Trigger: fault.Trigger{OverBacklog: true}}}
 			},
-			Invariants: []string{check.PoisonAccounted},
+			Invariants: []string{check.PoisonAccounted, check.OnlyPoisonDead},
 			Evidence:   []check.Evidence{check.DeadLettered(5)},
 		},
 		{

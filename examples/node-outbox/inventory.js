@@ -200,7 +200,9 @@ async function applyLoop() {
 function settle(ch, msg, how, fields) {
   try {
     if (how === 'ack') ch.ack(msg);
-    else ch.nack(msg, false, how === 'requeue');
+    // A poison message is rejected alone: with multiple set (the variant)
+    // the nack takes every earlier unacked delivery of the channel with it.
+    else ch.nack(msg, how === 'dead-letter' && variant === 'dead-letter-multiple', how === 'requeue');
     if (how === 'ack') log.log('acked', fields);
   } catch (err) {
     log.error(err, `${how} of ${fields.eventId ?? msg.properties.messageId}: channel gone, the broker redelivers`);

@@ -194,7 +194,12 @@ func (h *handler) logResults(items []*item) {
 
 // deadLetter rejects items without requeue: the queue's dead-letter exchange
 // routes them to the dead-letter queue.
-func (s correctSteps) deadLetter(items []*item) {
+func (s correctSteps) deadLetter(items []*item) { s.nackPoison(items, false) }
+
+// nackPoison rejects each poison item without requeue; with multiple, each
+// nack takes every earlier unacked delivery of the channel with it (the
+// dead-letter-multiple variant).
+func (s correctSteps) nackPoison(items []*item, multiple bool) {
 	if len(items) == 0 {
 		return
 	}
@@ -208,7 +213,7 @@ func (s correctSteps) deadLetter(items []*item) {
 		if it.d.MessageId != "" {
 			e.Detail = "messageId=" + strconv.Quote(it.d.MessageId)
 		}
-		if err := it.d.Nack(false, false); err != nil {
+		if err := it.d.Nack(multiple, false); err != nil {
 			e = eventlog.Entry{Event: eventlog.ErrorOccurred, EventID: id,
 				Error: fmt.Sprintf("dead-letter (%v): nack: %v (the broker will redeliver)", it.poison, err)}
 		}

@@ -15,6 +15,7 @@ var stepVariants = map[string]func(correctSteps) steps{
 	variant.InboxOwnTransaction:    func(c correctSteps) steps { return inboxOwnTransaction{c} },
 	variant.CommitErrorIgnored:     func(c correctSteps) steps { return commitErrorIgnored{c} },
 	variant.PoisonAcked:            func(c correctSteps) steps { return poisonAcked{c} },
+	variant.DeadLetterMultiple:     func(c correctSteps) steps { return deadLetterMultiple{c} },
 }
 
 // queueVariants are the consumer's broken variants that change the queue it

@@ -56,6 +56,7 @@ const (
 	InboxOwnTransaction    = "inbox-own-transaction"
 	CommitErrorIgnored     = "commit-error-ignored"
 	PoisonAcked            = "poison-acked"
+	DeadLetterMultiple     = "dead-letter-multiple"
 	NackAsSuccess          = "nack-as-success"
 	LastConfirmOnly        = "last-confirm-only"
 	SingleNode             = "single-node"
@@ -72,7 +73,7 @@ type Variant struct {
 	Removes string `json:"removes"` // what the variant does instead, and what that breaks
 }
 
-// Catalogue returns the twenty-six variants, in pipeline order.
+// Catalogue returns the twenty-seven variants, in pipeline order.
 func Catalogue() []Variant {
 	return []Variant{
 		{CommitThenPublish, Order,
@@ -144,6 +145,9 @@ func Catalogue() []Variant {
 		{PoisonAcked, Inventory,
 			"a message that can never be processed is rejected without requeue: the dead-letter exchange keeps it",
 			"acks a malformed message (unparsable, no eventId) instead of rejecting it: it is gone without a trace, and the dead-letter queue never sees it"},
+		{DeadLetterMultiple, Inventory,
+			"a poison message is rejected alone",
+			"rejects a poison message with multiple set, which rejects every earlier unacked delivery of its channel with it: the valid deliveries of its batch ahead of it go to the dead-letter queue, though their effects commit; a replay of that queue delivers them again, and a consumer that died before its commit would never see them redelivered"},
 		{ClassicQueue, Inventory,
 			"the consumer's queue is a quorum queue (x-queue-type quorum), replicated on a majority of the cluster's nodes",
 			"declares the consumer's queue as a classic durable queue, which lives on one node (the one the consumer declared it on): while that node is down the queue is gone from the cluster, messages routed to it are not enqueued and its content cannot be consumed"},

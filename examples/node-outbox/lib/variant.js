@@ -8,6 +8,7 @@ export const variants = {
   'ignore-return': { program: 'relay', removes: 'basic.return correlation: an unroutable, positively confirmed message is marked Published' },
   'ack-before-commit': { program: 'inventory', removes: 'ack after commit: the consumer acks on receipt, then commits' },
   'no-inbox': { program: 'inventory', removes: 'inbox row: every delivery takes effect, redeliveries too' },
+  'dead-letter-multiple': { program: 'inventory', removes: 'poison rejected alone: the nack sets multiple, dead-lettering every earlier unacked delivery of the channel' },
 };
 
 // variantFor returns the variant name when it is this program's, else
