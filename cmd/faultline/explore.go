@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -54,7 +55,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dryRun := fs.Bool("dry-run", false, "print the plan (every run, in order, with its faults and settings) and run nothing")
 	repeats := fs.Int("repeats", 2, "a shrink candidate counts as failing only if it fails this many runs out of this many")
 	retries := fs.Int("retries", 2, "run a run whose faults happened but that ended without a verdict (an infrastructure error) again this many times, even past --budget; every attempt's reason is kept (also for the runs that recheck, shrink and confirm a finding)")
-	traffic := fs.String("traffic", workload.Paced, "the traffic profile every run sends: "+strings.Join(profileNames(), ", ")+" (faultline list shows what each sends)")
+	traffic := fs.String("traffic", workload.Paced, "the traffic profile every run sends: "+strings.Join(profileNames(), ", ")+" (faultline list shows what each sends); several, comma-separated, or all: each run draws one, by the seed")
 	settings := settingsFlag{}
 	fs.Var(settings, "set", "NAME=VALUE: turn one of the target's settings for every run (repeatable), e.g. --set lease-renewal=400ms")
 	if err := parse(fs, args, stdout); err != nil {
@@ -78,10 +79,11 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *retries < 0 || *retries > maxRetries {
 		return usagef("--retries must be between 0 and %d, got %d", maxRetries, *retries)
 	}
-	spec, ok := workload.ProfileNamed(*traffic)
-	if !ok {
-		return usagef("--traffic %q: want one of %s", *traffic, strings.Join(profileNames(), ", "))
+	profiles, err := trafficProfiles(*traffic)
+	if err != nil {
+		return err
 	}
+	spec, _ := workload.ProfileNamed(profiles[0])
 	var shard explore.Shard
 	if *shardFlag != "" {
 		var err error
@@ -107,7 +109,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return targetErrorf("%v", err)
 	}
-	items, err := surface.Enumerate(explore.Options{Seed: c.seed, Hits: *hits, Settings: settings})
+	items, err := surface.Enumerate(explore.Options{Seed: c.seed, Hits: *hits, Profiles: profiles})
 	if err != nil {
 		return usagef("target %s: %v", c.target.Name, err)
 	}
@@ -130,12 +132,12 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	rep.Logf("explore: target %s [%s], seed %d, shard %s, traffic %s: %d runs of a plan of %d (%d single faults, then combinations), budget %s; report in %s",
-		c.target.Name, variantOr(*variant), c.seed, shard, spec.ProfileName(), len(part), len(items), singles, *budget, dir)
+		c.target.Name, variantOr(*variant), c.seed, shard, strings.Join(profiles, ", "), len(part), len(items), singles, *budget, dir)
 	cfg := explore.Config{
 		Target: c.target.Name, Offered: explore.OfferedOf(c.target, surface), Variant: *variant, Seed: c.seed, Hits: *hits,
 		Shard: shard, PlanTotal: len(items), Workload: spec, Parallel: c.parallel,
 		Budget: *budget, ShrinkBudget: *shrinkBudget, Repeats: *repeats, Retries: *retries, StopAtFirst: *first,
-		Phase: rep.Phase, Tick: rep.Tick, FaultDeadline: explore.FaultDeadline(spec, c.target.Lease),
+		Phase: rep.Phase, Tick: rep.Tick, FaultDeadline: faultDeadline(profiles, c.target.Lease),
 		Progress: func(p explore.Progress) {
 			line := progressLine(p)
 			if p.Run != "" {
@@ -414,8 +416,42 @@ func printPlan(w io.Writer, items []explore.Item) {
 				extra += " [checks " + name + "]"
 			}
 		}
+		if it.Profile != "" {
+			extra += " [traffic " + it.Profile + "]"
+		}
 		fmt.Fprintf(w, "#%d %s%s\n", it.Index, it.Describe(), extra)
 	}
+}
+
+// trafficProfiles reads --traffic: one profile, several joined by
+// commas, or all; each named once.
+func trafficProfiles(flag string) ([]string, error) {
+	if flag == "all" {
+		return profileNames(), nil
+	}
+	var out []string
+	for _, name := range strings.Split(flag, ",") {
+		name = strings.TrimSpace(name)
+		if _, ok := workload.ProfileNamed(name); !ok {
+			return nil, usagef("--traffic %q: want one of %s, several joined by commas, or all", name, strings.Join(profileNames(), ", "))
+		}
+		if slices.Contains(out, name) {
+			return nil, usagef("--traffic names %s twice", name)
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// faultDeadline is how long an explored fault waits for its window: the
+// longest any of the run's traffic profiles asks.
+func faultDeadline(profiles []string, lease time.Duration) time.Duration {
+	var d time.Duration
+	for _, name := range profiles {
+		spec, _ := workload.ProfileNamed(name)
+		d = max(d, explore.FaultDeadline(spec, lease))
+	}
+	return d
 }
 
 // profileNames are the traffic profiles' names, in list order.

@@ -55,6 +55,9 @@ type Record struct {
 	// by, as in its item.
 	Settings   map[string]string `json:"settings,omitempty"`
 	Invariants []string          `json:"invariants,omitempty"`
+	// Profile is the traffic profile the run sent, as in its item ("":
+	// the exploration's own).
+	Profile string `json:"profile,omitempty"`
 	// Hit says, per fault, whether it happened (the crash point fired, the
 	// toxic went on): the evidence that its window was opened.
 	Hit         []bool   `json:"hit"`

@@ -187,10 +187,11 @@ func (cfg *Config) defaults() {
 	}
 }
 
-// schedule is a run of faults as a schedule of this exploration: its
-// workload, the exploration's settings with the run's own (those that open
-// its windows) over them.
-func (cfg *Config) schedule(faults []fault.Fault, settings map[string]string, invariants []string, origin string) Schedule {
+// schedule is a run of faults as a schedule of this exploration: the
+// exploration's workload, or the traffic profile the run drew, and the
+// exploration's settings with the run's own (those that open its windows)
+// over them.
+func (cfg *Config) schedule(faults []fault.Fault, settings map[string]string, invariants []string, profile, origin string) Schedule {
 	var all map[string]string
 	if len(cfg.Settings)+len(settings) > 0 {
 		all = maps.Clone(cfg.Settings)
@@ -199,7 +200,11 @@ func (cfg *Config) schedule(faults []fault.Fault, settings map[string]string, in
 		}
 		maps.Copy(all, settings)
 	}
-	return Schedule{Target: cfg.Target, Variant: variantName(cfg.Variant), Seed: cfg.Seed, Workload: cfg.Workload,
+	wl := cfg.Workload
+	if spec, ok := workload.ProfileNamed(profile); ok {
+		wl = spec
+	}
+	return Schedule{Target: cfg.Target, Variant: variantName(cfg.Variant), Seed: cfg.Seed, Workload: wl,
 		Settings: all, Invariants: invariants, Faults: faults, Origin: origin}
 }
 
@@ -312,7 +317,7 @@ func (e *explorer) runItem(ctx context.Context, it Item) {
 	} else {
 		rec, res = e.attempts(ctx, it, specs)
 	}
-	rec.Settings, rec.Invariants = it.Settings, it.Invariants
+	rec.Settings, rec.Invariants, rec.Profile = it.Settings, it.Invariants, it.Profile
 
 	e.mu.Lock()
 	e.rep.Runs = append(e.rep.Runs, rec)
@@ -336,7 +341,7 @@ func (e *explorer) runItem(ctx context.Context, it Item) {
 // exploration goes on (no stop); it returns the last attempt's record,
 // with the earlier attempts' reasons, and result.
 func (e *explorer) attempts(ctx context.Context, it Item, specs []Spec) (Record, result.Scenario) {
-	s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, fmt.Sprintf("explore run #%d", it.Index))
+	s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, it.Profile, fmt.Sprintf("explore run #%d", it.Index))
 	record := func(res result.Scenario) Record { return RecordOf(it.Index, specs, it.Describe(), res) }
 	last, earlier := e.untilJudged(ctx, s, it.Name(), record, nil, func(n int, rec Record) bool {
 		if !rec.Unjudged() || e.stopped() {
@@ -419,7 +424,7 @@ func (e *explorer) stopsAt(rec Record) (string, bool) {
 // recheck runs the item's schedule cfg.Repeats more times side by side and
 // ends the exploration if every one fails with kind; otherwise it goes on.
 func (e *explorer) recheck(ctx context.Context, it Item, kind string) {
-	s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, fmt.Sprintf("explore run #%d", it.Index))
+	s := e.cfg.schedule(it.Faults, it.Settings, it.Invariants, it.Profile, fmt.Sprintf("explore run #%d", it.Index))
 	results := e.sideBySide(ctx, s, fmt.Sprintf("recheck-%d", it.Index), e.cfg.Repeats, Record.Unjudged, nil)
 	failed := 0
 	for _, res := range results {
@@ -642,7 +647,7 @@ func (e *explorer) finding(ctx context.Context, sig Signature, runs []int, rec R
 	if err != nil {
 		return Finding{}, false // cannot happen: the records were written from faults
 	}
-	orig := e.cfg.schedule(faults, rec.Settings, rec.Invariants, fmt.Sprintf("explore run #%d", rec.Index))
+	orig := e.cfg.schedule(faults, rec.Settings, rec.Invariants, rec.Profile, fmt.Sprintf("explore run #%d", rec.Index))
 	orig.Violation = sig.Kind
 	f := Finding{Kind: sig.Kind, Signature: sig, Label: sig.Label(), Runs: runs, Original: orig, Minimal: orig, Steps: []Step{},
 		Confirmed: fmt.Sprintf("failed once with %s while exploring (run #%d); not shrunk", sig.Label(), rec.Index)}

@@ -88,6 +88,9 @@ func WorkloadText(w workload.Spec) string {
 	if w.Pace > 0 {
 		s += " over " + w.Pace.String()
 	}
+	if name := w.ProfileName(); name != workload.Paced {
+		s = name + ": " + s
+	}
 	return s
 }
 

@@ -41,10 +41,11 @@ type Options struct {
 	// follow the single faults (default 5000; in practice the budget ends
 	// the exploration long before).
 	Combos int
-	// Workload of every run; zero: Steady.
-	Workload workload.Spec
-	// Settings of every run (the target's knobs, name → value).
-	Settings map[string]string
+	// Profiles are the traffic profiles the runs are drawn from, one per
+	// item, by the seed (Item.Profile); fewer than two: every run sends
+	// the exploration's own traffic. The draw comes after the faults', so
+	// the faults of the plan are the same with and without it.
+	Profiles []string
 }
 
 // Defaults of the enumeration.
@@ -67,6 +68,9 @@ func Hold(lease time.Duration) time.Duration { return fault.Hold(lease) }
 type Item struct {
 	Index  int           `json:"index"`
 	Faults []fault.Fault `json:"-"`
+	// Profile is the traffic profile the run sends (workload.ProfileNamed),
+	// "" for the exploration's own.
+	Profile string `json:"profile,omitempty"`
 	// Settings are the target's settings the run turns (a window that only
 	// opens with one on); Invariants: the optional invariants it is judged
 	// by too (none-gave-up: the run's outage is one the target
@@ -202,6 +206,17 @@ func (s Surface) Enumerate(opts Options) ([]Item, error) {
 		}
 		items = append(items, it)
 		made++
+	}
+	if len(opts.Profiles) > 1 {
+		for _, name := range opts.Profiles {
+			if _, ok := workload.ProfileNamed(name); !ok {
+				return nil, fmt.Errorf("no traffic profile %q", name)
+			}
+		}
+		draw := rand.New(rand.NewPCG(seed^0x70726f66696c6573, seed+2))
+		for i := range items {
+			items[i].Profile = opts.Profiles[draw.IntN(len(opts.Profiles))]
+		}
 	}
 	return items, nil
 }

@@ -2,6 +2,7 @@ package explore
 
 import (
 	"fmt"
+	"github.com/faultline-dev/faultline/harness/workload"
 	"slices"
 	"strings"
 	"testing"
@@ -140,6 +141,33 @@ func TestEnumerateIsDeterministic(t *testing.T) {
 	assert.Len(t, c, len(a))
 	assert.NotEqual(t, describeItems(a), describeItems(c), "another seed, another order")
 	assert.ElementsMatch(t, describeItems(a)[:countSingles(a)], describeItems(c)[:countSingles(c)], "the same single faults")
+}
+
+// Traffic profiles are drawn per item by the seed, after the faults: the
+// plan's faults are the same with and without them.
+func TestEnumerateDrawsProfiles(t *testing.T) {
+	tg := testTarget()
+	plain, err := Enumerate(tg, Options{Seed: 11, Combos: 60})
+	require.NoError(t, err)
+	profiles := []string{workload.Paced, workload.RelayBacklog, workload.ConsumerBacklog}
+	drawn, err := Enumerate(tg, Options{Seed: 11, Combos: 60, Profiles: profiles})
+	require.NoError(t, err)
+	assert.Equal(t, describeItems(plain), describeItems(drawn))
+	count := map[string]int{}
+	for i, it := range drawn {
+		assert.Empty(t, plain[i].Profile)
+		assert.Contains(t, profiles, it.Profile)
+		count[it.Profile]++
+	}
+	assert.Len(t, count, 3, "every profile drawn: %v", count)
+	again, err := Enumerate(tg, Options{Seed: 11, Combos: 60, Profiles: profiles})
+	require.NoError(t, err)
+	assert.Equal(t, drawn, again)
+	one, err := Enumerate(tg, Options{Seed: 11, Combos: 60, Profiles: []string{workload.Burst}})
+	require.NoError(t, err)
+	assert.Empty(t, one[0].Profile, "one profile is the exploration's own traffic")
+	_, err = Enumerate(tg, Options{Seed: 11, Profiles: []string{workload.Paced, "tsunami"}})
+	assert.ErrorContains(t, err, `no traffic profile "tsunami"`)
 }
 
 // Combinations of two and three follow the singles, two pairs to a

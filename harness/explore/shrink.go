@@ -40,6 +40,14 @@ func Candidates(s Schedule) []Candidate {
 			add(fmt.Sprintf("drop fault %d (%s)", i+1, Describe(f)), c)
 		}
 	}
+	if s.Workload.ProfileName() != workload.Paced {
+		// The trickle first: a failure it still shows needs no load.
+		c := s.with()
+		c.Workload = workload.Steady()
+		if int64(c.Workload.Orders) >= lastTrigger(s.Faults)+minOrders {
+			add(fmt.Sprintf("traffic %s → %s", s.Workload.ProfileName(), workload.Paced), c)
+		}
+	}
 	last := lastTrigger(s.Faults)
 	for _, orders := range fault.Fewer(s.Workload.Orders, minOrders) {
 		if int64(orders) < last+minOrders {

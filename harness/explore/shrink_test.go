@@ -60,8 +60,13 @@ func TestCandidates(t *testing.T) {
 	assert.Equal(t, 120, s.Workload.Orders)
 
 	// A backlog shrinks with its orders, and stays a valid one.
+	// Traffic under load is tried as the trickle first.
 	backlog := Schedule{Target: "t", Workload: workload.RelayBacklogSpec(), Faults: []fault.Fault{pause}}
-	for _, c := range Candidates(backlog) {
+	under := Candidates(backlog)
+	require.NotEmpty(t, under)
+	assert.Equal(t, "traffic relay-backlog → paced", under[0].Change)
+	assert.Equal(t, workload.Steady(), under[0].Schedule.Workload)
+	for _, c := range under[1:] {
 		assert.NoError(t, c.Schedule.Workload.Validate(), c.Change)
 		if c.Schedule.Workload.Orders < backlog.Workload.Orders {
 			assert.Less(t, c.Schedule.Workload.Hold.Backlog, backlog.Workload.Hold.Backlog, c.Change)
