@@ -45,6 +45,7 @@ func All() []runner.Scenario {
 			Name: "producer-crash-after-commit", Window: protocol.ProducerAfterCommit,
 			Description: "The producer is SIGKILLed right after committing a fact and its outbox row; the outbox still carries the event.",
 			Workload:    steady(),
+			Also:        []workload.Spec{workload.BurstSpec()},
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "producer", Point: protocol.ProducerAfterCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 10, 40)), RestartAfter: 200 * time.Millisecond}}
 			},
@@ -224,6 +225,7 @@ func All() []runner.Scenario {
 			Name: "consumer-crash-after-commit", Window: protocol.ConsumerAfterCommit,
 			Description: "The consumer is SIGKILLed after committing, before acking: the broker redelivers and the inbox absorbs it.",
 			Workload:    steady(),
+			Also:        []workload.Spec{workload.ConsumerBacklogSpec()},
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "consumer", Point: protocol.ConsumerAfterCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 3, 8)), RestartAfter: 200 * time.Millisecond}}
 			},
@@ -233,6 +235,7 @@ func All() []runner.Scenario {
 			Name: "consumer-crash-before-commit", Window: protocol.ConsumerBeforeCommit,
 			Description: "The consumer is SIGKILLed with the inbox row and the reservation written in one transaction, not yet committed: both roll back, the broker redelivers, the effect happens once.",
 			Workload:    steady(),
+			Also:        []workload.Spec{workload.ConsumerBacklogSpec()},
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "consumer", Point: protocol.ConsumerBeforeCommit, Action: crashpoint.Kill, Hit: int64(between(rng, 3, 8)), RestartAfter: 200 * time.Millisecond}}
 			},

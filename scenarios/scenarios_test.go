@@ -240,6 +240,9 @@ func TestCatalogue(t *testing.T) {
 	}
 	for _, sc := range All() {
 		assert.NoError(t, check.ValidateOptional(sc.Invariants), "%s asks for an invariant the checker has no optional one of", sc.Name)
+		for _, spec := range sc.Traffic() {
+			assert.NoError(t, spec.Validate(), "%s: traffic %s", sc.Name, spec.ProfileName())
+		}
 		if sc.Window != "" {
 			_, known := protocol.DescribeWindow(sc.Window)
 			assert.True(t, known, "%s names window %q, which the protocol does not define", sc.Name, sc.Window)

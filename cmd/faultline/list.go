@@ -84,7 +84,7 @@ func printList(stdout io.Writer, t *target.Target) error {
 	fmt.Fprintf(w, "SCENARIO\tWINDOW\tTRAFFIC\tALSO CHECKS\tNEEDS OF THE TARGET\tSETTINGS ON THIS TARGET\tON THIS RELAY (%s)\tWHAT HAPPENS\n", t.RelayModel())
 	for _, s := range scenarios.All() {
 		shown := asOnRelay(s, t)
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, cmp.Or(shown.Window, "any, at random"), s.Workload.ProfileName(), alsoChecks(s, t),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, cmp.Or(shown.Window, "any, at random"), trafficOf(s), alsoChecks(s, t),
 			needsOf(shown.Schedule(1)), settingsOn(s, t), relayOn(s, t), shown.Description)
 	}
 	fmt.Fprintln(w)
@@ -207,4 +207,22 @@ func orOutside(f fault.Fault, w string) string {
 		return w + " (crash point) or " + opener
 	}
 	return w
+}
+
+// trafficNames are the profiles a scenario runs under, its own first.
+func trafficNames(s runner.Scenario) []string {
+	var out []string
+	for _, spec := range s.Traffic() {
+		out = append(out, spec.ProfileName())
+	}
+	return out
+}
+
+// trafficOf is the TRAFFIC column: the scenario's profile, or its
+// profiles and that the seed picks one.
+func trafficOf(s runner.Scenario) string {
+	if len(s.Also) == 0 {
+		return s.Workload.ProfileName()
+	}
+	return strings.Join(trafficNames(s), " or ") + " (by seed)"
 }

@@ -60,8 +60,10 @@ type listScenario struct {
 	Name    string `json:"name"`
 	Profile string `json:"profile"` // default or production
 	// Traffic is the traffic profile it sends (paced, burst,
-	// relay-backlog, consumer-backlog).
-	Traffic string `json:"traffic"`
+	// relay-backlog, consumer-backlog); BySeed, where it has several, is
+	// each of them, the first Traffic: a run's seed picks one.
+	Traffic string   `json:"traffic"`
+	BySeed  []string `json:"traffic_by_seed,omitempty"`
 	// Window is the window it opens ("": any, drawn at random).
 	Window      string        `json:"window"`
 	Description string        `json:"description"`
@@ -151,6 +153,9 @@ func listScenarioOf(s runner.Scenario, t *target.Target, profile string) listSce
 	shown := asOnRelay(s, t)
 	ls := listScenario{Name: s.Name, Profile: profile, Traffic: s.Workload.ProfileName(), Window: shown.Window, Description: shown.Description,
 		AlsoChecks: alsoCheckList(s, t), Needs: needList(shown.Schedule(1)), Settings: []listSetting{}, Status: "offered"}
+	if len(s.Also) > 0 {
+		ls.BySeed = trafficNames(s)
+	}
 	if s.Relay != nil {
 		ls.Relay = relayOn(s, t)
 	}

@@ -181,7 +181,7 @@ func showedNothing(r result.Scenario, expect string, variant bool) bool {
 // run has, to start the longest first: its paced workload and, when its
 // pipeline is not to settle, the whole convergence bound.
 func (j job) expected() time.Duration {
-	d := j.sc.Workload.Pace
+	d := j.sc.TrafficFor(j.seed).Pace
 	if j.stuck {
 		d += VariantStall
 	}

@@ -71,7 +71,9 @@ func (r *run) provision(ctx context.Context) (provisioned, error) {
 	if err := check.ValidateOptional(r.sc.Invariants); err != nil {
 		return provisioned{}, fmt.Errorf("scenario %s: %w", r.sc.Name, err)
 	}
-	sc, how, err := r.sc.On(r.sh.Target)
+	drawn := r.sc
+	drawn.Workload, drawn.Also = r.sc.TrafficFor(r.opts.Seed), nil
+	sc, how, err := drawn.On(r.sh.Target)
 	if err != nil {
 		r.res.Verdict = result.NotRun
 		return provisioned{}, fmt.Errorf("not run on target %s: %w", r.sh.Target.Name, err)

@@ -31,6 +31,11 @@ type Scenario struct {
 	Window string
 
 	Workload workload.Spec
+	// Also are other traffic profiles under which the scenario opens its
+	// window alike and its evidence holds: a run draws its traffic among
+	// Workload and these by its seed (TrafficFor), so a gate over several
+	// seeds puts the same fault under each, one run at a time.
+	Also []workload.Spec
 	// Settings are knobs of the target the scenario turns (the target
 	// file's settings: retry-budget, lease-renewal, ...), name → value,
 	// that it cannot do without: a target that does not offer one does not
@@ -123,6 +128,21 @@ func (s Scenario) onSettings(t *target.Target) (Scenario, string, error) {
 		return out, "", nil
 	}
 	return s.Without(out, t, missing)
+}
+
+// Traffic is every profile the scenario runs under: Workload, then Also.
+func (s Scenario) Traffic() []workload.Spec {
+	return append([]workload.Spec{s.Workload}, s.Also...)
+}
+
+// TrafficFor is the traffic a run of the seed sends: the seed modulo the
+// number of profiles picks one of Traffic, so consecutive seeds take each
+// in turn. It draws nothing from the schedule's generator: the faults of a
+// seed are the same whatever the traffic.
+func (s Scenario) TrafficFor(seed int64) workload.Spec {
+	all := s.Traffic()
+	n := int64(len(all))
+	return all[((seed%n)+n)%n]
 }
 
 // Schedule resolves the scenario's faults for a seed.

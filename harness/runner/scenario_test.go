@@ -13,6 +13,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/workload"
 )
 
 // A preferred setting the target offers is turned as a required one is; one
@@ -70,4 +71,20 @@ func TestUnopenedOutage(t *testing.T) {
 	assert.Empty(t, unopenedOutage([]fault.Fault{shaped}, []result.Fault{{Hit: true}}))
 	assert.Empty(t, unopenedOutage([]fault.Fault{timed}, []result.Fault{unopened}))
 	assert.Empty(t, unopenedOutage([]fault.Fault{shaped}, []result.Fault{{Hit: false, Error: "unbind order.created: channel closed"}}), "a fault that failed is not an unopened window")
+}
+
+// A seed picks the run's traffic among the scenario's profiles in turn,
+// and never changes its faults.
+func TestTrafficFor(t *testing.T) {
+	sc := Scenario{Name: "s", Workload: workload.Steady(), Also: []workload.Spec{workload.BurstSpec(), workload.ConsumerBacklogSpec()}}
+	var got []string
+	for seed := int64(-3); seed <= 3; seed++ {
+		got = append(got, sc.TrafficFor(seed).ProfileName())
+	}
+	assert.Equal(t, []string{workload.Paced, workload.Burst, workload.ConsumerBacklog, workload.Paced, workload.Burst, workload.ConsumerBacklog, workload.Paced}, got)
+	alone := Scenario{Name: "s", Workload: workload.BurstSpec()}
+	for seed := int64(0); seed < 3; seed++ {
+		assert.Equal(t, workload.BurstSpec(), alone.TrafficFor(seed))
+	}
+	assert.Len(t, sc.Traffic(), 3)
 }
