@@ -110,3 +110,15 @@ func TestToxicUntilDrained(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "name one")
 }
+
+// The own-retention replay needs its consumer and the retention it is
+// judged against.
+func TestOwnRetentionNeedsRetention(t *testing.T) {
+	k, ok := KindNamed(KindOwnRetention)
+	require.True(t, ok)
+	_, err := k.Decode([]byte(`{"kind":"own-retention","consumer":"consumer"}`))
+	assert.ErrorContains(t, err, "a retention")
+	f, err := k.Decode([]byte(`{"kind":"own-retention","consumer":"consumer","retention":"4s","trigger":{"after_orders":20}}`))
+	require.NoError(t, err)
+	assert.Equal(t, OwnRetention{Consumer: "consumer", Retention: 4 * time.Second, Trigger: Trigger{AfterOrders: 20}}, f)
+}
