@@ -29,6 +29,14 @@ func between(rng *rand.Rand, lo, hi int) int { return lo + rng.IntN(hi-lo+1) }
 // land mid-stream.
 func steady() workload.Spec { return workload.Steady() }
 
+// inboxRetention is the target's setting for its consumer's own inbox
+// retention, and ownRetention the one inbox-own-retention-replay sets: a
+// paced run of 5 s has rows older than it to delete before it ends.
+const (
+	inboxRetention = "inbox-retention"
+	ownRetention   = 4 * time.Second
+)
+
 // steadyThenMore is steady traffic and ten orders more once the faults
 // have ended, for a scenario whose evidence is a process seen working
 // again after them.
@@ -331,6 +339,16 @@ func All() []runner.Scenario {
 			Evidence: []check.Evidence{check.DuplicateAbsorbed()},
 			Expect:   expectReplayedDuplicate,
 			Limit:    true,
+		},
+		{
+			Name: "inbox-own-retention-replay", Window: protocol.InboxRetention,
+			Description: "The consumer's own inbox cleanup runs every 100 ms with a retention of 4 s. Once it is seen deleting a row (the inbox query), an event the consumer applied after that is taken; once the cleanup is seen deleting again, a copy of the event is published: still inside the retention, its inbox row must be there, and the inbox absorbs the copy.",
+			Workload:    steady(),
+			Settings:    map[string]string{inboxRetention: ownRetention.String()},
+			Faults: func(*rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.OwnRetention{Consumer: "consumer", Retention: ownRetention, Trigger: fault.Trigger{AfterOrders: 20}}}
+			},
+			Evidence: []check.Evidence{check.DuplicateAbsorbed()},
 		},
 		cutAtCommit("consumer-db-cut-during-commit", protocol.ConsumerDBCommitCut, "consumer", protocol.ConsumerBeforeCommit,
 			"The consumer's database link goes down while a batch's transaction is about to commit: the COMMIT fails and the consumer cannot know its outcome, so it must not ack; the broker's redelivery (or its own retry) is absorbed or applied once the link is back."),

@@ -97,7 +97,7 @@ func TestLoadReference(t *testing.T) {
 	assert.Equal(t, defaultPayloadSQL, c.Payload.SQL)
 	assert.Equal(t, defaultInboxExpireSQL, c.InboxExpire.SQL)
 
-	require.Len(t, tg.Settings, 4)
+	require.Len(t, tg.Settings, 5)
 	renewal := tg.Settings["lease-renewal"]
 	assert.Equal(t, "relay", renewal.Role)
 	require.Len(t, renewal.Args, 2)

@@ -333,7 +333,7 @@ func (c *consumer) cleanupLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if _, err := c.cleanup(ctx, c.cfg.InboxRetention); err != nil && ctx.Err() == nil {
+		if _, err := c.cleanup(ctx, retentionFor(c.cfg)); err != nil && ctx.Err() == nil {
 			c.log.Errorf("%v", err)
 		}
 	}
@@ -351,7 +351,7 @@ func (c *consumer) cleanup(ctx context.Context, olderThan time.Duration) (int64,
 // serveCleanup is POST /inbox/cleanup[?older-than=DURATION]: one cleanup now,
 // with the retention or the given age. It answers {"deleted": n}.
 func (c *consumer) serveCleanup(w http.ResponseWriter, r *http.Request) {
-	olderThan := c.cfg.InboxRetention
+	olderThan := retentionFor(c.cfg)
 	if s := r.URL.Query().Get("older-than"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d < 0 {

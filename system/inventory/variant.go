@@ -1,6 +1,8 @@
 package inventory
 
 import (
+	"time"
+
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 	"github.com/faultline-dev/faultline/system/topology"
 	"github.com/faultline-dev/faultline/system/variant"
@@ -24,6 +26,16 @@ var queueVariants = map[string]func(*topology.QueueOptions){
 	variant.ClassicQueue:    classicQueue,
 	variant.TransientQueue:  transientQueue,
 	variant.LimitWithoutDLX: limitWithoutDLX,
+}
+
+// retentionFor is the inbox retention the cleanup keeps: the configured
+// one, or what the cleanup-retention-in-ms variant makes of it.
+func retentionFor(cfg Config) time.Duration {
+	set, _ := variant.Parse(cfg.Variant) // checked by Validate
+	if v, err := set.One(variant.Inventory); err == nil && v.Name == variant.CleanupRetentionInMS {
+		return retentionInMS(cfg.InboxRetention)
+	}
+	return cfg.InboxRetention
 }
 
 // queueOptionsFor is the queue cfg's consumer declares: the correct quorum

@@ -57,6 +57,7 @@ const (
 	CommitErrorIgnored     = "commit-error-ignored"
 	PoisonAcked            = "poison-acked"
 	DeadLetterMultiple     = "dead-letter-multiple"
+	CleanupRetentionInMS   = "cleanup-retention-in-ms"
 	NackAsSuccess          = "nack-as-success"
 	LastConfirmOnly        = "last-confirm-only"
 	SingleNode             = "single-node"
@@ -73,7 +74,7 @@ type Variant struct {
 	Removes string `json:"removes"` // what the variant does instead, and what that breaks
 }
 
-// Catalogue returns the twenty-seven variants, in pipeline order.
+// Catalogue returns the twenty-eight variants, in pipeline order.
 func Catalogue() []Variant {
 	return []Variant{
 		{CommitThenPublish, Order,
@@ -148,6 +149,9 @@ func Catalogue() []Variant {
 		{DeadLetterMultiple, Inventory,
 			"a poison message is rejected alone",
 			"rejects a poison message with multiple set, which rejects every earlier unacked delivery of its channel with it: the valid deliveries of its batch ahead of it go to the dead-letter queue, though their effects commit; a replay of that queue delivers them again, and a consumer that died before its commit would never see them redelivered"},
+		{CleanupRetentionInMS, Inventory,
+			"the inbox cleanup deletes only rows older than the retention",
+			"the cleanup reads its retention's seconds as milliseconds (4s becomes 4ms): it deletes nearly every inbox row as soon as it runs, so a redelivery or replay inside the configured retention takes effect again"},
 		{ClassicQueue, Inventory,
 			"the consumer's queue is a quorum queue (x-queue-type quorum), replicated on a majority of the cluster's nodes",
 			"declares the consumer's queue as a classic durable queue, which lives on one node (the one the consumer declared it on): while that node is down the queue is gone from the cluster, messages routed to it are not enqueued and its content cannot be consumed"},
