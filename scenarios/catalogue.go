@@ -180,9 +180,9 @@ func All() []runner.Scenario {
 			Prefers:  map[string]string{retryBudget: "40"},
 			Without:  ownBudget,
 			// The point is hit once per batch the consumer takes, and a
-			// batch is whatever is buffered (up to the target's batch size):
-			// on a loaded machine the relays publish in bursts and each
-			// batch is larger. Frozen at one of its first batches, the
+			// batch is whatever is buffered (up to the target's batch size),
+			// so how many events a batch holds varies. Frozen at one of its
+			// first batches, the
 			// consumer has taken only those when it stops, so most of the
 			// stream is still to be published into the full queue however
 			// fast the machine; frozen later, the queue could take every

@@ -189,9 +189,9 @@ func (s RetryShape) declaredFlat() bool {
 }
 
 // rising reports whether the levels read rise, each at least risingFactor
-// times the one before, over two levels or more. Backoff that is still
-// below the claim waits beside it (its first steps, on a loaded machine)
-// reads as ratios under 1, but ones that grow with the attempt; flat
+// times the one before, over two levels or more. Backoff whose first
+// steps are still shorter than the claim waits beside them reads as
+// ratios under 1, but ones that grow with the attempt; flat
 // retries stay level. Such a shape is not flat, though not yet shown
 // backing off either.
 func (s RetryShape) rising() bool {
