@@ -86,7 +86,7 @@ func TestJobsOfReference(t *testing.T) {
 		weights  map[string]int
 	}{
 		{name: "default profile", variants: []string{"variant/no-lease", "variant/no-inbox", "variant/nack-as-success"},
-			absent: []string{"variant/single-node", "variant/classic-queue"}, weights: map[string]int{"variant/no-inbox": 4, "variant/no-lease": 2}},
+			absent: []string{"variant/single-node", "variant/classic-queue"}, weights: map[string]int{"variant/no-inbox": 5, "variant/no-lease": 2}},
 		{name: "production profile", opts: []Option{Profile(scenarios.ProfileProduction)}, variants: []string{"variant/single-node", "variant/classic-queue"}},
 		{name: "weight bounded by Parallel", opts: []Option{Parallel(3)}, variants: []string{"variant/no-inbox"}, weights: map[string]int{"variant/no-inbox": 3}},
 	} {

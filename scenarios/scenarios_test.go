@@ -223,7 +223,7 @@ func TestCatalogue(t *testing.T) {
 		"blackbox-consumer-db-cut-mid-transaction", "blackbox-unroutable-then-routable", "blackbox-poison-message",
 		"blackbox-outbox-commit-order",
 		"relay-backlog-crash-after-publish", "relay-backlog-amqp-reset-in-flight", "relay-backlog-unroutable", "relay-backlog-nack-storm", "consumer-backlog-crash-after-receive", "two-consumers-crash-after-receive",
-		"poison-in-backlog", "broker-restart-over-backlog", "burst-producer-crash-after-commit",
+		"poison-in-backlog", "broker-restart-over-backlog", "burst-producer-crash-after-commit", "sustained-relay-crash-after-confirm",
 	}
 	for _, name := range want {
 		sc, err := Lookup(name)

@@ -81,6 +81,15 @@ func underLoad() []runner.Scenario {
 			Evidence: []check.Evidence{check.NackThenAck()},
 		},
 		{
+			Name: "sustained-relay-crash-after-confirm", Window: protocol.RelayAfterConfirm,
+			Description: "A probe of 60 facts measures what the pipeline carries; then 80% of that rate is held for 5 s, and once 80 facts were acknowledged relay-1 is SIGKILLed after its next confirms, before marking them: full batches follow one another, the killed relay's are republished after the lease among them, and the inbox absorbs the copies.",
+			Workload:    workload.SustainedSpec(),
+			Faults: func(*rand.Rand) []fault.Fault {
+				return []fault.Fault{fault.Crash{Process: "relay-1", Point: protocol.RelayAfterConfirm, Action: crashpoint.Kill, Hit: 1, Trigger: fault.Trigger{AfterOrders: 80}, RestartAfter: 300 * time.Millisecond}}
+			},
+			Evidence: []check.Evidence{check.CrashPointHit(protocol.RelayAfterConfirm), check.Republished(), check.DuplicateAbsorbed()},
+		},
+		{
 			Name: "consumer-backlog-crash-after-receive", Window: protocol.ConsumerAfterReceive,
 			Description: "The consumer is frozen while 150 messages pile up in its queue; released, it is handed a full prefetch at once and SIGKILLed after receiving its second batch: every delivery it held unacked is redelivered, each effect happens once.",
 			Workload:    workload.ConsumerBacklogSpec(),

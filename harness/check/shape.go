@@ -24,6 +24,10 @@ type Traffic struct {
 	Batch int
 	// MaxInFlight is the most requests the clients had open at once.
 	MaxInFlight int64
+	// Carried is the events a second the pipeline took to effect in a
+	// sustained profile's probe, Sent the events a second the clients had
+	// answered after it (0 elsewhere).
+	Carried, Sent float64
 }
 
 // LargestClaim is the most rows one claim took, from the audit trail: the
@@ -80,6 +84,18 @@ func FullClaim() Evidence {
 func ManyInFlight(n int64) Evidence {
 	return Evidence{Name: "a burst of requests", Check: func(o *Observation) (bool, string) {
 		return o.Traffic.MaxInFlight >= n, fmt.Sprintf("%d requests in flight at once (wanted %d)", o.Traffic.MaxInFlight, n)
+	}}
+}
+
+// SustainedLoad is the evidence of a sustained profile: after its probe
+// the clients held at least share of the rate the pipeline carried in it.
+func SustainedLoad(share float64) Evidence {
+	return Evidence{Name: "load held near what the pipeline carried", Check: func(o *Observation) (bool, string) {
+		t := o.Traffic
+		if t.Carried <= 0 {
+			return false, "the probe measured no rate the pipeline carried"
+		}
+		return t.Sent >= share*t.Carried, fmt.Sprintf("%.0f events/s sent after a probe the pipeline carried at %.0f/s (%.0f%%, wanted %.0f%%)", t.Sent, t.Carried, 100*t.Sent/t.Carried, 100*share)
 	}}
 }
 

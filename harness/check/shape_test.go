@@ -49,6 +49,9 @@ func TestTrafficEvidence(t *testing.T) {
 		{"no batch named: one row", FullClaim(), Observation{Audit: full[:1]}, false},
 		{"a burst", ManyInFlight(16), Observation{Traffic: Traffic{MaxInFlight: 32}}, true},
 		{"no burst", ManyInFlight(16), Observation{Traffic: Traffic{MaxInFlight: 4}}, false},
+		{"load held", SustainedLoad(0.6), Observation{Traffic: Traffic{Carried: 200, Sent: 150}}, true},
+		{"load fell short", SustainedLoad(0.6), Observation{Traffic: Traffic{Carried: 200, Sent: 100}}, false},
+		{"no probe measured", SustainedLoad(0.6), Observation{Traffic: Traffic{Sent: 100}}, false},
 	} {
 		seen, detail := tc.e.Check(&tc.o)
 		assert.Equal(t, tc.seen, seen, "%s: %s", tc.name, detail)

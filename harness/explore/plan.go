@@ -55,10 +55,15 @@ const (
 )
 
 // FaultDeadline is how long an explored fault waits for its window: the
-// workload's length and two leases. A window that has not opened by then
+// workload's length (its pace, or the time a sustained load is held) and
+// two leases. A window that has not opened by then
 // will not open in the run, and waiting longer only costs time.
 func FaultDeadline(w workload.Spec, lease time.Duration) time.Duration {
-	return max(w.Pace+2*lease, 5*time.Second)
+	long := w.Pace
+	if w.Sustain != nil {
+		long = max(long, w.Sustain.For)
+	}
+	return max(long+2*lease, 5*time.Second)
 }
 
 // Hold is how long a pause past the lease freezes a process: lease × 2.5.

@@ -68,8 +68,15 @@ type workloadSpec struct {
 	AfterFaults    int      `json:"after_faults,omitempty"`
 	// Profile and Hold are the traffic's profile and the backlog it piles
 	// up (workload.Spec): a backlog's schedule runs under its backlog.
-	Profile string    `json:"profile,omitempty"`
-	Hold    *holdSpec `json:"hold,omitempty"`
+	Profile string       `json:"profile,omitempty"`
+	Hold    *holdSpec    `json:"hold,omitempty"`
+	Sustain *sustainSpec `json:"sustain,omitempty"`
+}
+
+// sustainSpec is a workload.Sustain as data.
+type sustainSpec struct {
+	Share float64  `json:"share"`
+	For   Duration `json:"for"`
 }
 
 // holdSpec is a workload.Hold as data.
@@ -139,6 +146,9 @@ func (s *Schedule) UnmarshalJSON(b []byte) error {
 	if h := f.Workload.Hold; h != nil {
 		wl.Hold = &workload.Hold{Role: h.Role, Backlog: h.Backlog}
 	}
+	if u := f.Workload.Sustain; u != nil {
+		wl.Sustain = &workload.Sustain{Share: u.Share, For: time.Duration(u.For)}
+	}
 	if err := wl.Validate(); err != nil {
 		return fmt.Errorf("schedule: %w", err)
 	}
@@ -154,6 +164,9 @@ func workloadData(w workload.Spec) workloadSpec {
 		Pace: Duration(w.Pace), StepDelay: Duration(w.StepDelay), AfterFaults: w.AfterFaults, Profile: w.Profile}
 	if w.Hold != nil {
 		d.Hold = &holdSpec{Role: w.Hold.Role, Backlog: w.Hold.Backlog}
+	}
+	if w.Sustain != nil {
+		d.Sustain = &sustainSpec{Share: w.Sustain.Share, For: Duration(w.Sustain.For)}
 	}
 	return d
 }

@@ -130,6 +130,11 @@ func overBacklog(faults []fault.Fault, done []<-chan struct{}, landings *fault.L
 // where the audit trail shows claims), a burst's requests in flight at
 // once. A run whose shape never showed is indeterminate, like one whose
 // window did not open.
+// sustainHeld is the part of a sustained profile's rate the clients must
+// have held: the producer answering slower than the pipeline carried
+// leaves the load short of it, and the run shows no sustained load.
+const sustainHeld = 0.75
+
 func trafficEvidence(spec workload.Spec) []check.Evidence {
 	var out []check.Evidence
 	if spec.Hold != nil {
@@ -140,6 +145,9 @@ func trafficEvidence(spec workload.Spec) []check.Evidence {
 	}
 	if spec.ProfileName() == workload.Burst {
 		out = append(out, check.ManyInFlight(int64(spec.Concurrency/2)))
+	}
+	if u := spec.Sustain; u != nil {
+		out = append(out, check.SustainedLoad(u.Share*sustainHeld))
 	}
 	return out
 }

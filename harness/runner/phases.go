@@ -229,6 +229,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	r.startPhase(PhaseWorkload)
 	d := driven{faults: p.faults, workloadStart: time.Now()}
 	wl := workload.New(r.sc.Workload, r.sh.Target.Workload, uint64(r.opts.Seed), r.producerAddr())
+	wl.Carried(s.watch.Effects)
 	p.env.Processes = r.sup
 	p.env.Acknowledged = wl.Acknowledged
 	runCtx, cancelRun := context.WithTimeout(ctx, runBound(r.sh.Target.Lease))
@@ -269,7 +270,8 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	r.startPhase(PhaseFaults)
 	d.results = faultsDone()
 	r.res.Faults = append(d.results, p.notOffered...)
-	d.traffic = check.Traffic{Profile: r.sc.Workload.ProfileName(), Batch: r.sh.Target.Relay.Batch, MaxInFlight: wl.Stats().MaxInFlight}
+	st := wl.Stats()
+	d.traffic = check.Traffic{Profile: r.sc.Workload.ProfileName(), Batch: r.sh.Target.Relay.Batch, MaxInFlight: st.MaxInFlight, Carried: st.Carried, Sent: st.Sent}
 	if held != nil {
 		<-held.released
 		d.traffic.Held, d.traffic.Want, d.traffic.Backlog = held.hold.Role, held.hold.Backlog, held.measured

@@ -3,6 +3,7 @@ package workload
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/faultline-dev/faultline/protocol"
 )
@@ -22,6 +23,10 @@ const (
 	// ConsumerBacklog holds the consumer (frozen) while messages pile up in
 	// its queue, then releases it: it is handed a full prefetch at once.
 	ConsumerBacklog = "consumer-backlog"
+	// Sustained measures what the pipeline carries with a probe, then
+	// keeps it near that rate for seconds: batches fill and follow one
+	// another with no idle pipeline between them.
+	Sustained = "sustained"
 )
 
 // Hold is a backlog a profile piles up before the pipeline may work it
@@ -51,6 +56,7 @@ func ProfileList() []Profile {
 		{Burst, "400 facts at once from 32 clients; shows at least 16 requests in flight at once", BurstSpec()},
 		{RelayBacklog, "240 facts unpaced, every relay frozen until 200 were acknowledged; shows the backlog and a full claim (relay.batch rows, from the audit trail)", RelayBacklogSpec()},
 		{ConsumerBacklog, "240 facts unpaced, the consumer frozen until 150 messages are ready in its queue; shows the backlog, by a passive declare", ConsumerBacklogSpec()},
+		{Sustained, "60 facts at once from 16 clients, timed until every one took effect, then 80% of the rate the pipeline carried for 5 s; shows the rate held", SustainedSpec()},
 	}
 }
 
@@ -81,6 +87,12 @@ func ConsumerBacklogSpec() Spec {
 	return Spec{Profile: ConsumerBacklog, Orders: 240, Concurrency: 8, Hold: &Hold{Role: protocol.Consumer, Backlog: 150}}
 }
 
+// SustainedSpec is the sustained profile: a probe of 60 facts from 16
+// clients, then 80% of what the pipeline carried in it, for 5 s.
+func SustainedSpec() Spec {
+	return Spec{Profile: Sustained, Orders: 60, Concurrency: 16, Sustain: &Sustain{Share: 0.8, For: 5 * time.Second}}
+}
+
 // ProfileName is the spec's profile, Paced where it names none.
 func (s Spec) ProfileName() string {
 	if s.Profile == "" {
@@ -94,6 +106,14 @@ func (s Spec) ProfileName() string {
 func (s Spec) Validate() error {
 	if _, ok := ProfileNamed(s.ProfileName()); !ok {
 		return fmt.Errorf("workload: unknown traffic profile %q", s.Profile)
+	}
+	if u := s.Sustain; u != nil {
+		if s.Hold != nil {
+			return fmt.Errorf("workload %s: a sustained load holds no role back", s.ProfileName())
+		}
+		if u.Share <= 0 || u.Share > 1 || u.For <= 0 {
+			return fmt.Errorf("workload %s: sustains %.2f of the carried rate for %s: want a share in (0, 1] for a time above 0", s.ProfileName(), u.Share, u.For)
+		}
 	}
 	if s.Hold == nil {
 		return nil

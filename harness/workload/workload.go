@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -44,7 +45,23 @@ type Spec struct {
 	// Hold, when set, is the backlog the traffic piles up before the
 	// pipeline may work it off.
 	Hold *Hold
+	// Sustain, when set, makes Orders a probe and sends load near what
+	// the pipeline carried in it (Runner.Run).
+	Sustain *Sustain
 }
+
+// Sustain is load held near what the pipeline can carry, measured by the
+// run: the Spec's Orders go out at once as a probe; once every event they
+// made has taken effect (Runner.Carried), the pipeline's rate is those
+// events over the time from the first request; then Share of that rate
+// is sent, paced, for For.
+type Sustain struct {
+	Share float64
+	For   time.Duration
+}
+
+// carriedPoll is how often the probe's effects are counted.
+const carriedPoll = 20 * time.Millisecond
 
 // Steady is the traffic most runs send: 120 orders over 5 s from four
 // clients, so that faults land mid-stream.
@@ -59,6 +76,10 @@ type Stats struct {
 	Rejected     int64 // 4xx answers (a bug in the workload: they are not retried)
 	// MaxInFlight is the most requests the clients had open at once.
 	MaxInFlight int64
+	// Carried is the events a second the pipeline took to effect in a
+	// sustained profile's probe, and Sent the events a second answered
+	// after it (0 for other profiles).
+	Carried, Sent float64
 }
 
 // Runner sends a Spec to a producer.
@@ -80,7 +101,17 @@ type Runner struct {
 	// answered ok: each is a fact the client was told exists.
 	byIDMu sync.Mutex
 	byID   map[string]int64
+
+	// carried counts the events that took effect (Carried), for a
+	// sustained profile; carriedRate and sentRate are its figures.
+	carried               func(context.Context) (int, error)
+	carriedRate, sentRate atomic.Uint64 // math.Float64bits
+	sustained             int           // orders sent after the probe
 }
+
+// Carried gives the runner the count of events that took effect, which a
+// sustained profile measures the pipeline by.
+func (r *Runner) Carried(count func(context.Context) (int, error)) { r.carried = count }
 
 // New makes a runner of the target's requests; addr is asked before every
 // request, so the runner can spread requests over the producers and skip
@@ -137,19 +168,77 @@ func (r *Runner) acknowledge(id string) {
 
 // Stats reports the client-side counts.
 func (r *Runner) Stats() Stats {
-	return Stats{Acknowledged: r.acked.Load(), Failed: r.failed.Load(), Rejected: r.rejected.Load(), MaxInFlight: r.maxInFlight.Load()}
+	return Stats{Acknowledged: r.acked.Load(), Failed: r.failed.Load(), Rejected: r.rejected.Load(), MaxInFlight: r.maxInFlight.Load(),
+		Carried: math.Float64frombits(r.carriedRate.Load()), Sent: math.Float64frombits(r.sentRate.Load())}
 }
 
 // Run sends every order (and its later events) and returns when all were
 // acknowledged or ctx ended.
 func (r *Runner) Run(ctx context.Context) error {
+	if s := r.spec.Sustain; s != nil {
+		return r.sustain(ctx, *s)
+	}
 	return r.run(ctx, 0, r.spec.Orders, r.spec.Pace)
+}
+
+// waitCarried counts the events that took effect until want did, at most
+// within, and returns the last count.
+func (r *Runner) waitCarried(ctx context.Context, want int, within time.Duration) int {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	tick := time.NewTicker(carriedPoll)
+	defer tick.Stop()
+	took := 0
+	for {
+		if n, err := r.carried(ctx); err == nil {
+			took = n
+		}
+		if took >= want {
+			return took
+		}
+		select {
+		case <-ctx.Done():
+			return took
+		case <-tick.C:
+		}
+	}
+}
+
+// sustain sends the probe, measures what the pipeline carried, and sends
+// Share of that rate for For. The probe's effects are waited for at most
+// For past its last answer; a pipeline slower than that is measured by
+// what it carried by then.
+func (r *Runner) sustain(ctx context.Context, s Sustain) error {
+	if r.carried == nil {
+		return fmt.Errorf("workload %s: nothing counts the events that took effect", r.spec.ProfileName())
+	}
+	start := time.Now()
+	if err := r.run(ctx, 0, r.spec.Orders, 0); err != nil {
+		return err
+	}
+	want := int(r.acked.Load())
+	took := r.waitCarried(ctx, want, s.For)
+	if ctx.Err() != nil {
+		return fmt.Errorf("workload: %w", ctx.Err())
+	}
+	rate := float64(min(took, want)) / time.Since(start).Seconds()
+	r.carriedRate.Store(math.Float64bits(rate))
+	per := float64(max(r.spec.EventsPerOrder, 1))
+	orders := int(math.Ceil(s.Share * rate * s.For.Seconds() / per))
+	if orders < 1 {
+		return fmt.Errorf("workload %s: the probe's %d events took no effect within %s: nothing to sustain", r.spec.ProfileName(), want, s.For)
+	}
+	before, from := r.acked.Load(), time.Now()
+	r.sustained = orders
+	err := r.run(ctx, r.spec.Orders, orders, s.For)
+	r.sentRate.Store(math.Float64bits(float64(r.acked.Load()-before) / time.Since(from).Seconds()))
+	return err
 }
 
 // RunAfterFaults sends the spec's AfterFaults orders, numbered after the
 // others, unpaced; the caller calls it once every fault has ended.
 func (r *Runner) RunAfterFaults(ctx context.Context) error {
-	return r.run(ctx, r.spec.Orders, r.spec.AfterFaults, 0)
+	return r.run(ctx, r.spec.Orders+r.sustained, r.spec.AfterFaults, 0)
 }
 
 // run sends count orders numbered from first, spread over pace.

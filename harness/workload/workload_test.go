@@ -3,12 +3,15 @@ package workload
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,4 +105,54 @@ func TestAnswerID(t *testing.T) {
 		require.NoError(t, err, tc.answer)
 		assert.Equal(t, tc.want, got)
 	}
+}
+
+// TestSustain: the probe goes out, the rate is what the pipeline carried
+// of it, and share of that rate is sent for For, numbered after the probe;
+// the orders after the faults follow those. Without a count of what took
+// effect, or with nothing taking effect, there is nothing to sustain.
+func TestSustain(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	reqs := target.Workload{Create: target.Request{Method: http.MethodPost, Path: target.Template{Raw: "/orders"},
+		Body: target.Template{Raw: `{{n}}`}, OK: []int{http.StatusCreated}}}
+	addr := func() string { return strings.TrimPrefix(srv.URL, "http://") }
+	spec := Spec{Profile: Sustained, Orders: 10, Concurrency: 4, AfterFaults: 1, Sustain: &Sustain{Share: 0.5, For: 300 * time.Millisecond}}
+	require.NoError(t, spec.Validate())
+
+	wl := New(spec, reqs, 1, addr)
+	polls := 0
+	// The pipeline shows the probe's effects from its fifth count on.
+	wl.Carried(func(context.Context) (int, error) {
+		if polls++; polls < 5 {
+			return 0, nil
+		}
+		return int(wl.Acknowledged()), nil
+	})
+	require.NoError(t, wl.Run(context.Background()))
+	st := wl.Stats()
+	require.Positive(t, st.Carried)
+	sent := int(math.Ceil(0.5 * st.Carried * 0.3))
+	assert.Equal(t, int64(10+sent), wl.Acknowledged(), "the probe, then half the carried rate for 300ms")
+	assert.Positive(t, st.Sent)
+	require.NoError(t, wl.RunAfterFaults(context.Background()))
+	mu.Lock()
+	got := slices.Clone(bodies)
+	mu.Unlock()
+	assert.Contains(t, got, strconv.Itoa(10+sent), "the order after the faults is numbered after the sustained ones")
+	assert.Len(t, got, 10+sent+1)
+
+	none := New(spec, reqs, 1, addr)
+	assert.ErrorContains(t, none.Run(context.Background()), "nothing counts the events that took effect")
+	stuck := New(spec, reqs, 1, addr)
+	stuck.Carried(func(context.Context) (int, error) { return 0, nil })
+	assert.ErrorContains(t, stuck.Run(context.Background()), "took no effect")
 }
