@@ -101,11 +101,7 @@ func (b BatchDuplicate) Inject(ctx context.Context, env *Env) result.Fault {
 // inject is Inject, recording what it waits for in w.
 func (b BatchDuplicate) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
-	fail := func(hit bool, err error, ids ...string) result.Fault {
-		res := record(b, start, hit, err)
-		res.EventIDs = ids
-		return res
-	}
+	fail := recorder(b, &start)
 	p, err := env.Process(b.Consumer)
 	if err != nil {
 		return fail(false, err)

@@ -433,6 +433,17 @@ func notUndone(r result.Fault, err error) result.Fault {
 	return r
 }
 
+// recorder is record for a fault that names the events it acted on: the
+// result of f from *start (read when it is called, so a fault that starts
+// its clock again is timed from there), with ids.
+func recorder(f Fault, start *time.Time) func(hit bool, err error, ids ...string) result.Fault {
+	return func(hit bool, err error, ids ...string) result.Fault {
+		res := record(f, *start, hit, err)
+		res.EventIDs = ids
+		return res
+	}
+}
+
 // record fills the common fields of a fault's result.
 func record(f Fault, start time.Time, hit bool, err error) result.Fault {
 	r := f.Describe()

@@ -97,11 +97,7 @@ func (o OwnRetention) Inject(ctx context.Context, env *Env) result.Fault {
 // inject is Inject, recording what it waits for in w.
 func (o OwnRetention) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
-	fail := func(hit bool, err error, ids ...string) result.Fault {
-		res := record(o, start, hit, err)
-		res.EventIDs = ids
-		return res
-	}
+	fail := recorder(o, &start)
 	if err := env.Wait(ctx, o.Trigger); err != nil {
 		return fail(false, err)
 	}

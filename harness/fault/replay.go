@@ -86,11 +86,7 @@ func (r RetentionReplay) Inject(ctx context.Context, env *Env) result.Fault {
 // inject is Inject, recording what it waits for in w.
 func (r RetentionReplay) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
-	fail := func(hit bool, err error, ids ...string) result.Fault {
-		res := record(r, start, hit, err)
-		res.EventIDs = ids
-		return res
-	}
+	fail := recorder(r, &start)
 	if err := env.Wait(ctx, r.Trigger); err != nil {
 		return fail(false, err)
 	}

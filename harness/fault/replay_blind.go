@@ -25,11 +25,7 @@ import (
 // second replay shows it twice. w records what it waits for.
 func (r RetentionReplay) injectBlind(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
-	fail := func(hit bool, err error, ids ...string) result.Fault {
-		res := record(r, start, hit, err)
-		res.EventIDs = ids
-		return res
-	}
+	fail := recorder(r, &start)
 	eq, epool, err := env.Query(&env.Contract.Effects, "effects")
 	if err != nil {
 		return fail(false, err)

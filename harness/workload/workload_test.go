@@ -19,30 +19,54 @@ import (
 	"github.com/faultline-dev/faultline/harness/target"
 )
 
+// counter is a producer that answers every create 201 and keeps the
+// bodies it was sent ({{n}}: the order's number).
+type counter struct {
+	mu     sync.Mutex
+	bodies []string
+	srv    *httptest.Server
+}
+
+func newCounter(t *testing.T) *counter {
+	c := &counter{}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		c.mu.Lock()
+		c.bodies = append(c.bodies, string(b))
+		c.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+// reqs are the target's requests: a create whose body is the order's number.
+func (c *counter) reqs() target.Workload {
+	return target.Workload{Create: target.Request{Method: http.MethodPost, Path: target.Template{Raw: "/orders"},
+		Body: target.Template{Raw: `{{n}}`}, OK: []int{http.StatusCreated}}}
+}
+
+func (c *counter) addr() string { return strings.TrimPrefix(c.srv.URL, "http://") }
+
+// sent are the bodies so far, sorted.
+func (c *counter) sent() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := slices.Clone(c.bodies)
+	slices.Sort(out)
+	return out
+}
+
 // TestRunAfterFaults: the orders sent once the faults have ended follow the
 // paced ones, numbered after them, and count as acknowledged.
 func TestRunAfterFaults(t *testing.T) {
-	var mu sync.Mutex
-	var bodies []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies = append(bodies, string(b))
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer srv.Close()
-	reqs := target.Workload{Create: target.Request{Method: http.MethodPost, Path: target.Template{Raw: "/orders"},
-		Body: target.Template{Raw: `{{n}}`}, OK: []int{http.StatusCreated}}}
-	wl := New(Spec{Orders: 3, Concurrency: 2, AfterFaults: 2}, reqs, 1, func() string { return strings.TrimPrefix(srv.URL, "http://") })
+	c := newCounter(t)
+	wl := New(Spec{Orders: 3, Concurrency: 2, AfterFaults: 2}, c.reqs(), 1, c.addr)
 	require.NoError(t, wl.Run(context.Background()))
 	assert.Equal(t, int64(3), wl.Acknowledged())
 	require.NoError(t, wl.RunAfterFaults(context.Background()))
 	assert.Equal(t, int64(5), wl.Acknowledged())
-	mu.Lock()
-	defer mu.Unlock()
-	slices.Sort(bodies)
-	assert.Equal(t, []string{"0", "1", "2", "3", "4"}, bodies)
+	assert.Equal(t, []string{"0", "1", "2", "3", "4"}, c.sent())
 }
 
 // TestAcknowledgedByID: each aggregate's requests answered ok are counted
@@ -112,23 +136,11 @@ func TestAnswerID(t *testing.T) {
 // the orders after the faults follow those. Without a count of what took
 // effect, or with nothing taking effect, there is nothing to sustain.
 func TestSustain(t *testing.T) {
-	var mu sync.Mutex
-	var bodies []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies = append(bodies, string(b))
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer srv.Close()
-	reqs := target.Workload{Create: target.Request{Method: http.MethodPost, Path: target.Template{Raw: "/orders"},
-		Body: target.Template{Raw: `{{n}}`}, OK: []int{http.StatusCreated}}}
-	addr := func() string { return strings.TrimPrefix(srv.URL, "http://") }
+	c := newCounter(t)
 	spec := Spec{Profile: Sustained, Orders: 10, Concurrency: 4, AfterFaults: 1, Sustain: &Sustain{Share: 0.5, For: 300 * time.Millisecond}}
 	require.NoError(t, spec.Validate())
 
-	wl := New(spec, reqs, 1, addr)
+	wl := New(spec, c.reqs(), 1, c.addr)
 	polls := 0
 	// The pipeline shows the probe's effects from its fifth count on.
 	wl.Carried(func(context.Context) (int, error) {
@@ -144,15 +156,13 @@ func TestSustain(t *testing.T) {
 	assert.Equal(t, int64(10+sent), wl.Acknowledged(), "the probe, then half the carried rate for 300ms")
 	assert.Positive(t, st.Sent)
 	require.NoError(t, wl.RunAfterFaults(context.Background()))
-	mu.Lock()
-	got := slices.Clone(bodies)
-	mu.Unlock()
+	got := c.sent()
 	assert.Contains(t, got, strconv.Itoa(10+sent), "the order after the faults is numbered after the sustained ones")
 	assert.Len(t, got, 10+sent+1)
 
-	none := New(spec, reqs, 1, addr)
+	none := New(spec, c.reqs(), 1, c.addr)
 	assert.ErrorContains(t, none.Run(context.Background()), "nothing counts the events that took effect")
-	stuck := New(spec, reqs, 1, addr)
+	stuck := New(spec, c.reqs(), 1, c.addr)
 	stuck.Carried(func(context.Context) (int, error) { return 0, nil })
 	assert.ErrorContains(t, stuck.Run(context.Background()), "took no effect")
 }
