@@ -178,10 +178,14 @@ func showedNothing(r result.Scenario, expect string, variant bool) bool {
 }
 
 // expected is what a run is expected to take beyond the fixed costs every
-// run has, to start the longest first: its paced workload and, when its
-// pipeline is not to settle, the whole convergence bound.
+// run has, to start the longest first: its paced or sustained workload
+// and, when its pipeline is not to settle, the whole convergence bound.
 func (j job) expected() time.Duration {
-	d := j.sc.TrafficFor(j.seed).Pace
+	spec := j.sc.TrafficFor(j.seed)
+	d := spec.Pace
+	if spec.Sustain != nil {
+		d = max(d, spec.Sustain.For)
+	}
 	if j.stuck {
 		d += VariantStall
 	}
