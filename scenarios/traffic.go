@@ -88,6 +88,10 @@ func underLoad() []runner.Scenario {
 				return []fault.Fault{fault.Crash{Process: "relay-1", Point: protocol.RelayAfterConfirm, Action: crashpoint.Kill, Hit: 1, Trigger: fault.Trigger{AfterOrders: 80}, RestartAfter: 300 * time.Millisecond}}
 			},
 			Evidence: []check.Evidence{check.CrashPointHit(protocol.RelayAfterConfirm), check.Republished(), check.DuplicateAbsorbed()},
+			// Without the crash point, the black-box window under the
+			// same load; its fault may land in the probe, which then
+			// measures a pipeline with a relay down.
+			Relay: fromOutside(protocol.RelayAfterConfirm, asBlackBox("blackbox-relay-confirmed-not-marked")),
 		},
 		{
 			Name: "consumer-backlog-crash-after-receive", Window: protocol.ConsumerAfterReceive,
