@@ -77,6 +77,13 @@ func (o OwnRetention) Require(env *Env) error {
 	if !in.EventLog {
 		return fmt.Errorf("the target's %s writes no event log to see the event applied and its copy handled", in.Role)
 	}
+	logged := false
+	for _, r := range env.Roles.All() {
+		logged = logged || r.Role == protocol.Relay && r.EventLog
+	}
+	if !logged {
+		return fmt.Errorf("the target's relays write no event log to tell when an event was first published")
+	}
 	if env.Contract.Inbox == nil {
 		return fmt.Errorf("the target's contract has no inbox query to see its cleanup at work")
 	}
