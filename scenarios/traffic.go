@@ -71,7 +71,7 @@ func underLoad() []runner.Scenario {
 			Without:    ownBudget,
 			Invariants: []string{check.NoneGaveUp},
 			Faults: func(*rand.Rand) []fault.Fault {
-				slice := proxies.Slicer{AverageSize: 64, SizeVariation: 16, Delay: time.Millisecond, Stream: proxies.Upstream}
+				slice := proxies.Slicer{AverageSize: 256, SizeVariation: 64, Delay: time.Millisecond, Stream: proxies.Upstream}
 				return []fault.Fault{
 					fault.Crash{Process: "consumer", Point: protocol.ConsumerAfterReceive, Action: crashpoint.Pause, Hit: 1, Hold: 20 * time.Second, UntilNacked: true},
 					fault.Toxic{Link: "relay-1.amqp", Toxic: slice, Trigger: fault.Trigger{AfterRelease: true}, Duration: 20 * time.Second, UntilDrained: true},

@@ -158,10 +158,10 @@ func SettledAfterClaim(rows []AuditRow) int {
 }
 
 // NackBeforeAck finds a claim whose publishes the broker answered with a
-// nack and then, for a later publish of the same claim, a positive
-// confirm, from the relay's event log: the publish order is the order of
-// the claim's published lines. It returns the claim and how many of its
-// nacked publishes went out before a confirmed one.
+// nack and then, up to the claim's last publish, a positive confirm, from
+// the relay's event log: the publish order is the order of the claim's
+// published lines. It returns the claim and how many of its nacked
+// publishes went out before its confirmed last.
 func NackBeforeAck(log []eventlog.Entry) (claim string, nacked int) {
 	place := map[string]map[string]int{} // claim → eventId → its place among the claim's publishes
 	var claims []string
@@ -190,6 +190,12 @@ func NackBeforeAck(log []eventlog.Entry) (claim string, nacked int) {
 		}
 	}
 	for _, c := range claims {
+		if lastAck[c] != len(place[c]) {
+			// Its last publish was not confirmed (nacked, or never
+			// answered within the relay's wait): the relay did not decide
+			// the batch with a nack ahead of a confirmed last.
+			continue
+		}
 		n := 0
 		for _, at := range nacks[c] {
 			if at+1 < lastAck[c] {
@@ -210,8 +216,8 @@ func NackThenAck() Evidence {
 	return Evidence{Name: "a nack ahead of a confirm in one batch", Needs: []Need{NeedRelayLog}, Check: func(o *Observation) (bool, string) {
 		claim, n := NackBeforeAck(o.Log)
 		if n == 0 {
-			return false, fmt.Sprintf("%d nacks, none ahead of a confirm of their batch", o.Count(eventlog.Nacked))
+			return false, fmt.Sprintf("%d nacks, none ahead of the confirmed last publish of their batch", o.Count(eventlog.Nacked))
 		}
-		return true, fmt.Sprintf("claim %s: %d nacked publishes ahead of a confirmed one", claim, n)
+		return true, fmt.Sprintf("claim %s: %d nacked publishes ahead of its confirmed last", claim, n)
 	}}
 }

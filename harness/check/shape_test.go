@@ -130,6 +130,8 @@ func TestNackBeforeAck(t *testing.T) {
 			ans(eventlog.Nacked, "c1", "a"), ans(eventlog.Confirmed, "c2", "b")}, 0},
 		{"answer lines written before their claim's later publishes still follow the publish order", []eventlog.Entry{pub("c1", "a"), pub("c1", "b"),
 			ans(eventlog.Confirmed, "c1", "b"), ans(eventlog.Nacked, "c1", "a")}, 1},
+		{"the last publish unanswered (the relay's wait ran out): not decided by a confirmed last", []eventlog.Entry{pub("c1", "a"), pub("c1", "b"), pub("c1", "c"),
+			ans(eventlog.Nacked, "c1", "a"), ans(eventlog.Confirmed, "c1", "b")}, 0},
 	} {
 		_, n := NackBeforeAck(tc.log)
 		assert.Equal(t, tc.nacked, n, tc.name)
