@@ -275,7 +275,7 @@ func (d DatabaseRestart) leftByCrash(ctx context.Context, env *Env, eq target.Qu
 	if err != nil {
 		return left, fmt.Errorf("read the audit trail: %w", err)
 	}
-	effects, err := effectIDs(ctx, epool, eq)
+	effects, err := eventIDs(ctx, epool, eq, "effects")
 	if err != nil {
 		return left, err
 	}

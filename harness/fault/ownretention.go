@@ -108,19 +108,19 @@ func (o OwnRetention) inject(ctx context.Context, env *Env, w *waits) result.Fau
 	if err := env.Wait(ctx, o.Trigger); err != nil {
 		return fail(false, err)
 	}
+	// One deadline bounds the four waits together: the window is one.
+	deadline := time.Now().Add(env.Deadline)
 	q, pool, err := env.Query(env.Contract.Inbox, "inbox")
 	if err != nil {
 		return fail(false, err)
 	}
-	// deletion waits until an eventId the inbox listed is gone, and says
-	// which and when it was seen gone.
-	deletion := func(cause string) (string, time.Time, error) {
-		var gone string
-		var at time.Time
-		err := w.wait(cause, env.Deadline, func() (string, error) {
+	// deletion waits until an eventId the inbox listed is gone.
+	deletion := func(cause string) error {
+		return w.wait(cause, time.Until(deadline), func() (string, error) {
+			var gone string
 			listed := map[string]bool{}
-			err := pollEvery(ctx, env.Deadline, cleanupPoll, func() (bool, error) {
-				ids, err := effectIDs(ctx, pool, q)
+			err := pollEvery(ctx, time.Until(deadline), cleanupPoll, func() (bool, error) {
+				ids, err := eventIDs(ctx, pool, q, "inbox")
 				if err != nil {
 					return false, err
 				}
@@ -130,7 +130,7 @@ func (o OwnRetention) inject(ctx context.Context, env *Env, w *waits) result.Fau
 				}
 				for id := range listed {
 					if !now[id] {
-						gone, at = id, time.Now()
+						gone = id
 						return true, nil
 					}
 				}
@@ -142,16 +142,15 @@ func (o OwnRetention) inject(ctx context.Context, env *Env, w *waits) result.Fau
 			}
 			return gone, nil
 		})
-		return gone, at, err
 	}
-	if _, _, err := deletion("the target's inbox cleanup to delete a row (the inbox query)"); err != nil {
+	if err := deletion("the target's inbox cleanup to delete a row (the inbox query)"); err != nil {
 		return fail(false, err)
 	}
 	cleaned := time.Now()
 	var applied eventlog.Entry
-	if err := w.wait(fmt.Sprintf("%s to apply an event after the cleanup was seen at work (its event log)", o.Consumer), env.Deadline, func() (string, error) {
+	if err := w.wait(fmt.Sprintf("%s to apply an event after the cleanup was seen at work (its event log)", o.Consumer), time.Until(deadline), func() (string, error) {
 		var err error
-		applied, err = env.WaitLog(ctx, o.Consumer, func(e eventlog.Entry) bool { return e.Event == eventlog.Reserved && e.Time.After(cleaned) })
+		applied, err = env.waitLog(ctx, o.Consumer, time.Until(deadline), func(e eventlog.Entry) bool { return e.Event == eventlog.Reserved && e.Time.After(cleaned) })
 		return applied.EventID, err
 	}); err != nil {
 		return fail(false, err)
@@ -161,7 +160,7 @@ func (o OwnRetention) inject(ctx context.Context, env *Env, w *waits) result.Fau
 	if err != nil {
 		return fail(false, err, id)
 	}
-	if _, _, err := deletion(fmt.Sprintf("the cleanup to delete a row again with %s's inbox row written", id)); err != nil {
+	if err := deletion(fmt.Sprintf("the cleanup to delete a row again with %s's inbox row written", id)); err != nil {
 		return fail(false, err, id)
 	}
 	msg, err := payloadOf(ctx, env, id)
@@ -173,9 +172,9 @@ func (o OwnRetention) inject(ctx context.Context, env *Env, w *waits) result.Fau
 		return fail(false, err, id)
 	}
 	var handled eventlog.Entry
-	if err := w.wait(fmt.Sprintf("%s to handle the copy of %s (its event log)", o.Consumer, id), env.Deadline, func() (string, error) {
+	if err := w.wait(fmt.Sprintf("%s to handle the copy of %s (its event log)", o.Consumer, id), time.Until(deadline), func() (string, error) {
 		var err error
-		handled, err = env.WaitLog(ctx, o.Consumer, func(e eventlog.Entry) bool {
+		handled, err = env.waitLog(ctx, o.Consumer, time.Until(deadline), func(e eventlog.Entry) bool {
 			return e.EventID == id && (e.Event == eventlog.Duplicate || e.Event == eventlog.Reserved) && e.Time.After(replayedAt)
 		})
 		return handled.Event, err

@@ -31,7 +31,7 @@ func (r RetentionReplay) injectBlind(ctx context.Context, env *Env, w *waits) re
 		return fail(false, err)
 	}
 	effectsOf := func(id string) (int, error) {
-		effects, err := effectIDs(ctx, epool, eq)
+		effects, err := eventIDs(ctx, epool, eq, "effects")
 		n := 0
 		for _, e := range effects {
 			if e == id {
@@ -44,7 +44,7 @@ func (r RetentionReplay) injectBlind(ctx context.Context, env *Env, w *waits) re
 	var id string
 	if err := w.wait("the effects query to show an effect", env.Deadline, func() (string, error) {
 		return id, pollUntil(ctx, env.Deadline, func() (bool, error) {
-			effects, err := effectIDs(ctx, epool, eq)
+			effects, err := eventIDs(ctx, epool, eq, "effects")
 			if err == nil && len(effects) > 0 {
 				id = effects[0]
 			}
@@ -251,14 +251,15 @@ func (r RetentionReplay) expireAndReplay(ctx context.Context, env *Env, id strin
 	return publishCopy(ctx, env, id, msg)
 }
 
-// effectIDs are the eventIds of the effects the contract's effects query q
-// returns, in its order (the order the consumer applied them).
-func effectIDs(ctx context.Context, pool *pgxpool.Pool, q target.Query) ([]string, error) {
+// eventIDs are the eventIds the contract's query q (named name: "effects",
+// "inbox") returns, in its order (for the effects query, the order the
+// consumer applied them).
+func eventIDs(ctx context.Context, pool *pgxpool.Pool, q target.Query, name string) ([]string, error) {
 	var out []string
 	err := check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, q.SQL)
 		if err != nil {
-			return fmt.Errorf("effects query: %w", err)
+			return fmt.Errorf("%s query: %w", name, err)
 		}
 		defer rows.Close()
 		col := -1
@@ -268,12 +269,12 @@ func effectIDs(ctx context.Context, pool *pgxpool.Pool, q target.Query) ([]strin
 			}
 		}
 		if col < 0 {
-			return fmt.Errorf("effects query: no event_id column")
+			return fmt.Errorf("%s query: no event_id column", name)
 		}
 		for rows.Next() {
 			vals, err := rows.Values()
 			if err != nil {
-				return fmt.Errorf("effects query: %w", err)
+				return fmt.Errorf("%s query: %w", name, err)
 			}
 			switch v := vals[col].(type) {
 			case []byte:
