@@ -13,6 +13,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/workload"
@@ -441,7 +442,7 @@ func Lookup(name string) (runner.Scenario, error) {
 
 // reconnected: every process that talks to the broker connected again.
 func reconnected() check.Evidence {
-	return check.Custom("every broker client reconnected", func(o *check.Observation) (bool, string) {
+	return check.Custom("every broker client reconnected", func(o *history.Record) (bool, string) {
 		n := map[string]int{}
 		for _, e := range o.Log {
 			if e.Event == eventlog.Connected {
@@ -461,7 +462,7 @@ func reconnected() check.Evidence {
 // resumedAfter: the process logged event after its last error, i.e. it
 // went on working after the fault without a restart.
 func resumedAfter(ref, event string) check.Evidence {
-	return orElse(check.Custom(ref+" worked again after the fault", func(o *check.Observation) (bool, string) {
+	return orElse(check.Custom(ref+" worked again after the fault", func(o *history.Record) (bool, string) {
 		process := o.Instance(ref)
 		lastErr, starts := -1, 0
 		for i, e := range o.Log {
@@ -512,14 +513,14 @@ func sawTheCut(process string) check.Evidence {
 	if process != "producer" {
 		return processErrors(process)
 	}
-	return check.Custom("producer failed a request and the client sent it again", func(o *check.Observation) (bool, string) {
+	return check.Custom("producer failed a request and the client sent it again", func(o *history.Record) (bool, string) {
 		return o.RequestsFailed > 0, fmt.Sprintf("%d requests failed and sent again", o.RequestsFailed)
 	})
 }
 
 // processErrors: the process logged at least one error (it noticed the fault).
 func processErrors(ref string) check.Evidence {
-	return orElse(check.Custom(ref+" saw the fault and retried", func(o *check.Observation) (bool, string) {
+	return orElse(check.Custom(ref+" saw the fault and retried", func(o *history.Record) (bool, string) {
 		process := o.Instance(ref)
 		n := 0
 		for _, e := range o.Log {
@@ -545,7 +546,7 @@ func roleOf(ref string) string {
 
 // expectReplayedDuplicate accepts exactly one duplicate effect, of exactly
 // the replayed event, and nothing else broken.
-func expectReplayedDuplicate(o *check.Observation, faults []result.Fault, invs []result.Invariant) result.Evidence {
+func expectReplayedDuplicate(o *history.Record, faults []result.Fault, invs []result.Invariant) result.Evidence {
 	ev := result.Evidence{Name: "the checker reports exactly the replayed event's duplicate"}
 	var replayed []string
 	for _, f := range faults {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 )
 
@@ -36,7 +37,7 @@ func TestFailoverLimitExcusesOnlyEffectsSeenCommitted(t *testing.T) {
 		{name: "no WAL lost", faults: []result.Fault{{Kind: fault.KindFailover}}, seen: map[string]bool{"e1": true}, invs: lost("e1")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &check.Observation{EffectsCommitted: tc.seen, HasEffectsCommitted: tc.seen != nil}
+			o := &history.Record{EffectsCommitted: tc.seen, HasEffectsCommitted: tc.seen != nil}
 			ev := expectFailoverLimit(o, tc.faults, tc.invs)
 			assert.Equal(t, tc.expected, tc.invs[0].Expected)
 			if tc.expected {
@@ -60,7 +61,7 @@ func TestFailoverLimitExcusesOnlyEffectsSeenCommitted(t *testing.T) {
 func TestFailoverLimitExcusesWhatALostSlotSkipped(t *testing.T) {
 	promoted := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
 	before, after := promoted.Add(-time.Second), promoted.Add(2*time.Second)
-	audit := []check.AuditRow{{Op: "INSERT", EventID: "e1", At: before}, {Op: "INSERT", EventID: "e2", At: before}, {Op: "INSERT", EventID: "e3", At: after}}
+	audit := []history.AuditRow{{Op: "INSERT", EventID: "e1", At: before}, {Op: "INSERT", EventID: "e2", At: before}, {Op: "INSERT", EventID: "e3", At: after}}
 	recreated := &result.SlotFate{Name: "s", Confirmed: "0/100", Recreated: true, SeenAt: promoted.Add(time.Second), At: "0/200"}
 	stopped := &result.SlotFate{Name: "s", Confirmed: "0/100"}
 	kept := &result.SlotFate{Name: "s", Confirmed: "0/100", Kept: true, SeenAt: promoted, At: "0/100"}
@@ -86,7 +87,7 @@ func TestFailoverLimitExcusesWhatALostSlotSkipped(t *testing.T) {
 		{name: "no slot followed (a claim relay)", invs: invs("e1")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &check.Observation{Audit: audit, HasAudit: true, Tap: tc.tap, HasTap: true, EffectsCommitted: map[string]bool{}, HasEffectsCommitted: true}
+			o := &history.Record{Audit: audit, HasAudit: true, Tap: tc.tap, HasTap: true, EffectsCommitted: map[string]bool{}, HasEffectsCommitted: true}
 			faults := []result.Fault{{Kind: fault.KindFailover, Hit: true, Slot: tc.slot}}
 			ev := expectFailoverLimit(o, faults, tc.invs)
 			for _, inv := range tc.invs {
@@ -109,7 +110,7 @@ func TestSyncFailoverExcusesOnlyALogRelaysSlot(t *testing.T) {
 	phantom := func() []result.Invariant {
 		return []result.Invariant{{Name: check.NoPhantom, Violations: []result.Violation{{Kind: "phantom", EventIDs: []string{"p1"}}}}}
 	}
-	o := &check.Observation{HasAudit: true, HasTap: true}
+	o := &history.Record{HasAudit: true, HasTap: true}
 	invs := phantom()
 	ev := expectSlotLimit(o, []result.Fault{{Kind: fault.KindFailover, Hit: true, Slot: &result.SlotFate{Name: "s", Recreated: true}}}, invs)
 	assert.True(t, invs[0].Expected, invs[0].Detail)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/workload"
@@ -160,7 +161,7 @@ func Production() []runner.Scenario {
 // loss skipped (expectSlotLimit). Anything else broken still fails the
 // run: a lost event whose effect was never seen committed, and that no
 // slot skipped, is the pipeline's own doing.
-func expectFailoverLimit(o *check.Observation, faults []result.Fault, invs []result.Invariant) result.Evidence {
+func expectFailoverLimit(o *history.Record, faults []result.Fault, invs []result.Invariant) result.Evidence {
 	ev := result.Evidence{Name: "a failover lost committed WAL, and the checker reports what it cost"}
 	lostWAL, slot := failoverSeen(faults)
 	goneFacts := max(o.Acknowledged-int64(len(o.Facts)), 0)
@@ -206,7 +207,7 @@ func expectFailoverLimit(o *check.Observation, faults []result.Fault, invs []res
 // synchronized_standby_slots closes that). A claim or offset relay reads
 // only what is visible, and visible means the standby has it: for those
 // nothing is accepted and the evidence is not checked.
-func expectSlotLimit(o *check.Observation, faults []result.Fault, invs []result.Invariant) result.Evidence {
+func expectSlotLimit(o *history.Record, faults []result.Fault, invs []result.Invariant) result.Evidence {
 	ev := result.Evidence{Name: "what the failover did to the log relay's slot"}
 	lostWAL, slot := failoverSeen(faults)
 	if slot == nil {
@@ -250,7 +251,7 @@ type lostExcused struct{ committed, skipped int }
 // relay's slot was lost (slotSkipped) — and then the run's not converging
 // and not catching up after the heal too, where those events are all it
 // lacks. It says how many each explains.
-func excuseLost(o *check.Observation, invs []result.Invariant, lostWAL bool, slot *result.SlotFate) lostExcused {
+func excuseLost(o *history.Record, invs []result.Invariant, lostWAL bool, slot *result.SlotFate) lostExcused {
 	var n lostExcused
 	if !lostWAL {
 		return n
@@ -307,7 +308,7 @@ func excuseLost(o *check.Observation, invs []result.Invariant, lostWAL bool, slo
 // new slot was first seen there, or the relay never made one. A slot made
 // again streams only what commits after it. canTell is false where
 // faultline has no tap or audit trail to tell by.
-func slotSkipped(o *check.Observation, slot *result.SlotFate) (skipped func(id string) bool, canTell bool) {
+func slotSkipped(o *history.Record, slot *result.SlotFate) (skipped func(id string) bool, canTell bool) {
 	if slot == nil || slot.Kept || !o.HasTap || !o.HasAudit {
 		return nil, false
 	}

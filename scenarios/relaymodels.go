@@ -8,6 +8,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
@@ -34,9 +35,9 @@ type relayTimed struct {
 // on is the Scenario.Relay of a black-box relay scenario.
 func (rt relayTimed) on(sc runner.Scenario, t *target.Target) (runner.Scenario, string, error) {
 	switch {
-	case t.Relay.Model == target.ModelClaim, t.Relay.Model == "" && t.StatusOutbox():
+	case t.Relay.Model == history.ModelClaim, t.Relay.Model == "" && t.StatusOutbox():
 		return sc, "", nil
-	case t.Relay.Model == target.ModelOffset:
+	case t.Relay.Model == history.ModelOffset:
 		if rt.offset == nil {
 			return sc, "", errors.New(rt.noOffset)
 		}
@@ -62,7 +63,7 @@ const logWithin = 30 * time.Second
 // logOnly is the Scenario.Relay of a window that exists only on a relay
 // that tails logical replication: its mark is its slot's position.
 func logOnly(sc runner.Scenario, t *target.Target) (runner.Scenario, string, error) {
-	if t.Relay.Model != target.ModelLog {
+	if t.Relay.Model != history.ModelLog {
 		return sc, "", fmt.Errorf("the window is a log relay's (its replication slot's position); this relay's model is %s", t.RelayModel())
 	}
 	return sc, "", nil
@@ -72,7 +73,7 @@ func logOnly(sc runner.Scenario, t *target.Target) (runner.Scenario, string, err
 // replication does not have, for why: as written on every other model.
 func notOnLog(why string) func(runner.Scenario, *target.Target) (runner.Scenario, string, error) {
 	return func(sc runner.Scenario, t *target.Target) (runner.Scenario, string, error) {
-		if t.Relay.Model == target.ModelLog {
+		if t.Relay.Model == history.ModelLog {
 			return sc, "", errors.New(why)
 		}
 		return sc, "", nil

@@ -11,6 +11,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/gate"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -27,7 +28,7 @@ func asRelay(t *target.Target, model string) *target.Target {
 	c.Relay = target.Relay{Model: model}
 	c.Observe.Outbox.Status, c.Observe.Outbox.Claim, c.Observe.Outbox.Statuses = "", "", nil
 	c.Contract.Outbox = &target.Query{Database: "orders", SQL: "SELECT event_id, aggregate_id, sequence FROM outbox_messages"}
-	if model == target.ModelOffset {
+	if model == history.ModelOffset {
 		c.Relay.Position = &target.Table{Database: "orders", Name: "outbox_messages"}
 		c.Contract.Pending = &target.Query{Database: "orders", SQL: "SELECT event_id FROM outbox_messages WHERE status IN ('Pending', 'Processing')"}
 	}
@@ -45,7 +46,7 @@ func TestBlackBoxRelayScenariosFollowTheModel(t *testing.T) {
 		publish   = fault.TablePublish
 	)
 	notStatus := asRelay(tgt, "")
-	claim, offset, log := asRelay(tgt, target.ModelClaim), asRelay(tgt, target.ModelOffset), asRelay(tgt, target.ModelLog)
+	claim, offset, log := asRelay(tgt, history.ModelClaim), asRelay(tgt, history.ModelOffset), asRelay(tgt, history.ModelLog)
 	claim.Observe.Outbox = tgt.Observe.Outbox
 	// A relay held up past a lease is one of the target's instances: the
 	// others carry on, or wait on the group's lock, meanwhile.
@@ -120,8 +121,8 @@ func TestRelayWindowsOnOtherModels(t *testing.T) {
 		t.Skip("needs the real infrastructure; not in -short")
 	}
 	t.Parallel()
-	onLog := shared.Reading(asRelay(tgt, target.ModelLog))
-	onOffset := shared.Reading(asRelay(tgt, target.ModelOffset))
+	onLog := shared.Reading(asRelay(tgt, history.ModelLog))
+	onOffset := shared.Reading(asRelay(tgt, history.ModelOffset))
 	for _, tc := range []struct {
 		name, scenario string
 		sh             *runner.Shared
@@ -169,7 +170,7 @@ func TestRelayWindowsOnOtherModels(t *testing.T) {
 func TestRelayCrashPointsFromOutside(t *testing.T) {
 	const asWritten = "as written"
 	blindClaim := tgt.WithoutEventLogs()
-	offset, log := asRelay(tgt, target.ModelOffset), asRelay(tgt, target.ModelLog)
+	offset, log := asRelay(tgt, history.ModelOffset), asRelay(tgt, history.ModelLog)
 	processing, mark, publish := fault.TableOutbox, fault.TablePosition, fault.TablePublish
 	notOffered := "not offered"
 	wants := map[string]map[*target.Target]string{
@@ -222,7 +223,7 @@ func TestCheckTargetOnALogRelaySaysLogicalReplicationIsServed(t *testing.T) {
 		t.Skip("needs the real infrastructure; not in -short")
 	}
 	t.Parallel()
-	held, problems := shared.Reading(asRelay(tgt, target.ModelLog)).CheckTarget(t.Context())
+	held, problems := shared.Reading(asRelay(tgt, history.ModelLog)).CheckTarget(t.Context())
 	for _, p := range problems {
 		assert.NotEqual(t, "relay", p.Field, p.String())
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/gate"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/supervisor"
@@ -367,7 +368,7 @@ func TestHarnessPanicMakesOneRunIndeterminate(t *testing.T) {
 	plan := gate.Plan{
 		Scenarios: []runner.Scenario{
 			{Name: "panics", Window: "none", Workload: small, Evidence: []check.Evidence{
-				check.Custom("a check with a bug", func(*check.Observation) (bool, string) { panic("a bug in a check") }),
+				check.Custom("a check with a bug", func(*history.Record) (bool, string) { panic("a bug in a check") }),
 			}},
 			{Name: "fine", Window: "none", Workload: small},
 		},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/supervisor"
@@ -68,7 +69,7 @@ func TestSupervisedRestart(t *testing.T) {
 		Faults: func(rng *rand.Rand) []fault.Fault {
 			return []fault.Fault{fault.LinkDown{Link: "consumer.amqp", Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: outage}}
 		},
-		Evidence: []check.Evidence{check.Custom("the consumer started again", func(o *check.Observation) (bool, string) {
+		Evidence: []check.Evidence{check.Custom("the consumer started again", func(o *history.Record) (bool, string) {
 			n := 0
 			for _, e := range o.Log {
 				if e.Event == eventlog.Started && e.Process == name {

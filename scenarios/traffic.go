@@ -7,6 +7,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/harness/workload"
@@ -160,7 +161,7 @@ func underLoad() []runner.Scenario {
 // on one channel at once; its shape is read from the claims in the audit
 // trail, which only a claim relay writes.
 func claimsInFlight(sc runner.Scenario, t *target.Target) (runner.Scenario, string, error) {
-	if t.Relay.Model != target.ModelClaim {
+	if t.Relay.Model != history.ModelClaim {
 		return sc, "", fmt.Errorf("two claims of one relay in flight are read from its claims in the outbox's status column, and this relay's model is %s", t.RelayModel())
 	}
 	if t.Relay.InFlight < 2 {
@@ -172,7 +173,7 @@ func claimsInFlight(sc runner.Scenario, t *target.Target) (runner.Scenario, stri
 // everyInstanceDelivered: n instances of the consumer each logged a
 // delivery, so the backlog was shared.
 func everyInstanceDelivered(n int) check.Evidence {
-	return check.Custom(fmt.Sprintf("%d consumer instances took deliveries", n), func(o *check.Observation) (bool, string) {
+	return check.Custom(fmt.Sprintf("%d consumer instances took deliveries", n), func(o *history.Record) (bool, string) {
 		took := map[string]bool{}
 		for _, e := range o.Log {
 			if e.Event == eventlog.Delivered {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 )
 
@@ -14,43 +15,6 @@ const (
 	FromTap   = "tap queue"   // every routed publish per eventId (a queue faultline bound to the exchange)
 )
 
-// AuditRow is one write to the outbox, recorded by faultline's trigger with
-// the writer's application_name (the instance faultline handed the URL to).
-type AuditRow struct {
-	ID                   int64
-	At                   time.Time
-	Writer               string
-	Op                   string // INSERT or UPDATE
-	EventID              string
-	OldStatus, NewStatus string
-	OldClaim, NewClaim   string
-	// Began is when the writing transaction began (what CURRENT_TIMESTAMP
-	// reads in it); Due is when the write made the row next due (the
-	// outbox's due column, observe.outbox.due), zero where the target has
-	// none.
-	Began, Due time.Time
-	// Lease is when the row's claim runs out, as the write left it (the
-	// outbox's lease column, observe.outbox.lease); zero where the target
-	// has none, or the write left none.
-	Lease time.Time
-	// LSN is the WAL insert position when the row was written, as bytes
-	// from 0/0: its transaction commits past it, so a log relay's slot
-	// whose confirmed position is at or below it has not streamed it.
-	LSN int64
-}
-
-// Claims reports whether the write is a claim: the row goes Processing
-// under a new claim.
-func (a AuditRow) Claims() bool {
-	return a.Op == "UPDATE" && a.NewStatus == "Processing" && a.NewClaim != "" && a.NewClaim != a.OldClaim
-}
-
-// Settles reports whether the write settles its row's claim: the row
-// leaves Processing (Published, a retry, Failed) by a write under a claim.
-func (a AuditRow) Settles() bool {
-	return a.Op == "UPDATE" && a.OldStatus == "Processing" && a.NewStatus != "Processing" && a.OldClaim != ""
-}
-
 // AuditStaleWrites finds, from the audit trail alone, writes accepted from
 // a writer on a row another writer had claimed since: per row, the last
 // claim names its writer, and any later write that is not itself a claim
@@ -58,7 +22,7 @@ func (a AuditRow) Settles() bool {
 // unfenced one from a relay whose claim was taken over does. The writes of
 // one row are in commit order (each waits for the row lock of the one
 // before).
-func AuditStaleWrites(o *Observation) []string {
+func AuditStaleWrites(o *history.Record) []string {
 	holder := map[string]string{} // row → writer of its last claim
 	stale := map[string]bool{}
 	for _, a := range o.Audit {
@@ -87,7 +51,7 @@ type claimCommits map[[2]string]int
 
 // claimCommits indexes the audit trail's claims. The writes of one row are
 // in commit order (each waits for the row lock of the one before).
-func (o *Observation) claimCommits() claimCommits {
+func commitsOfClaims(o *history.Record) claimCommits {
 	out := claimCommits{}
 	if !o.HasAudit {
 		return out
@@ -111,7 +75,7 @@ func (c claimCommits) before(eventID, a, b string) bool {
 }
 
 // AuditTimeline renders the audit rows of the given events.
-func (o *Observation) AuditTimeline(ids ...string) []string {
+func AuditTimeline(o *history.Record, ids ...string) []string {
 	want := map[string]bool{}
 	for _, id := range ids {
 		want[id] = true
@@ -139,7 +103,7 @@ func short(claim string) string {
 
 // TapDuplicates counts the extra routings of eventIds the tap queue saw
 // more than once (a republish the relay made).
-func TapDuplicates(o *Observation) (extra int, ids []string) {
+func TapDuplicates(o *history.Record) (extra int, ids []string) {
 	for id, n := range o.Tap {
 		if n > 1 && id != "" {
 			extra += n - 1
@@ -158,7 +122,7 @@ func ReclaimedByAnother() Evidence {
 	return Evidence{
 		Name:  "a row claimed again under another claim after its lease (audit trail)",
 		Needs: []Need{NeedAudit, NeedAuditStatus},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			for _, a := range o.Audit {
 				if a.Claims() && a.OldStatus == "Processing" && a.OldClaim != "" {
 					return true, fmt.Sprintf("%s taken over: claim %s, then %s (by %s)", a.EventID, a.OldClaim, a.NewClaim, a.Writer)
@@ -175,7 +139,7 @@ func RoutedTwice() Evidence {
 	return Evidence{
 		Name:  "an eventId routed twice (tap queue)",
 		Needs: []Need{NeedTap},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			extra, ids := TapDuplicates(o)
 			if extra == 0 {
 				return false, fmt.Sprintf("%d eventIds routed, each once", len(o.Tap))
@@ -190,7 +154,7 @@ func RoutedTwice() Evidence {
 func BrokerRedelivered() Evidence {
 	return Evidence{
 		Name: "the broker redelivered to the consumer (its redelivery counter)",
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			return o.Queue.Redelivered > 0, fmt.Sprintf("%d redeliveries", o.Queue.Redelivered)
 		},
 	}
@@ -202,7 +166,7 @@ func RetriedInAudit() Evidence {
 	return Evidence{
 		Name:  "a retry written back to Pending (audit trail)",
 		Needs: []Need{NeedAudit, NeedAuditStatus},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			n := 0
 			for _, a := range o.Audit {
 				if a.Op == "UPDATE" && a.OldStatus == "Processing" && a.NewStatus == "Pending" {
@@ -223,7 +187,7 @@ func RetriedInAudit() Evidence {
 // lease's end was taken live whatever clock the relay read. A write that
 // moves the row out of Processing, or drops its claim, ends the lease.
 // Both times are the database server's.
-func LiveClaimsTaken(o *Observation) []string {
+func LiveClaimsTaken(o *history.Record) []string {
 	type hold struct {
 		claim string
 		until time.Time
@@ -258,8 +222,8 @@ func LiveClaimsTaken(o *Observation) []string {
 
 // leaseKept: no row was claimed while another claim's lease on it was
 // live (the article's promise to relays that run side by side).
-func leaseKept(o *Observation) result.Invariant {
-	switch why := o.noClaims(); {
+func leaseKept(o *history.Record) result.Invariant {
+	switch why := noClaims(o); {
 	case why != "":
 		return notChecked(LeaseKept, why)
 	case !o.HasAudit && o.HasLog("relay"):
@@ -274,7 +238,7 @@ func leaseKept(o *Observation) result.Invariant {
 	if len(ids) > 0 {
 		inv.Detail = fmt.Sprintf("%d rows claimed while another claim's lease on them was live", len(ids))
 		inv.Violations = []result.Violation{{Kind: "live-claim-taken", EventIDs: capList(ids), Message: inv.Detail,
-			Timeline: o.AuditTimeline(capList(ids)...)}}
+			Timeline: AuditTimeline(o, capList(ids)...)}}
 	}
 	return inv
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -20,10 +21,10 @@ const benchEvents = 10_000
 // twice, the duplicate absorbed), and every 100th of those stale claims
 // tried a late write that was fenced. lost drops every lost-th reservation
 // (0: none), so that no-lost-event fails.
-func bigObservation(n, lost int) *Observation {
+func bigObservation(n, lost int) *history.Record {
 	orders := map[string]int64{}
-	var outbox []OutboxRow
-	var res []Effect
+	var outbox []history.OutboxRow
+	var res []history.Effect
 	var log []eventlog.Entry
 	const perOrder = 4
 	for i := range n {
@@ -31,7 +32,7 @@ func bigObservation(n, lost int) *Observation {
 		agg := fmt.Sprintf("ORD-%06d", i/perOrder)
 		seq := int64(i%perOrder + 1)
 		orders[agg] = seq
-		outbox = append(outbox, OutboxRow{EventID: id, AggregateID: agg, Sequence: seq, Status: "Published", Published: true, Attempts: 1})
+		outbox = append(outbox, history.OutboxRow{EventID: id, AggregateID: agg, Sequence: seq, Status: "Published", Published: true, Attempts: 1})
 		ms := i * 3 // an event every 3 ms, its lines a few ms apart
 		claim := fmt.Sprintf("relay-%d:c%d", 1+i/100%2, i/100)
 		relay := claim[:7]
@@ -62,7 +63,7 @@ func bigObservation(n, lost int) *Observation {
 		line(ms+6, "inventory", eventlog.Delivered, "")
 		if lost == 0 || i%lost != 0 {
 			line(ms+7, "inventory", eventlog.Reserved, "")
-			res = append(res, Effect{ID: int64(len(res) + 1), EventID: id, AggregateID: agg, Sequence: seq, EventType: "order.created"})
+			res = append(res, history.Effect{ID: int64(len(res) + 1), EventID: id, AggregateID: agg, Sequence: seq, EventType: "order.created"})
 		}
 		line(ms+8, "inventory", eventlog.Acked, "")
 		if delivered == 2 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
@@ -124,7 +125,7 @@ func DeadLetterQueueHolds(n int) Evidence {
 	return Evidence{
 		Name:  fmt.Sprintf("%d messages in the dead-letter queue (the broker's count)", n),
 		Needs: []Need{NeedDLQ},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			return o.HasDLQ && o.DeadLetters.Messages == n, fmt.Sprintf("%d in the dead-letter queue", o.DeadLetters.Messages)
 		},
 	}
@@ -136,7 +137,7 @@ func failedInOutbox(n int) Evidence {
 	return Evidence{
 		Name:  fmt.Sprintf("at least %d rows Failed in the outbox", n),
 		Needs: []Need{NeedOutbox},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			failed := 0
 			for _, r := range o.Outbox {
 				if r.Status == "Failed" {
@@ -153,7 +154,7 @@ func MarkedInAudit() Evidence {
 	return Evidence{
 		Name:  "rows marked Published (audit trail)",
 		Needs: []Need{NeedAudit, NeedAuditStatus},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			n := 0
 			for _, a := range o.Audit {
 				if a.Op == "UPDATE" && a.NewStatus == "Published" && a.OldStatus != "Published" {
@@ -174,7 +175,7 @@ func PublishedAheadOfPredecessor() Evidence {
 	return Evidence{
 		Name:  "an event published before its predecessor (audit trail and outbox)",
 		Needs: []Need{NeedAudit, NeedOutbox},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			first := map[string]int{} // eventId → index of its first Published write
 			for i, a := range o.Audit {
 				if _, ok := first[a.EventID]; !ok && a.Op == "UPDATE" && a.NewStatus == "Published" {
@@ -213,7 +214,7 @@ func RenewedInAudit() Evidence {
 	return Evidence{
 		Name:  "a lease renewed: a Processing row written again under its own claim (audit trail)",
 		Needs: []Need{NeedAudit, NeedAuditStatus},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			for _, a := range o.Audit {
 				if a.Op == "UPDATE" && a.OldStatus == "Processing" && a.NewStatus == "Processing" && a.NewClaim != "" && a.NewClaim == a.OldClaim {
 					return true, fmt.Sprintf("%s renewed under claim %s by %s", a.EventID, a.NewClaim, a.Writer)

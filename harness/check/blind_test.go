@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
@@ -58,25 +59,25 @@ func TestResolve(t *testing.T) {
 // TestBlackBoxSourcesOfLogEvidence: the audit trail and the outbox show a
 // renewal and an event published ahead of its predecessor.
 func TestBlackBoxSourcesOfLogEvidence(t *testing.T) {
-	claim := func(id, from, to string) AuditRow {
-		return AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Pending", NewStatus: "Processing", OldClaim: from, NewClaim: to, Writer: "relay-1"}
+	claim := func(id, from, to string) history.AuditRow {
+		return history.AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Pending", NewStatus: "Processing", OldClaim: from, NewClaim: to, Writer: "relay-1"}
 	}
-	mark := func(id, c string) AuditRow {
-		return AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Processing", NewStatus: "Published", OldClaim: c, NewClaim: c}
+	mark := func(id, c string) history.AuditRow {
+		return history.AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Processing", NewStatus: "Published", OldClaim: c, NewClaim: c}
 	}
-	renew := AuditRow{Op: "UPDATE", EventID: "e1", OldStatus: "Processing", NewStatus: "Processing", OldClaim: "c1", NewClaim: "c1", Writer: "relay-1"}
-	outbox := []OutboxRow{{EventID: "e1", AggregateID: "a", Sequence: 1}, {EventID: "e2", AggregateID: "a", Sequence: 2}}
+	renew := history.AuditRow{Op: "UPDATE", EventID: "e1", OldStatus: "Processing", NewStatus: "Processing", OldClaim: "c1", NewClaim: "c1", Writer: "relay-1"}
+	outbox := []history.OutboxRow{{EventID: "e1", AggregateID: "a", Sequence: 1}, {EventID: "e2", AggregateID: "a", Sequence: 2}}
 	for _, tc := range []struct {
 		name string
 		ev   Evidence
-		o    Observation
+		o    history.Record
 		want bool
 	}{
-		{"renewal", RenewedInAudit(), Observation{Audit: []AuditRow{claim("e1", "", "c1"), renew, mark("e1", "c1")}}, true},
-		{"no renewal", RenewedInAudit(), Observation{Audit: []AuditRow{claim("e1", "", "c1"), mark("e1", "c1")}}, false},
-		{"successor first", PublishedAheadOfPredecessor(), Observation{Outbox: outbox, Audit: []AuditRow{mark("e2", "c2"), mark("e1", "c1")}}, true},
-		{"in order", PublishedAheadOfPredecessor(), Observation{Outbox: outbox, Audit: []AuditRow{mark("e1", "c1"), mark("e2", "c2")}}, false},
-		{"failed rows", failedInOutbox(1), Observation{Outbox: []OutboxRow{{EventID: "e1", Status: "Failed"}}}, true},
+		{"renewal", RenewedInAudit(), history.Record{Audit: []history.AuditRow{claim("e1", "", "c1"), renew, mark("e1", "c1")}}, true},
+		{"no renewal", RenewedInAudit(), history.Record{Audit: []history.AuditRow{claim("e1", "", "c1"), mark("e1", "c1")}}, false},
+		{"successor first", PublishedAheadOfPredecessor(), history.Record{Outbox: outbox, Audit: []history.AuditRow{mark("e2", "c2"), mark("e1", "c1")}}, true},
+		{"in order", PublishedAheadOfPredecessor(), history.Record{Outbox: outbox, Audit: []history.AuditRow{mark("e1", "c1"), mark("e2", "c2")}}, false},
+		{"failed rows", failedInOutbox(1), history.Record{Outbox: []history.OutboxRow{{EventID: "e1", Status: "Failed"}}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seen, detail := tc.ev.Check(&tc.o)

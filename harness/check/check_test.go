@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -16,14 +17,14 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
 // obs builds an observation from a log; entries are in time order.
-func obs(orders map[string]int64, outbox []OutboxRow, res []Effect, log ...eventlog.Entry) *Observation {
-	o := &Observation{Outbox: outbox, HasOutbox: true, Effects: res, Log: log, ByEvent: map[string][]eventlog.Entry{},
+func obs(orders map[string]int64, outbox []history.OutboxRow, res []history.Effect, log ...eventlog.Entry) *history.Record {
+	o := &history.Record{Outbox: outbox, HasOutbox: true, Effects: res, Log: log, ByEvent: map[string][]eventlog.Entry{},
 		LogRoles: map[string]bool{"producer": true, "relay": true, "consumer": true}, HasHeldBack: true}
 	// The producer acknowledged every fact, each aggregate by its id.
 	o.AcknowledgedByID = map[string]int64{}
 	for id, v := range orders {
 		for seq := int64(1); seq <= v; seq++ {
-			o.Facts = append(o.Facts, Fact{AggregateID: id, Sequence: seq})
+			o.Facts = append(o.Facts, history.Fact{AggregateID: id, Sequence: seq})
 		}
 		o.AcknowledgedByID[id] = v
 		o.Acknowledged += v
@@ -50,40 +51,40 @@ func find(invs []result.Invariant, name string) result.Invariant {
 }
 
 func TestInvariants(t *testing.T) {
-	published := func(id, agg string, seq int64) OutboxRow {
-		return OutboxRow{EventID: id, AggregateID: agg, Sequence: seq, Status: "Published", Published: true}
+	published := func(id, agg string, seq int64) history.OutboxRow {
+		return history.OutboxRow{EventID: id, AggregateID: agg, Sequence: seq, Status: "Published", Published: true}
 	}
 	cleanLog := []eventlog.Entry{
 		ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Confirmed, "E1", "c1"), ev(3, "relay-1", eventlog.Marked, "E1", "c1"),
 	}
 	for _, tc := range []struct {
 		name      string
-		o         *Observation
+		o         *history.Record
 		broken    string // the invariant that must fail ("" = none)
 		violation string
 	}{
-		{"all good", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}}, cleanLog...), "", ""},
-		{"lost", obs(map[string]int64{"A": 1, "B": 1}, []OutboxRow{published("E1", "A", 1), published("E2", "B", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}},
+		{"all good", obs(map[string]int64{"A": 1}, []history.OutboxRow{published("E1", "A", 1)}, []history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: "order.created"}}, cleanLog...), "", ""},
+		{"lost", obs(map[string]int64{"A": 1, "B": 1}, []history.OutboxRow{published("E1", "A", 1), published("E2", "B", 1)}, []history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: "order.created"}},
 			append(append([]eventlog.Entry{}, cleanLog...), ev(4, "relay-1", eventlog.Confirmed, "E2", "c1"), ev(5, "relay-1", eventlog.Marked, "E2", "c1"))...), NoLost, "lost"},
-		{"failed with alert is not lost", obs(map[string]int64{"A": 1}, []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Failed"}}, nil), "", ""},
-		{"phantom", obs(map[string]int64{}, nil, []Effect{{1, "E9", "Z", 1, "order.created"}}), NoPhantom, "phantom"},
-		{"duplicate effect", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}, {2, "E1", "A", 1, "order.created"}}, cleanLog...), NoDuplicate, "duplicate-effect"},
-		{"stuck row", obs(map[string]int64{"A": 1}, []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Processing"}}, []Effect{{1, "E1", "A", 1, "order.created"}}), OutboxTruth, "stuck-row"},
-		{"published without confirm", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}},
+		{"failed with alert is not lost", obs(map[string]int64{"A": 1}, []history.OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Failed"}}, nil), "", ""},
+		{"phantom", obs(map[string]int64{}, nil, []history.Effect{{ID: 1, EventID: "E9", AggregateID: "Z", Sequence: 1, EventType: "order.created"}}), NoPhantom, "phantom"},
+		{"duplicate effect", obs(map[string]int64{"A": 1}, []history.OutboxRow{published("E1", "A", 1)}, []history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: "order.created"}, {ID: 2, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: "order.created"}}, cleanLog...), NoDuplicate, "duplicate-effect"},
+		{"stuck row", obs(map[string]int64{"A": 1}, []history.OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Processing"}}, []history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: "order.created"}}), OutboxTruth, "stuck-row"},
+		{"published without confirm", obs(map[string]int64{"A": 1}, []history.OutboxRow{published("E1", "A", 1)}, []history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: "order.created"}},
 			ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(3, "relay-1", eventlog.Marked, "E1", "c1")), OutboxTruth, "published-unconfirmed"},
-		{"returned but marked", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}},
+		{"returned but marked", obs(map[string]int64{"A": 1}, []history.OutboxRow{published("E1", "A", 1)}, []history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: "order.created"}},
 			ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Returned, "E1", "c1"), ev(2, "relay-1", eventlog.Confirmed, "E1", "c1"), ev(3, "relay-1", eventlog.Marked, "E1", "c1")), OutboxTruth, "published-unconfirmed"},
-		{"stale write accepted", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}},
+		{"stale write accepted", obs(map[string]int64{"A": 1}, []history.OutboxRow{published("E1", "A", 1)}, []history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: "order.created"}},
 			ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Confirmed, "E1", "c1"),
 			ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), ev(4, "relay-2", eventlog.Confirmed, "E1", "c2"), ev(5, "relay-2", eventlog.Marked, "E1", "c2"),
 			ev(6, "relay-1", eventlog.Marked, "E1", "c1")), Fencing, "stale-write"},
-		{"fenced is fine", obs(map[string]int64{"A": 1}, []OutboxRow{published("E1", "A", 1)}, []Effect{{1, "E1", "A", 1, "order.created"}},
+		{"fenced is fine", obs(map[string]int64{"A": 1}, []history.OutboxRow{published("E1", "A", 1)}, []history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: "order.created"}},
 			ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Confirmed, "E1", "c1"),
 			ev(3, "relay-2", eventlog.Claimed, "E1", "c2"), ev(4, "relay-2", eventlog.Confirmed, "E1", "c2"), ev(5, "relay-2", eventlog.Marked, "E1", "c2"),
 			ev(6, "relay-1", eventlog.Fenced, "E1", "c1")), "", ""},
-		{"queue not drained", func() *Observation {
+		{"queue not drained", func() *history.Record {
 			o := obs(map[string]int64{}, nil, nil)
-			o.Queue = QueueInfo{Messages: 2, Ready: 2}
+			o.Queue = history.QueueInfo{Messages: 2, Ready: 2}
 			return o
 		}(), QueueDrained, "queue-not-drained"},
 	} {
@@ -108,36 +109,36 @@ func TestInvariants(t *testing.T) {
 // lease its holding claim last wrote, and holds where the lease had run
 // out, the row was let go, or the claim renewed its own lease.
 func TestLeaseKept(t *testing.T) {
-	insert := AuditRow{Op: "INSERT", EventID: "E1", NewStatus: "Pending", At: at(0)}
-	claim := func(ms int, writer, from, to string, leaseMS int) AuditRow {
-		return AuditRow{Op: "UPDATE", EventID: "E1", Writer: writer, OldStatus: "Processing", NewStatus: "Processing", OldClaim: from, NewClaim: to, At: at(ms), Lease: at(leaseMS)}
+	insert := history.AuditRow{Op: "INSERT", EventID: "E1", NewStatus: "Pending", At: at(0)}
+	claim := func(ms int, writer, from, to string, leaseMS int) history.AuditRow {
+		return history.AuditRow{Op: "UPDATE", EventID: "E1", Writer: writer, OldStatus: "Processing", NewStatus: "Processing", OldClaim: from, NewClaim: to, At: at(ms), Lease: at(leaseMS)}
 	}
 	first := claim(10, "relay-1", "", "c1", 2010)
 	first.OldStatus = "Pending"
-	published := AuditRow{Op: "UPDATE", EventID: "E1", Writer: "relay-1", OldStatus: "Processing", NewStatus: "Published", OldClaim: "c1", NewClaim: "c1", At: at(50), Lease: at(2010)}
-	renewed := AuditRow{Op: "UPDATE", EventID: "E1", Writer: "relay-1", OldStatus: "Processing", NewStatus: "Processing", OldClaim: "c1", NewClaim: "c1", At: at(1500), Lease: at(3500)}
+	published := history.AuditRow{Op: "UPDATE", EventID: "E1", Writer: "relay-1", OldStatus: "Processing", NewStatus: "Published", OldClaim: "c1", NewClaim: "c1", At: at(50), Lease: at(2010)}
+	renewed := history.AuditRow{Op: "UPDATE", EventID: "E1", Writer: "relay-1", OldStatus: "Processing", NewStatus: "Processing", OldClaim: "c1", NewClaim: "c1", At: at(1500), Lease: at(3500)}
 	for _, tc := range []struct {
 		name     string
-		audit    []AuditRow
+		audit    []history.AuditRow
 		hasLease bool
 		model    string
 		taken    bool
 		detail   string
 	}{
-		{name: "taken after the lease ran out", audit: []AuditRow{insert, first, claim(2011, "relay-2", "c1", "c2", 4011)}, hasLease: true},
-		{name: "taken while the lease was live", audit: []AuditRow{insert, first, claim(600, "relay-2", "c1", "c2", 2600)}, hasLease: true, taken: true,
+		{name: "taken after the lease ran out", audit: []history.AuditRow{insert, first, claim(2011, "relay-2", "c1", "c2", 4011)}, hasLease: true},
+		{name: "taken while the lease was live", audit: []history.AuditRow{insert, first, claim(600, "relay-2", "c1", "c2", 2600)}, hasLease: true, taken: true,
 			detail: "1 rows claimed while another claim's lease on them was live"},
-		{name: "taken at the lease's last instant", audit: []AuditRow{insert, first, claim(2010, "relay-2", "c1", "c2", 4010)}, hasLease: true, taken: true},
-		{name: "renewed, then taken inside the renewal", audit: []AuditRow{insert, first, renewed, claim(2500, "relay-2", "c1", "c2", 4500)}, hasLease: true, taken: true},
-		{name: "renewed, then taken after it", audit: []AuditRow{insert, first, renewed, claim(3600, "relay-2", "c1", "c2", 5600)}, hasLease: true},
-		{name: "let go, then taken", audit: []AuditRow{insert, first, published, claim(600, "relay-2", "c1", "c2", 2600)}, hasLease: true},
-		{name: "no lease column", audit: []AuditRow{insert, first, claim(600, "relay-2", "c1", "c2", 2600)},
+		{name: "taken at the lease's last instant", audit: []history.AuditRow{insert, first, claim(2010, "relay-2", "c1", "c2", 4010)}, hasLease: true, taken: true},
+		{name: "renewed, then taken inside the renewal", audit: []history.AuditRow{insert, first, renewed, claim(2500, "relay-2", "c1", "c2", 4500)}, hasLease: true, taken: true},
+		{name: "renewed, then taken after it", audit: []history.AuditRow{insert, first, renewed, claim(3600, "relay-2", "c1", "c2", 5600)}, hasLease: true},
+		{name: "let go, then taken", audit: []history.AuditRow{insert, first, published, claim(600, "relay-2", "c1", "c2", 2600)}, hasLease: true},
+		{name: "no lease column", audit: []history.AuditRow{insert, first, claim(600, "relay-2", "c1", "c2", 2600)},
 			detail: "not checked: the outbox has no lease column faultline can watch (observe.outbox.lease, a timestamp)"},
-		{name: "an offset relay claims nothing", audit: []AuditRow{insert}, hasLease: true, model: "offset",
+		{name: "an offset relay claims nothing", audit: []history.AuditRow{insert}, hasLease: true, model: "offset",
 			detail: "not checked: a relay of model offset holds no claim on the outbox rows: there is nothing to fence"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &Observation{Audit: tc.audit, HasAudit: true, HasLease: tc.hasLease, Model: tc.model}
+			o := &history.Record{Audit: tc.audit, HasAudit: true, HasLease: tc.hasLease, Model: tc.model}
 			inv := leaseKept(o)
 			if tc.detail != "" {
 				assert.Equal(t, tc.detail, inv.Detail)
@@ -181,7 +182,7 @@ func TestInBatchCopies(t *testing.T) {
 			ev(1, "inventory", eventlog.Delivered, "E1", ""), ev(1, "inventory", eventlog.Delivered, "E2", "")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &Observation{Log: tc.log, Instances: map[string]string{"consumer": "inventory"}}
+			o := &history.Record{Log: tc.log, Instances: map[string]string{"consumer": "inventory"}}
 			assert.Equal(t, tc.want, InBatchCopies(o))
 		})
 	}
@@ -190,32 +191,32 @@ func TestInBatchCopies(t *testing.T) {
 // facts-kept holds when each aggregate the producer acknowledged has as
 // many facts as requests answered ok, whatever the other aggregates hold.
 func TestFactsKept(t *testing.T) {
-	facts := func(ids ...string) []Fact {
-		var out []Fact
+	facts := func(ids ...string) []history.Fact {
+		var out []history.Fact
 		for _, id := range ids {
-			out = append(out, Fact{AggregateID: id})
+			out = append(out, history.Fact{AggregateID: id})
 		}
 		return out
 	}
 	for _, tc := range []struct {
 		name       string
-		o          Observation
+		o          history.Record
 		ok         bool
 		notChecked bool
 		detail     string
 	}{
-		{name: "every aggregate whole", o: Observation{Acknowledged: 3, AcknowledgedByID: map[string]int64{"1": 2, "2": 1}, Facts: facts("1", "1", "2")}, ok: true},
-		{name: "a retried create's second aggregate is no excuse", o: Observation{Acknowledged: 3, AcknowledgedByID: map[string]int64{"1": 2, "2": 1}, Facts: facts("1", "2", "3", "3")},
+		{name: "every aggregate whole", o: history.Record{Acknowledged: 3, AcknowledgedByID: map[string]int64{"1": 2, "2": 1}, Facts: facts("1", "1", "2")}, ok: true},
+		{name: "a retried create's second aggregate is no excuse", o: history.Record{Acknowledged: 3, AcknowledgedByID: map[string]int64{"1": 2, "2": 1}, Facts: facts("1", "2", "3", "3")},
 			detail: "1 facts the producer acknowledged are gone, from 1 aggregates"},
-		{name: "an aggregate gone", o: Observation{Acknowledged: 2, AcknowledgedByID: map[string]int64{"1": 1, "2": 1}, Facts: facts("1")},
+		{name: "an aggregate gone", o: history.Record{Acknowledged: 2, AcknowledgedByID: map[string]int64{"1": 1, "2": 1}, Facts: facts("1")},
 			detail: "aggregates: 2"},
-		{name: "more facts than acknowledged (a step answered done)", o: Observation{Acknowledged: 1, AcknowledgedByID: map[string]int64{"1": 1}, Facts: facts("1", "1")}, ok: true},
-		{name: "nothing acknowledged", o: Observation{Facts: facts("1")}, notChecked: true, detail: "acknowledged nothing"},
-		{name: "ids that are not the facts' aggregates", o: Observation{Acknowledged: 2, AcknowledgedByID: map[string]int64{"a": 1, "b": 1}, Facts: facts("1", "2")},
+		{name: "more facts than acknowledged (a step answered done)", o: history.Record{Acknowledged: 1, AcknowledgedByID: map[string]int64{"1": 1}, Facts: facts("1", "1")}, ok: true},
+		{name: "nothing acknowledged", o: history.Record{Facts: facts("1")}, notChecked: true, detail: "acknowledged nothing"},
+		{name: "ids that are not the facts' aggregates", o: history.Record{Acknowledged: 2, AcknowledgedByID: map[string]int64{"a": 1, "b": 1}, Facts: facts("1", "2")},
 			notChecked: true, detail: "none of the 2 aggregate ids"},
-		{name: "every fact gone", o: Observation{Acknowledged: 2, AcknowledgedByID: map[string]int64{"a": 1, "b": 1}}, detail: "2 facts the producer acknowledged are gone"},
-		{name: "by count without ids", o: Observation{Acknowledged: 3, Facts: facts("1", "2")}, detail: "1 facts the producer acknowledged are gone (3 acknowledged, 2 in the database)"},
-		{name: "by count, enough", o: Observation{Acknowledged: 2, Facts: facts("1", "2")}, ok: true, detail: "counted"},
+		{name: "every fact gone", o: history.Record{Acknowledged: 2, AcknowledgedByID: map[string]int64{"a": 1, "b": 1}}, detail: "2 facts the producer acknowledged are gone"},
+		{name: "by count without ids", o: history.Record{Acknowledged: 3, Facts: facts("1", "2")}, detail: "1 facts the producer acknowledged are gone (3 acknowledged, 2 in the database)"},
+		{name: "by count, enough", o: history.Record{Acknowledged: 2, Facts: facts("1", "2")}, ok: true, detail: "counted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inv := factsKept(&tc.o)
@@ -250,7 +251,7 @@ func TestPoisonAccounted(t *testing.T) {
 		{name: "no dead-letter queue", poisoned: 5, noDLQ: true, notChecked: true, detail: "no dead-letter queue"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &Observation{Poisoned: tc.poisoned, HasDLQ: !tc.noDLQ, DeadLetters: QueueInfo{Messages: tc.dlq}, Queue: QueueInfo{Messages: tc.queued}}
+			o := &history.Record{Poisoned: tc.poisoned, HasDLQ: !tc.noDLQ, DeadLetters: history.QueueInfo{Messages: tc.dlq}, Queue: history.QueueInfo{Messages: tc.queued}}
 			inv := find(Invariants(o, []string{PoisonAccounted}), PoisonAccounted)
 			assert.Equal(t, tc.ok, inv.OK, inv.Detail)
 			assert.Equal(t, tc.notChecked, inv.NotChecked, inv.Detail)
@@ -261,24 +262,24 @@ func TestPoisonAccounted(t *testing.T) {
 			}
 		})
 	}
-	assert.Empty(t, find(Invariants(&Observation{Poisoned: 5}, nil), PoisonAccounted).Name, "only checked when asked")
+	assert.Empty(t, find(Invariants(&history.Record{Poisoned: 5}, nil), PoisonAccounted).Name, "only checked when asked")
 }
 
 // only-poison-dead-lettered: a valid event (the outbox's, or an effect's)
 // in the dead-letter queue is a violation; poison there is what it is for.
 func TestOnlyPoisonDeadLettered(t *testing.T) {
-	outbox := []OutboxRow{{EventID: "E1"}, {EventID: "E2"}}
+	outbox := []history.OutboxRow{{EventID: "E1"}, {EventID: "E2"}}
 	for _, tc := range []struct {
 		name       string
-		o          Observation
+		o          history.Record
 		ok, nc     bool
 		violations []string
 	}{
-		{name: "poison only", o: Observation{HasDLQ: true, Outbox: outbox, DeadLettered: map[string]int{"poison-1": 1, "": 2}}, ok: true},
-		{name: "an outbox event", o: Observation{HasDLQ: true, Outbox: outbox, DeadLettered: map[string]int{"poison-1": 1, "E2": 1}}, violations: []string{"E2"}},
-		{name: "an effect's event, no outbox read", o: Observation{HasDLQ: true, Effects: []Effect{{EventID: "E3"}}, DeadLettered: map[string]int{"E3": 1, "E1": 1}}, violations: []string{"E3"}},
-		{name: "empty", o: Observation{HasDLQ: true, Outbox: outbox}, ok: true},
-		{name: "no dead-letter queue", o: Observation{Outbox: outbox}, nc: true},
+		{name: "poison only", o: history.Record{HasDLQ: true, Outbox: outbox, DeadLettered: map[string]int{"poison-1": 1, "": 2}}, ok: true},
+		{name: "an outbox event", o: history.Record{HasDLQ: true, Outbox: outbox, DeadLettered: map[string]int{"poison-1": 1, "E2": 1}}, violations: []string{"E2"}},
+		{name: "an effect's event, no outbox read", o: history.Record{HasDLQ: true, Effects: []history.Effect{{EventID: "E3"}}, DeadLettered: map[string]int{"E3": 1, "E1": 1}}, violations: []string{"E3"}},
+		{name: "empty", o: history.Record{HasDLQ: true, Outbox: outbox}, ok: true},
+		{name: "no dead-letter queue", o: history.Record{Outbox: outbox}, nc: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inv := find(Invariants(&tc.o, []string{OnlyPoisonDead}), OnlyPoisonDead)
@@ -291,13 +292,13 @@ func TestOnlyPoisonDeadLettered(t *testing.T) {
 			}
 		})
 	}
-	assert.Empty(t, find(Invariants(&Observation{HasDLQ: true}, nil), OnlyPoisonDead).Name, "only checked when asked")
+	assert.Empty(t, find(Invariants(&history.Record{HasDLQ: true}, nil), OnlyPoisonDead).Name, "only checked when asked")
 }
 
 func TestAggregateOrder(t *testing.T) {
-	inOrder := obs(map[string]int64{"A": 3}, nil, []Effect{{1, "E1", "A", 1, ""}, {2, "E2", "A", 2, ""}, {3, "E3", "A", 3, ""}})
+	inOrder := obs(map[string]int64{"A": 3}, nil, []history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: ""}, {ID: 2, EventID: "E2", AggregateID: "A", Sequence: 2, EventType: ""}, {ID: 3, EventID: "E3", AggregateID: "A", Sequence: 3, EventType: ""}})
 	assert.True(t, find(Invariants(inOrder, []string{AggregateOrder}), AggregateOrder).OK)
-	outOfOrder := obs(map[string]int64{"A": 3}, nil, []Effect{{1, "E1", "A", 1, ""}, {2, "E3", "A", 3, ""}, {3, "E2", "A", 2, ""}})
+	outOfOrder := obs(map[string]int64{"A": 3}, nil, []history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: ""}, {ID: 2, EventID: "E3", AggregateID: "A", Sequence: 3, EventType: ""}, {ID: 3, EventID: "E2", AggregateID: "A", Sequence: 2, EventType: ""}})
 	inv := find(Invariants(outOfOrder, []string{AggregateOrder}), AggregateOrder)
 	assert.False(t, inv.OK)
 	assert.Contains(t, inv.Violations[0].EventIDs, "E3")
@@ -305,8 +306,8 @@ func TestAggregateOrder(t *testing.T) {
 }
 
 func TestCountsAndEvidence(t *testing.T) {
-	o := obs(map[string]int64{"A": 1}, []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Published", Published: true}},
-		[]Effect{{1, "E1", "A", 1, ""}},
+	o := obs(map[string]int64{"A": 1}, []history.OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: "Published", Published: true}},
+		[]history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: ""}},
 		ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), ev(2, "relay-1", eventlog.Published, "E1", "c1"), ev(3, "relay-1", eventlog.Unknown, "E1", "c1"),
 		ev(2500, "relay-2", eventlog.Claimed, "E1", "c2"), ev(2501, "relay-2", eventlog.Published, "E1", "c2"), ev(2502, "relay-2", eventlog.Confirmed, "E1", "c2"),
 		ev(2503, "relay-2", eventlog.Marked, "E1", "c2"),
@@ -354,23 +355,23 @@ func TestStaleRetryWrites(t *testing.T) {
 		attempt(ev(2, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
 		ev(3, "relay-2", eventlog.Marked, "E1", "c2"),
 	}
-	claim := func(i int64, writer, oldClaim, newClaim string) AuditRow {
-		return AuditRow{ID: i, Writer: writer, Op: "UPDATE", EventID: "E1", OldStatus: "Processing", NewStatus: "Processing", OldClaim: oldClaim, NewClaim: newClaim}
+	claim := func(i int64, writer, oldClaim, newClaim string) history.AuditRow {
+		return history.AuditRow{ID: i, Writer: writer, Op: "UPDATE", EventID: "E1", OldStatus: "Processing", NewStatus: "Processing", OldClaim: oldClaim, NewClaim: newClaim}
 	}
 	for _, tc := range []struct {
 		name  string
 		log   []eventlog.Entry
 		stale bool
-		audit []AuditRow // the outbox's audit trail, when there is one
+		audit []history.AuditRow // the outbox's audit trail, when there is one
 	}{
 		// relay-1 frozen by a black-box fault right at its claim's commit:
 		// its claimed line comes after relay-2's later claim (same attempt:
 		// a lease running out does not count one), relay-2 marks.
 		{"a claim logged late, committed first by the audit trail", append(lateClaimThenMark,
 			ev(4, "relay-1", eventlog.Fenced, "E1", "c1"),
-		), false, []AuditRow{claim(1, "relay-1", "", "c1"), claim(2, "relay-2", "c1", "c2")}},
+		), false, []history.AuditRow{claim(1, "relay-1", "", "c1"), claim(2, "relay-2", "c1", "c2")}},
 		{"the same lines, committed in their order by the audit trail", lateClaimThenMark,
-			true, []AuditRow{claim(1, "relay-2", "", "c2"), claim(2, "relay-1", "c2", "c1")}},
+			true, []history.AuditRow{claim(1, "relay-2", "", "c2"), claim(2, "relay-1", "c2", "c1")}},
 		{"the same lines, no audit trail", lateClaimThenMark, true, nil},
 		{"retry logged late, the next claim saw it", []eventlog.Entry{
 			attempt(ev(1, "relay-1", eventlog.Claimed, "E1", "c1"), 1),
@@ -420,7 +421,7 @@ func TestStaleRetryWrites(t *testing.T) {
 // Invariants and Counts say separately, on a run with every kind of finding.
 func TestCheckIsInvariantsAndCounts(t *testing.T) {
 	o := bigObservation(2000, 20)
-	o.Effects = append(o.Effects, o.Effects[0], Effect{1, "E-phantom", "Z", 1, "order.created"})
+	o.Effects = append(o.Effects, o.Effects[0], history.Effect{ID: 1, EventID: "E-phantom", AggregateID: "Z", Sequence: 1, EventType: "order.created"})
 	invs, c := Check(o, []string{AggregateOrder})
 	assert.Equal(t, Invariants(o, []string{AggregateOrder}), invs)
 	assert.Equal(t, Counts(o), c)
@@ -433,22 +434,22 @@ func TestCheckIsInvariantsAndCounts(t *testing.T) {
 // writer took over is a stale write; the holder's own writes are not; a
 // takeover is seen whoever takes over.
 func TestAuditStaleWritesAndTakeovers(t *testing.T) {
-	row := func(writer, old, new, oldClaim, newClaim string) AuditRow {
-		return AuditRow{Writer: writer, Op: "UPDATE", EventID: "E1", OldStatus: old, NewStatus: new, OldClaim: oldClaim, NewClaim: newClaim}
+	row := func(writer, old, new, oldClaim, newClaim string) history.AuditRow {
+		return history.AuditRow{Writer: writer, Op: "UPDATE", EventID: "E1", OldStatus: old, NewStatus: new, OldClaim: oldClaim, NewClaim: newClaim}
 	}
 	for _, tc := range []struct {
 		name      string
-		audit     []AuditRow
+		audit     []history.AuditRow
 		stale     []string
 		takenOver bool
 	}{
-		{"claim and mark by the holder", []AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-1", "Processing", "Published", "c1", "")}, nil, false},
-		{"takeover, then the new holder marks", []AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-2", "Processing", "Processing", "c1", "c2"), row("relay-2", "Processing", "Published", "c2", "")}, nil, true},
-		{"takeover, then the old holder writes", []AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-2", "Processing", "Processing", "c1", "c2"), row("relay-2", "Processing", "Published", "c2", ""), row("relay-1", "Published", "Published", "", "")}, []string{"E1"}, true},
-		{"the same relay, restarted, takes its rows over", []AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-1", "Processing", "Processing", "c1", "c3")}, nil, true},
+		{"claim and mark by the holder", []history.AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-1", "Processing", "Published", "c1", "")}, nil, false},
+		{"takeover, then the new holder marks", []history.AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-2", "Processing", "Processing", "c1", "c2"), row("relay-2", "Processing", "Published", "c2", "")}, nil, true},
+		{"takeover, then the old holder writes", []history.AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-2", "Processing", "Processing", "c1", "c2"), row("relay-2", "Processing", "Published", "c2", ""), row("relay-1", "Published", "Published", "", "")}, []string{"E1"}, true},
+		{"the same relay, restarted, takes its rows over", []history.AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-1", "Processing", "Processing", "c1", "c3")}, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &Observation{Audit: tc.audit, HasAudit: true}
+			o := &history.Record{Audit: tc.audit, HasAudit: true}
 			assert.ElementsMatch(t, tc.stale, AuditStaleWrites(o))
 			seen, _ := ReclaimedByAnother().Check(o)
 			assert.Equal(t, tc.takenOver, seen)
@@ -460,13 +461,13 @@ func TestAuditStaleWritesAndTakeovers(t *testing.T) {
 // reads, and checked — and can fail — where it does.
 func TestOptionalEvidence(t *testing.T) {
 	ev := Optional(AtLeast(1, eventlog.Fenced))
-	blind := &Observation{LogRoles: map[string]bool{}}
+	blind := &history.Record{LogRoles: map[string]bool{}}
 	got := Evaluate(blind, []Evidence{ev})
 	require.Len(t, got, 1)
 	assert.True(t, got[0].NotChecked)
 	assert.False(t, got[0].Seen)
 	assert.Contains(t, got[0].Detail, string(NeedRelayLog))
-	logged := &Observation{LogRoles: map[string]bool{"relay": true}}
+	logged := &history.Record{LogRoles: map[string]bool{"relay": true}}
 	got = Evaluate(logged, []Evidence{ev})
 	assert.False(t, got[0].NotChecked)
 	assert.False(t, got[0].Seen, "checked, and not seen: no fenced line")

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -15,15 +16,15 @@ import (
 func TestSettling(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	settled := Progress{Effects: 5, Queue: "orders"}
-	busy := Progress{Effects: 4, Ready: 1, Queue: "orders"}
+	settled := history.Progress{Effects: 5, Queue: "orders"}
+	busy := history.Progress{Effects: 4, Ready: 1, Queue: "orders"}
 	unreadable := errors.New("connection refused")
 	// a consumer that applies later: its queue drained, one event stored
 	// in its inbox and not applied yet, then applied
-	inbox := Progress{Effects: 5, InboxPending: 1, Queue: "orders"}
-	settled6 := Progress{Effects: 6, Queue: "orders"}
+	inbox := history.Progress{Effects: 5, InboxPending: 1, Queue: "orders"}
+	settled6 := history.Progress{Effects: 6, Queue: "orders"}
 	type sample struct {
-		p   Progress
+		p   history.Progress
 		err error
 		ms  int
 	}
@@ -35,19 +36,19 @@ func TestSettling(t *testing.T) {
 	}{
 		{"settled for the window", []sample{{busy, nil, 0}, {settled, nil, 200}, {settled, nil, 400}, {settled, nil, 1400}}, 400, ""},
 		{"the first settled sample has no earlier effects to compare", []sample{{settled, nil, 0}, {settled, nil, 1000}}, -1, "0 messages ready and 0 unacked in orders, 5 effects"},
-		{"moving effects restart the window", []sample{{settled, nil, 0}, {settled, nil, 200}, {Progress{Effects: 6}, nil, 600}, {Progress{Effects: 6}, nil, 1300}}, -1, "6 effects"},
-		{"an unreadable sample restarts the window", []sample{{settled, nil, 0}, {settled, nil, 200}, {Progress{}, unreadable, 600}, {settled, nil, 1300}}, -1, "5 effects"},
-		{"a wait that ends on an unreadable sample says why", []sample{{settled, nil, 0}, {Progress{}, unreadable, 200}}, -1, "connection refused"},
+		{"moving effects restart the window", []sample{{settled, nil, 0}, {settled, nil, 200}, {history.Progress{Effects: 6}, nil, 600}, {history.Progress{Effects: 6}, nil, 1300}}, -1, "6 effects"},
+		{"an unreadable sample restarts the window", []sample{{settled, nil, 0}, {settled, nil, 200}, {history.Progress{}, unreadable, 600}, {settled, nil, 1300}}, -1, "5 effects"},
+		{"a wait that ends on an unreadable sample says why", []sample{{settled, nil, 0}, {history.Progress{}, unreadable, 200}}, -1, "connection refused"},
 		{"events in the inbox not applied: queue drained and effects still, but not settled",
 			[]sample{{settled, nil, 0}, {inbox, nil, 200}, {inbox, nil, 1400}, {inbox, nil, 3000}}, -1, "1 events in the inbox not applied, 5 effects"},
 		{"a relay whose backlog is not shown: fewer effects than the answered events call for is not settled",
-			[]sample{{Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 0}, {Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 1400}, {Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 3000}}, -1, "5 effects (5 events) of the 6 the answered events call for"},
+			[]sample{{history.Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 0}, {history.Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 1400}, {history.Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 3000}}, -1, "5 effects (5 events) of the 6 the answered events call for"},
 		{"a relay whose backlog is not shown: settled once every event has its effect",
-			[]sample{{Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 0}, {Progress{Expected: 6, Effects: 6, Effected: 6, Queue: "orders"}, nil, 200}, {Progress{Expected: 6, Effects: 6, Effected: 6, Queue: "orders"}, nil, 400}, {Progress{Expected: 6, Effects: 6, Effected: 6, Queue: "orders"}, nil, 1400}}, 400, ""},
+			[]sample{{history.Progress{Expected: 6, Effects: 5, Effected: 5, Queue: "orders"}, nil, 0}, {history.Progress{Expected: 6, Effects: 6, Effected: 6, Queue: "orders"}, nil, 200}, {history.Progress{Expected: 6, Effects: 6, Effected: 6, Queue: "orders"}, nil, 400}, {history.Progress{Expected: 6, Effects: 6, Effected: 6, Queue: "orders"}, nil, 1400}}, 400, ""},
 		{"a log relay's slot behind committed rows: queue drained and effects still, but not settled",
-			[]sample{{Progress{Effects: 5, SlotBehind: 2, Queue: "orders"}, nil, 0}, {Progress{Effects: 5, SlotBehind: 2, Queue: "orders"}, nil, 1400}, {Progress{Effects: 5, SlotBehind: 2, Queue: "orders"}, nil, 3000}}, -1, "2 outbox rows not yet confirmed past by the relay's slot, 5 effects"},
+			[]sample{{history.Progress{Effects: 5, SlotBehind: 2, Queue: "orders"}, nil, 0}, {history.Progress{Effects: 5, SlotBehind: 2, Queue: "orders"}, nil, 1400}, {history.Progress{Effects: 5, SlotBehind: 2, Queue: "orders"}, nil, 3000}}, -1, "2 outbox rows not yet confirmed past by the relay's slot, 5 effects"},
 		{"the slot confirmed past every row: settled from then on",
-			[]sample{{Progress{Effects: 5, SlotBehind: 2, Queue: "orders"}, nil, 0}, {settled, nil, 200}, {settled, nil, 1200}}, 200, ""},
+			[]sample{{history.Progress{Effects: 5, SlotBehind: 2, Queue: "orders"}, nil, 0}, {settled, nil, 200}, {settled, nil, 1200}}, 200, ""},
 		{"the inbox applied: settled from then on",
 			[]sample{{inbox, nil, 0}, {inbox, nil, 1400}, {settled6, nil, 1600}, {settled6, nil, 1800}, {settled6, nil, 2800}}, 1800, ""},
 	}
@@ -78,24 +79,24 @@ func TestSettling(t *testing.T) {
 func TestSettlingStalled(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	stuck := Progress{Unsettled: 3, Effects: 97, Queue: "orders"}
+	stuck := history.Progress{Unsettled: 3, Effects: 97, Queue: "orders"}
 	tests := []struct {
 		name    string
-		samples []Progress // one a second from t0; nil Queue: unreadable
+		samples []history.Progress // one a second from t0; nil Queue: unreadable
 		stall   time.Duration
 		want    bool
 	}{
-		{"rows that never settle stall", []Progress{stuck, stuck, stuck, stuck, stuck, stuck}, 5 * time.Second, true},
-		{"not yet for the whole stall", []Progress{stuck, stuck, stuck, stuck, stuck}, 5 * time.Second, false},
+		{"rows that never settle stall", []history.Progress{stuck, stuck, stuck, stuck, stuck, stuck}, 5 * time.Second, true},
+		{"not yet for the whole stall", []history.Progress{stuck, stuck, stuck, stuck, stuck}, 5 * time.Second, false},
 		{"a slow pipeline moves",
-			[]Progress{{Unsettled: 9, Queue: "q"}, {Unsettled: 9, Queue: "q"}, {Unsettled: 9, Queue: "q"}, {Unsettled: 8, Effects: 1, Queue: "q"}, {Unsettled: 8, Effects: 1, Queue: "q"}, {Unsettled: 8, Effects: 1, Queue: "q"}},
+			[]history.Progress{{Unsettled: 9, Queue: "q"}, {Unsettled: 9, Queue: "q"}, {Unsettled: 9, Queue: "q"}, {Unsettled: 8, Effects: 1, Queue: "q"}, {Unsettled: 8, Effects: 1, Queue: "q"}, {Unsettled: 8, Effects: 1, Queue: "q"}},
 			5 * time.Second, false},
 		{"a message leaving the queue is a change",
-			[]Progress{{Ready: 2, Queue: "q"}, {Ready: 2, Queue: "q"}, {Ready: 1, Unacked: 1, Queue: "q"}, {Ready: 1, Unacked: 1, Queue: "q"}, {Ready: 1, Unacked: 1, Queue: "q"}, {Ready: 1, Unacked: 1, Queue: "q"}},
+			[]history.Progress{{Ready: 2, Queue: "q"}, {Ready: 2, Queue: "q"}, {Ready: 1, Unacked: 1, Queue: "q"}, {Ready: 1, Unacked: 1, Queue: "q"}, {Ready: 1, Unacked: 1, Queue: "q"}, {Ready: 1, Unacked: 1, Queue: "q"}},
 			5 * time.Second, false},
-		{"unreadable samples are no change", []Progress{stuck, stuck, {}, {}, stuck, stuck}, 5 * time.Second, true},
-		{"settled is not stalled", []Progress{{Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}}, 5 * time.Second, false},
-		{"no stall asked", []Progress{stuck, stuck, stuck, stuck, stuck, stuck}, 0, false},
+		{"unreadable samples are no change", []history.Progress{stuck, stuck, {}, {}, stuck, stuck}, 5 * time.Second, true},
+		{"settled is not stalled", []history.Progress{{Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}, {Effects: 5, Queue: "q"}}, 5 * time.Second, false},
+		{"no stall asked", []history.Progress{stuck, stuck, stuck, stuck, stuck, stuck}, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

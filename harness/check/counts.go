@@ -1,14 +1,15 @@
 package check
 
 import (
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
 // Counts measures the run from the observation.
-func Counts(o *Observation) result.Counts { return counts(o, findingsOf(o)) }
+func Counts(o *history.Record) result.Counts { return counts(o, findingsOf(o)) }
 
-func counts(o *Observation, f findings) result.Counts {
+func counts(o *history.Record, f findings) result.Counts {
 	c := result.Counts{Events: len(o.Facts), Reservations: len(o.Effects)}
 	aggregates := make(map[string]bool, len(o.Facts))
 	for _, f := range o.Facts {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -17,7 +18,7 @@ type Evidence struct {
 	// such a target, and the scenario rests on its faults and invariants.
 	Needs    []Need
 	Optional bool
-	Check    func(o *Observation) (seen bool, detail string)
+	Check    func(o *history.Record) (seen bool, detail string)
 	// Else is what shows the same where the target does not give Needs
 	// (an event log, mostly): a black-box source, read instead (Resolve).
 	Else *Evidence
@@ -37,7 +38,7 @@ func Optional(e Evidence) Evidence {
 }
 
 // Has reports whether the observation gives what need names.
-func (o *Observation) Has(need Need) bool {
+func Gives(o *history.Record, need Need) bool {
 	switch need {
 	case NeedProducerLog:
 		return o.HasLog("producer")
@@ -104,7 +105,7 @@ func writerOf(event string) Need {
 }
 
 // Evaluate runs the evidence checks.
-func Evaluate(o *Observation, evidence []Evidence) []result.Evidence {
+func Evaluate(o *history.Record, evidence []Evidence) []result.Evidence {
 	out := make([]result.Evidence, 0, len(evidence))
 	for _, e := range evidence {
 		if e.Unchecked != "" {
@@ -122,9 +123,9 @@ func Evaluate(o *Observation, evidence []Evidence) []result.Evidence {
 }
 
 // missingNeed names the first need of e the observation does not give.
-func missingNeed(o *Observation, e Evidence) string {
+func missingNeed(o *history.Record, e Evidence) string {
 	for _, n := range e.Needs {
-		if !o.Has(n) {
+		if !Gives(o, n) {
 			return string(n)
 		}
 	}
@@ -137,7 +138,7 @@ func AtLeast(n int, event string) Evidence {
 		Else:  atLeastElse(event),
 		Name:  fmt.Sprintf("at least %d %q", n, event),
 		Needs: []Need{writerOf(event)},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			c := o.Count(event)
 			return c >= n, fmt.Sprintf("%d seen", c)
 		},
@@ -153,7 +154,7 @@ func CrashPointHit(point string) Evidence {
 		Window: point,
 		Name:   "crash point " + point + " hit",
 		Needs:  []Need{LogNeed(role)},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			for _, e := range o.Log {
 				if e.Event == eventlog.CrashPoint && e.Point == point {
 					return true, fmt.Sprintf("%s hit %d in %s (%s)", point, e.Hit, e.Process, e.Action)
@@ -178,7 +179,7 @@ func claimsOf(entries []eventlog.Entry, event string) []string {
 }
 
 // firstEvent finds the first event id matching pred, in log order.
-func firstEvent(o *Observation, pred func(entries []eventlog.Entry) bool) (string, bool) {
+func firstEvent(o *history.Record, pred func(entries []eventlog.Entry) bool) (string, bool) {
 	for _, e := range o.Log {
 		if e.EventID == "" {
 			continue
@@ -198,7 +199,7 @@ func ReclaimedAfterLease() Evidence {
 		Else:  ptr(ReclaimedByAnother()),
 		Name:  "a claimed row claimed again after its lease ran out",
 		Needs: []Need{NeedRelayLog},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
 				open := ""
 				for _, e := range entries {
@@ -230,7 +231,7 @@ func Republished() Evidence {
 		Else:  ptr(RoutedTwice()),
 		Name:  "the same eventId published again by another claim",
 		Needs: []Need{NeedRelayLog},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
 				return len(claimsOf(entries, eventlog.Published)) >= 2
 			})
@@ -250,7 +251,7 @@ func UnknownRepublished() Evidence {
 		Else:  ptr(RoutedTwice()),
 		Name:  "an unknown outcome republished with the same eventId",
 		Needs: []Need{NeedRelayLog},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
 				unknown := map[string]bool{}
 				marked := map[string]bool{}
@@ -288,7 +289,7 @@ func DuplicateAbsorbed() Evidence {
 		Else:  ptr(duplicateRouted()),
 		Name:  "a duplicate delivery absorbed by the inbox",
 		Needs: []Need{NeedConsumerLog},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			n := o.Count(eventlog.Duplicate)
 			return n > 0, fmt.Sprintf("%d duplicates absorbed", n)
 		},
@@ -303,7 +304,7 @@ func TwoCopiesInOneBatch() Evidence {
 	return Optional(Evidence{
 		Name:  "two copies of one eventId in one consumer batch",
 		Needs: []Need{NeedConsumerLog},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			ids := InBatchCopies(o)
 			if len(ids) == 0 {
 				return false, "no consumer batch held two copies of one eventId"
@@ -315,7 +316,7 @@ func TwoCopiesInOneBatch() Evidence {
 
 // InBatchCopies are the eventIds the consumer logged delivered twice in
 // one batch (TwoCopiesInOneBatch), in the order seen.
-func InBatchCopies(o *Observation) []string {
+func InBatchCopies(o *history.Record) []string {
 	open := map[string]bool{} // delivered, no outcome yet, since the process last (re)connected
 	var out []string
 	seen := map[string]bool{}
@@ -346,7 +347,7 @@ func RedeliveryAbsorbed() Evidence {
 		Else:  ptr(redeliveryAbsorbedElse()),
 		Name:  "a redelivered message absorbed by the inbox",
 		Needs: []Need{NeedConsumerLog},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
 				redelivered := false
 				for _, e := range entries {
@@ -373,7 +374,7 @@ func Redelivered() Evidence {
 		Else:  ptr(redeliveredElse()),
 		Name:  "a message redelivered by the broker",
 		Needs: []Need{NeedConsumerLog},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			n := 0
 			for _, e := range o.Log {
 				if e.Event == eventlog.Delivered && e.Redelivered {
@@ -391,7 +392,7 @@ func DeadLettered(n int) Evidence {
 		Else:  ptr(DeadLetterQueueHolds(n)),
 		Name:  fmt.Sprintf("%d poison messages dead-lettered", n),
 		Needs: []Need{NeedConsumerLog, NeedDLQ},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			logged := o.Count(eventlog.DeadLettered)
 			return logged >= n && o.DeadLetters.Messages == n, fmt.Sprintf("%d logged, %d in the dead-letter queue", logged, o.DeadLetters.Messages)
 		},
@@ -404,7 +405,7 @@ func FailedFlagged(n int) Evidence {
 		Else:  ptr(failedInOutbox(n)),
 		Name:  fmt.Sprintf("at least %d rows Failed with an alert", n),
 		Needs: []Need{NeedRelayLog, NeedOutbox},
-		Check: func(o *Observation) (bool, string) {
+		Check: func(o *history.Record) (bool, string) {
 			alerted := map[string]bool{}
 			for _, e := range o.Log {
 				if e.Event == eventlog.FailedAlert {
@@ -426,6 +427,6 @@ func FailedFlagged(n int) Evidence {
 }
 
 // Custom wraps a predicate that reads what needs name.
-func Custom(name string, fn func(o *Observation) (bool, string), needs ...Need) Evidence {
+func Custom(name string, fn func(o *history.Record) (bool, string), needs ...Need) Evidence {
 	return Evidence{Name: name, Needs: needs, Check: fn}
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -46,7 +47,7 @@ type Invariant struct {
 	Name     string
 	Checks   string
 	Optional bool
-	check    func(o *Observation, f findings) result.Invariant
+	check    func(o *history.Record, f findings) result.Invariant
 }
 
 // AllInvariants is every invariant the checker knows, always-on first, in
@@ -55,31 +56,33 @@ func AllInvariants() []Invariant {
 	return []Invariant{
 		{Name: NoLost, Checks: "every committed event took effect, or the pipeline flagged it Failed with an alert", check: noLost},
 		{Name: NoPhantom, Checks: "no effect without a committed fact behind it",
-			check: func(o *Observation, f findings) result.Invariant { return noPhantom(o, f.phantoms) }},
+			check: func(o *history.Record, f findings) result.Invariant { return noPhantom(o, f.phantoms) }},
 		{Name: NoDuplicate, Checks: "no event took effect more than once",
-			check: func(o *Observation, f findings) result.Invariant { return noDuplicate(o, f.extraEffects, f.duplicated) }},
+			check: func(o *history.Record, f findings) result.Invariant {
+				return noDuplicate(o, f.extraEffects, f.duplicated)
+			}},
 		{Name: OutboxTruth, Checks: "no outbox row left Pending or Processing; status and published_at agree; Published only after a confirm",
-			check: func(o *Observation, _ findings) result.Invariant { return relayTruth(o) }},
+			check: func(o *history.Record, _ findings) result.Invariant { return relayTruth(o) }},
 		{Name: Fencing, Checks: "no status write accepted from a claim that no longer held the row",
-			check: func(o *Observation, f findings) result.Invariant { return fencing(o, f.staleWrites) }},
+			check: func(o *history.Record, f findings) result.Invariant { return fencing(o, f.staleWrites) }},
 		{Name: LeaseKept, Checks: "no row claimed while another claim's lease on it was live (the audit trail's claims against the lease each claim wrote)",
-			check: func(o *Observation, _ findings) result.Invariant { return leaseKept(o) }},
+			check: func(o *history.Record, _ findings) result.Invariant { return leaseKept(o) }},
 		{Name: QueueDrained, Checks: "the consumer's queue is empty at the end",
-			check: func(o *Observation, _ findings) result.Invariant { return queueDrained(o) }},
+			check: func(o *history.Record, _ findings) result.Invariant { return queueDrained(o) }},
 		{Name: NothingHeldBack, Checks: "no event left parked waiting for a predecessor",
-			check: func(o *Observation, _ findings) result.Invariant { return nothingHeldBack(o) }},
+			check: func(o *history.Record, _ findings) result.Invariant { return nothingHeldBack(o) }},
 		{Name: FactsKept, Checks: "every fact the producer acknowledged (answered ok) is in its database at the end, per aggregate by the id its create answer gave",
-			check: func(o *Observation, _ findings) result.Invariant { return factsKept(o) }},
+			check: func(o *history.Record, _ findings) result.Invariant { return factsKept(o) }},
 		{Name: AggregateOrder, Optional: true, Checks: "per aggregate, effects applied in sequence order",
-			check: func(o *Observation, _ findings) result.Invariant { return aggregateOrder(o) }},
+			check: func(o *history.Record, _ findings) result.Invariant { return aggregateOrder(o) }},
 		{Name: NoneGaveUp, Optional: true, Checks: "no outbox row ended Failed (else gave-up-early): the outage was shorter than the retry budget's backoff",
-			check: func(o *Observation, _ findings) result.Invariant { return noneGaveUp(o) }},
+			check: func(o *history.Record, _ findings) result.Invariant { return noneGaveUp(o) }},
 		{Name: PoisonAccounted, Optional: true, Checks: "every malformed message faultline published is in the dead-letter queue (or still queued) at the end: none dropped without a trace",
-			check: func(o *Observation, _ findings) result.Invariant { return poisonAccounted(o) }},
+			check: func(o *history.Record, _ findings) result.Invariant { return poisonAccounted(o) }},
 		{Name: OnlyPoisonDead, Optional: true, Checks: "no valid event (one the outbox or the effects hold) is in the dead-letter queue at the end: the consumer dead-lettered only what it could never process",
-			check: func(o *Observation, _ findings) result.Invariant { return onlyPoisonDeadLettered(o) }},
+			check: func(o *history.Record, _ findings) result.Invariant { return onlyPoisonDeadLettered(o) }},
 		{Name: LiveAfterHeal, Optional: true, Checks: "every committed fact took effect within a bound after the last fault healed; the bound comes from the run (how long its faults lasted, plus the lease, the pipeline's lag before them and the reconnection its clients took, both measured) and is reported",
-			check: func(o *Observation, _ findings) result.Invariant { return liveAfterHeal(o) }},
+			check: func(o *history.Record, _ findings) result.Invariant { return liveAfterHeal(o) }},
 	}
 }
 
@@ -132,13 +135,13 @@ func Selected(optional []string) []Invariant {
 
 // Invariants checks the always-on invariants and the optional ones named
 // against the observation.
-func Invariants(o *Observation, optional []string) []result.Invariant {
+func Invariants(o *history.Record, optional []string) []result.Invariant {
 	return invariants(o, Selected(optional), findingsOf(o))
 }
 
 // Check is Invariants and Counts together, with the findings both rest on
 // (missing effects, phantoms, duplicate effects, stale writes) computed once.
-func Check(o *Observation, optional []string) ([]result.Invariant, result.Counts) {
+func Check(o *history.Record, optional []string) ([]result.Invariant, result.Counts) {
 	f := findingsOf(o)
 	return invariants(o, Selected(optional), f), counts(o, f)
 }
@@ -153,7 +156,7 @@ type findings struct {
 	staleWrites  []string // eventIds with a status write accepted from a stale claim
 }
 
-func findingsOf(o *Observation) findings {
+func findingsOf(o *history.Record) findings {
 	f := findings{missing: missingEffects(o), phantoms: phantoms(o), staleWrites: StaleWrites(o)}
 	f.placed = placeAll(o, missingIDs(o, f.missing), labelsOf(f.missing))
 	if o.HasAudit {
@@ -163,7 +166,7 @@ func findingsOf(o *Observation) findings {
 	return f
 }
 
-func invariants(o *Observation, list []Invariant, f findings) []result.Invariant {
+func invariants(o *history.Record, list []Invariant, f findings) []result.Invariant {
 	out := make([]result.Invariant, 0, len(list))
 	for _, inv := range list {
 		out = append(out, inv.check(o, f))
@@ -181,7 +184,7 @@ func notChecked(name, why string) result.Invariant {
 // the end; the rest were dropped without a trace. By count: the
 // dead-letter queue may hold valid events too (past a delivery limit), so
 // a drop of poison can hide behind them, never the other way round.
-func poisonAccounted(o *Observation) result.Invariant {
+func poisonAccounted(o *history.Record) result.Invariant {
 	if o.Poisoned == 0 {
 		return notChecked(PoisonAccounted, "faultline published no malformed message")
 	}
@@ -206,7 +209,7 @@ func poisonAccounted(o *Observation) result.Invariant {
 // a replay of the dead-letter queue would deliver it again. Only for
 // scenarios without a delivery limit to run out: past one, a valid event
 // is dead-lettered by design.
-func onlyPoisonDeadLettered(o *Observation) result.Invariant {
+func onlyPoisonDeadLettered(o *history.Record) result.Invariant {
 	if !o.HasDLQ {
 		return notChecked(OnlyPoisonDead, "the target names no dead-letter queue (topology.dead_letter_queue)")
 	}
@@ -234,7 +237,7 @@ func onlyPoisonDeadLettered(o *Observation) result.Invariant {
 }
 
 // noneGaveUp: no outbox row ended Failed.
-func noneGaveUp(o *Observation) result.Invariant {
+func noneGaveUp(o *history.Record) result.Invariant {
 	if !o.HasOutbox {
 		return notChecked(NoneGaveUp, "the target's contract has no outbox query")
 	}
@@ -262,7 +265,7 @@ func noneGaveUp(o *Observation) result.Invariant {
 }
 
 // flagged are the outbox rows the pipeline itself gave up on, with an alert.
-func flagged(o *Observation) map[key]bool {
+func flagged(o *history.Record) map[key]bool {
 	f := map[key]bool{}
 	for _, r := range o.Outbox {
 		if r.Status == "Failed" {
@@ -274,7 +277,7 @@ func flagged(o *Observation) map[key]bool {
 
 // eventIDFor maps an expected effect to the eventId the facts or the
 // outbox gave it.
-func eventIDFor(o *Observation) map[key]string {
+func eventIDFor(o *history.Record) map[key]string {
 	m := make(map[key]string, len(o.Facts))
 	for _, r := range o.Outbox {
 		m[key{r.AggregateID, r.Sequence}] = r.EventID
@@ -289,7 +292,7 @@ func eventIDFor(o *Observation) map[key]string {
 
 // missingEffects are the committed events with no effect, except those
 // the pipeline flagged Failed with an alert, in aggregate order.
-func missingEffects(o *Observation) []key {
+func missingEffects(o *history.Record) []key {
 	have := make(map[key]bool, len(o.Effects))
 	for _, r := range o.Effects {
 		have[key{r.AggregateID, r.Sequence}] = true
@@ -318,7 +321,7 @@ func missingEffects(o *Observation) []key {
 
 // missingIDs are the eventIds of the missing events ("" where the run
 // knows none).
-func missingIDs(o *Observation, missing []key) []string {
+func missingIDs(o *history.Record, missing []key) []string {
 	ids := eventIDFor(o)
 	out := make([]string, len(missing))
 	for i, k := range missing {
@@ -344,7 +347,7 @@ func labelsOf(missing []key) []string {
 // invariant is then broken only as unconverged (the run indeterminate),
 // with a not-converged violation listing them by stage. Every other stage
 // is a loss: a lost violation lists those events by stage, all of them.
-func noLost(o *Observation, f findings) result.Invariant {
+func noLost(o *history.Record, f findings) result.Invariant {
 	inv := result.Invariant{Name: NoLost, OK: len(f.missing) == 0, RestsOn: []string{FromContract}}
 	if o.HasOutbox {
 		inv.RestsOn = append(inv.RestsOn, FromOutbox)
@@ -389,7 +392,7 @@ func noLost(o *Observation, f findings) result.Invariant {
 
 // phantoms are effects whose order, or whose event in the order's
 // history, was never committed.
-func phantoms(o *Observation) []string {
+func phantoms(o *history.Record) []string {
 	facts := make(map[key]bool, len(o.Facts))
 	for _, f := range o.Facts {
 		facts[key{f.AggregateID, f.Sequence}] = true
@@ -404,7 +407,7 @@ func phantoms(o *Observation) []string {
 }
 
 // noPhantom: no effect without a committed order event behind it.
-func noPhantom(o *Observation, ids []string) result.Invariant {
+func noPhantom(o *history.Record, ids []string) result.Invariant {
 	inv := result.Invariant{Name: NoPhantom, OK: len(ids) == 0, RestsOn: []string{FromContract}}
 	if len(ids) > 0 {
 		inv.Detail = fmt.Sprintf("%d effects of events whose fact was never committed", len(ids))
@@ -417,7 +420,7 @@ func noPhantom(o *Observation, ids []string) result.Invariant {
 
 // DuplicateEffects counts extra effect rows: more than one per eventId, or
 // per aggregate sequence.
-func DuplicateEffects(o *Observation) (extra int, ids []string) {
+func DuplicateEffects(o *history.Record) (extra int, ids []string) {
 	byEvent := make(map[string]int, len(o.Effects))
 	byKey := make(map[key]int, len(o.Effects))
 	for _, r := range o.Effects {
@@ -445,7 +448,7 @@ func DuplicateEffects(o *Observation) (extra int, ids []string) {
 	return extra, ids
 }
 
-func noDuplicate(o *Observation, extra int, ids []string) result.Invariant {
+func noDuplicate(o *history.Record, extra int, ids []string) result.Invariant {
 	inv := result.Invariant{Name: NoDuplicate, OK: extra == 0, RestsOn: []string{FromContract}}
 	if extra > 0 {
 		inv.Detail = fmt.Sprintf("%d extra effects for %d events", extra, len(ids))
@@ -458,7 +461,7 @@ func noDuplicate(o *Observation, extra int, ids []string) result.Invariant {
 
 // outboxTruth: nothing left Pending or Processing, status and published_at
 // agree, and every Published row was confirmed to the claim that marked it.
-func outboxTruth(o *Observation) result.Invariant {
+func outboxTruth(o *history.Record) result.Invariant {
 	if !o.HasOutbox {
 		return notChecked(OutboxTruth, "the target's contract has no outbox query")
 	}
@@ -551,8 +554,8 @@ func confirmedBeforeMark(entries []eventlog.Entry) bool {
 // claim committed before the writer's took nothing from it, however late
 // its line came. A Published row is never claimed again, so a mark has no
 // such ambiguity.
-func StaleWrites(o *Observation) []string {
-	committed := o.claimCommits()
+func StaleWrites(o *history.Record) []string {
+	committed := commitsOfClaims(o)
 	var ids []string
 	for id, entries := range o.ByEvent {
 		claimedAt := map[string]int{} // claim id → index of its claimed line
@@ -590,8 +593,8 @@ func StaleWrites(o *Observation) []string {
 	return compact(ids)
 }
 
-func fencing(o *Observation, ids []string) result.Invariant {
-	if why := o.noClaims(); why != "" {
+func fencing(o *history.Record, ids []string) result.Invariant {
+	if why := noClaims(o); why != "" {
 		return notChecked(Fencing, why)
 	}
 	var on []string
@@ -609,14 +612,14 @@ func fencing(o *Observation, ids []string) result.Invariant {
 		inv.Detail = fmt.Sprintf("%d status writes accepted from a claim that no longer held the row", len(ids))
 		inv.Violations = []result.Violation{{Kind: "stale-write", EventIDs: capList(ids),
 			Message:  inv.Detail,
-			Timeline: append(o.Timeline(capList(ids)...), o.AuditTimeline(capList(ids)...)...)}}
+			Timeline: append(o.Timeline(capList(ids)...), AuditTimeline(o, capList(ids)...)...)}}
 	} else if n := o.Count(eventlog.Fenced); n > 0 {
 		inv.Detail = fmt.Sprintf("%d stale writes refused (fenced)", n)
 	}
 	return inv
 }
 
-func queueDrained(o *Observation) result.Invariant {
+func queueDrained(o *history.Record) result.Invariant {
 	q := o.Queue
 	inv := result.Invariant{Name: QueueDrained, OK: q.Messages == 0 && q.Unacked == 0, RestsOn: []string{FromBroker}}
 	if !inv.OK {
@@ -628,7 +631,7 @@ func queueDrained(o *Observation) result.Invariant {
 	return inv
 }
 
-func nothingHeldBack(o *Observation) result.Invariant {
+func nothingHeldBack(o *history.Record) result.Invariant {
 	if !o.HasHeldBack {
 		return notChecked(NothingHeldBack, "the target's contract has no held_back query")
 	}
@@ -641,7 +644,7 @@ func nothingHeldBack(o *Observation) result.Invariant {
 }
 
 // aggregateOrder: per aggregate, effects were applied in sequence order.
-func aggregateOrder(o *Observation) result.Invariant {
+func aggregateOrder(o *history.Record) result.Invariant {
 	last := map[string]int64{}
 	var ids []string
 	for _, r := range o.Effects { // in the order the effects query gives: the order they were applied

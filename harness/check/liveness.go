@@ -6,43 +6,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 )
-
-// Recovery is how the run came back after its faults: when the last one
-// healed, when every committed fact had taken effect (zero: never, within
-// the convergence wait), and the bound the run allows in between, with
-// how it was drawn.
-type Recovery struct {
-	Healed time.Time
-	// LoadEnded is when the workload's last order was answered: no fact
-	// can take effect before it was committed, so the clock of a run
-	// whose faults healed mid-load starts here.
-	LoadEnded time.Time
-	CaughtUp  time.Time
-	Bound     time.Duration
-	BoundIs   string // e.g. "the faults' 12s + lease 2s + a reconnection 10s"
-}
 
 // ReconnectAllowance stands in the liveness bound for the reconnection
 // where the run could not measure it (MeasureReconnection): heartbeats of
 // a few seconds to notice a dead node or server, a reconnect backoff of a
 // few more.
 const ReconnectAllowance = 10 * time.Second
-
-// ClientSample is how many clients the target had connected at one
-// moment, as the broker and the database server count them, faultline's
-// own connections left out.
-type ClientSample struct {
-	At       time.Time
-	Broker   int            // AMQP connections in the run's vhost
-	Sessions map[string]int // client sessions per target database
-	// Expected is how many effects the orders answered so far make (one
-	// per event); Effects how many the effects query counted (-1: not
-	// read). Together they give the pipeline's own lag (MeasureLag).
-	Expected int
-	Effects  int
-}
 
 // Lag is how far behind its load the pipeline ran before the first fault:
 // the longest it took the effects to reach what the orders answered at
@@ -58,7 +30,7 @@ type Lag struct {
 // MeasureLag reads the pipeline's lag before firstFault off the samples:
 // for each sample that expects effects, the time until a sample (still
 // before the fault) counts as many.
-func MeasureLag(samples []ClientSample, firstFault time.Time) Lag {
+func MeasureLag(samples []history.ClientSample, firstFault time.Time) Lag {
 	var lag time.Duration
 	matched := 0
 	for i, s := range samples {
@@ -102,8 +74,8 @@ type Reconnection struct {
 // pool opens and closes sessions as it likes, so their number is no
 // measure). Clients that reconnected elsewhere while the fault lasted are
 // back at once.
-func MeasureReconnection(samples []ClientSample, firstFault, healed time.Time) Reconnection {
-	var base *ClientSample
+func MeasureReconnection(samples []history.ClientSample, firstFault, healed time.Time) Reconnection {
+	var base *history.ClientSample
 	for i := range samples {
 		if samples[i].At.Before(firstFault) {
 			base = &samples[i]
@@ -122,7 +94,7 @@ func MeasureReconnection(samples []ClientSample, firstFault, healed time.Time) R
 	if base.Broker == 0 && len(dbs) == 0 {
 		return Reconnection{Detail: "no client was connected before the first fault"}
 	}
-	var last *ClientSample
+	var last *history.ClientSample
 	for i := range samples {
 		s := &samples[i]
 		if s.At.Before(healed) {
@@ -186,7 +158,7 @@ func LivenessBound(faultsLasted, lease time.Duration, lag Lag, rc Reconnection) 
 }
 
 // liveAfterHeal checks the run's recovery against its bound.
-func liveAfterHeal(o *Observation) result.Invariant {
+func liveAfterHeal(o *history.Record) result.Invariant {
 	r := o.Recovery
 	if r == nil || r.Healed.IsZero() {
 		return notChecked(LiveAfterHeal, "no fault healed in this run")
@@ -222,7 +194,7 @@ func liveAfterHeal(o *Observation) result.Invariant {
 // is not in the database at the end — after a failover, events published
 // for commits the promoted server never had; ok is false where there is no
 // tap, or the facts carry no eventId.
-func PublishedWithoutFact(o *Observation) (ids []string, ok bool) {
+func PublishedWithoutFact(o *history.Record) (ids []string, ok bool) {
 	if !o.HasTap {
 		return nil, false
 	}
@@ -247,7 +219,7 @@ func PublishedWithoutFact(o *Observation) (ids []string, ok bool) {
 // an aggregate with fewer facts than requests answered ok lost committed
 // ones, however many other facts (a retried create's second aggregate)
 // the database holds. Without ids, by count.
-func factsKept(o *Observation) result.Invariant {
+func factsKept(o *history.Record) result.Invariant {
 	if o.Acknowledged == 0 {
 		return notChecked(FactsKept, "the producer acknowledged nothing")
 	}
@@ -286,7 +258,7 @@ func factsKept(o *Observation) result.Invariant {
 
 // factsKeptByCount: the database holds at least as many facts as the
 // producer acknowledged; fewer is committed facts lost.
-func factsKeptByCount(o *Observation) result.Invariant {
+func factsKeptByCount(o *history.Record) result.Invariant {
 	inv := result.Invariant{Name: FactsKept, OK: int64(len(o.Facts)) >= o.Acknowledged, RestsOn: []string{FromContract, FromWorkload}}
 	inv.Detail = fmt.Sprintf("%d facts acknowledged, %d in the database (counted: the create answers give no id)", o.Acknowledged, len(o.Facts))
 	if !inv.OK {

@@ -1,7 +1,7 @@
 // Package check judges what a run left, as harness/observe read it: it
-// checks the invariants of docs/design.md against an Observation, judges
-// convergence from progress samples, and weighs a scenario's evidence. It
-// reads nothing itself (ReadOnly, the read-only transaction every contract
+// checks the invariants of docs/design.md against a run's record
+// (harness/history), judges convergence from progress samples, and weighs
+// a scenario's evidence. It reads nothing itself (ReadOnly, the read-only transaction every contract
 // query runs in, is the one exception, shared with the faults). Every
 // result is data (result.Invariant, result.Counts), so reports can render
 // it, and every verdict says what it rests on: a check with nothing to rest
@@ -9,22 +9,10 @@
 package check
 
 import (
-	"fmt"
 	"time"
 
-	"github.com/faultline-dev/faultline/protocol/eventlog"
+	"github.com/faultline-dev/faultline/harness/history"
 )
-
-// QueueInfo is what the broker says of a queue.
-type QueueInfo struct {
-	Messages, Ready, Unacked, Consumers int
-	Redelivered                         int // the broker's redelivery counter
-	// DeliveryLimit is the queue's delivery limit (0: none) and
-	// DeadLettered whether it has a dead-letter exchange: a message
-	// delivered DeliveryLimit times to a queue without one is dropped.
-	DeliveryLimit int
-	DeadLettered  bool
-}
 
 // Observation sources: what a verdict rests on.
 const (
@@ -35,207 +23,7 @@ const (
 	FromWorkload = "workload"  // the producer's answers to faultline's requests
 )
 
-// Fact is one committed business fact: an aggregate's event, and its
-// eventId where the target's tables keep it.
-type Fact struct {
-	AggregateID string
-	Sequence    int64
-	EventID     string
-}
-
-// OutboxRow is one outbox row at the end of the run.
-type OutboxRow struct {
-	EventID     string
-	AggregateID string
-	Sequence    int64
-	Status      string
-	Published   bool
-	Attempts    int
-	LastError   string
-}
-
-// Effect is one effect row, in the order the consumer applied them.
-type Effect struct {
-	ID          int64
-	EventID     string
-	AggregateID string
-	Sequence    int64
-	EventType   string
-}
-
-// Observation is everything the checker knows about a run's end state.
-type Observation struct {
-	Facts   []Fact
-	Effects []Effect
-	// Outbox is nil when the target's contract has no outbox query.
-	Outbox    []OutboxRow
-	HasOutbox bool
-	// HeldBack is how many events wait for a predecessor (HasHeldBack: the
-	// contract says how to count them).
-	HeldBack    int
-	HasHeldBack bool
-	Queue       QueueInfo
-	DeadLetters QueueInfo
-	HasDLQ      bool
-	// DeadLettered counts the messages of each eventId in the dead-letter
-	// queue at the end (read where HasDLQ).
-	DeadLettered map[string]int
-	Log          []eventlog.Entry // merged, in time order
-	ByEvent      map[string][]eventlog.Entry
-	// Poisoned counts the malformed messages faultline published into the
-	// exchange and the broker confirmed (the poison faults' record).
-	Poisoned int
-	// LogRoles are the roles whose event logs were read.
-	LogRoles map[string]bool
-	// Audit is the outbox's audit trail (HasAudit: it was installed).
-	Audit    []AuditRow
-	HasAudit bool
-	// HasLease: the audit trail carries each write's lease (the outbox's
-	// lease column was watched).
-	HasLease bool
-	// Tap counts the routings of each eventId (HasTap: the tap was bound).
-	Tap    map[string]int
-	HasTap bool
-	// Queued counts the messages of each eventId still in the target's
-	// queue at the end, ready or unacked (HasQueued: the queue was read).
-	Queued    map[string]int
-	HasQueued bool
-	// Unbound are the spans in which the target's queue had no binding
-	// (faultline's unbind faults; a zero End: never restored).
-	Unbound []Interval
-	// OutageUnopened says why an outage judged by the relays' retries
-	// ended before it showed their shape ("" if none did): the premise
-	// of none-gave-up (the outage shorter than the retry budget's backoff)
-	// is then not known to hold.
-	OutageUnopened string
-	// Instances maps the role references scenarios use ("relay-1",
-	// "consumer") to the run's instance names, which its logs carry.
-	Instances map[string]string
-	// NoOutboxStatus: the outbox query returns no status column, so the
-	// status oracles (stuck-row, Failed, still-in-outbox) do not apply.
-	NoOutboxStatus bool
-	// Model is the relay's model ("" not said).
-	Model string
-	// NoAuditStatus: the audited outbox has no status column faultline
-	// watches (an offset or log relay's): the audit trail shows inserts
-	// and the writers, never a status change.
-	NoAuditStatus bool
-	// Pending are the committed events the relay had not settled at the
-	// end (HasPending: the contract has a pending query).
-	Pending    []string
-	HasPending bool
-	// InboxPending are the events the consumer had taken in and not
-	// applied at the end (HasInboxPending: the contract has an
-	// inbox_pending query): a consumer that stores first and applies
-	// later still has them to apply.
-	InboxPending    []string
-	HasInboxPending bool
-	// SlotConfirmed is a log relay's slot's confirmed position at the
-	// end, as bytes from 0/0 (HasSlot: the outbox's database had one
-	// logical slot): what the relay has told the server it is done with.
-	SlotConfirmed int64
-	HasSlot       bool
-	// Position is the trail of an offset relay's position table
-	// (HasPosition: it was watched).
-	Position    PositionTrail
-	HasPosition bool
-
-	// Acknowledged counts the requests the producer answered ok (a create
-	// or a step, each a fact): a database that lost committed facts (a
-	// failover) shows fewer facts.
-	Acknowledged int64
-	// AcknowledgedByID is Acknowledged per aggregate: the id the producer
-	// gave in its create answer (workload.create.id) and how many of that
-	// aggregate's requests it answered ok; nil when the create gives no
-	// id, and only the count is known.
-	AcknowledgedByID map[string]int64
-	// RequestsFailed counts the requests the producer failed (a 5xx, or
-	// no answer) and the workload sent again: the client's side of a
-	// fault the producer could not hide.
-	RequestsFailed int64
-	// Traffic is what the run saw of its traffic profile's shape.
-	Traffic Traffic
-	// EffectsCommitted are the eventIds whose effect write faultline saw
-	// commit (its trigger on observe.effects notifies at COMMIT), whether
-	// or not the effect is there at the end: a failover that lost the
-	// commit after it was made shows one here and not in Effects
-	// (HasEffectsCommitted: the effects table was watched, by its eventId
-	// column).
-	EffectsCommitted    map[string]bool
-	HasEffectsCommitted bool
-
-	// Recovery is how the run came back after its last fault healed (the
-	// convergence samples of the target's tables tell when every fact had
-	// taken effect); nil: not measured.
-	Recovery *Recovery
-}
-
-// Interval is a span of the run; a zero End lasts to the end of the run.
-type Interval struct {
-	Start, End time.Time
-}
-
 // overlaps reports whether [from, to] meets the interval.
-func (iv Interval) overlaps(from, to time.Time) bool {
+func overlaps(iv history.Interval, from, to time.Time) bool {
 	return !to.Before(iv.Start) && (iv.End.IsZero() || !from.After(iv.End))
-}
-
-// Instance is the run's name of the instance a role reference ("relay-1",
-// "consumer") names, as its event log lines carry it.
-func (o *Observation) Instance(ref string) string {
-	if name, ok := o.Instances[ref]; ok {
-		return name
-	}
-	return ref
-}
-
-// HasLog reports whether the processes of role write an event log.
-func (o *Observation) HasLog(role string) bool { return o.LogRoles[role] }
-
-// Count returns how many log entries have the event name.
-func (o *Observation) Count(event string) int {
-	n := 0
-	for _, e := range o.Log {
-		if e.Event == event {
-			n++
-		}
-	}
-	return n
-}
-
-// Timeline renders the merged log lines of the given events.
-func (o *Observation) Timeline(ids ...string) []string {
-	want := map[string]bool{}
-	for _, id := range ids {
-		want[id] = true
-	}
-	var out []string
-	for _, e := range o.Log {
-		if e.EventID == "" || !want[e.EventID] {
-			continue
-		}
-		out = append(out, FormatEntry(e))
-	}
-	return out
-}
-
-// FormatEntry is one timeline line.
-func FormatEntry(e eventlog.Entry) string {
-	s := fmt.Sprintf("%s %-10s %-16s %s", e.Time.Format("15:04:05.000"), e.Process, e.Event, e.EventID)
-	if e.ClaimID != "" {
-		s += " claim=" + e.ClaimID
-	}
-	if e.Redelivered {
-		s += " redelivered"
-	}
-	if e.Point != "" {
-		s += fmt.Sprintf(" point=%s hit=%d action=%s", e.Point, e.Hit, e.Action)
-	}
-	if e.Error != "" {
-		s += " error=" + e.Error
-	}
-	if e.Detail != "" {
-		s += " (" + e.Detail + ")"
-	}
-	return s
 }

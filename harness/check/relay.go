@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
-	"github.com/faultline-dev/faultline/harness/target"
 )
 
 // FromPending is the contract's pending query: the committed outbox
@@ -21,29 +21,9 @@ const FromSlot = "replication slot"
 // their way.
 const StuckAfter = 5 * time.Second
 
-// PositionTrail is what faultline saw of an offset relay's position table:
-// its committed writes, up to Until (when it stopped watching).
-type PositionTrail struct {
-	Writes      int
-	Last, Until time.Time
-}
-
-// stoodStill reports whether the position did not move in the last
-// StuckAfter of the trail (or never moved).
-func (p PositionTrail) stoodStill() bool {
-	return p.Writes == 0 || p.Until.Sub(p.Last) >= StuckAfter
-}
-
-func (p PositionTrail) String() string {
-	if p.Writes == 0 {
-		return "the position was never written"
-	}
-	return fmt.Sprintf("the position was written %d times, last %s before the end", p.Writes, p.Until.Sub(p.Last).Round(100*time.Millisecond))
-}
-
 // outboxSettles says whether the run shows which committed events the
 // relay still has to settle: by their status, or by the pending query.
-func (o *Observation) outboxSettles() bool {
+func outboxSettles(o *history.Record) bool {
 	return (o.HasOutbox && !o.NoOutboxStatus) || o.HasPending
 }
 
@@ -52,13 +32,13 @@ func (o *Observation) outboxSettles() bool {
 // returns one), the events beyond an offset relay's position, or the rows
 // a log relay's slot has not confirmed past; with none of these it is not
 // checked.
-func relayTruth(o *Observation) result.Invariant {
+func relayTruth(o *history.Record) result.Invariant {
 	switch {
-	case o.Model == target.ModelLog && o.HasSlot && o.HasAudit:
+	case o.Model == history.ModelLog && o.HasSlot && o.HasAudit:
 		return slotTruth(o)
-	case o.Model == target.ModelLog && o.HasAudit && !o.outboxSettles():
+	case o.Model == history.ModelLog && o.HasAudit && !outboxSettles(o):
 		return notChecked(OutboxTruth, "the outbox's database had no one logical slot with a confirmed position at the end: how far the log relay got is not shown")
-	case o.HasPending && o.Model == target.ModelOffset:
+	case o.HasPending && o.Model == history.ModelOffset:
 		// An offset relay's own measure, even where the outbox query
 		// derives a status from the position too: one stuck event is
 		// reported once.
@@ -68,9 +48,9 @@ func relayTruth(o *Observation) result.Invariant {
 	case o.HasPending:
 		return positionTruth(o)
 	case o.HasOutbox:
-		return notChecked(OutboxTruth, fmt.Sprintf("the outbox query returns no status column and the contract has no pending query (relay model: %s): which events the relay has settled is not shown", o.modelName()))
+		return notChecked(OutboxTruth, fmt.Sprintf("the outbox query returns no status column and the contract has no pending query (relay model: %s): which events the relay has settled is not shown", modelName(o)))
 	}
-	return notChecked(OutboxTruth, fmt.Sprintf("the target's contract has no outbox or pending query (relay model: %s)", o.modelName()))
+	return notChecked(OutboxTruth, fmt.Sprintf("the target's contract has no outbox or pending query (relay model: %s)", modelName(o)))
 }
 
 // positionTruth: no committed event is left beyond an offset relay's
@@ -78,12 +58,12 @@ func relayTruth(o *Observation) result.Invariant {
 // (stuck-position, the offset relay's stuck row). Events left beyond a
 // position that is still moving are a relay on its way: the convergence
 // wait says it did not finish, not this invariant.
-func positionTruth(o *Observation) result.Invariant {
+func positionTruth(o *history.Record) result.Invariant {
 	inv := result.Invariant{Name: OutboxTruth, OK: true, RestsOn: []string{FromPending}}
 	if len(o.Pending) == 0 {
 		return inv
 	}
-	moving := o.HasPosition && !o.Position.stoodStill()
+	moving := o.HasPosition && !stoodStill(o.Position)
 	trail := "the position table was not watched"
 	if o.HasPosition {
 		trail = o.Position.String()
@@ -105,9 +85,9 @@ func positionTruth(o *Observation) result.Invariant {
 // one the relay never told the server it was done with: the server keeps
 // the WAL from there (the slot retains it until the disk fills) and
 // streams the row again on every restart of the relay.
-func slotTruth(o *Observation) result.Invariant {
+func slotTruth(o *history.Record) result.Invariant {
 	inv := result.Invariant{Name: OutboxTruth, OK: true, RestsOn: []string{FromSlot, FromAudit}}
-	behind, passed := o.SlotPlaced()
+	behind, passed := SlotPlaced(o)
 	rows := len(behind) + len(passed)
 	if len(behind) == 0 {
 		inv.Detail = fmt.Sprintf("the relay's slot confirmed past all %d committed outbox rows", rows)
@@ -125,7 +105,7 @@ func slotTruth(o *Observation) result.Invariant {
 // trail's; the commit comes after it): behind are the events at or past
 // the position, passed those before it. Both nil without a slot or an
 // audit trail.
-func (o *Observation) SlotPlaced() (behind, passed []string) {
+func SlotPlaced(o *history.Record) (behind, passed []string) {
 	if !o.HasSlot || !o.HasAudit {
 		return nil, nil
 	}
@@ -148,15 +128,15 @@ const FromPosition = "position table"
 // noClaims says why fencing does not apply ("" where it does): an offset
 // or log relay claims no row, so there is no claim to fence a stale
 // writer by.
-func (o *Observation) noClaims() string {
+func noClaims(o *history.Record) string {
 	switch o.Model {
-	case target.ModelOffset, target.ModelLog:
+	case history.ModelOffset, history.ModelLog:
 		return fmt.Sprintf("a relay of model %s holds no claim on the outbox rows: there is nothing to fence", o.Model)
 	}
 	return ""
 }
 
-func (o *Observation) modelName() string {
+func modelName(o *history.Record) string {
 	if o.Model == "" {
 		return "not said"
 	}

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
-	"github.com/faultline-dev/faultline/harness/target"
 )
 
 func invariantNamed(t *testing.T, invs []result.Invariant, name string) result.Invariant {
@@ -36,23 +36,23 @@ func kinds(inv result.Invariant) []string {
 // stuck row.
 func TestRelayModelOracles(t *testing.T) {
 	end := at(60_000)
-	still := PositionTrail{Writes: 40, Last: end.Add(-20 * time.Second), Until: end}
-	moving := PositionTrail{Writes: 40, Last: end.Add(-time.Second), Until: end}
+	still := history.PositionTrail{Writes: 40, Last: end.Add(-20 * time.Second), Until: end}
+	moving := history.PositionTrail{Writes: 40, Last: end.Add(-time.Second), Until: end}
 	// offset is a run of an offset relay whose one event E1 has no effect
 	// and was never routed (the tap is empty).
-	offset := func(pending []string, trail PositionTrail) *Observation {
+	offset := func(pending []string, trail history.PositionTrail) *history.Record {
 		o := lostOne("", nil)
 		// its outbox query reads the library's table: no status column
 		o.HasOutbox, o.NoOutboxStatus = true, true
-		o.Outbox = []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1}}
-		o.Model, o.HasPending, o.Pending = target.ModelOffset, true, pending
+		o.Outbox = []history.OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1}}
+		o.Model, o.HasPending, o.Pending = history.ModelOffset, true, pending
 		o.HasPosition, o.Position = true, trail
 		o.HasTap, o.Tap = true, map[string]int{}
 		return o
 	}
 	for _, tc := range []struct {
 		name       string
-		o          *Observation
+		o          *history.Record
 		truthOK    bool
 		truthKinds []string
 		notChecked bool
@@ -63,25 +63,25 @@ func TestRelayModelOracles(t *testing.T) {
 			false, []string{"stuck-position"}, false, []string{"not-converged"}, result.StageInOutbox},
 		{"beyond a position still moving: on its way", offset([]string{"E1"}, moving),
 			true, nil, false, []string{"not-converged"}, result.StageInOutbox},
-		{"position table not watched: stood still for all the run shows", with(offset([]string{"E1"}, PositionTrail{}), func(o *Observation) { o.HasPosition = false }),
+		{"position table not watched: stood still for all the run shows", with(offset([]string{"E1"}, history.PositionTrail{}), func(o *history.Record) { o.HasPosition = false }),
 			false, []string{"stuck-position"}, false, []string{"not-converged"}, result.StageInOutbox},
 		{"passed by the position, never routed: lost (skipped), no stuck anything", offset(nil, still),
 			true, nil, false, []string{"lost"}, result.StageSkipped},
 		{"an outbox without status and no pending query: not checked, the stage unknown",
-			with(lostOne("", nil), func(o *Observation) {
-				o.Model, o.HasOutbox, o.NoOutboxStatus = target.ModelLog, true, true
-				o.Outbox = []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1}}
+			with(lostOne("", nil), func(o *history.Record) {
+				o.Model, o.HasOutbox, o.NoOutboxStatus = history.ModelLog, true, true
+				o.Outbox = []history.OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1}}
 				o.HasTap, o.Tap = true, map[string]int{}
 			}),
 			false, nil, true, []string{"lost"}, result.StageUnknown},
 		{"a log relay's slot confirmed past the row, never routed: lost (skipped), the slot's truth kept",
-			with(lostOne("", nil), func(o *Observation) { logRelay(o, 2000, 1000) }),
+			with(lostOne("", nil), func(o *history.Record) { logRelay(o, 2000, 1000) }),
 			true, nil, false, []string{"lost"}, result.StageSkipped},
 		{"a log relay's slot never confirmed past the row: stuck-position, not a loss",
-			with(lostOne("", nil), func(o *Observation) { logRelay(o, 1000, 1000) }),
+			with(lostOne("", nil), func(o *history.Record) { logRelay(o, 1000, 1000) }),
 			false, []string{"stuck-position"}, false, []string{"not-converged"}, result.StageInOutbox},
 		{"a log relay's run without a slot at the end: not checked, and says why",
-			with(lostOne("", nil), func(o *Observation) { logRelay(o, 2000, 1000); o.HasSlot = false }),
+			with(lostOne("", nil), func(o *history.Record) { logRelay(o, 2000, 1000); o.HasSlot = false }),
 			false, nil, true, []string{"lost"}, result.StageUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,8 +108,8 @@ func TestRelayModelOracles(t *testing.T) {
 // row is not judged by fencing.
 func TestOffsetRelayIsJudgedByItsPosition(t *testing.T) {
 	o := lostOne("Pending", nil)
-	o.Model, o.HasPending, o.Pending = target.ModelOffset, true, []string{"E1"}
-	o.HasPosition, o.Position = true, PositionTrail{Writes: 3, Last: at(0), Until: at(60_000)}
+	o.Model, o.HasPending, o.Pending = history.ModelOffset, true, []string{"E1"}
+	o.HasPosition, o.Position = true, history.PositionTrail{Writes: 3, Last: at(0), Until: at(60_000)}
 	invs, _ := Check(o, nil)
 	truth := invariantNamed(t, invs, OutboxTruth)
 	assert.Equal(t, []string{"stuck-position"}, kinds(truth))

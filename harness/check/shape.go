@@ -3,37 +3,15 @@ package check
 import (
 	"fmt"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
-// Traffic is what a run saw of its traffic's shape (workload.Spec's
-// profile): the backlog a held role was released to, and the requests the
-// clients had in flight at once.
-type Traffic struct {
-	Profile string
-	// Held is the role the profile held back while its work piled up
-	// (protocol.Relay, protocol.Consumer; "" for none), Want the backlog it waited for,
-	// and Backlog the work seen waiting when the role was released (facts
-	// acknowledged while every relay was frozen; messages ready in the
-	// consumer's queue, by a passive declare), 0 when it never was.
-	Held          string
-	Want, Backlog int
-	// Batch is the relay's batch as the target file says it (relay.batch),
-	// 0 where it does not.
-	Batch int
-	// MaxInFlight is the most requests the clients had open at once.
-	MaxInFlight int64
-	// Carried is the events a second the pipeline took to effect in a
-	// sustained profile's probe, Sent the events a second the clients had
-	// answered after it (0 elsewhere).
-	Carried, Sent float64
-}
-
 // LargestClaim is the most rows one claim took, from the audit trail: the
 // rows a write moved to Processing under each new claim id, counted per
 // claim id.
-func LargestClaim(rows []AuditRow) int {
+func LargestClaim(rows []history.AuditRow) int {
 	per := map[string]int{}
 	largest := 0
 	for _, r := range rows {
@@ -49,7 +27,7 @@ func LargestClaim(rows []AuditRow) int {
 // BacklogReleased is the evidence that the held role was released to the
 // backlog its profile asked for.
 func BacklogReleased() Evidence {
-	return Evidence{Name: "backlog piled up while held", Check: func(o *Observation) (bool, string) {
+	return Evidence{Name: "backlog piled up while held", Check: func(o *history.Record) (bool, string) {
 		t := o.Traffic
 		if t.Held == "" {
 			return false, "the run held no role back"
@@ -70,7 +48,7 @@ func BacklogReleased() Evidence {
 // whose file names no batch, or whose outbox faultline cannot watch, shows
 // the backlog only.
 func FullClaim() Evidence {
-	return Optional(Evidence{Name: "a full claim", Needs: []Need{NeedAudit, NeedAuditStatus}, Check: func(o *Observation) (bool, string) {
+	return Optional(Evidence{Name: "a full claim", Needs: []Need{NeedAudit, NeedAuditStatus}, Check: func(o *history.Record) (bool, string) {
 		largest := LargestClaim(o.Audit)
 		if o.Traffic.Batch == 0 {
 			return largest > 1, fmt.Sprintf("largest claim %d rows (the target file names no relay.batch to call one full)", largest)
@@ -82,7 +60,7 @@ func FullClaim() Evidence {
 // ManyInFlight is the evidence of a burst: the clients had at least n
 // requests open at once.
 func ManyInFlight(n int64) Evidence {
-	return Evidence{Name: "a burst of requests", Check: func(o *Observation) (bool, string) {
+	return Evidence{Name: "a burst of requests", Check: func(o *history.Record) (bool, string) {
 		return o.Traffic.MaxInFlight >= n, fmt.Sprintf("%d requests in flight at once (wanted %d)", o.Traffic.MaxInFlight, n)
 	}}
 }
@@ -90,7 +68,7 @@ func ManyInFlight(n int64) Evidence {
 // SustainedLoad is the evidence of a sustained profile: after its probe
 // the clients held at least share of the rate the pipeline carried in it.
 func SustainedLoad(share float64) Evidence {
-	return Evidence{Name: "load held near what the pipeline carried", Check: func(o *Observation) (bool, string) {
+	return Evidence{Name: "load held near what the pipeline carried", Check: func(o *history.Record) (bool, string) {
 		t := o.Traffic
 		if t.Carried <= 0 {
 			return false, "the probe measured no rate the pipeline carried"
@@ -105,7 +83,7 @@ func SustainedLoad(share float64) Evidence {
 // and settled by the first write under it that takes a row out of
 // Processing (Published, a retry, Failed). Two mean a relay published a
 // batch while the one before it awaited its confirms.
-func ClaimsInFlight(rows []AuditRow) int {
+func ClaimsInFlight(rows []history.AuditRow) int {
 	owner := map[string]string{}         // claim id → its writer
 	open := map[string]map[string]bool{} // writer → its claims not yet settled
 	most := 0
@@ -134,7 +112,7 @@ func ClaimsInFlight(rows []AuditRow) int {
 // published) a batch while its previous claim was not yet settled, from
 // the audit trail's writers.
 func TwoClaimsInFlight() Evidence {
-	return Evidence{Name: "two claims of one relay in flight", Needs: []Need{NeedAudit, NeedAuditStatus}, Check: func(o *Observation) (bool, string) {
+	return Evidence{Name: "two claims of one relay in flight", Needs: []Need{NeedAudit, NeedAuditStatus}, Check: func(o *history.Record) (bool, string) {
 		n := ClaimsInFlight(o.Audit)
 		return n >= 2, fmt.Sprintf("at most %d claims of one relay unsettled at once", n)
 	}}
@@ -143,7 +121,7 @@ func TwoClaimsInFlight() Evidence {
 // SettledAfterClaim counts the rows of the trail claimed in it and then
 // settled under that claim: written Published, Pending (a retry) or
 // Failed by a write whose old claim is the claim's.
-func SettledAfterClaim(rows []AuditRow) int {
+func SettledAfterClaim(rows []history.AuditRow) int {
 	claimed := map[string]string{} // eventId → the claim that took it in this trail
 	settled := map[string]bool{}
 	for _, r := range rows {
@@ -213,7 +191,7 @@ func NackBeforeAck(log []eventlog.Entry) (claim string, nacked int) {
 // and confirmed a later one of the same batch: the broker's queue was at
 // its length limit and made room while the batch went out.
 func NackThenAck() Evidence {
-	return Evidence{Name: "a nack ahead of a confirm in one batch", Needs: []Need{NeedRelayLog}, Check: func(o *Observation) (bool, string) {
+	return Evidence{Name: "a nack ahead of a confirm in one batch", Needs: []Need{NeedRelayLog}, Check: func(o *history.Record) (bool, string) {
 		claim, n := NackBeforeAck(o.Log)
 		if n == 0 {
 			return false, fmt.Sprintf("%d nacks, none ahead of the confirmed last publish of their batch", o.Count(eventlog.Nacked))

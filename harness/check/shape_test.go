@@ -3,25 +3,26 @@ package check
 import (
 	"testing"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 
 	"github.com/stretchr/testify/assert"
 )
 
 func TestLargestClaim(t *testing.T) {
-	claim := func(id, claim string) AuditRow {
-		return AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Pending", NewStatus: "Processing", NewClaim: claim}
+	claim := func(id, claim string) history.AuditRow {
+		return history.AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Pending", NewStatus: "Processing", NewClaim: claim}
 	}
 	for _, tc := range []struct {
 		name string
-		rows []AuditRow
+		rows []history.AuditRow
 		want int
 	}{
 		{"no trail", nil, 0},
-		{"inserts only", []AuditRow{{Op: "INSERT", EventID: "a", NewStatus: "Pending"}}, 0},
-		{"one claim of three", []AuditRow{claim("a", "c1"), claim("b", "c1"), claim("c", "c1")}, 3},
-		{"the larger of two", []AuditRow{claim("a", "c1"), claim("b", "c2"), claim("c", "c2")}, 2},
-		{"a mark under the same claim is no claim", []AuditRow{claim("a", "c1"),
+		{"inserts only", []history.AuditRow{{Op: "INSERT", EventID: "a", NewStatus: "Pending"}}, 0},
+		{"one claim of three", []history.AuditRow{claim("a", "c1"), claim("b", "c1"), claim("c", "c1")}, 3},
+		{"the larger of two", []history.AuditRow{claim("a", "c1"), claim("b", "c2"), claim("c", "c2")}, 2},
+		{"a mark under the same claim is no claim", []history.AuditRow{claim("a", "c1"),
 			{Op: "UPDATE", EventID: "a", OldStatus: "Processing", NewStatus: "Published", OldClaim: "c1", NewClaim: "c1"}}, 1},
 	} {
 		assert.Equal(t, tc.want, LargestClaim(tc.rows), tc.name)
@@ -29,29 +30,29 @@ func TestLargestClaim(t *testing.T) {
 }
 
 func TestTrafficEvidence(t *testing.T) {
-	full := make([]AuditRow, 50)
+	full := make([]history.AuditRow, 50)
 	for i := range full {
-		full[i] = AuditRow{Op: "UPDATE", NewStatus: "Processing", NewClaim: "c1"}
+		full[i] = history.AuditRow{Op: "UPDATE", NewStatus: "Processing", NewClaim: "c1"}
 	}
 	for _, tc := range []struct {
 		name string
 		e    Evidence
-		o    Observation
+		o    history.Record
 		seen bool
 	}{
-		{"no role held", BacklogReleased(), Observation{}, false},
-		{"held, backlog never seen", BacklogReleased(), Observation{Traffic: Traffic{Held: "relay", Want: 200}}, false},
-		{"held, short of the backlog", BacklogReleased(), Observation{Traffic: Traffic{Held: "consumer", Want: 150, Backlog: 149}}, false},
-		{"held, backlog seen", BacklogReleased(), Observation{Traffic: Traffic{Held: "consumer", Want: 150, Backlog: 208}}, true},
-		{"a full claim", FullClaim(), Observation{Traffic: Traffic{Batch: 50}, Audit: full}, true},
-		{"a claim short of the batch", FullClaim(), Observation{Traffic: Traffic{Batch: 50}, Audit: full[:49]}, false},
-		{"no batch named: more than one row", FullClaim(), Observation{Audit: full[:2]}, true},
-		{"no batch named: one row", FullClaim(), Observation{Audit: full[:1]}, false},
-		{"a burst", ManyInFlight(16), Observation{Traffic: Traffic{MaxInFlight: 32}}, true},
-		{"no burst", ManyInFlight(16), Observation{Traffic: Traffic{MaxInFlight: 4}}, false},
-		{"load held", SustainedLoad(0.6), Observation{Traffic: Traffic{Carried: 200, Sent: 150}}, true},
-		{"load fell short", SustainedLoad(0.6), Observation{Traffic: Traffic{Carried: 200, Sent: 100}}, false},
-		{"no probe measured", SustainedLoad(0.6), Observation{Traffic: Traffic{Sent: 100}}, false},
+		{"no role held", BacklogReleased(), history.Record{}, false},
+		{"held, backlog never seen", BacklogReleased(), history.Record{Traffic: history.Traffic{Held: "relay", Want: 200}}, false},
+		{"held, short of the backlog", BacklogReleased(), history.Record{Traffic: history.Traffic{Held: "consumer", Want: 150, Backlog: 149}}, false},
+		{"held, backlog seen", BacklogReleased(), history.Record{Traffic: history.Traffic{Held: "consumer", Want: 150, Backlog: 208}}, true},
+		{"a full claim", FullClaim(), history.Record{Traffic: history.Traffic{Batch: 50}, Audit: full}, true},
+		{"a claim short of the batch", FullClaim(), history.Record{Traffic: history.Traffic{Batch: 50}, Audit: full[:49]}, false},
+		{"no batch named: more than one row", FullClaim(), history.Record{Audit: full[:2]}, true},
+		{"no batch named: one row", FullClaim(), history.Record{Audit: full[:1]}, false},
+		{"a burst", ManyInFlight(16), history.Record{Traffic: history.Traffic{MaxInFlight: 32}}, true},
+		{"no burst", ManyInFlight(16), history.Record{Traffic: history.Traffic{MaxInFlight: 4}}, false},
+		{"load held", SustainedLoad(0.6), history.Record{Traffic: history.Traffic{Carried: 200, Sent: 150}}, true},
+		{"load fell short", SustainedLoad(0.6), history.Record{Traffic: history.Traffic{Carried: 200, Sent: 100}}, false},
+		{"no probe measured", SustainedLoad(0.6), history.Record{Traffic: history.Traffic{Sent: 100}}, false},
 	} {
 		seen, detail := tc.e.Check(&tc.o)
 		assert.Equal(t, tc.seen, seen, "%s: %s", tc.name, detail)
@@ -60,49 +61,49 @@ func TestTrafficEvidence(t *testing.T) {
 }
 
 func TestClaimsInFlight(t *testing.T) {
-	claim := func(writer, id, claim string) AuditRow {
-		return AuditRow{Writer: writer, Op: "UPDATE", EventID: id, OldStatus: "Pending", NewStatus: "Processing", NewClaim: claim}
+	claim := func(writer, id, claim string) history.AuditRow {
+		return history.AuditRow{Writer: writer, Op: "UPDATE", EventID: id, OldStatus: "Pending", NewStatus: "Processing", NewClaim: claim}
 	}
-	settle := func(writer, id, claim, status string) AuditRow {
-		return AuditRow{Writer: writer, Op: "UPDATE", EventID: id, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim}
+	settle := func(writer, id, claim, status string) history.AuditRow {
+		return history.AuditRow{Writer: writer, Op: "UPDATE", EventID: id, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim}
 	}
 	for _, tc := range []struct {
 		name string
-		rows []AuditRow
+		rows []history.AuditRow
 		want int
 	}{
 		{"no trail", nil, 0},
-		{"one claim, settled", []AuditRow{claim("relay-1", "a", "c1"), claim("relay-1", "b", "c1"), settle("relay-1", "a", "c1", "Published")}, 1},
-		{"one after the other", []AuditRow{claim("relay-1", "a", "c1"), settle("relay-1", "a", "c1", "Published"), claim("relay-1", "b", "c2")}, 1},
-		{"a second claim before the first was settled", []AuditRow{claim("relay-1", "a", "c1"), claim("relay-1", "b", "c2"), settle("relay-1", "a", "c1", "Pending")}, 2},
-		{"two relays, one claim each", []AuditRow{claim("relay-1", "a", "c1"), claim("relay-2", "b", "c2"), settle("relay-1", "a", "c1", "Published")}, 1},
-		{"a renewal is no settling", []AuditRow{claim("relay-1", "a", "c1"), settle("relay-1", "a", "c1", "Processing"), claim("relay-1", "b", "c2")}, 2},
-		{"given up on settles it", []AuditRow{claim("relay-1", "a", "c1"), settle("relay-1", "a", "c1", "Failed"), claim("relay-1", "b", "c2")}, 1},
+		{"one claim, settled", []history.AuditRow{claim("relay-1", "a", "c1"), claim("relay-1", "b", "c1"), settle("relay-1", "a", "c1", "Published")}, 1},
+		{"one after the other", []history.AuditRow{claim("relay-1", "a", "c1"), settle("relay-1", "a", "c1", "Published"), claim("relay-1", "b", "c2")}, 1},
+		{"a second claim before the first was settled", []history.AuditRow{claim("relay-1", "a", "c1"), claim("relay-1", "b", "c2"), settle("relay-1", "a", "c1", "Pending")}, 2},
+		{"two relays, one claim each", []history.AuditRow{claim("relay-1", "a", "c1"), claim("relay-2", "b", "c2"), settle("relay-1", "a", "c1", "Published")}, 1},
+		{"a renewal is no settling", []history.AuditRow{claim("relay-1", "a", "c1"), settle("relay-1", "a", "c1", "Processing"), claim("relay-1", "b", "c2")}, 2},
+		{"given up on settles it", []history.AuditRow{claim("relay-1", "a", "c1"), settle("relay-1", "a", "c1", "Failed"), claim("relay-1", "b", "c2")}, 1},
 	} {
 		assert.Equal(t, tc.want, ClaimsInFlight(tc.rows), tc.name)
-		seen, detail := TwoClaimsInFlight().Check(&Observation{Audit: tc.rows})
+		seen, detail := TwoClaimsInFlight().Check(&history.Record{Audit: tc.rows})
 		assert.Equal(t, tc.want >= 2, seen, "%s: %s", tc.name, detail)
 	}
 }
 
 func TestSettledAfterClaim(t *testing.T) {
-	claim := func(id, claim string) AuditRow {
-		return AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Pending", NewStatus: "Processing", NewClaim: claim}
+	claim := func(id, claim string) history.AuditRow {
+		return history.AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Pending", NewStatus: "Processing", NewClaim: claim}
 	}
-	settle := func(id, claim, status string) AuditRow {
-		return AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim}
+	settle := func(id, claim, status string) history.AuditRow {
+		return history.AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim}
 	}
 	for _, tc := range []struct {
 		name string
-		rows []AuditRow
+		rows []history.AuditRow
 		want int
 	}{
 		{"no trail", nil, 0},
-		{"claimed, not settled", []AuditRow{claim("a", "c1")}, 0},
-		{"retried and published", []AuditRow{claim("a", "c1"), claim("b", "c1"), settle("a", "c1", "Pending"), settle("b", "c1", "Published")}, 2},
-		{"a row retried twice counts once", []AuditRow{claim("a", "c1"), settle("a", "c1", "Pending"), claim("a", "c2"), settle("a", "c2", "Pending")}, 1},
-		{"settled under a claim made before the trail", []AuditRow{settle("a", "c0", "Published")}, 0},
-		{"a stale claim's write does not count", []AuditRow{claim("a", "c1"), claim("a", "c2"), settle("a", "c1", "Published")}, 0},
+		{"claimed, not settled", []history.AuditRow{claim("a", "c1")}, 0},
+		{"retried and published", []history.AuditRow{claim("a", "c1"), claim("b", "c1"), settle("a", "c1", "Pending"), settle("b", "c1", "Published")}, 2},
+		{"a row retried twice counts once", []history.AuditRow{claim("a", "c1"), settle("a", "c1", "Pending"), claim("a", "c2"), settle("a", "c2", "Pending")}, 1},
+		{"settled under a claim made before the trail", []history.AuditRow{settle("a", "c0", "Published")}, 0},
+		{"a stale claim's write does not count", []history.AuditRow{claim("a", "c1"), claim("a", "c2"), settle("a", "c1", "Published")}, 0},
 	} {
 		assert.Equal(t, tc.want, SettledAfterClaim(tc.rows), tc.name)
 	}
@@ -135,7 +136,7 @@ func TestNackBeforeAck(t *testing.T) {
 	} {
 		_, n := NackBeforeAck(tc.log)
 		assert.Equal(t, tc.nacked, n, tc.name)
-		seen, detail := NackThenAck().Check(&Observation{Log: tc.log})
+		seen, detail := NackThenAck().Check(&history.Record{Log: tc.log})
 		assert.Equal(t, tc.nacked > 0, seen, "%s: %s", tc.name, detail)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -69,7 +70,7 @@ import (
 // never expected to take effect, and the workload keeps no eventIds of its
 // own to miss.
 type placer struct {
-	o          *Observation
+	o          *history.Record
 	outbox     map[string]string // eventId → outbox status
 	pending    map[string]bool   // beyond an offset relay's position (the pending query)
 	inbox      map[string]bool   // taken in, not applied yet (the inbox_pending query)
@@ -82,17 +83,17 @@ type placer struct {
 	published  map[string][]time.Time
 	// marked: per eventId, the spans from a claim to the Published write
 	// after it, from the audit trail (read only if the queue was unbound).
-	marked map[string][]Interval
+	marked map[string][]history.Interval
 	// A log relay's slot against each outbox insert (the audit trail's
 	// insert position): ahead, the slot has not streamed it yet; behind,
 	// its confirmed position passed it.
 	slotAhead, slotPassed map[string]bool
 }
 
-func newPlacer(o *Observation) *placer {
+func newPlacer(o *history.Record) *placer {
 	p := &placer{o: o, outbox: make(map[string]string, len(o.Outbox)), delivered: map[string]bool{}, deliveries: map[string]int{}, returned: map[string]bool{},
 		confirmed: map[string]bool{}, acked: map[string]bool{},
-		published: map[string][]time.Time{}, marked: map[string][]Interval{}}
+		published: map[string][]time.Time{}, marked: map[string][]history.Interval{}}
 	for _, r := range o.Outbox {
 		p.outbox[r.EventID] = r.Status
 	}
@@ -121,7 +122,7 @@ func newPlacer(o *Observation) *placer {
 		}
 	}
 	p.slotAhead, p.slotPassed = map[string]bool{}, map[string]bool{}
-	behind, passed := o.SlotPlaced()
+	behind, passed := SlotPlaced(o)
 	for _, id := range behind {
 		p.slotAhead[id] = true
 	}
@@ -139,7 +140,7 @@ func newPlacer(o *Observation) *placer {
 				if !ok {
 					from = a.At
 				}
-				p.marked[a.EventID] = append(p.marked[a.EventID], Interval{Start: from, End: a.At})
+				p.marked[a.EventID] = append(p.marked[a.EventID], history.Interval{Start: from, End: a.At})
 			}
 		}
 	}
@@ -169,7 +170,7 @@ func (p *placer) place(id string) result.Stage {
 	}
 	reached, known := p.reachedQueue(id)
 	switch {
-	case reached && o.Queue.DeliveryLimit > 0 && !o.Queue.DeadLettered &&
+	case reached && o.Queue.DeliveryLimit > 0 && o.Queue.DeadLetterExchange == "" &&
 		(p.deliveries[id] >= o.Queue.DeliveryLimit || len(p.acked) > 0 && !p.acked[id]):
 		return result.StageDroppedAtLimit
 	case reached:
@@ -188,7 +189,7 @@ func (p *placer) place(id string) result.Stage {
 			return result.StageUnknown
 		}
 	}
-	if !o.outboxSettles() && !p.slotPassed[id] {
+	if !outboxSettles(o) && !p.slotPassed[id] {
 		// No status, no pending query, no slot position past it: whether
 		// a relay still has it to publish is not shown.
 		return result.StageUnknown
@@ -200,7 +201,7 @@ func (p *placer) place(id string) result.Stage {
 
 // movedPast are the Pending rows that a published row follows in the
 // outbox query's order.
-func movedPast(rows []OutboxRow) map[string]bool {
+func movedPast(rows []history.OutboxRow) map[string]bool {
 	out := map[string]bool{}
 	later := false // a published row comes after the one at hand
 	for i := len(rows) - 1; i >= 0; i-- {
@@ -260,7 +261,7 @@ func (p *placer) publishedWhileUnbound(id string) (unbound, known bool) {
 
 func (p *placer) unboundAt(from, to time.Time) bool {
 	for _, iv := range p.o.Unbound {
-		if iv.overlaps(from, to) {
+		if overlaps(iv, from, to) {
 			return true
 		}
 	}
@@ -274,7 +275,7 @@ type placed map[result.Stage][]string
 // placeAll places every missing event (ids: its eventId, "" if none is
 // known; labels: aggregate#sequence, which stands in for an eventId the
 // run does not know).
-func placeAll(o *Observation, ids, labels []string) placed {
+func placeAll(o *history.Record, ids, labels []string) placed {
 	if len(ids) == 0 {
 		return nil
 	}

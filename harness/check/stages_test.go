@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -14,10 +15,10 @@ import (
 // lostOne is a run whose one committed event, E1 of aggregate A, has no
 // effect; its outbox row has the given status ("" for no row), the logs of
 // roles are read, and the queue was read empty.
-func lostOne(status string, roles []string, log ...eventlog.Entry) *Observation {
-	var outbox []OutboxRow
+func lostOne(status string, roles []string, log ...eventlog.Entry) *history.Record {
+	var outbox []history.OutboxRow
 	if status != "" {
-		outbox = []OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: status, Published: status == "Published"}}
+		outbox = []history.OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1, Status: status, Published: status == "Published"}}
 	}
 	o := obs(map[string]int64{"A": 1}, outbox, nil, log...)
 	o.Facts[0].EventID = "E1"
@@ -32,14 +33,14 @@ func lostOne(status string, roles []string, log ...eventlog.Entry) *Observation 
 // logRelay makes o a log relay's run seen from outside: no outbox query,
 // a tap that saw nothing, the slot confirmed up to slot, and E1 inserted
 // at WAL position insert.
-func logRelay(o *Observation, slot, insert int64) {
+func logRelay(o *history.Record, slot, insert int64) {
 	o.Outbox, o.HasOutbox, o.Model = nil, false, "log"
 	o.HasTap, o.Tap = true, map[string]int{}
 	o.HasSlot, o.SlotConfirmed = true, slot
-	o.HasAudit, o.Audit = true, []AuditRow{{At: at(10), Op: "INSERT", EventID: "E1", LSN: insert}}
+	o.HasAudit, o.Audit = true, []history.AuditRow{{At: at(10), Op: "INSERT", EventID: "E1", LSN: insert}}
 }
 
-func with(o *Observation, change func(*Observation)) *Observation {
+func with(o *history.Record, change func(*history.Record)) *history.Record {
 	change(o)
 	return o
 }
@@ -49,113 +50,113 @@ func with(o *Observation, change func(*Observation)) *Observation {
 func TestStageOfALostEvent(t *testing.T) {
 	logs := []string{"relay", "consumer"}
 	published := ev(100, "relay-1", eventlog.Published, "E1", "c1")
-	unbound := []Interval{{Start: at(50), End: at(200)}}
-	audit := func(claimMS, markMS int) []AuditRow {
-		return []AuditRow{
+	unbound := []history.Interval{{Start: at(50), End: at(200)}}
+	audit := func(claimMS, markMS int) []history.AuditRow {
+		return []history.AuditRow{
 			{At: at(claimMS), Op: "UPDATE", EventID: "E1", OldStatus: "Pending", NewStatus: "Processing", NewClaim: "c1"},
 			{At: at(markMS), Op: "UPDATE", EventID: "E1", OldStatus: "Processing", NewStatus: "Published", OldClaim: "c1", NewClaim: "c1"},
 		}
 	}
 	for _, tc := range []struct {
 		name string
-		o    *Observation
+		o    *history.Record
 		want result.Stage
 	}{
-		{"in the queue at the end", with(lostOne("Published", logs, published), func(o *Observation) { o.Queued["E1"] = 1 }), result.StageQueued},
+		{"in the queue at the end", with(lostOne("Published", logs, published), func(o *history.Record) { o.Queued["E1"] = 1 }), result.StageQueued},
 		{"in the queue beats a pending row (it was published once already)",
-			with(lostOne("Processing", logs, published), func(o *Observation) { o.Queued["E1"] = 1 }), result.StageQueued},
-		{"queue not read, the broker says it holds messages", with(lostOne("Published", logs, published), func(o *Observation) {
-			o.HasQueued, o.Queued, o.Queue = false, nil, QueueInfo{Messages: 3, Ready: 3}
+			with(lostOne("Processing", logs, published), func(o *history.Record) { o.Queued["E1"] = 1 }), result.StageQueued},
+		{"queue not read, the broker says it holds messages", with(lostOne("Published", logs, published), func(o *history.Record) {
+			o.HasQueued, o.Queued, o.Queue = false, nil, history.QueueInfo{Messages: 3, Ready: 3}
 		}), result.StageUnknown},
-		{"queue not read, the broker says it is empty: on to the next rule", with(lostOne("Published", logs, published), func(o *Observation) {
+		{"queue not read, the broker says it is empty: on to the next rule", with(lostOne("Published", logs, published), func(o *history.Record) {
 			o.HasQueued, o.Queued = false, nil
 		}), result.StageSkipped},
 		{"pending in the outbox", lostOne("Pending", logs), result.StageInOutbox},
 		{"claimed and never settled (a relay died holding it)", lostOne("Processing", logs), result.StageInOutbox},
-		{"pending, and a row after it was published: the relay moved past it", with(lostOne("Pending", logs), func(o *Observation) {
-			o.Outbox = append(o.Outbox, OutboxRow{EventID: "E2", AggregateID: "B", Sequence: 1, Status: "Published", Published: true})
+		{"pending, and a row after it was published: the relay moved past it", with(lostOne("Pending", logs), func(o *history.Record) {
+			o.Outbox = append(o.Outbox, history.OutboxRow{EventID: "E2", AggregateID: "B", Sequence: 1, Status: "Published", Published: true})
 		}), result.StageSkipped},
-		{"pending after a published row: not reached yet", with(lostOne("Pending", logs), func(o *Observation) {
-			o.Outbox = append([]OutboxRow{{EventID: "E0", AggregateID: "B", Sequence: 1, Status: "Published", Published: true}}, o.Outbox...)
+		{"pending after a published row: not reached yet", with(lostOne("Pending", logs), func(o *history.Record) {
+			o.Outbox = append([]history.OutboxRow{{EventID: "E0", AggregateID: "B", Sequence: 1, Status: "Published", Published: true}}, o.Outbox...)
 		}), result.StageInOutbox},
-		{"claimed, and a row after it was published: a claim, not a skip", with(lostOne("Processing", logs), func(o *Observation) {
-			o.Outbox = append(o.Outbox, OutboxRow{EventID: "E2", AggregateID: "B", Sequence: 1, Status: "Published", Published: true})
+		{"claimed, and a row after it was published: a claim, not a skip", with(lostOne("Processing", logs), func(o *history.Record) {
+			o.Outbox = append(o.Outbox, history.OutboxRow{EventID: "E2", AggregateID: "B", Sequence: 1, Status: "Published", Published: true})
 		}), result.StageInOutbox},
 		{"delivered to the consumer, no effect", lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", "")),
 			result.StageConsumedNoEffect},
 		{"delivered, then in the dead-letter queue at the end", with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", "")),
-			func(o *Observation) { o.HasDLQ, o.DeadLettered = true, map[string]int{"E1": 1} }), result.StageDeadLettered},
+			func(o *history.Record) { o.HasDLQ, o.DeadLettered = true, map[string]int{"E1": 1} }), result.StageDeadLettered},
 		{"another event in the dead-letter queue: consumed without effect", with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", "")),
-			func(o *Observation) { o.HasDLQ, o.DeadLettered = true, map[string]int{"E2": 1} }), result.StageConsumedNoEffect},
+			func(o *history.Record) { o.HasDLQ, o.DeadLettered = true, map[string]int{"E2": 1} }), result.StageConsumedNoEffect},
 		{"delivered as often as the delivery limit of a queue without a dead-letter exchange: dropped",
 			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(160, "inventory", eventlog.Delivered, "E1", "")),
-				func(o *Observation) { o.Queue.DeliveryLimit = 2 }), result.StageDroppedAtLimit},
+				func(o *history.Record) { o.Queue.DeliveryLimit = 2 }), result.StageDroppedAtLimit},
 		{"at the delivery limit, but dead-lettered: consumed without effect",
 			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(160, "inventory", eventlog.Delivered, "E1", "")),
-				func(o *Observation) { o.Queue.DeliveryLimit, o.Queue.DeadLettered = 2, true }), result.StageConsumedNoEffect},
+				func(o *history.Record) { o.Queue.DeliveryLimit, o.Queue.DeadLetterExchange = 2, "dlx" }), result.StageConsumedNoEffect},
 		{"below the delivery limit: consumed without effect",
 			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", "")),
-				func(o *Observation) { o.Queue.DeliveryLimit = 2 }), result.StageConsumedNoEffect},
+				func(o *history.Record) { o.Queue.DeliveryLimit = 2 }), result.StageConsumedNoEffect},
 		{"confirmed, no return, the queue bound all along, never logged delivered: consumed without effect",
 			lostOne("Published", logs, published, ev(101, "relay-1", eventlog.Confirmed, "E1", "c1")), result.StageConsumedNoEffect},
 		{"confirmed, held by a consumer that died before logging it, on a queue that drops past its limit: dropped",
 			with(lostOne("Published", logs, published, ev(101, "relay-1", eventlog.Confirmed, "E1", "c1"), ev(150, "inventory", eventlog.Acked, "E9", "")),
-				func(o *Observation) { o.Queue.DeliveryLimit = 2 }), result.StageDroppedAtLimit},
+				func(o *history.Record) { o.Queue.DeliveryLimit = 2 }), result.StageDroppedAtLimit},
 		{"delivered once and never acked by a consumer that logs its acks, on a queue that drops past its limit: dropped",
 			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(160, "inventory", eventlog.Acked, "E9", "")),
-				func(o *Observation) { o.Queue.DeliveryLimit = 2 }), result.StageDroppedAtLimit},
+				func(o *history.Record) { o.Queue.DeliveryLimit = 2 }), result.StageDroppedAtLimit},
 		{"acked without effect on a queue that drops past its limit (ack before commit): consumed without effect",
 			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(151, "inventory", eventlog.Acked, "E1", "")),
-				func(o *Observation) { o.Queue.DeliveryLimit = 2 }), result.StageConsumedNoEffect},
+				func(o *history.Record) { o.Queue.DeliveryLimit = 2 }), result.StageConsumedNoEffect},
 		{"confirmed while the queue was unbound: the confirm says nothing of the queue",
-			with(lostOne("Published", logs, published, ev(101, "relay-1", eventlog.Confirmed, "E1", "c1")), func(o *Observation) { o.Unbound = unbound }), result.StageRoutedNowhere},
-		{"on the tap, no consumer log", with(lostOne("Published", []string{"relay"}, published), func(o *Observation) {
+			with(lostOne("Published", logs, published, ev(101, "relay-1", eventlog.Confirmed, "E1", "c1")), func(o *history.Record) { o.Unbound = unbound }), result.StageRoutedNowhere},
+		{"on the tap, no consumer log", with(lostOne("Published", []string{"relay"}, published), func(o *history.Record) {
 			o.HasTap, o.Tap = true, map[string]int{"E1": 1}
 		}), result.StageConsumedNoEffect},
 		{"no consumer log and no tap: whether it reached the queue is unknown", lostOne("Published", []string{"relay"}, published), result.StageUnknown},
 		{"returned by the broker as unroutable, marked anyway (ignore-return)",
 			lostOne("Published", logs, published, ev(101, "relay-1", eventlog.Returned, "E1", "c1")), result.StageRoutedNowhere},
 		{"published while the queue was unbound (no mandatory: no return)",
-			with(lostOne("Published", logs, published), func(o *Observation) { o.Unbound = unbound }), result.StageRoutedNowhere},
+			with(lostOne("Published", logs, published), func(o *history.Record) { o.Unbound = unbound }), result.StageRoutedNowhere},
 		{"published after an unbind that was never restored",
-			with(lostOne("Published", logs, published), func(o *Observation) { o.Unbound = []Interval{{Start: at(90)}} }), result.StageRoutedNowhere},
+			with(lostOne("Published", logs, published), func(o *history.Record) { o.Unbound = []history.Interval{{Start: at(90)}} }), result.StageRoutedNowhere},
 		{"published before the queue was unbound: skipped",
-			with(lostOne("Published", logs, published), func(o *Observation) { o.Unbound = []Interval{{Start: at(300), End: at(400)}} }), result.StageSkipped},
-		{"no relay log: claimed and marked while unbound, from the audit trail", with(lostOne("Published", []string{"consumer"}), func(o *Observation) {
+			with(lostOne("Published", logs, published), func(o *history.Record) { o.Unbound = []history.Interval{{Start: at(300), End: at(400)}} }), result.StageSkipped},
+		{"no relay log: claimed and marked while unbound, from the audit trail", with(lostOne("Published", []string{"consumer"}), func(o *history.Record) {
 			o.Unbound, o.HasAudit, o.Audit = unbound, true, audit(40, 60)
 		}), result.StageRoutedNowhere},
-		{"no relay log: claimed and marked after the binding came back", with(lostOne("Published", []string{"consumer"}), func(o *Observation) {
+		{"no relay log: claimed and marked after the binding came back", with(lostOne("Published", []string{"consumer"}), func(o *history.Record) {
 			o.Unbound, o.HasAudit, o.Audit = unbound, true, audit(250, 260)
 		}), result.StageSkipped},
-		{"no relay log, no audit trail, the queue unbound: unknown", with(lostOne("Published", []string{"consumer"}), func(o *Observation) {
+		{"no relay log, no audit trail, the queue unbound: unknown", with(lostOne("Published", []string{"consumer"}), func(o *history.Record) {
 			o.Unbound = unbound
 		}), result.StageUnknown},
 		{"the relay moved past it, never published (reads by id)", lostOne("Published", logs), result.StageSkipped},
 		{"published, never reached the queue, the binding always there (published-before-confirm)", lostOne("Published", logs, published), result.StageSkipped},
 		{"no outbox row at all (published by the producer, who died first)", lostOne("", logs), result.StageSkipped},
-		{"no outbox query: it may still be pending", with(lostOne("", logs), func(o *Observation) { o.HasOutbox = false }), result.StageUnknown},
+		{"no outbox query: it may still be pending", with(lostOne("", logs), func(o *history.Record) { o.HasOutbox = false }), result.StageUnknown},
 		{"delivered, acked, stored in the inbox and not applied yet: the consumer still has it",
 			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(151, "inventory", eventlog.Acked, "E1", "")),
-				func(o *Observation) { o.HasInboxPending, o.InboxPending = true, []string{"E1"} }), result.StageInInbox},
+				func(o *history.Record) { o.HasInboxPending, o.InboxPending = true, []string{"E1"} }), result.StageInInbox},
 		{"delivered, acked, not in the inbox's pending list: consumed without effect",
 			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(151, "inventory", eventlog.Acked, "E1", "")),
-				func(o *Observation) { o.HasInboxPending, o.InboxPending = true, []string{"E2"} }), result.StageConsumedNoEffect},
-		{"a log relay's slot passed its insert, never on the tap: skipped", with(lostOne("", []string{}), func(o *Observation) {
+				func(o *history.Record) { o.HasInboxPending, o.InboxPending = true, []string{"E2"} }), result.StageConsumedNoEffect},
+		{"a log relay's slot passed its insert, never on the tap: skipped", with(lostOne("", []string{}), func(o *history.Record) {
 			logRelay(o, 500, 400)
 		}), result.StageSkipped},
-		{"a log relay's slot not past its insert: it still has it to stream", with(lostOne("", []string{}), func(o *Observation) {
+		{"a log relay's slot not past its insert: it still has it to stream", with(lostOne("", []string{}), func(o *history.Record) {
 			logRelay(o, 500, 500)
 		}), result.StageInOutbox},
-		{"a log relay's slot passed it, and the tap saw it: consumed without effect", with(lostOne("", []string{}), func(o *Observation) {
+		{"a log relay's slot passed it, and the tap saw it: consumed without effect", with(lostOne("", []string{}), func(o *history.Record) {
 			logRelay(o, 500, 400)
 			o.Tap["E1"] = 1
 		}), result.StageConsumedNoEffect},
-		{"a log relay whose slot was not read: unknown", with(lostOne("", []string{}), func(o *Observation) {
+		{"a log relay whose slot was not read: unknown", with(lostOne("", []string{}), func(o *history.Record) {
 			logRelay(o, 500, 400)
 			o.HasSlot = false
 		}), result.StageUnknown},
 		{"in the inbox's pending list and redelivered into the queue: the inbox is further along",
-			with(lostOne("Published", logs, published), func(o *Observation) {
+			with(lostOne("Published", logs, published), func(o *history.Record) {
 				o.Queued["E1"] = 1
 				o.HasInboxPending, o.InboxPending = true, []string{"E1"}
 			}), result.StageInInbox},
@@ -172,19 +173,19 @@ func TestStageOfALostEvent(t *testing.T) {
 // the run not converged, never lost; any other stage is lost, every
 // eventId listed by stage even past the report's cap.
 func TestNoLostByStage(t *testing.T) {
-	many := func(n int, status string, queued int) *Observation {
+	many := func(n int, status string, queued int) *history.Record {
 		o := obs(nil, nil, nil)
 		o.LogRoles = map[string]bool{"consumer": true} // a relay log would want each Published row confirmed
 		o.HasQueued, o.Queued = true, map[string]int{}
 		for i := range n {
 			id := fmt.Sprintf("E%02d", i)
-			o.Facts = append(o.Facts, Fact{AggregateID: "A" + id, Sequence: 1, EventID: id})
+			o.Facts = append(o.Facts, history.Fact{AggregateID: "A" + id, Sequence: 1, EventID: id})
 			st := status
 			if i < queued {
 				o.Queued[id] = 1
 				st = "Published"
 			}
-			o.Outbox = append(o.Outbox, OutboxRow{EventID: id, AggregateID: "A" + id, Sequence: 1, Status: st, Published: st == "Published"})
+			o.Outbox = append(o.Outbox, history.OutboxRow{EventID: id, AggregateID: "A" + id, Sequence: 1, Status: st, Published: st == "Published"})
 		}
 		return o
 	}
@@ -220,7 +221,7 @@ func TestNoLostByStage(t *testing.T) {
 	// run recorded: E00 delivered and acked, its effect not applied yet.
 	// Listed by the contract's inbox_pending query it is still the
 	// consumer's work (the run indeterminate); not listed, it is lost.
-	applyLater := func(listed bool) *Observation {
+	applyLater := func(listed bool) *history.Record {
 		o := many(1, "Published", 0)
 		o.Log = append(o.Log, ev(150, "inventory", eventlog.Delivered, "E00", ""), ev(151, "inventory", eventlog.Acked, "E00", ""))
 		o.HasInboxPending = true

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +24,7 @@ func TestInvariantTable(t *testing.T) {
 	}
 	assert.Equal(t, []string{AggregateOrder, NoneGaveUp, PoisonAccounted, OnlyPoisonDead, LiveAfterHeal}, OptionalNames())
 
-	clean := obs(map[string]int64{"A": 2}, nil, []Effect{{1, "E1", "A", 1, ""}, {2, "E2", "A", 2, ""}})
+	clean := obs(map[string]int64{"A": 2}, nil, []history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: ""}, {ID: 2, EventID: "E2", AggregateID: "A", Sequence: 2, EventType: ""}})
 	for _, tc := range []struct {
 		name     string
 		optional []string
@@ -58,7 +59,7 @@ func TestInvariantTable(t *testing.T) {
 // Each invariant, looked up by name, judges the observation as the
 // checker's own function for it does.
 func TestLookupInvariant(t *testing.T) {
-	outOfOrder := obs(map[string]int64{"A": 3}, nil, []Effect{{1, "E1", "A", 1, ""}, {2, "E3", "A", 3, ""}, {3, "E2", "A", 2, ""}})
+	outOfOrder := obs(map[string]int64{"A": 3}, nil, []history.Effect{{ID: 1, EventID: "E1", AggregateID: "A", Sequence: 1, EventType: ""}, {ID: 2, EventID: "E3", AggregateID: "A", Sequence: 3, EventType: ""}, {ID: 3, EventID: "E2", AggregateID: "A", Sequence: 2, EventType: ""}})
 	for _, tc := range []struct {
 		name string
 		ok   bool
@@ -93,19 +94,19 @@ func TestLiveAfterHeal(t *testing.T) {
 	require.Equal(t, 20*time.Second, half)
 	for _, tc := range []struct {
 		name       string
-		rec        *Recovery
+		rec        *history.Recovery
 		ok, judged bool
 		// unknown: past the bound but caught up, no verdict either way
 		unknown bool
 	}{
-		{"within the bound", &Recovery{Healed: healed, CaughtUp: healed.Add(4 * time.Second), Bound: bound, BoundIs: is}, true, true, false},
-		{"past the bound: caught up, but no verdict", &Recovery{Healed: healed, CaughtUp: healed.Add(18 * time.Second), Bound: bound, BoundIs: is}, false, true, true},
-		{"never caught up", &Recovery{Healed: healed, Bound: bound, BoundIs: is}, false, true, false},
-		{"healed mid-load: the clock starts at the last order", &Recovery{Healed: healed, LoadEnded: healed.Add(15 * time.Second), CaughtUp: healed.Add(20 * time.Second), Bound: bound, BoundIs: is}, true, true, false},
+		{"within the bound", &history.Recovery{Healed: healed, CaughtUp: healed.Add(4 * time.Second), Bound: bound, BoundIs: is}, true, true, false},
+		{"past the bound: caught up, but no verdict", &history.Recovery{Healed: healed, CaughtUp: healed.Add(18 * time.Second), Bound: bound, BoundIs: is}, false, true, true},
+		{"never caught up", &history.Recovery{Healed: healed, Bound: bound, BoundIs: is}, false, true, false},
+		{"healed mid-load: the clock starts at the last order", &history.Recovery{Healed: healed, LoadEnded: healed.Add(15 * time.Second), CaughtUp: healed.Add(20 * time.Second), Bound: bound, BoundIs: is}, true, true, false},
 		{"no fault healed", nil, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inv := liveAfterHeal(&Observation{Recovery: tc.rec})
+			inv := liveAfterHeal(&history.Record{Recovery: tc.rec})
 			assert.Equal(t, !tc.judged, inv.NotChecked)
 			if tc.judged {
 				assert.Equal(t, tc.ok, inv.OK, inv.Detail)
@@ -122,29 +123,29 @@ func TestLiveAfterHeal(t *testing.T) {
 func TestMeasureReconnection(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	s := func(ms, broker, orders, inventory int) ClientSample {
-		return ClientSample{At: at(ms), Broker: broker, Sessions: map[string]int{"orders": orders, "inventory": inventory}}
+	s := func(ms, broker, orders, inventory int) history.ClientSample {
+		return history.ClientSample{At: at(ms), Broker: broker, Sessions: map[string]int{"orders": orders, "inventory": inventory}}
 	}
 	firstFault, healed := at(1000), at(5000)
 	for _, tc := range []struct {
 		name     string
-		samples  []ClientSample
+		samples  []history.ClientSample
 		measured bool
 		took     time.Duration
 		detail   string
 	}{
 		{"back 750 ms after the heal",
-			[]ClientSample{s(500, 3, 2, 1), s(2000, 1, 2, 1), s(5000, 1, 2, 1), s(5500, 2, 2, 1), s(5750, 3, 1, 1)}, true, 750 * time.Millisecond, "3 broker connections and sessions on inventory, orders"},
+			[]history.ClientSample{s(500, 3, 2, 1), s(2000, 1, 2, 1), s(5000, 1, 2, 1), s(5500, 2, 2, 1), s(5750, 3, 1, 1)}, true, 750 * time.Millisecond, "3 broker connections and sessions on inventory, orders"},
 		{"reconnected elsewhere during the fault: back at the heal",
-			[]ClientSample{s(500, 3, 2, 1), s(2000, 1, 2, 1), s(4000, 3, 2, 1), s(5000, 3, 2, 1)}, true, 0, ""},
+			[]history.ClientSample{s(500, 3, 2, 1), s(2000, 1, 2, 1), s(4000, 3, 2, 1), s(5000, 3, 2, 1)}, true, 0, ""},
 		{"a database without its sessions is not back",
-			[]ClientSample{s(500, 3, 2, 1), s(5000, 3, 0, 1), s(6000, 3, 1, 1)}, true, time.Second, ""},
+			[]history.ClientSample{s(500, 3, 2, 1), s(5000, 3, 0, 1), s(6000, 3, 1, 1)}, true, time.Second, ""},
 		{"a database with no session before needs none after",
-			[]ClientSample{s(500, 3, 0, 1), s(5000, 3, 0, 1)}, true, 0, ""},
-		{"never back", []ClientSample{s(500, 3, 2, 1), s(5000, 2, 2, 1), s(9000, 2, 2, 1)}, false, 0, "2 of 3 broker connections"},
-		{"no sample before the first fault", []ClientSample{s(2000, 3, 2, 1), s(5000, 3, 2, 1)}, false, 0, "before the first fault"},
-		{"no client before the first fault", []ClientSample{s(500, 0, 0, 0), s(5000, 3, 2, 1)}, false, 0, "no client was connected"},
-		{"no sample after the heal", []ClientSample{s(500, 3, 2, 1), s(2000, 3, 2, 1)}, false, 0, "after the heal"},
+			[]history.ClientSample{s(500, 3, 0, 1), s(5000, 3, 0, 1)}, true, 0, ""},
+		{"never back", []history.ClientSample{s(500, 3, 2, 1), s(5000, 2, 2, 1), s(9000, 2, 2, 1)}, false, 0, "2 of 3 broker connections"},
+		{"no sample before the first fault", []history.ClientSample{s(2000, 3, 2, 1), s(5000, 3, 2, 1)}, false, 0, "before the first fault"},
+		{"no client before the first fault", []history.ClientSample{s(500, 0, 0, 0), s(5000, 3, 2, 1)}, false, 0, "no client was connected"},
+		{"no sample after the heal", []history.ClientSample{s(500, 3, 2, 1), s(2000, 3, 2, 1)}, false, 0, "after the heal"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := MeasureReconnection(tc.samples, firstFault, healed)
@@ -160,21 +161,21 @@ func TestMeasureReconnection(t *testing.T) {
 func TestMeasureLag(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	s := func(ms, expected, effects int) ClientSample {
-		return ClientSample{At: at(ms), Expected: expected, Effects: effects}
+	s := func(ms, expected, effects int) history.ClientSample {
+		return history.ClientSample{At: at(ms), Expected: expected, Effects: effects}
 	}
 	firstFault := at(10000)
 	for _, tc := range []struct {
 		name     string
-		samples  []ClientSample
+		samples  []history.ClientSample
 		measured bool
 		took     time.Duration
 	}{
-		{"a relay that polls every 3 s", []ClientSample{s(0, 0, 0), s(1000, 10, 0), s(2000, 20, 0), s(4000, 40, 40), s(5000, 50, 40), s(7000, 70, 70), s(11000, 90, 90)}, true, 3 * time.Second},
-		{"a pipeline that keeps up", []ClientSample{s(0, 5, 5), s(250, 10, 10), s(500, 15, 15)}, true, 0},
-		{"a catch-up after the fault is not the lag", []ClientSample{s(0, 5, 0), s(11000, 5, 5)}, false, 0},
-		{"effects not read", []ClientSample{s(0, 5, -1), s(250, 5, -1)}, false, 0},
-		{"nothing expected yet", []ClientSample{s(0, 0, 0), s(250, 0, 0)}, false, 0},
+		{"a relay that polls every 3 s", []history.ClientSample{s(0, 0, 0), s(1000, 10, 0), s(2000, 20, 0), s(4000, 40, 40), s(5000, 50, 40), s(7000, 70, 70), s(11000, 90, 90)}, true, 3 * time.Second},
+		{"a pipeline that keeps up", []history.ClientSample{s(0, 5, 5), s(250, 10, 10), s(500, 15, 15)}, true, 0},
+		{"a catch-up after the fault is not the lag", []history.ClientSample{s(0, 5, 0), s(11000, 5, 5)}, false, 0},
+		{"effects not read", []history.ClientSample{s(0, 5, -1), s(250, 5, -1)}, false, 0},
+		{"nothing expected yet", []history.ClientSample{s(0, 0, 0), s(250, 0, 0)}, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lag := MeasureLag(tc.samples, firstFault)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -14,7 +15,7 @@ const maxTraces = 6
 // BuildTimeline turns the merged logs and the faults into the data of a
 // scenario's timeline picture: a lane per process with its crash points and
 // restarts, the faults as spans, the event rate, and the eventIds involved.
-func BuildTimeline(o *Observation, start, end time.Time, faults []result.Fault, invs []result.Invariant) *result.Timeline {
+func BuildTimeline(o *history.Record, start, end time.Time, faults []result.Fault, invs []result.Invariant) *result.Timeline {
 	ms := func(t time.Time) int64 { return t.Sub(start).Milliseconds() }
 	tl := &result.Timeline{StartedAt: start, EndMS: ms(end)}
 
@@ -135,7 +136,7 @@ func BuildTimeline(o *Observation, start, end time.Time, faults []result.Fault, 
 
 // traces picks the eventIds worth following: violations first, then the
 // events that show a window opening.
-func traces(o *Observation, start time.Time, invs []result.Invariant) []result.Trace {
+func traces(o *history.Record, start time.Time, invs []result.Invariant) []result.Trace {
 	var out []result.Trace
 	picked := map[string]bool{}
 	add := func(id, why string) {

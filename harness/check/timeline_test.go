@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 )
 
@@ -21,7 +22,7 @@ func TestTimelineDrawsInfrastructureState(t *testing.T) {
 			{At: start.Add(1500 * time.Millisecond), Lane: "broker cluster", Kind: "leader", Label: "n2 leads q"},
 			{At: start.Add(2 * time.Second), Lane: "database", Kind: "promoted", Label: "standby promoted: 8192 bytes of WAL lost"},
 		}}}
-	tl := BuildTimeline(&Observation{}, start, start.Add(5*time.Second), faults, nil)
+	tl := BuildTimeline(&history.Record{}, start, start.Add(5*time.Second), faults, nil)
 	lanes := map[string]result.Lane{}
 	for _, l := range tl.Lanes {
 		lanes[l.Process] = l

@@ -2,11 +2,13 @@ package explore
 
 import (
 	"fmt"
-	"github.com/faultline-dev/faultline/harness/workload"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/workload"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -303,7 +305,7 @@ func outsideTarget() *target.Target {
 	tg.Processes[1].CrashPoints = map[string]string{protocol.RelayBeforeRetry: "dispatch:retry", protocol.RelayBeforeRenew: "dispatch:renew"}
 	tg.Topology = target.Topology{Exchange: "x", Queue: "q", RoutingKeys: []string{"k"}}
 	tg.Observe = target.Observe{Facts: target.Table{Name: "carts"}, Outbox: target.Table{Name: "box"}, Effects: target.Table{Name: "stock"}}
-	tg.Relay = target.Relay{Model: target.ModelClaim}
+	tg.Relay = target.Relay{Model: history.ModelClaim}
 	tg.RidesOut = time.Second
 	tg.Settings = map[string]target.Setting{"renew": {Name: "renew", Role: protocol.Relay, Explore: &target.SettingExplore{Value: "300ms", Opens: []string{protocol.RelayBeforeRenew}}}}
 	return tg
@@ -317,9 +319,9 @@ func TestEnumerateTimesRelaysByTheirModel(t *testing.T) {
 		relay      target.Relay
 		want, lack string
 	}{
-		{target.Relay{Model: target.ModelClaim}, "blackbox.relay.outbox.processing", "blackbox.relay.position"},
-		{target.Relay{Model: target.ModelOffset, Position: &target.Table{Name: "offsets"}}, "blackbox.relay.position", "blackbox.relay.outbox.processing"},
-		{target.Relay{Model: target.ModelLog}, "", "blackbox.relay."},
+		{target.Relay{Model: history.ModelClaim}, "blackbox.relay.outbox.processing", "blackbox.relay.position"},
+		{target.Relay{Model: history.ModelOffset, Position: &target.Table{Name: "offsets"}}, "blackbox.relay.position", "blackbox.relay.outbox.processing"},
+		{target.Relay{Model: history.ModelLog}, "", "blackbox.relay."},
 	} {
 		t.Run(tc.relay.Model, func(t *testing.T) {
 			tg := outsideTarget()

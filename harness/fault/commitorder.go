@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -408,7 +409,7 @@ func (c CommitOrder) install(ob target.Table, model string) []string {
 	// offset relay's group) pass it together, and a read of theirs that
 	// finished once a later insert had committed shows where that position
 	// is.
-	shared := model == target.ModelOffset
+	shared := model == history.ModelOffset
 	need := math.MaxInt32 // every relay
 	if shared {
 		need = 1

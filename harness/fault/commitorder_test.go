@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/target"
 )
 
@@ -40,7 +41,7 @@ func TestCommitOrderRequire(t *testing.T) {
 // prefix; the hold is deferred to the commit.
 func TestCommitOrderInstallSQL(t *testing.T) {
 	c := CommitOrder{Every: 3, Holds: 2, Hold: 450 * time.Millisecond}
-	sql := strings.Join(c.install(target.Table{Name: "shop.Outbox", EventID: "EventId"}, target.ModelClaim), "\n")
+	sql := strings.Join(c.install(target.Table{Name: "shop.Outbox", EventID: "EventId"}, history.ModelClaim), "\n")
 	assert.Contains(t, sql, `AFTER INSERT ON "shop"."Outbox" DEFERRABLE INITIALLY DEFERRED`)
 	assert.Contains(t, sql, `NEW."EventId"::text`)
 	assert.Contains(t, sql, "make_interval(secs => 0.450000)")

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -333,7 +333,7 @@ func waitTakeover(ctx context.Context, env *Env, w *waits, frozen string, within
 		// application_name, which faultline hands each instance in its
 		// URL; a pipeline that sets its own shows no claim of frozen's,
 		// and its takeover is read from the event logs.
-		if slices.ContainsFunc(trail, func(a check.AuditRow) bool { return a.Claims() && a.Writer == in.Name }) {
+		if slices.ContainsFunc(trail, func(a history.AuditRow) bool { return a.Claims() && a.Writer == in.Name }) {
 			return waitAuditedTakeover(ctx, env, w, in.Name, frozen, trail, within)
 		}
 	}
@@ -359,7 +359,7 @@ func waitTakeover(ctx context.Context, env *Env, w *waits, frozen string, within
 // heldClaims. A claim whose rows frozen's own
 // open transaction has locked cannot be taken over by anyone and is not
 // waited for (lockedBy); one claim at least must be seen taken over.
-func waitAuditedTakeover(ctx context.Context, env *Env, w *waits, writer, frozen string, trail []check.AuditRow, within time.Duration) (seen string, err error) {
+func waitAuditedTakeover(ctx context.Context, env *Env, w *waits, writer, frozen string, trail []history.AuditRow, within time.Duration) (seen string, err error) {
 	held := auditHeld(trail, writer)
 	err = w.wait(fmt.Sprintf("another relay to claim a row of each claim %s holds (audit trail)", frozen), within, func() (string, error) {
 		if held.live() == 0 {
@@ -448,7 +448,7 @@ type heldClaims struct {
 }
 
 // auditHeld reads what writer holds from trail.
-func auditHeld(trail []check.AuditRow, writer string) heldClaims {
+func auditHeld(trail []history.AuditRow, writer string) heldClaims {
 	h := heldClaims{writer: writer, claims: map[string]map[string]bool{}, rowOf: map[string]string{}, taken: map[string]bool{}}
 	for _, a := range trail {
 		h.see(a)
@@ -457,7 +457,7 @@ func auditHeld(trail []check.AuditRow, writer string) heldClaims {
 }
 
 // see takes the next write of the trail.
-func (h *heldClaims) see(a check.AuditRow) {
+func (h *heldClaims) see(a history.AuditRow) {
 	if a.EventID == "" {
 		return
 	}

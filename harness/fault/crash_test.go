@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
@@ -47,13 +47,13 @@ func TestTakeover(t *testing.T) {
 // writer's claim of such a row takes the claim over, and a takeover the
 // relay went on working after is history.
 func TestAuditedTakeover(t *testing.T) {
-	claim := func(id int64, writer, event, old, new string) check.AuditRow {
-		return check.AuditRow{ID: id, Writer: writer, Op: "UPDATE", EventID: event, OldStatus: "Pending", NewStatus: "Processing", OldClaim: old, NewClaim: new}
+	claim := func(id int64, writer, event, old, new string) history.AuditRow {
+		return history.AuditRow{ID: id, Writer: writer, Op: "UPDATE", EventID: event, OldStatus: "Pending", NewStatus: "Processing", OldClaim: old, NewClaim: new}
 	}
-	write := func(id int64, writer, event, status, claim string) check.AuditRow {
-		return check.AuditRow{ID: id, Writer: writer, Op: "UPDATE", EventID: event, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim}
+	write := func(id int64, writer, event, status, claim string) history.AuditRow {
+		return history.AuditRow{ID: id, Writer: writer, Op: "UPDATE", EventID: event, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim}
 	}
-	trail := []check.AuditRow{
+	trail := []history.AuditRow{
 		{ID: 1, Writer: "producer", Op: "INSERT", EventID: "a", NewStatus: "Pending"},
 		claim(2, "relay-1", "a", "", "c1"),
 		write(3, "relay-1", "a", "Published", "c1"), // marked: no longer held
@@ -75,17 +75,17 @@ func TestAuditedTakeover(t *testing.T) {
 
 	for _, tc := range []struct {
 		name    string
-		more    []check.AuditRow
+		more    []history.AuditRow
 		taken   int
 		pending int
 	}{
 		{"nothing yet", nil, 0, 2},
-		{"one claim's row taken", []check.AuditRow{claim(13, "relay-2", "c", "c2", "c6")}, 1, 1},
-		{"its own claim again is no takeover", []check.AuditRow{claim(13, "relay-1", "c", "c2", "c7"), claim(14, "relay-1", "e", "c4", "c7")}, 0, 2},
-		{"a row of a claim it does not hold", []check.AuditRow{claim(13, "relay-2", "f", "", "c6"), claim(14, "relay-2", "a", "", "c6")}, 0, 2},
-		{"a write that is not a claim", []check.AuditRow{write(13, "relay-2", "b", "Published", "c2")}, 0, 2},
-		{"a row of each", []check.AuditRow{claim(13, "relay-2", "b", "c2", "c6"), claim(14, "relay-3", "e", "c4", "c8")}, 2, 0},
-		{"a claim it settles itself after the freeze", []check.AuditRow{claim(13, "relay-2", "b", "c2", "c6"), write(14, "relay-1", "e", "Published", "c4")}, 0, 1},
+		{"one claim's row taken", []history.AuditRow{claim(13, "relay-2", "c", "c2", "c6")}, 1, 1},
+		{"its own claim again is no takeover", []history.AuditRow{claim(13, "relay-1", "c", "c2", "c7"), claim(14, "relay-1", "e", "c4", "c7")}, 0, 2},
+		{"a row of a claim it does not hold", []history.AuditRow{claim(13, "relay-2", "f", "", "c6"), claim(14, "relay-2", "a", "", "c6")}, 0, 2},
+		{"a write that is not a claim", []history.AuditRow{write(13, "relay-2", "b", "Published", "c2")}, 0, 2},
+		{"a row of each", []history.AuditRow{claim(13, "relay-2", "b", "c2", "c6"), claim(14, "relay-3", "e", "c4", "c8")}, 2, 0},
+		{"a claim it settles itself after the freeze", []history.AuditRow{claim(13, "relay-2", "b", "c2", "c6"), write(14, "relay-1", "e", "Published", "c4")}, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := auditHeld(append(slices.Clone(trail), tc.more...), "relay-1")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -181,7 +181,7 @@ func (d DatabaseRestart) inject(ctx context.Context, env *Env, w *waits) result.
 	// confirmed by then (it can only have moved on until the kill).
 	var before LogSlot
 	var hadSlot bool
-	if env.RelayModel == target.ModelLog {
+	if env.RelayModel == history.ModelLog {
 		before, hadSlot, _ = RelaySlot(ctx, pool)
 	}
 	start = time.Now()
@@ -284,7 +284,7 @@ func (d DatabaseRestart) leftByCrash(ctx context.Context, env *Env, eq target.Qu
 		effected[id] = true
 	}
 	status := map[string]string{}
-	var inserts []check.AuditRow
+	var inserts []history.AuditRow
 	for _, a := range trail {
 		if a.Op == "INSERT" {
 			inserts = append(inserts, a)
@@ -294,7 +294,7 @@ func (d DatabaseRestart) leftByCrash(ctx context.Context, env *Env, eq target.Qu
 		}
 	}
 	left.committed = len(inserts)
-	left.status = env.RelayModel != target.ModelLog && env.RelayModel != target.ModelOffset && env.Observe.Outbox.Status != ""
+	left.status = env.RelayModel != history.ModelLog && env.RelayModel != history.ModelOffset && env.Observe.Outbox.Status != ""
 	for _, a := range inserts {
 		if !effected[a.EventID] {
 			left.inFlight++
@@ -303,7 +303,7 @@ func (d DatabaseRestart) leftByCrash(ctx context.Context, env *Env, eq target.Qu
 			left.unpublished++
 		}
 	}
-	if env.RelayModel == target.ModelLog {
+	if env.RelayModel == history.ModelLog {
 		slot, one, err := RelaySlot(ctx, outbox)
 		if err != nil {
 			return left, fmt.Errorf("read the relay's slot: %w", err)
@@ -317,7 +317,7 @@ func (d DatabaseRestart) leftByCrash(ctx context.Context, env *Env, eq target.Qu
 // its confirmed position, how many committed rows are past it (the
 // server streams them again) and whether it went back from where it was
 // before the crash.
-func slotAfterCrash(slot LogSlot, one bool, before LogSlot, hadSlot bool, inserts []check.AuditRow) string {
+func slotAfterCrash(slot LogSlot, one bool, before LogSlot, hadSlot bool, inserts []history.AuditRow) string {
 	if !one {
 		return "no one slot with a confirmed position after the crash"
 	}

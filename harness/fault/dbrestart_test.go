@@ -3,16 +3,15 @@ package fault
 import (
 	"testing"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/stretchr/testify/assert"
-
-	"github.com/faultline-dev/faultline/harness/check"
 )
 
 // TestSlotAfterCrash: where a log relay's slot came back after a database
 // crash is said against the committed rows (those at or past it are
 // streamed again) and against the position read before the crash.
 func TestSlotAfterCrash(t *testing.T) {
-	inserts := []check.AuditRow{
+	inserts := []history.AuditRow{
 		{Op: "INSERT", EventID: "a", LSN: 1000},
 		{Op: "INSERT", EventID: "b", LSN: 2000},
 		{Op: "INSERT", EventID: "c"}, // no position kept: not counted

@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
-	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
 )
 
@@ -217,7 +217,7 @@ const slotWithin = 30 * time.Second
 // the target's relay is not a log relay or no one slot is there.
 func (Failover) relaySlot(ctx context.Context, env *Env, seen *states) (*result.SlotFate, *pgxpool.Pool) {
 	pool := env.DB[env.Observe.Outbox.Database]
-	if env.RelayModel != target.ModelLog || pool == nil {
+	if env.RelayModel != history.ModelLog || pool == nil {
 		return nil, nil
 	}
 	slots, err := LogSlots(ctx, pool)

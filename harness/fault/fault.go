@@ -24,7 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/supervisor"
@@ -135,7 +135,7 @@ type Env struct {
 	Tap string
 	// Audit reads the outbox's audit trail from faultline's triggers, the
 	// rows with an id above after, in trail order (nil: none installed).
-	Audit func(ctx context.Context, after int64) ([]check.AuditRow, error)
+	Audit func(ctx context.Context, after int64) ([]history.AuditRow, error)
 	// Acknowledged reports how many orders the workload has had answered.
 	Acknowledged func() int64
 	// ClientNodes maps an instance to the index of the broker node its
@@ -149,7 +149,7 @@ type Env struct {
 	// time sized on one target's lease.
 	Lease time.Duration
 	// RelayModel is how the target's relays take work from the outbox
-	// (target.ModelClaim, ModelOffset, ModelLog).
+	// (history.ModelClaim, ModelOffset, ModelLog).
 	RelayModel string
 	// Landings tells when a fault on a link has landed (Trigger.AfterLink).
 	Landings *Landings

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/proxies"
@@ -387,7 +387,7 @@ func slotBehindAtDeath(ctx context.Context, env *Env, eventID string, within tim
 // WAL position as bytes; 0: none) and says whether slot's confirmed
 // position is past it. The row's commit ends after its insert, so a
 // position at the insert has not confirmed the row.
-func positionPassed(slot LogSlot, trail []check.AuditRow, eventID string) (insert int64, passed bool) {
+func positionPassed(slot LogSlot, trail []history.AuditRow, eventID string) (insert int64, passed bool) {
 	for _, a := range trail {
 		if a.Op == "INSERT" && a.EventID == eventID && a.LSN != 0 {
 			return a.LSN, slot.ConfirmedBytes > a.LSN

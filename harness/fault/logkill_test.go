@@ -3,16 +3,15 @@ package fault
 import (
 	"testing"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/stretchr/testify/assert"
-
-	"github.com/faultline-dev/faultline/harness/check"
 )
 
 // TestPositionPassed: a log relay killed at a publish had its window open
 // only while its slot's confirmed position was not past the published
 // row's insert; a row the trail does not hold cannot be compared.
 func TestPositionPassed(t *testing.T) {
-	trail := []check.AuditRow{
+	trail := []history.AuditRow{
 		{Op: "INSERT", EventID: "a", LSN: 1000},
 		{Op: "INSERT", EventID: "b", LSN: 2000},
 		{Op: "INSERT", EventID: "c"}, // inserted before the trail kept positions

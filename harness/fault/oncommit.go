@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/faultline-dev/faultline/protocol"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/faultline-dev/faultline/protocol"
+
 	"github.com/jackc/pgx/v5"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -504,7 +506,7 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		// A log relay killed at a publish: its window was open only if its
 		// slot had not confirmed past the row yet.
 		var behind error
-		if c.Table == TablePublish && env.RelayModel == target.ModelLog {
+		if c.Table == TablePublish && env.RelayModel == history.ModelLog {
 			var ok bool
 			var position string
 			ok, position, behind = slotBehindAtDeath(ctx, env, commit.EventID, env.Deadline)

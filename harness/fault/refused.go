@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/faultline-dev/faultline/harness/infra"
 )
 
 // refusalPoll is how often the wait for a refusing queue reads the
@@ -23,7 +22,7 @@ const refusalPoll = 100 * time.Millisecond
 // broker's nack or not (one that does not, logs none, and loses what was
 // nacked):
 //
-//  1. The queue refusing (infra.QueueInfo.Refusing): its ready messages at
+//  1. The queue refusing (history.QueueInfo.Refusing): its ready messages at
 //     its length limit, whose overflow rejects publishes. A queue holds
 //     ready messages only while no consumer has room for them (the broker
 //     hands a message to a consumer with room as it takes it), and the
@@ -48,7 +47,7 @@ const refusalPoll = 100 * time.Millisecond
 func waitRefused(ctx context.Context, env *Env, w *waits, frozen string, within time.Duration) (seen string, err error) {
 	deadline := time.Now().Add(within)
 	queue := env.Topology.Queue
-	var sighted infra.QueueInfo
+	var sighted history.QueueInfo
 	err = w.wait(fmt.Sprintf("the broker to refuse publishes to %s (its ready messages at its length limit) while %s is frozen", queue, frozen), within, func() (string, error) {
 		if queue == "" || env.Topology.Exchange == "" || len(env.Topology.RoutingKeys) == 0 {
 			return "", fmt.Errorf("window not opened: %w: the target names no queue, exchange and routing keys to watch", errUnseen)
@@ -109,7 +108,7 @@ func waitRefused(ctx context.Context, env *Env, w *waits, frozen string, within 
 // refusal says whether the queue refuses publishes now and, if it never
 // can (no length limit, or an overflow that drops the oldest message
 // rather than refuse the publish), why.
-func refusal(q infra.QueueInfo) (refusing bool, never string) {
+func refusal(q history.QueueInfo) (refusing bool, never string) {
 	switch {
 	case q.MaxLength <= 0:
 		return false, "has no length limit (x-max-length): it never refuses a publish"
@@ -185,7 +184,7 @@ func probeID(d amqp.Delivery) string {
 func waitDrained(ctx context.Context, env *Env, w *waits, within time.Duration) (string, error) {
 	queue := env.Topology.Queue
 	refused := false
-	var last infra.QueueInfo
+	var last history.QueueInfo
 	err := w.wait(fmt.Sprintf("%s, seen refusing publishes, to be seen with none ready", queue), within, func() (string, error) {
 		err := pollEvery(ctx, within, refusalPoll, func() (bool, error) {
 			q, err := env.Infra.Queue(ctx, env.VHost, queue)

@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
 )
@@ -19,7 +20,7 @@ func relayMarkOf(t *target.Target) relayMark {
 	switch {
 	case t.StatusOutbox():
 		return relayMark{TableOutbox, "Processing", true}
-	case t.Relay.Model == target.ModelOffset && t.Relay.Position != nil:
+	case t.Relay.Model == history.ModelOffset && t.Relay.Position != nil:
 		return relayMark{TablePosition, "", true}
 	}
 	return relayMark{}

@@ -12,7 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/faultline-dev/faultline/harness/check"
-	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
 )
@@ -88,8 +88,8 @@ func (r RetentionReplay) injectBlind(ctx context.Context, env *Env, w *waits) re
 // the broker has delivered it and the queue is empty again; it returns how
 // many deliveries the broker counted since. w records what it waits for.
 func (r RetentionReplay) replayHandled(ctx context.Context, env *Env, id string, msg replayed, w *waits) (int, error) {
-	queue := func() (infra.QueueInfo, error) { return env.Infra.Queue(ctx, env.VHost, env.Topology.Queue) }
-	var baseline infra.QueueInfo
+	queue := func() (history.QueueInfo, error) { return env.Infra.Queue(ctx, env.VHost, env.Topology.Queue) }
+	var baseline history.QueueInfo
 	prev := -1
 	if err := w.wait(fmt.Sprintf("%s to be quiet before the replay (empty, its deliveries steady)", env.Topology.Queue), env.Deadline, func() (string, error) {
 		return "", pollEvery(ctx, env.Deadline, statsInterval, func() (bool, error) {
@@ -107,7 +107,7 @@ func (r RetentionReplay) replayHandled(ctx context.Context, env *Env, id string,
 	if err := publishCopy(ctx, env, id, msg); err != nil {
 		return 0, err
 	}
-	var now infra.QueueInfo
+	var now history.QueueInfo
 	if err := w.wait(fmt.Sprintf("the broker to deliver the replay of %s and %s to be empty again", id, env.Topology.Queue), env.Deadline, func() (string, error) {
 		return "", pollUntil(ctx, env.Deadline, func() (bool, error) {
 			q, err := queue()

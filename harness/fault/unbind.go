@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/faultline-dev/faultline/protocol"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/faultline-dev/faultline/protocol"
+
 	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
@@ -312,7 +314,7 @@ func (u Unbind) settleInside(ctx context.Context, env *Env, w *waits, start time
 		env.Landings.land(ActedKey, nil)
 	}
 	bound := cmp.Or(u.Max, env.Deadline)
-	after, rows, settled := mark, []check.AuditRow(nil), 0
+	after, rows, settled := mark, []history.AuditRow(nil), 0
 	waitErr := w.wait(fmt.Sprintf("%d rows claimed in the outage to be settled", u.UntilSettled), bound, func() (string, error) {
 		err := pollEvery(ctx, bound, paceEvery, func() (bool, error) {
 			more, err := env.Audit(ctx, after)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -81,7 +82,7 @@ func testContract(ctx context.Context, t *testing.T, in Infra, prefix string) {
 		}
 
 		// Queue() is eventually consistent: poll.
-		want := map[string]QueueInfo{
+		want := map[string]history.QueueInfo{
 			"parked": {Messages: 1, Ready: 1, Type: "quorum"},
 			"work":   {Consumers: 1, Delivered: 1, Acked: 1, Type: "classic"},
 		}

@@ -20,6 +20,7 @@ import (
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/redact"
 	"github.com/faultline-dev/faultline/proxies"
 )
@@ -484,11 +485,11 @@ func (d *Docker) ClientConnections(ctx context.Context, vhost string) (int, erro
 }
 
 // Queue implements Infra; the counters are emitted every 500 ms.
-func (d *Docker) Queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {
+func (d *Docker) Queue(ctx context.Context, vhost, queue string) (history.QueueInfo, error) {
 	_, m := d.broker()
 	q, err := m.queue(ctx, vhost, queue)
 	if err != nil {
-		return QueueInfo{}, fmt.Errorf("docker infra: %w", err)
+		return history.QueueInfo{}, fmt.Errorf("docker infra: %w", err)
 	}
 	return q, nil
 }

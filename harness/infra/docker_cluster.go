@@ -22,6 +22,7 @@ import (
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/redact"
 	"github.com/faultline-dev/faultline/proxies"
 )
@@ -523,14 +524,14 @@ func (c *DockerCluster) DeleteVHost(ctx context.Context, name string) error {
 }
 
 // Queue implements Infra.
-func (c *DockerCluster) Queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {
-	var q QueueInfo
+func (c *DockerCluster) Queue(ctx context.Context, vhost, queue string) (history.QueueInfo, error) {
+	var q history.QueueInfo
 	err := c.onNode(ctx, func(ctx context.Context, api mgmtAPI) (err error) {
 		q, err = api.queue(ctx, vhost, queue)
 		return err
 	})
 	if err != nil {
-		return QueueInfo{}, fmt.Errorf("docker cluster: %w", err)
+		return history.QueueInfo{}, fmt.Errorf("docker cluster: %w", err)
 	}
 	return q, nil
 }

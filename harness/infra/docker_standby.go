@@ -23,6 +23,7 @@ import (
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/redact"
 	"github.com/faultline-dev/faultline/proxies"
 )
@@ -359,7 +360,7 @@ func (r *DockerReplicated) DeleteVHost(ctx context.Context, name string) error {
 }
 
 // Queue implements Infra: on the provider's broker.
-func (r *DockerReplicated) Queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {
+func (r *DockerReplicated) Queue(ctx context.Context, vhost, queue string) (history.QueueInfo, error) {
 	return r.parent.Queue(ctx, vhost, queue)
 }
 

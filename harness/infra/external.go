@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -261,10 +262,10 @@ func (e *External) ClientConnections(ctx context.Context, vhost string) (int, er
 
 // Queue implements Infra. The counters lag by the broker's
 // collect_statistics_interval (5 s unless configured).
-func (e *External) Queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {
+func (e *External) Queue(ctx context.Context, vhost, queue string) (history.QueueInfo, error) {
 	q, err := e.mgmt.queue(ctx, vhost, queue)
 	if err != nil {
-		return QueueInfo{}, fmt.Errorf("external infra: %w", err)
+		return history.QueueInfo{}, fmt.Errorf("external infra: %w", err)
 	}
 	return q, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/safe"
 )
 
@@ -544,8 +545,8 @@ func (l *Local) DeleteVHost(ctx context.Context, name string) error {
 // Queue implements Infra. The counters are eventually consistent: the
 // broker emits them every 500 ms (collect_statistics_interval), so a just
 // published message shows up within about a second.
-func (l *Local) Queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {
-	var q QueueInfo
+func (l *Local) Queue(ctx context.Context, vhost, queue string) (history.QueueInfo, error) {
+	var q history.QueueInfo
 	err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) (err error) {
 		q, err = api.queue(ctx, vhost, queue)
 		return err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -211,17 +212,17 @@ func TestQueueReadsItsLengthLimit(t *testing.T) {
 func TestQueueRefusing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		q    QueueInfo
+		q    history.QueueInfo
 		want bool
 	}{
-		{"quorum at its limit still takes", QueueInfo{Type: "quorum", Ready: 5, MaxLength: 5, Overflow: "reject-publish"}, false},
-		{"quorum over its limit", QueueInfo{Type: "quorum", Ready: 6, MaxLength: 5, Overflow: "reject-publish"}, true},
-		{"classic at its limit", QueueInfo{Type: "classic", Ready: 5, MaxLength: 5, Overflow: "reject-publish"}, true},
-		{"classic below its limit", QueueInfo{Type: "classic", Ready: 4, MaxLength: 5, Overflow: "reject-publish-dlx"}, false},
-		{"classic with dead-lettering overflow", QueueInfo{Type: "classic", Ready: 5, MaxLength: 5, Overflow: "reject-publish-dlx"}, true},
-		{"drop-head takes every publish", QueueInfo{Type: "quorum", Ready: 50, MaxLength: 5, Overflow: "drop-head"}, false},
-		{"default overflow is drop-head", QueueInfo{Type: "classic", Ready: 50, MaxLength: 5}, false},
-		{"no limit", QueueInfo{Type: "quorum", Ready: 50, Overflow: "reject-publish"}, false},
+		{"quorum at its limit still takes", history.QueueInfo{Type: "quorum", Ready: 5, MaxLength: 5, Overflow: "reject-publish"}, false},
+		{"quorum over its limit", history.QueueInfo{Type: "quorum", Ready: 6, MaxLength: 5, Overflow: "reject-publish"}, true},
+		{"classic at its limit", history.QueueInfo{Type: "classic", Ready: 5, MaxLength: 5, Overflow: "reject-publish"}, true},
+		{"classic below its limit", history.QueueInfo{Type: "classic", Ready: 4, MaxLength: 5, Overflow: "reject-publish-dlx"}, false},
+		{"classic with dead-lettering overflow", history.QueueInfo{Type: "classic", Ready: 5, MaxLength: 5, Overflow: "reject-publish-dlx"}, true},
+		{"drop-head takes every publish", history.QueueInfo{Type: "quorum", Ready: 50, MaxLength: 5, Overflow: "drop-head"}, false},
+		{"default overflow is drop-head", history.QueueInfo{Type: "classic", Ready: 50, MaxLength: 5}, false},
+		{"no limit", history.QueueInfo{Type: "quorum", Ready: 50, Overflow: "reject-publish"}, false},
 	} {
 		assert.Equal(t, tc.want, tc.q.Refusing(), tc.name)
 	}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -410,7 +411,7 @@ func (m mgmtAPI) deleteVHost(ctx context.Context, name string) error {
 	return nil
 }
 
-func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (QueueInfo, error) {
+func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (history.QueueInfo, error) {
 	var q struct {
 		Messages  int `json:"messages"`
 		Ready     int `json:"messages_ready"`
@@ -438,10 +439,10 @@ func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (QueueInfo, err
 	path := "/api/queues/" + url.PathEscape(vhost) + "/" + url.PathEscape(queue)
 	code, err := m.do(ctx, http.MethodGet, path, nil, &q, http.StatusOK, http.StatusNotFound)
 	if err != nil {
-		return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, err)
+		return history.QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, err)
 	}
 	if code == http.StatusNotFound {
-		return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, ErrNotFound)
+		return history.QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", queue, vhost, ErrNotFound)
 	}
 	// A queue's own argument wins over a policy's, as RabbitMQ applies
 	// them, except for the length limit: the lower of the two holds.
@@ -449,7 +450,7 @@ func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (QueueInfo, err
 	if q.Arguments.MaxLength > 0 && q.Policy.MaxLength > 0 {
 		maxLength = min(q.Arguments.MaxLength, q.Policy.MaxLength)
 	}
-	return QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers, Redelivered: q.Stats.Redeliver, Delivered: q.Stats.DeliverGet, Acked: q.Stats.Ack,
+	return history.QueueInfo{Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers, Redelivered: q.Stats.Redeliver, Delivered: q.Stats.DeliverGet, Acked: q.Stats.Ack,
 		DeliveryLimit:      cmp.Or(q.Arguments.DeliveryLimit, q.Policy.DeliveryLimit),
 		DeadLetterExchange: cmp.Or(q.Arguments.DeadLetter, q.Policy.DeadLetter),
 		Type:               q.Type, MaxLength: maxLength, Overflow: cmp.Or(q.Arguments.Overflow, q.Policy.Overflow)}, nil

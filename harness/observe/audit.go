@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/history"
 )
 
 // Audit reads the outbox's audit trail, in the order the writes were
 // made: the rows with an id above after (0: all of it).
-func (w *Watch) Audit(ctx context.Context, after int64) ([]check.AuditRow, error) {
+func (w *Watch) Audit(ctx context.Context, after int64) ([]history.AuditRow, error) {
 	outbox := w.run.Target.Observe.Outbox
 	pool := w.run.DB[outbox.Database]
 	rows, err := pool.Query(ctx, `SELECT id, at, began, writer, op, coalesce(event_id, ''), coalesce(old_status, ''), coalesce(new_status, ''), coalesce(old_claim, ''), coalesce(new_claim, ''), new_due, new_lease, (lsn - '0/0'::pg_lsn)::bigint FROM faultline_audit WHERE id > $1 ORDER BY id`, after)
@@ -18,9 +18,9 @@ func (w *Watch) Audit(ctx context.Context, after int64) ([]check.AuditRow, error
 		return nil, fmt.Errorf("audit trail: %w", err)
 	}
 	defer rows.Close()
-	var out []check.AuditRow
+	var out []history.AuditRow
 	for rows.Next() {
-		var a check.AuditRow
+		var a history.AuditRow
 		var due, lease *time.Time
 		if err := rows.Scan(&a.ID, &a.At, &a.Began, &a.Writer, &a.Op, &a.EventID, &a.OldStatus, &a.NewStatus, &a.OldClaim, &a.NewClaim, &due, &lease, &a.LSN); err != nil {
 			return nil, fmt.Errorf("audit trail: %w", err)

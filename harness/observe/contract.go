@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/target"
 )
 
@@ -19,9 +20,9 @@ import (
 // where it has them) into o,
 // each in a read-only transaction on the run's databases (db: the target's
 // database name → a pool on the run's copy).
-// model is the relay's (target.ModelClaim, ...): a claim relay's outbox
+// model is the relay's (history.ModelClaim, ...): a claim relay's outbox
 // query must give each row's status; another's may.
-func ReadContract(ctx context.Context, db map[string]*pgxpool.Pool, c target.Contract, model string, o *check.Observation) error {
+func ReadContract(ctx context.Context, db map[string]*pgxpool.Pool, c target.Contract, model string, o *history.Record) error {
 	var err error
 	if o.Facts, err = readFacts(ctx, db, c.Facts); err != nil {
 		return err
@@ -194,35 +195,35 @@ func asBool(v any) bool {
 	return b
 }
 
-func readFacts(ctx context.Context, db map[string]*pgxpool.Pool, q target.Query) ([]check.Fact, error) {
+func readFacts(ctx context.Context, db map[string]*pgxpool.Pool, q target.Query) ([]history.Fact, error) {
 	pool, err := poolFor(db, q, "facts")
 	if err != nil {
 		return nil, err
 	}
-	var out []check.Fact
+	var out []history.Fact
 	err = scanAll(ctx, pool, q, "facts", []string{"aggregate_id"}, []string{"sequence", "event_id"}, func(get func(string) any) error {
 		seq, err := asInt(get("sequence"), 1)
 		if err != nil {
 			return fmt.Errorf("column sequence: %w", err)
 		}
-		out = append(out, check.Fact{AggregateID: asString(get("aggregate_id")), Sequence: seq, EventID: asString(get("event_id"))})
+		out = append(out, history.Fact{AggregateID: asString(get("aggregate_id")), Sequence: seq, EventID: asString(get("event_id"))})
 		return nil
 	})
 	return out, err
 }
 
-func readEffects(ctx context.Context, db map[string]*pgxpool.Pool, q target.Query) ([]check.Effect, error) {
+func readEffects(ctx context.Context, db map[string]*pgxpool.Pool, q target.Query) ([]history.Effect, error) {
 	pool, err := poolFor(db, q, "effects")
 	if err != nil {
 		return nil, err
 	}
-	var out []check.Effect
+	var out []history.Effect
 	err = scanAll(ctx, pool, q, "effects", []string{"event_id", "aggregate_id"}, []string{"sequence", "event_type"}, func(get func(string) any) error {
 		seq, err := asInt(get("sequence"), 1)
 		if err != nil {
 			return fmt.Errorf("column sequence: %w", err)
 		}
-		out = append(out, check.Effect{ID: int64(len(out) + 1), EventID: asString(get("event_id")), AggregateID: asString(get("aggregate_id")), Sequence: seq, EventType: asString(get("event_type"))})
+		out = append(out, history.Effect{ID: int64(len(out) + 1), EventID: asString(get("event_id")), AggregateID: asString(get("aggregate_id")), Sequence: seq, EventType: asString(get("event_type"))})
 		return nil
 	})
 	return out, err
@@ -230,12 +231,12 @@ func readEffects(ctx context.Context, db map[string]*pgxpool.Pool, q target.Quer
 
 // readOutbox reads the contract's outbox query; withStatus: its rows carry
 // the article's status (required of a claim relay's).
-func readOutbox(ctx context.Context, db map[string]*pgxpool.Pool, model string, q target.Query, withStatus bool) ([]check.OutboxRow, error) {
+func readOutbox(ctx context.Context, db map[string]*pgxpool.Pool, model string, q target.Query, withStatus bool) ([]history.OutboxRow, error) {
 	pool, err := poolFor(db, q, "outbox")
 	if err != nil {
 		return nil, err
 	}
-	out := []check.OutboxRow{}
+	out := []history.OutboxRow{}
 	statuses := target.ArticleStatuses()
 	required, optional := []string{"event_id", "aggregate_id"}, []string{"sequence", "published", "attempts", "last_error"}
 	if withStatus {
@@ -244,7 +245,7 @@ func readOutbox(ctx context.Context, db map[string]*pgxpool.Pool, model string, 
 		optional = append(optional, "status")
 	}
 	what := "outbox"
-	if model == target.ModelClaim {
+	if model == history.ModelClaim {
 		what = "outbox (a claim relay's: its rows' status is required)"
 	}
 	err = scanAll(ctx, pool, q, what, required, optional, func(get func(string) any) error {
@@ -256,7 +257,7 @@ func readOutbox(ctx context.Context, db map[string]*pgxpool.Pool, model string, 
 		if err != nil {
 			return fmt.Errorf("column attempts: %w", err)
 		}
-		r := check.OutboxRow{EventID: asString(get("event_id")), AggregateID: asString(get("aggregate_id")), Sequence: seq,
+		r := history.OutboxRow{EventID: asString(get("event_id")), AggregateID: asString(get("aggregate_id")), Sequence: seq,
 			Status: asString(get("status")), Attempts: int(attempts), LastError: asString(get("last_error"))}
 		if v := get("published"); v != nil {
 			r.Published = asBool(v)

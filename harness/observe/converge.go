@@ -9,7 +9,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
-	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/history"
 )
 
 // convergePoll is how often the wait for convergence samples the pipeline.
@@ -20,9 +20,9 @@ const convergePoll = 200 * time.Millisecond
 // the effects, through the contract's queries, and the target queue's
 // depth. events is how many events the workload was answered for: where
 // the target shows no backlog of its relay, that many effects are
-// expected (check.Progress.Expected).
-func (w *Watch) Progress(ctx context.Context, events int) (check.Progress, error) {
-	p := check.Progress{Queue: w.run.Target.Topology.Queue}
+// expected (history.Progress.Expected).
+func (w *Watch) Progress(ctx context.Context, events int) (history.Progress, error) {
+	p := history.Progress{Queue: w.run.Target.Topology.Queue}
 	unsettled, shown, err := w.unsettled(ctx)
 	if err != nil {
 		return p, err
@@ -56,7 +56,7 @@ func (w *Watch) Progress(ctx context.Context, events int) (check.Progress, error
 // where the outbox's database holds no one logical slot that confirmed
 // anything yet (the checks at the end say why).
 func (w *Watch) slotBehind(ctx context.Context) (int, error) {
-	if w.run.Target.Relay.Model != target.ModelLog || !w.audit {
+	if w.run.Target.Relay.Model != history.ModelLog || !w.audit {
 		return 0, nil
 	}
 	pool, ok := w.run.DB[w.run.Target.Observe.Outbox.Database]

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
-	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
@@ -25,7 +24,7 @@ type Ends struct {
 	Instances map[string]string
 	// Unbound are the spans of the run in which faultline had removed the
 	// target queue's bindings, from the faults' own record.
-	Unbound []check.Interval
+	Unbound []history.Interval
 	// OutageUnopened says why an outage judged by the relays' retries
 	// ended without showing their shape ("" if none did).
 	OutageUnopened string
@@ -39,8 +38,8 @@ type Ends struct {
 // the target queue's and dead-letter queue's counters, the messages left in
 // the queue (when asked), the audit trail and the tap where they were
 // installed, and the event logs, merged in time order.
-func (w *Watch) End(ctx context.Context, e Ends) (*check.Observation, error) {
-	o := &check.Observation{ByEvent: map[string][]eventlog.Entry{}, LogRoles: e.LogRoles, Instances: e.Instances, Unbound: e.Unbound, OutageUnopened: e.OutageUnopened}
+func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
+	o := &history.Record{ByEvent: map[string][]eventlog.Entry{}, LogRoles: e.LogRoles, Instances: e.Instances, Unbound: e.Unbound, OutageUnopened: e.OutageUnopened}
 	if err := ReadContract(ctx, w.run.DB, w.run.Target.Contract, w.run.Target.Relay.Model, o); err != nil {
 		return nil, err
 	}
@@ -79,7 +78,7 @@ func (w *Watch) End(ctx context.Context, e Ends) (*check.Observation, error) {
 	if w.effects && w.run.Target.Observe.Effects.EventID != "" && w.commits.Err() == nil {
 		o.EffectsCommitted, o.HasEffectsCommitted = w.commits.EventIDs(fault.TableEffects), true
 	}
-	if w.run.Target.Relay.Model == target.ModelLog {
+	if w.run.Target.Relay.Model == history.ModelLog {
 		if o.SlotConfirmed, o.HasSlot, err = w.readSlot(ctx); err != nil {
 			return nil, err
 		}

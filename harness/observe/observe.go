@@ -4,7 +4,7 @@
 // commit stream fed from them, the tap queue, the broker's counters, the
 // messages left in the queue, the target's tables through its contract
 // queries, and the processes' event logs. It hands the checker plain data
-// (a check.Observation, progress samples); the checker judges and reads
+// (a history.Record, progress samples); the checker judges and reads
 // nothing itself. Data flows one way: runner → observe → check.
 //
 // One file per source: triggers.go (the triggers), commits.go (the commit
@@ -25,6 +25,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/safe"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -122,6 +123,6 @@ func (w *Watch) Unobservable(need map[check.Need]bool) string {
 }
 
 // Queue asks the broker about a queue of the run's vhost.
-func (w *Watch) Queue(ctx context.Context, queue string) (check.QueueInfo, error) {
+func (w *Watch) Queue(ctx context.Context, queue string) (history.QueueInfo, error) {
 	return w.probe.queue(ctx, queue)
 }

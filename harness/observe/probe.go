@@ -8,7 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 )
 
@@ -29,17 +29,17 @@ type queueProbe struct {
 	conn *amqp.Connection
 }
 
-func (p *queueProbe) queue(ctx context.Context, queue string) (check.QueueInfo, error) {
+func (p *queueProbe) queue(ctx context.Context, queue string) (history.QueueInfo, error) {
 	q, err := p.declare(queue)
 	if err != nil {
-		return check.QueueInfo{}, err
+		return history.QueueInfo{}, err
 	}
 	m, err := p.infra.Queue(ctx, p.vhost, queue)
 	if err != nil {
-		return check.QueueInfo{}, err
+		return history.QueueInfo{}, err
 	}
-	return check.QueueInfo{Ready: q.Messages, Unacked: m.Unacked, Messages: q.Messages + m.Unacked, Consumers: q.Consumers, Redelivered: m.Redelivered,
-		DeliveryLimit: m.DeliveryLimit, DeadLettered: m.DeadLetterExchange != ""}, nil
+	return history.QueueInfo{Ready: q.Messages, Unacked: m.Unacked, Messages: q.Messages + m.Unacked, Consumers: q.Consumers, Redelivered: m.Redelivered,
+		DeliveryLimit: m.DeliveryLimit, DeadLetterExchange: m.DeadLetterExchange}, nil
 }
 
 // declare passively declares queue: its exact ready count and consumer

@@ -12,6 +12,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/safe"
 	"github.com/faultline-dev/faultline/harness/target"
 )
@@ -28,7 +29,7 @@ type observedTable struct {
 // committed writes are the relay's marks.
 func observedTables(t *target.Target) []observedTable {
 	out := []observedTable{{fault.TableOutbox, t.Observe.Outbox}, {fault.TableFacts, t.Observe.Facts}, {fault.TableEffects, t.Observe.Effects}}
-	if p := t.Relay.Position; t.Relay.Model == target.ModelOffset && p != nil {
+	if p := t.Relay.Position; t.Relay.Model == history.ModelOffset && p != nil {
 		out = append(out, observedTable{fault.TablePosition, *p})
 	}
 	return out
@@ -40,9 +41,9 @@ func (w *Watch) PositionWatched() bool { return w.position }
 
 // positionTrail is what the commit stream saw of the position table so
 // far.
-func (w *Watch) positionTrail() check.PositionTrail {
+func (w *Watch) positionTrail() history.PositionTrail {
 	seen := w.commits.Seen(fault.TablePosition)
-	return check.PositionTrail{Writes: seen.Commits, Last: seen.Last, Until: time.Now()}
+	return history.PositionTrail{Writes: seen.Commits, Last: seen.Last, Until: time.Now()}
 }
 
 // queryColumns are the names of the columns q's answer has, read without
@@ -70,7 +71,7 @@ func queryColumns(ctx context.Context, pool *pgxpool.Pool, q target.Query, what 
 // status column; for a claim relay one is required (readOutbox says so
 // if it lacks one).
 func outboxHasStatus(ctx context.Context, db map[string]*pgxpool.Pool, model string, q target.Query) (bool, error) {
-	if model == target.ModelClaim {
+	if model == history.ModelClaim {
 		return true, nil
 	}
 	pool, err := poolFor(db, q, "outbox")
@@ -164,10 +165,10 @@ func (w *Watch) unsettled(ctx context.Context) (total int, shown bool, err error
 
 // readRelay gives the observation the relay's model and, where it was
 // watched, the trail of its position.
-func (w *Watch) readRelay(o *check.Observation) {
+func (w *Watch) readRelay(o *history.Record) {
 	t := w.run.Target
 	o.Model, o.NoAuditStatus = t.Relay.Model, t.Observe.Outbox.Status == ""
-	if t.Relay.Model == target.ModelOffset && w.position {
+	if t.Relay.Model == history.ModelOffset && w.position {
 		o.Position, o.HasPosition = w.positionTrail(), true
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -72,7 +73,7 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 	}
 	p.watchAlways = true // every observer must install on a target
 	held = append(held, fmt.Sprintf("databases %s and a vhost created, schema in place", strings.Join(t.Databases, ", ")))
-	if t.Relay.Model == target.ModelLog {
+	if t.Relay.Model == history.ModelLog {
 		r.checkLogical(ctx, add, &held)
 	}
 
@@ -277,7 +278,7 @@ func (r *run) checkQueries(ctx context.Context, eventID string, add func(string,
 			case "inbox_pending":
 				alone.InboxPending = q
 			}
-			return observe.ReadContract(ctx, r.pools, alone, r.sh.Target.Relay.Model, &check.Observation{})
+			return observe.ReadContract(ctx, r.pools, alone, r.sh.Target.Relay.Model, &history.Record{})
 		}
 	}
 	one("facts", &c.Facts, only("facts", &c.Facts))

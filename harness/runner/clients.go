@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/safe"
@@ -21,21 +22,21 @@ const clientSampleEvery = 250 * time.Millisecond
 // time is left out (a node just killed can hold the management API up).
 const clientSampleTimeout = 2 * time.Second
 
-// watchClients counts the target's clients (check.ClientSample) from now
+// watchClients counts the target's clients (history.ClientSample) from now
 // until stop is called, which returns what it counted: the broker's
 // connections in the run's vhost and each database's client sessions,
 // faultline's own left out (infra.OwnConnectionName,
 // infra.OwnApplicationName), beside the effects counted (w) and those the
 // answered orders call for (expected). Only runs judged by liveness after
 // heal pay for it.
-func (r *run) watchClients(ctx context.Context, w *observe.Watch, expected func() int) (stop func() []check.ClientSample) {
+func (r *run) watchClients(ctx context.Context, w *observe.Watch, expected func() int) (stop func() []history.ClientSample) {
 	if !slices.Contains(r.sc.Invariants, check.LiveAfterHeal) {
-		return func() []check.ClientSample { return nil }
+		return func() []history.ClientSample { return nil }
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var (
 		mu      sync.Mutex
-		samples []check.ClientSample
+		samples []history.ClientSample
 	)
 	done := make(chan struct{})
 	safe.Go("client counter", func() {
@@ -55,7 +56,7 @@ func (r *run) watchClients(ctx context.Context, w *observe.Watch, expected func(
 			}
 		}
 	}, r.onPanic)
-	return func() []check.ClientSample {
+	return func() []history.ClientSample {
 		cancel()
 		<-done
 		mu.Lock()
@@ -66,18 +67,18 @@ func (r *run) watchClients(ctx context.Context, w *observe.Watch, expected func(
 
 // countClients takes one sample; ok is false where a count of the clients
 // failed (the effects' count then reads -1).
-func (r *run) countClients(ctx context.Context, w *observe.Watch, expected func() int) (check.ClientSample, bool) {
+func (r *run) countClients(ctx context.Context, w *observe.Watch, expected func() int) (history.ClientSample, bool) {
 	ctx, cancel := context.WithTimeout(ctx, clientSampleTimeout)
 	defer cancel()
 	at := time.Now()
 	// Expected first: effects counted after it can only be more.
-	s := check.ClientSample{At: at, Expected: expected(), Effects: -1, Sessions: make(map[string]int, len(r.pools))}
+	s := history.ClientSample{At: at, Expected: expected(), Effects: -1, Sessions: make(map[string]int, len(r.pools))}
 	if n, err := w.Effects(ctx); err == nil {
 		s.Effects = n
 	}
 	broker, err := r.sh.Infra.ClientConnections(ctx, r.id)
 	if err != nil {
-		return check.ClientSample{}, false
+		return history.ClientSample{}, false
 	}
 	s.Broker = broker
 	for db, pool := range r.pools {
@@ -86,7 +87,7 @@ func (r *run) countClients(ctx context.Context, w *observe.Watch, expected func(
 			WHERE datname = current_database() AND backend_type = 'client backend'
 			  AND application_name <> $1 AND pid <> pg_backend_pid()`, infra.OwnApplicationName).Scan(&n)
 		if err != nil {
-			return check.ClientSample{}, false
+			return history.ClientSample{}, false
 		}
 		s.Sessions[db] = n
 	}

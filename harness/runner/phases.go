@@ -13,6 +13,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/result"
@@ -206,11 +207,11 @@ type driven struct {
 	// and the workload sent again.
 	requestsFailed int64
 	loadEnded      time.Time // when the workload's last order was answered
-	traffic        check.Traffic
+	traffic        history.Traffic
 	// clients stops the count of the target's clients (watchClients)
 	// and returns it; the converge phase calls it once the pipeline
 	// settled, so the count covers the reconnection.
-	clients func() []check.ClientSample
+	clients func() []history.ClientSample
 }
 
 // runBound bounds a run from its workload to the end of its convergence:
@@ -239,8 +240,8 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	// one effect to come.
 	stopClients := r.watchClients(ctx, s.watch, func() int { return int(wl.Acknowledged()) })
 	var once sync.Once
-	var samples []check.ClientSample
-	d.clients = func() []check.ClientSample {
+	var samples []history.ClientSample
+	d.clients = func() []history.ClientSample {
 		once.Do(func() { samples = stopClients() })
 		return samples
 	}
@@ -271,7 +272,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	d.results = faultsDone()
 	r.res.Faults = append(d.results, p.notOffered...)
 	st := wl.Stats()
-	d.traffic = check.Traffic{Profile: r.sc.Workload.ProfileName(), Batch: r.sh.Target.Relay.Batch, MaxInFlight: st.MaxInFlight, Carried: st.Carried, Sent: st.Sent}
+	d.traffic = history.Traffic{Profile: r.sc.Workload.ProfileName(), Batch: r.sh.Target.Relay.Batch, MaxInFlight: st.MaxInFlight, Carried: st.Carried, Sent: st.Sent}
 	if held != nil {
 		<-held.released
 		d.traffic.Held, d.traffic.Want, d.traffic.Backlog = held.hold.Role, held.hold.Backlog, held.measured
@@ -332,7 +333,7 @@ type converged struct {
 	at         time.Time
 	err        error
 	recoveryMS int64
-	clients    []check.ClientSample // the target's clients, counted until it settled
+	clients    []history.ClientSample // the target's clients, counted until it settled
 }
 
 // converge waits, within the run's deadline, for the pipeline to settle; a
@@ -379,7 +380,7 @@ func (r *run) converge(ctx context.Context, s started, d driven) (converged, err
 // bound drawn from it (check.LivenessBound): the span of the faults that
 // happened, the target's lease where its file says one, and the
 // reconnection its clients were seen to take (check.MeasureReconnection).
-func (r *run) recovery(d driven, c converged) *check.Recovery {
+func (r *run) recovery(d driven, c converged) *history.Recovery {
 	var first, last time.Time
 	for _, f := range d.results {
 		if !f.Hit || f.Start.IsZero() {
@@ -395,7 +396,7 @@ func (r *run) recovery(d driven, c converged) *check.Recovery {
 	if last.IsZero() {
 		return nil
 	}
-	rec := &check.Recovery{Healed: last, LoadEnded: d.loadEnded}
+	rec := &history.Recovery{Healed: last, LoadEnded: d.loadEnded}
 	rc := check.MeasureReconnection(c.clients, first, last)
 	lag := check.MeasureLag(c.clients, first)
 	rec.Bound, rec.BoundIs = check.LivenessBound(last.Sub(first), r.sh.Target.Lease, lag, rc)

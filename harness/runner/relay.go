@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/target"
 )
@@ -57,7 +58,7 @@ func JoinLines(lines ...string) string {
 // write that never comes.
 func (r *run) checkPosition(watch *observe.Watch, commits *fault.Commits, wentThrough bool, add func(string, int, string, ...any), held *[]string) {
 	rel := r.sh.Target.Relay
-	if rel.Model != target.ModelOffset || rel.Position == nil || !watch.PositionWatched() || !wentThrough {
+	if rel.Model != history.ModelOffset || rel.Position == nil || !watch.PositionWatched() || !wentThrough {
 		return
 	}
 	if seen := commits.Seen(fault.TablePosition); seen.Commits > 0 {

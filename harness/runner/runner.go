@@ -19,8 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/ports"
@@ -253,7 +253,7 @@ type run struct {
 	// after the cleanup: no process of the run is left to use them.
 	removeInfra func(context.Context) error
 	phase       *result.Phase
-	obs         *check.Observation // the end state, once observed
+	obs         *history.Record // the end state, once observed
 	// noInfra says why the run, which needs a clustered broker or a
 	// database with a standby, got none.
 	noInfra error
@@ -925,7 +925,7 @@ func (r *run) writeSummary() {
 		// The whole run, every process, merged in time order.
 		var tl strings.Builder
 		for _, e := range r.obs.Log {
-			tl.WriteString(check.FormatEntry(e))
+			tl.WriteString(history.FormatEntry(e))
 			tl.WriteByte('\n')
 		}
 		_ = os.WriteFile(filepath.Join(r.dir, "timeline.txt"), []byte(tl.String()), 0o644)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/harness/workload"
@@ -73,7 +74,7 @@ type Scenario struct {
 	// Expect accepts violations the scenario exists to show (a documented
 	// limit): it marks those invariants Expected in place and returns the
 	// evidence that the checker reported exactly them.
-	Expect func(o *check.Observation, faults []result.Fault, invs []result.Invariant) result.Evidence
+	Expect func(o *history.Record, faults []result.Fault, invs []result.Invariant) result.Evidence
 	// Limit: the scenario exists to show a documented limit, so a correct
 	// pipeline's run ends limit, never pass. A scenario may have Expect
 	// without it: one that accepts a limit only some targets show (a log

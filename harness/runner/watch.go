@@ -5,6 +5,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 )
@@ -69,14 +70,14 @@ func poisoned(results []result.Fault) int {
 // unboundSpans are the spans in which an unbind fault of the run had
 // removed the queue's bindings (faults and results in schedule order): from
 // its start to its end, or to the end of the run if it never restored them.
-func unboundSpans(faults []fault.Fault, results []result.Fault) []check.Interval {
-	var out []check.Interval
+func unboundSpans(faults []fault.Fault, results []result.Fault) []history.Interval {
+	var out []history.Interval
 	for i, f := range faults {
 		u, ok := f.(fault.Unbind)
 		if !ok || i >= len(results) || !results[i].Hit {
 			continue
 		}
-		iv := check.Interval{Start: results[i].Start}
+		iv := history.Interval{Start: results[i].Start}
 		if u.Duration > 0 {
 			iv.End = results[i].End
 		}

@@ -3,27 +3,9 @@ package target
 import (
 	"fmt"
 	"strings"
-)
 
-// Relay models: how the target's relay takes work from the outbox. The
-// windows faultline opens on a relay and the oracles it judges the outbox
-// by follow the model.
-const (
-	// ModelClaim is the article's relay: it claims rows by a status column
-	// (Processing, with a lease and a claim id), publishes them and marks
-	// them Published.
-	ModelClaim = "claim"
-	// ModelOffset is a relay that keeps a position (a consumer offset) in
-	// a table of its own and never updates the outbox rows: a row is
-	// settled once the committed position is at or past it.
-	ModelOffset = "offset"
-	// ModelLog is a relay that tails logical replication (CDC): it writes
-	// nothing to the outbox's database but its slot position.
-	ModelLog = "log"
+	"github.com/faultline-dev/faultline/harness/history"
 )
-
-// RelayModels are the models a target file may name.
-func RelayModels() []string { return []string{ModelClaim, ModelOffset, ModelLog} }
 
 // Relay is how the target's relay takes work from the outbox (relay: in
 // the target file).
@@ -52,7 +34,7 @@ type Relay struct {
 // default). Offset and log relays never write one.
 func (t *Target) StatusOutbox() bool {
 	switch t.Relay.Model {
-	case ModelClaim:
+	case history.ModelClaim:
 		return true
 	case "":
 		return t.Observe.Outbox.Status != ""
@@ -94,16 +76,16 @@ func (d *decoder) decodeRelay(m *mapping) Relay {
 			r.Batch = n
 		}
 	}
-	if mv, ok := d.require(rm, "model", "how the relay takes work from the outbox: "+joinOr(RelayModels())); ok {
-		r.Model, _ = d.oneOf(mv, "relay model", RelayModels())
+	if mv, ok := d.require(rm, "model", "how the relay takes work from the outbox: "+joinOr(history.RelayModels())); ok {
+		r.Model, _ = d.oneOf(mv, "relay model", history.RelayModels())
 	}
 	pv, given := rm.get("position")
 	switch {
-	case given && r.Model != ModelOffset && r.Model != "":
+	case given && r.Model != history.ModelOffset && r.Model != "":
 		d.problem(pv.line, pv.field, "a position table is for an offset relay; this relay's model is %s", r.Model)
 	case given:
 		r.Position = d.positionTable(pv)
-	case r.Model == ModelOffset:
+	case r.Model == history.ModelOffset:
 		d.problem(v.line, "relay.position", "required for an offset relay: the table it keeps its position in (database, table); a write to it is the relay's mark")
 	}
 	return r
@@ -132,7 +114,7 @@ func (d *decoder) positionTable(v val) *Table {
 // returns a status column is checked where it runs: check-target and
 // every run say so.)
 func (d *decoder) checkRelay(t *Target, contractLine int) {
-	if t.Relay.Model == ModelOffset && t.Contract.Pending == nil && !d.reported("contract.pending") {
+	if t.Relay.Model == history.ModelOffset && t.Contract.Pending == nil && !d.reported("contract.pending") {
 		d.problem(cmpLine(contractLine, t.Relay.Line), "contract.pending", "required for an offset relay: a query (database, sql) listing, in one column event_id, the committed outbox events beyond the relay's committed position")
 	}
 }
@@ -142,7 +124,7 @@ func (d *decoder) checkRelay(t *Target, contractLine int) {
 // a claim relay (and when no model is said: the article's defaults), none
 // for a relay that never updates the outbox rows.
 func (d *decoder) outboxDefaults(model string) (status, claim string) {
-	if model == ModelOffset || model == ModelLog {
+	if model == history.ModelOffset || model == history.ModelLog {
 		return "", ""
 	}
 	return "status", "locked_by"
@@ -152,7 +134,7 @@ func (d *decoder) outboxDefaults(model string) (status, claim string) {
 // article's (which reads its status column), or none for a relay that
 // writes no status.
 func defaultOutbox(model string) string {
-	if model == ModelOffset || model == ModelLog {
+	if model == history.ModelOffset || model == history.ModelLog {
 		return ""
 	}
 	return defaultOutboxSQL

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,7 +25,7 @@ func TestRelayModels(t *testing.T) {
 	t.Run("offset", func(t *testing.T) {
 		tg, err := Parse("faultline.yaml", []byte(strings.Replace(minimal, "topology:", offsetRelay, 1)))
 		require.NoError(t, err)
-		assert.Equal(t, ModelOffset, tg.Relay.Model)
+		assert.Equal(t, history.ModelOffset, tg.Relay.Model)
 		require.NotNil(t, tg.Relay.Position)
 		assert.Equal(t, "orders", tg.Relay.Position.Database)
 		assert.Equal(t, "watermill_offsets_orders_events", tg.Relay.Position.Name)
@@ -39,7 +40,7 @@ func TestRelayModels(t *testing.T) {
 	t.Run("log", func(t *testing.T) {
 		tg, err := Parse("faultline.yaml", []byte(strings.Replace(minimal, "topology:", "relay: {model: log}\ntopology:", 1)))
 		require.NoError(t, err)
-		assert.Equal(t, ModelLog, tg.Relay.Model)
+		assert.Equal(t, history.ModelLog, tg.Relay.Model)
 		assert.Nil(t, tg.Relay.Position)
 		assert.Nil(t, tg.Contract.Outbox)
 		assert.Nil(t, tg.Contract.Pending)
@@ -48,7 +49,7 @@ func TestRelayModels(t *testing.T) {
 	t.Run("claim keeps the article's defaults", func(t *testing.T) {
 		tg, err := Parse("faultline.yaml", []byte(strings.Replace(minimal, "topology:", "relay: {model: claim}\ntopology:", 1)))
 		require.NoError(t, err)
-		assert.Equal(t, ModelClaim, tg.Relay.Model)
+		assert.Equal(t, history.ModelClaim, tg.Relay.Model)
 		require.NotNil(t, tg.Contract.Outbox)
 		assert.Equal(t, "status", tg.Observe.Outbox.Status)
 		assert.Equal(t, "locked_by", tg.Observe.Outbox.Claim)
@@ -68,7 +69,7 @@ func TestRelayModels(t *testing.T) {
 		for _, path := range []string{reference, "../../examples/node-outbox/faultline.yaml"} {
 			tg, err := Load(path)
 			require.NoError(t, err, path)
-			assert.Equal(t, ModelClaim, tg.Relay.Model, path)
+			assert.Equal(t, history.ModelClaim, tg.Relay.Model, path)
 			assert.Equal(t, 50, tg.Relay.Batch, path)
 		}
 	})

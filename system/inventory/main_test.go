@@ -22,6 +22,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/infra/infratest"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
@@ -266,7 +267,7 @@ func dump(es []eventlog.Entry) string {
 }
 
 // waitQueue polls the management API until the queue's counters satisfy cond.
-func (e *env) waitQueue(queue string, what string, cond func(infra.QueueInfo) bool) infra.QueueInfo {
+func (e *env) waitQueue(queue string, what string, cond func(history.QueueInfo) bool) history.QueueInfo {
 	e.t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for {
@@ -317,7 +318,7 @@ func (e *env) waitReady(queue string, n int) {
 func (e *env) waitDrained() {
 	e.t.Helper()
 	e.waitReady(topology.Queue, 0)
-	e.waitQueue(topology.Queue, "drained, nothing unacked", func(q infra.QueueInfo) bool {
+	e.waitQueue(topology.Queue, "drained, nothing unacked", func(q history.QueueInfo) bool {
 		return q.Messages == 0 && q.Ready == 0 && q.Unacked == 0
 	})
 }
