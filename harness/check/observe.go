@@ -1,11 +1,10 @@
-// Package check judges what a run left, as harness/observe read it: it
-// checks the invariants of docs/design.md against a run's record
+// Package check judges what a run left, as harness/observe recorded it:
+// it checks the invariants of docs/design.md against a run's record
 // (harness/history), judges convergence from progress samples, and weighs
-// a scenario's evidence. It reads nothing itself (ReadOnly, the read-only transaction every contract
-// query runs in, is the one exception, shared with the faults). Every
-// result is data (result.Invariant, result.Counts), so reports can render
-// it, and every verdict says what it rests on: a check with nothing to rest
-// on is "not checked", never "ok".
+// a scenario's evidence. It reads nothing itself. Every result is data
+// (result.Invariant, result.Counts), so reports can render it, and every
+// verdict says what it rests on: a check with nothing to rest on is "not
+// checked", never "ok".
 package check
 
 import (

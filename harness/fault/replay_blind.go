@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
 )
@@ -171,7 +171,7 @@ func payloadOf(ctx context.Context, env *Env, id string) (replayed, error) {
 		return replayed{}, err
 	}
 	var msg replayed
-	err = check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+	err = infra.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, q.SQL, id)
 		if err != nil {
 			return err
@@ -256,7 +256,7 @@ func (r RetentionReplay) expireAndReplay(ctx context.Context, env *Env, id strin
 // consumer applied them).
 func eventIDs(ctx context.Context, pool *pgxpool.Pool, q target.Query, name string) ([]string, error) {
 	var out []string
-	err := check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+	err := infra.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, q.SQL)
 		if err != nil {
 			return fmt.Errorf("%s query: %w", name, err)

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/target"
 )
 
@@ -58,7 +58,7 @@ func ReadContract(ctx context.Context, db map[string]*pgxpool.Pool, c target.Con
 		if err != nil {
 			return err
 		}
-		err = check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+		err = infra.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
 			if err := tx.QueryRow(ctx, q.SQL).Scan(&o.HeldBack); err != nil {
 				return queryError("held_back", *q, err)
 			}
@@ -113,7 +113,7 @@ func columns(rows pgx.Rows, what string, required, optional []string) (map[strin
 // scanAll reads every row of q, in a read-only transaction, as text-ish
 // values by column.
 func scanAll(ctx context.Context, pool *pgxpool.Pool, q target.Query, what string, required, optional []string, each func(get func(col string) any) error, args ...any) error {
-	return check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+	return infra.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
 		return scanRows(ctx, tx, q, what, required, optional, each, args...)
 	})
 }

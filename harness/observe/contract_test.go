@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faultline-dev/faultline/harness/check"
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -61,7 +61,7 @@ func TestReadOnly(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			db := &fakeDB{}
-			err := check.ReadOnly(ctx, db, func(tx pgx.Tx) error {
+			err := infra.ReadOnly(ctx, db, func(tx pgx.Tx) error {
 				require.Same(t, db.tx, tx, "the query runs in the read-only transaction")
 				return tt.read
 			})

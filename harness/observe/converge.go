@@ -10,6 +10,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/infra"
 )
 
 // convergePoll is how often the wait for convergence samples the pipeline.
@@ -88,7 +89,7 @@ func (w *Watch) countEffects(ctx context.Context) (rows, events int, err error) 
 	if err != nil {
 		return 0, 0, err
 	}
-	err = check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+	err = infra.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT count(*), count(DISTINCT event_id::text) FROM (`+q.SQL+`) AS effects`).Scan(&rows, &events); err != nil {
 			return queryError("effects", q, err)
 		}

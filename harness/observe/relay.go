@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/safe"
 	"github.com/faultline-dev/faultline/harness/target"
 )
@@ -50,7 +50,7 @@ func (w *Watch) positionTrail() history.PositionTrail {
 // reading a row.
 func queryColumns(ctx context.Context, pool *pgxpool.Pool, q target.Query, what string) (map[string]bool, error) {
 	out := map[string]bool{}
-	err := check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+	err := infra.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT * FROM (`+q.SQL+`) AS q LIMIT 0`)
 		if err != nil {
 			return queryError(what, q, err)
@@ -125,7 +125,7 @@ func countRows(ctx context.Context, db map[string]*pgxpool.Pool, q target.Query,
 		return 0, err
 	}
 	n := 0
-	err = check.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
+	err = infra.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM (`+q.SQL+`) AS q `+where).Scan(&n); err != nil {
 			return queryError(what, q, err)
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
@@ -288,7 +287,7 @@ func (r *run) checkQueries(ctx context.Context, eventID string, add func(string,
 	one("pending", c.Pending, only("pending", c.Pending))
 	one("inbox_pending", c.InboxPending, only("inbox_pending", c.InboxPending))
 	one("inbox", c.Inbox, func() error {
-		return check.ReadOnly(ctx, r.pools[c.Inbox.Database], func(tx pgx.Tx) error {
+		return infra.ReadOnly(ctx, r.pools[c.Inbox.Database], func(tx pgx.Tx) error {
 			rows, err := tx.Query(ctx, c.Inbox.SQL)
 			if err != nil {
 				return err
@@ -316,7 +315,7 @@ func (r *run) checkQueries(ctx context.Context, eventID string, add func(string,
 		}
 		var key string
 		var body []byte
-		return check.ReadOnly(ctx, r.pools[c.Payload.Database], func(tx pgx.Tx) error {
+		return infra.ReadOnly(ctx, r.pools[c.Payload.Database], func(tx pgx.Tx) error {
 			if err := tx.QueryRow(ctx, c.Payload.SQL, eventID).Scan(&key, &body); err != nil {
 				return fmt.Errorf("for eventId %s: %w (want one row: routing key, body)", eventID, err)
 			}
