@@ -186,7 +186,9 @@ func (u Unbind) Describe() result.Fault {
 
 // Inject implements Fault.
 func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
-	return withWaits(func(w *waits) result.Fault { return u.inject(ctx, env, w) })
+	res := withWaits(func(w *waits) result.Fault { return u.inject(ctx, env, w) })
+	res.Unbound, res.Rebound, res.ByRetries = res.Hit, res.Hit && u.Duration > 0, u.Shape
+	return res
 }
 
 // inject is Inject, recording what it waits for in w.

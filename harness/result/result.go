@@ -140,6 +140,15 @@ type Fault struct {
 	// Slot is what a failover did to a log relay's replication slot (nil:
 	// no logical slot in the outbox's database when the primary died).
 	Slot *SlotFate `json:"slot,omitempty"`
+	// Unbound: the fault held the target's queue without its bindings
+	// from Start, to End where Rebound, else to the end of the run. A
+	// publish routed in that span went nowhere.
+	Unbound bool `json:"unbound,omitempty"`
+	Rebound bool `json:"rebound,omitempty"`
+	// ByRetries: the fault's outage lasted until the relays' retries showed
+	// their shape. Not hit, its Error says why the outage ended first, and
+	// the premise of none-gave-up is then not known to hold.
+	ByRetries bool `json:"by_retries,omitempty"`
 }
 
 // SlotFate is what became of a log relay's replication slot when its

@@ -440,8 +440,8 @@ func (r *run) judge(ctx context.Context, s started, d driven, c converged) error
 		}
 	}
 	ends := r.ends()
-	ends.Unbound = unboundSpans(d.faults, d.results)
-	ends.OutageUnopened = unopenedOutage(d.faults, d.results)
+	ends.Unbound = unboundSpans(d.results)
+	ends.OutageUnopened = unopenedOutage(d.results)
 	ends.LogPaths = r.logPaths()
 	// The processes have stopped: the queue can be read without taking
 	// anything from a consumer.

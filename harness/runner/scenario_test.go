@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faultline-dev/faultline/harness/check"
-	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/harness/workload"
@@ -65,12 +65,23 @@ func TestScenarioOnTarget(t *testing.T) {
 // The reason an outage judged by its shape ended unopened reaches the
 // checks; an outage by the clock, or one that opened, gives none.
 func TestUnopenedOutage(t *testing.T) {
-	shaped, timed := fault.Unbind{Shape: true}, fault.Unbind{Duration: time.Second}
-	unopened := result.Fault{Hit: false, Error: "window not opened: a row came within a retry of its budget of 8"}
-	assert.Equal(t, "a row came within a retry of its budget of 8", unopenedOutage([]fault.Fault{shaped}, []result.Fault{unopened}))
-	assert.Empty(t, unopenedOutage([]fault.Fault{shaped}, []result.Fault{{Hit: true}}))
-	assert.Empty(t, unopenedOutage([]fault.Fault{timed}, []result.Fault{unopened}))
-	assert.Empty(t, unopenedOutage([]fault.Fault{shaped}, []result.Fault{{Hit: false, Error: "unbind order.created: channel closed"}}), "a fault that failed is not an unopened window")
+	unopened := result.Fault{ByRetries: true, Error: "window not opened: a row came within a retry of its budget of 8"}
+	assert.Equal(t, "a row came within a retry of its budget of 8", unopenedOutage([]result.Fault{unopened}))
+	assert.Empty(t, unopenedOutage([]result.Fault{{ByRetries: true, Hit: true}}))
+	assert.Empty(t, unopenedOutage([]result.Fault{{Error: unopened.Error}}), "an outage by the clock")
+	assert.Empty(t, unopenedOutage([]result.Fault{{ByRetries: true, Error: "unbind order.created: channel closed"}}), "a fault that failed is not an unopened window")
+}
+
+// An unbinding's span ends where the fault bound the queue again, and
+// lasts to the end of the run where it never did.
+func TestUnboundSpans(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	got := unboundSpans([]result.Fault{
+		{Unbound: true, Rebound: true, Start: t0, End: t0.Add(time.Second)},
+		{Kind: "crash", Hit: true, Start: t0, End: t0.Add(time.Second)},
+		{Unbound: true, Start: t0.Add(2 * time.Second), End: t0.Add(3 * time.Second)},
+	})
+	assert.Equal(t, []history.Interval{{Start: t0, End: t0.Add(time.Second)}, {Start: t0.Add(2 * time.Second)}}, got)
 }
 
 // A seed picks the run's traffic among the scenario's profiles in turn,

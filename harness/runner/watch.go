@@ -46,12 +46,12 @@ func (r *run) watches(need map[check.Need]bool) bool {
 }
 
 // unopenedOutage says why an outage of the run judged by the relays'
-// retries (Unbind.Shape) ended without opening its window ("" if none
-// did), from its result.
-func unopenedOutage(faults []fault.Fault, results []result.Fault) string {
-	for i, f := range faults {
-		if u, ok := f.(fault.Unbind); ok && u.Shape && i < len(results) && !results[i].Hit && strings.HasPrefix(results[i].Error, "window not opened: ") {
-			return strings.TrimPrefix(results[i].Error, "window not opened: ")
+// retries ended without opening its window ("" if none did), from the
+// faults' results.
+func unopenedOutage(results []result.Fault) string {
+	for _, r := range results {
+		if r.ByRetries && !r.Hit && strings.HasPrefix(r.Error, "window not opened: ") {
+			return strings.TrimPrefix(r.Error, "window not opened: ")
 		}
 	}
 	return ""
@@ -67,19 +67,18 @@ func poisoned(results []result.Fault) int {
 	return n
 }
 
-// unboundSpans are the spans in which an unbind fault of the run had
-// removed the queue's bindings (faults and results in schedule order): from
-// its start to its end, or to the end of the run if it never restored them.
-func unboundSpans(faults []fault.Fault, results []result.Fault) []history.Interval {
+// unboundSpans are the spans in which a fault of the run held the queue
+// without its bindings, from the faults' results: from its start to its
+// end, or to the end of the run if it never bound it again.
+func unboundSpans(results []result.Fault) []history.Interval {
 	var out []history.Interval
-	for i, f := range faults {
-		u, ok := f.(fault.Unbind)
-		if !ok || i >= len(results) || !results[i].Hit {
+	for _, r := range results {
+		if !r.Unbound {
 			continue
 		}
-		iv := history.Interval{Start: results[i].Start}
-		if u.Duration > 0 {
-			iv.End = results[i].End
+		iv := history.Interval{Start: r.Start}
+		if r.Rebound {
+			iv.End = r.End
 		}
 		out = append(out, iv)
 	}
