@@ -12,7 +12,7 @@ import (
 // logs cannot show read from a black-box source instead (check.Resolve).
 func (r *run) forTarget(env *fault.Env, faults []fault.Fault) []fault.Fault {
 	faults, outside := fault.OpenFromOutside(env, faults, r.hasLink)
-	r.sc.Evidence = check.Resolve(r.sc.Evidence, r.gives, outside)
+	r.plan.Scenario.Evidence = check.Resolve(r.plan.Scenario.Evidence, r.gives, outside)
 	return faults
 }
 

@@ -30,7 +30,7 @@ const clientSampleTimeout = 2 * time.Second
 // answered orders call for (expected). Only runs judged by liveness after
 // heal pay for it.
 func (r *run) watchClients(ctx context.Context, w *observe.Watch, expected func() int) (stop func() []history.ClientSample) {
-	if !slices.Contains(r.sc.Invariants, check.LiveAfterHeal) {
+	if !slices.Contains(r.plan.Scenario.Invariants, check.LiveAfterHeal) {
 		return func() []history.ClientSample { return nil }
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -33,10 +33,10 @@ type instance struct {
 // startOrder is the order roles start in: the consumers declare the queue.
 var startOrder = []string{protocol.Consumer, protocol.Relay, protocol.Producer}
 
-// plan lists the run's instances, consumers first, then relays, then
+// instancesPlanned lists the run's instances, consumers first, then relays, then
 // producers, each role in the target file's order. A scenario may run a
 // role with another instance count than the file's.
-func (r *run) plan() []instance {
+func (r *run) instancesPlanned() []instance {
 	t := r.sh.Target
 	var out []instance
 	for _, role := range startOrder {
@@ -44,7 +44,7 @@ func (r *run) plan() []instance {
 			if p.Role != role {
 				continue
 			}
-			if n, ok := r.sc.Instances[role]; ok && n > 0 {
+			if n, ok := r.plan.Scenario.Instances[role]; ok && n > 0 {
 				p.Instances = n
 			}
 			for _, name := range t.Instances(p) {
@@ -103,16 +103,16 @@ func (r *run) unsupported(env *fault.Env, faults []fault.Fault) string {
 			}
 		}
 	}
-	for name := range r.sc.Settings {
+	for name := range r.plan.Scenario.Settings {
 		if _, ok := t.Settings[name]; !ok {
 			why = append(why, fmt.Sprintf("the target offers no setting %q", name))
 		}
 	}
-	if steps := r.sc.Workload.EventsPerOrder - 1; steps > len(t.Workload.Steps) {
+	if steps := r.plan.Scenario.Workload.EventsPerOrder - 1; steps > len(t.Workload.Steps) {
 		why = append(why, fmt.Sprintf("the workload needs %d follow-up steps per fact, the target file gives %d", steps, len(t.Workload.Steps)))
 	}
 	logs := r.logRoles()
-	for _, e := range r.sc.Evidence {
+	for _, e := range r.plan.Scenario.Evidence {
 		if e.Optional {
 			continue // not checked where the target does not give its needs
 		}
@@ -235,8 +235,8 @@ func (r *run) spec(in instance, faults []fault.Fault) (supervisor.Spec, error) {
 			return spec, err
 		}
 	}
-	names := make([]string, 0, len(r.sc.Settings))
-	for name := range r.sc.Settings {
+	names := make([]string, 0, len(r.plan.Scenario.Settings))
+	for name := range r.plan.Scenario.Settings {
 		names = append(names, name)
 	}
 	slices.Sort(names)
@@ -246,7 +246,7 @@ func (r *run) spec(in instance, faults []fault.Fault) (supervisor.Spec, error) {
 			continue
 		}
 		sv := vals
-		sv.Value = r.sc.Settings[name]
+		sv.Value = r.plan.Scenario.Settings[name]
 		for _, a := range set.Args {
 			s, err := a.Render(sv)
 			if err != nil {

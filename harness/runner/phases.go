@@ -69,55 +69,23 @@ func (r *run) provision(ctx context.Context) (provisioned, error) {
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return provisioned{}, fmt.Errorf("%w: %w", errRunFolder, err)
 	}
-	if err := check.ValidateOptional(r.sc.Invariants); err != nil {
-		return provisioned{}, fmt.Errorf("scenario %s: %w", r.sc.Name, err)
-	}
-	drawn := r.sc
-	drawn.Workload, drawn.Also = r.sc.TrafficFor(r.opts.Seed), nil
-	sc, how, err := drawn.On(r.sh.Target)
-	if err != nil {
+	caps := Capabilities{Provider: r.sh.Infra.Name(), BrokerRestart: r.sh.Infra.CanRestartBroker(), Apart: r.noInfra}
+	_, caps.DatabaseRestart = r.sh.Infra.(infra.DatabaseRestarter)
+	plan, err := Compile(r.sc, r.sh.Target, caps, r.opts.Seed)
+	if IsNotRun(err) {
 		r.res.Verdict = result.NotRun
-		return provisioned{}, fmt.Errorf("not run on target %s: %w", r.sh.Target.Name, err)
 	}
-	if how != "" {
-		r.sh.logf("%s: %s", r.sc.Name, how)
+	if err != nil {
+		return provisioned{}, err
 	}
-	if err := sc.Workload.Validate(); err != nil {
-		return provisioned{}, fmt.Errorf("scenario %s: %w", r.sc.Name, err)
+	if plan.Fitted != "" {
+		r.sh.logf("%s: %s", r.sc.Name, plan.Fitted)
 	}
-	sc.Evidence = append(trafficEvidence(sc.Workload), sc.Evidence...)
-	r.sc = sc
-	r.res.Window = sc.Window // re-timed for the target's relay, maybe
-	r.res.Traffic = sc.Workload.ProfileName()
-	p := provisioned{faults: r.sc.Schedule(r.opts.Seed)}
-	if err := fault.CheckOrder(p.faults); err != nil {
-		return provisioned{}, fmt.Errorf("scenario %s: %w", r.sc.Name, err)
-	}
-	for _, need := range needs(p.faults) {
-		if need == fault.CapBrokerRestart && !r.sh.Infra.CanRestartBroker() {
-			r.res.Verdict = result.NotRun
-			return provisioned{}, fmt.Errorf("not run: needs a broker restart, which the %s provider cannot do", r.sh.Infra.Name())
-		}
-		if _, ok := r.sh.Infra.(infra.DatabaseRestarter); need == fault.CapDatabaseRestart && !ok {
-			r.res.Verdict = result.NotRun
-			return provisioned{}, fmt.Errorf("not run: needs a database restart, which the %s provider cannot do", r.sh.Infra.Name())
-		}
-		if (need == fault.CapStandby || need == fault.CapStandbySync) && r.noInfra != nil {
-			r.res.Verdict = result.NotRun
-			return provisioned{}, fmt.Errorf("not run: needs a database with a standby, which the %s provider does not give: %w", r.sh.Infra.Name(), r.noInfra)
-		}
-		if need == fault.CapCluster {
-			if why := r.sh.Target.TakesBrokerNodes(); why != "" {
-				r.res.Verdict = result.NotRun
-				return provisioned{}, fmt.Errorf("not run on target %s: needs a clustered broker, and %s", r.sh.Target.Name, why)
-			}
-			if r.noInfra != nil {
-				r.res.Verdict = result.NotRun
-				return provisioned{}, fmt.Errorf("not run: needs a clustered broker, which the %s provider does not give: %w", r.sh.Infra.Name(), r.noInfra)
-			}
-		}
-	}
-	r.instances = r.plan()
+	r.plan = plan
+	r.res.Window = plan.Scenario.Window // re-timed for the target's relay, maybe
+	r.res.Traffic = plan.Scenario.Workload.ProfileName()
+	p := provisioned{faults: plan.Faults}
+	r.instances = r.instancesPlanned()
 	r.clientNodes = r.nodesOf()
 	r.roles = fault.NewRoles(r.faultInstances())
 	p.env = &fault.Env{
@@ -127,7 +95,7 @@ func (r *run) provision(ctx context.Context) (provisioned, error) {
 		Logf: func(format string, args ...any) { r.sh.logf(r.sc.Name+": "+format, args...) },
 	}
 	p.faults = r.forTarget(p.env, p.faults)
-	if r.sc.FaultsOptional {
+	if r.plan.Scenario.FaultsOptional {
 		p.faults, p.notOffered = offered(p.env, p.faults)
 	}
 	if why := r.unsupported(p.env, p.faults); why != "" {
@@ -229,7 +197,7 @@ func runBound(lease time.Duration) time.Duration {
 func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, error) {
 	r.startPhase(PhaseWorkload)
 	d := driven{faults: p.faults, workloadStart: time.Now()}
-	wl := workload.New(r.sc.Workload, r.sh.Target.Workload, uint64(r.opts.Seed), r.producerAddr())
+	wl := workload.New(r.plan.Scenario.Workload, r.sh.Target.Workload, uint64(r.opts.Seed), r.producerAddr())
 	wl.Carried(s.watch.Effects)
 	p.env.Processes = r.sup
 	p.env.Acknowledged = wl.Acknowledged
@@ -247,7 +215,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	}
 	r.cleanup = append(r.cleanup, func(context.Context) { d.clients() })
 	var held *backlog
-	if h := r.sc.Workload.Hold; h != nil {
+	if h := r.plan.Scenario.Workload.Hold; h != nil {
 		var err error
 		if held, err = r.holdBack(*h); err != nil {
 			return d, err
@@ -263,7 +231,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 		go held.release(runCtx, p.env.Deadline, measure, overBacklog(p.faults, faultEnded, p.env.Landings))
 	}
 	stopTick := r.tick(PhaseWorkload, func() float64 {
-		return float64(wl.Acknowledged()) / float64(max(r.sc.Workload.Orders*max(r.sc.Workload.EventsPerOrder, 1), 1))
+		return float64(wl.Acknowledged()) / float64(max(r.plan.Scenario.Workload.Orders*max(r.plan.Scenario.Workload.EventsPerOrder, 1), 1))
 	})
 	wlErr := wl.Run(runCtx)
 	stopTick()
@@ -272,7 +240,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	d.results = faultsDone()
 	r.res.Faults = append(d.results, p.notOffered...)
 	st := wl.Stats()
-	d.traffic = history.Traffic{Profile: r.sc.Workload.ProfileName(), Batch: r.sh.Target.Relay.Batch, MaxInFlight: st.MaxInFlight, Carried: st.Carried, Sent: st.Sent}
+	d.traffic = history.Traffic{Profile: r.plan.Scenario.Workload.ProfileName(), Batch: r.sh.Target.Relay.Batch, MaxInFlight: st.MaxInFlight, Carried: st.Carried, Sent: st.Sent}
 	if held != nil {
 		<-held.released
 		d.traffic.Held, d.traffic.Want, d.traffic.Backlog = held.hold.Role, held.hold.Backlog, held.measured
@@ -280,7 +248,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 			r.sh.logf("%s: %v", r.sc.Name, held.err)
 		}
 	}
-	if wlErr == nil && r.sc.Workload.AfterFaults > 0 {
+	if wlErr == nil && r.plan.Scenario.Workload.AfterFaults > 0 {
 		wlErr = wl.RunAfterFaults(runCtx)
 		d.acknowledged, d.acknowledgedByID, d.requestsFailed, d.loadEnded = wl.Acknowledged(), wl.AcknowledgedByID(), wl.Stats().Failed, time.Now()
 	}
@@ -342,7 +310,7 @@ func (r *run) converge(ctx context.Context, s started, d driven) (converged, err
 	r.startPhase(PhaseConverging)
 	runCtx, cancelRun := context.WithDeadline(ctx, d.deadline)
 	defer cancelRun()
-	timeout := r.sc.Converge
+	timeout := r.plan.Scenario.Converge
 	if timeout == 0 {
 		timeout = 45 * time.Second
 	}
@@ -455,11 +423,11 @@ func (r *run) judge(ctx context.Context, s started, d driven, c converged) error
 	obs.Traffic = d.traffic
 	obs.Poisoned = poisoned(d.results)
 	r.obs = obs
-	checked, counts := check.Check(obs, r.sc.Invariants)
+	checked, counts := check.Check(obs, r.plan.Scenario.Invariants)
 	invs := append([]result.Invariant{converged}, checked...)
-	evidence := check.Evaluate(obs, r.sc.Evidence)
-	if r.sc.Expect != nil {
-		evidence = append(evidence, r.sc.Expect(obs, d.results, invs))
+	evidence := check.Evaluate(obs, r.plan.Scenario.Evidence)
+	if r.plan.Scenario.Expect != nil {
+		evidence = append(evidence, r.plan.Scenario.Expect(obs, d.results, invs))
 	}
 	r.res.Invariants = invs
 	r.res.Evidence = evidence

@@ -237,7 +237,8 @@ func (sh *Shared) logf(format string, args ...any) {
 // run is the state of one scenario run.
 type run struct {
 	sh        *Shared
-	sc        Scenario
+	sc        Scenario // as the catalogue gives it; the run reads plan
+	plan      Plan     // sc compiled for the target and the seed (provision)
 	opts      Options
 	id        string
 	dir       string
@@ -586,7 +587,7 @@ func (r *run) inject(ctx context.Context, env *fault.Env, faults []fault.Fault) 
 	return func() []result.Fault {
 		done.Wait()
 		for i := range results {
-			results[i].Optional = r.sc.FaultsOptional
+			results[i].Optional = r.plan.Scenario.FaultsOptional
 		}
 		return results
 	}, each

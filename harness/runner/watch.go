@@ -14,7 +14,7 @@ import (
 // are timed by and its evidence read from.
 func (r *run) observeNeeds(faults []fault.Fault) map[check.Need]bool {
 	need := map[check.Need]bool{}
-	for _, e := range r.sc.Evidence {
+	for _, e := range r.plan.Scenario.Evidence {
 		for _, n := range e.Needs {
 			switch n {
 			case check.NeedAudit, check.NeedTap, check.NeedCommits:
