@@ -309,7 +309,8 @@ func ThawedKey(process string) string { return "thawed " + process }
 
 // TakeoverWait is the longest a freeze waits for its claim to be taken
 // over: at least least, and four leases (the lease runs out, a claim
-// comes round and takes the rows, with room for a slow machine).
+// comes round and takes the rows). It bounds a wait for a cause the audit
+// trail shows: a takeover seen sooner ends it sooner.
 func TakeoverWait(least, lease time.Duration) time.Duration { return max(least, 4*lease) }
 
 // errUnseen: the freeze ended without what it waited for (a takeover, a

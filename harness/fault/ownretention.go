@@ -23,8 +23,8 @@ import (
 //
 // The window is inside the retention only if the copy was handled less
 // than Retention after the event was first published (the relay's log:
-// the inbox row cannot be older than that); past it (a slow machine), the
-// window did not open.
+// the inbox row cannot be older than that); past it, the row may have
+// aged out within the retention, and the window did not open.
 type OwnRetention struct {
 	Consumer  string
 	Retention time.Duration
