@@ -48,9 +48,9 @@ func underLoad() []runner.Scenario {
 			Name: "relay-backlog-unroutable", Window: protocol.QueueUnroutable,
 			Description: "The relays are frozen while 200 facts pile up; the queue's bindings are removed over the backlog and the relays released into the outage: each publishes full batches, the next while the last awaits its confirms, and every message comes back returned. Once 200 rows claimed in the outage are settled the bindings return: every returned row is retried, none is given up on, each event takes effect once.",
 			Workload:    workload.RelayBacklogSpec(),
-			// A budget the outage cannot spend: it lasts as long as the
-			// relays take to settle the backlog, which a slow machine
-			// stretches.
+			// A budget the outage cannot spend: it lasts until the relays
+			// have settled the backlog (until_settled), however long
+			// that takes.
 			Settings:   map[string]string{retryBudget: "30"},
 			Invariants: []string{check.NoneGaveUp},
 			Faults: func(*rand.Rand) []fault.Fault {
@@ -109,13 +109,19 @@ func underLoad() []runner.Scenario {
 		},
 		{
 			Name: "poison-in-backlog", Window: protocol.QueuePoison,
-			Description: "Malformed messages are published once 150 valid ones wait in the frozen consumer's queue, more valid ones behind them: released, the consumer dead-letters the poison between valid deliveries of one prefetch, and every valid event takes effect once.",
+			Description: "Malformed messages are published into the frozen consumer's queue once 40 valid ones wait in it, and the consumer is released once 150 messages wait: valid deliveries ahead of the poison and behind it. The consumer dead-letters the poison with valid deliveries of its batch still open ahead of it, and every valid event takes effect once, none of them in the dead-letter queue.",
 			Workload:    workload.ConsumerBacklogSpec(),
+			// One channel, where the target offers the setting: the
+			// deliveries ahead of a poison in the consumer's log are then
+			// on its channel.
+			Prefers: map[string]string{"consumer-channels": "1"},
 			Faults: func(*rand.Rand) []fault.Fault {
-				return []fault.Fault{fault.Poison{Count: 5, Trigger: fault.Trigger{OverBacklog: true}}}
+				// 40 ready ahead of it, before the release at 150 ready:
+				// the messages that make up the rest are behind it.
+				return []fault.Fault{fault.Poison{Count: 5, Ahead: 40}}
 			},
 			Invariants: []string{check.PoisonAccounted, check.OnlyPoisonDead},
-			Evidence:   []check.Evidence{check.DeadLettered(5)},
+			Evidence:   []check.Evidence{check.DeadLettered(5), check.PoisonBehindValid()},
 		},
 		{
 			Name: "broker-restart-over-backlog", Window: protocol.BrokerRestart,

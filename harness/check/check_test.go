@@ -188,6 +188,47 @@ func TestInBatchCopies(t *testing.T) {
 	}
 }
 
+// A message dead-lettered counts as behind an open delivery only when a
+// delivery of another event taken before it had no outcome yet.
+func TestDeadLetteredBehindOpen(t *testing.T) {
+	const inv = "inventory"
+	for _, tc := range []struct {
+		name string
+		log  []eventlog.Entry
+		want []string
+	}{
+		{name: "poison behind a valid delivery of its batch", log: []eventlog.Entry{
+			ev(1, inv, eventlog.Delivered, "E1", ""), ev(1, inv, eventlog.Delivered, "poison-0", ""), ev(1, inv, eventlog.Delivered, "E2", ""),
+			ev(2, inv, eventlog.DeadLettered, "poison-0", ""), ev(3, inv, eventlog.Reserved, "E1", ""), ev(3, inv, eventlog.Reserved, "E2", "")},
+			want: []string{"poison-0"}},
+		{name: "poison first in its batch, valid ones behind it", log: []eventlog.Entry{
+			ev(1, inv, eventlog.Delivered, "poison-0", ""), ev(1, inv, eventlog.Delivered, "E1", ""),
+			ev(2, inv, eventlog.DeadLettered, "poison-0", ""), ev(3, inv, eventlog.Reserved, "E1", "")}},
+		{name: "the valid delivery settled before the poison came", log: []eventlog.Entry{
+			ev(1, inv, eventlog.Delivered, "E1", ""), ev(2, inv, eventlog.Reserved, "E1", ""), ev(2, inv, eventlog.Acked, "E1", ""),
+			ev(3, inv, eventlog.Delivered, "poison-0", ""), ev(4, inv, eventlog.DeadLettered, "poison-0", "")}},
+		{name: "a second poison behind the first, both dead-lettered in turn", log: []eventlog.Entry{
+			ev(1, inv, eventlog.Delivered, "poison-0", ""), ev(1, inv, eventlog.Delivered, "poison-1", ""),
+			ev(2, inv, eventlog.DeadLettered, "poison-0", ""), ev(2, inv, eventlog.DeadLettered, "poison-1", "")}},
+		{name: "a reconnection between", log: []eventlog.Entry{
+			ev(1, inv, eventlog.Delivered, "E1", ""), ev(2, inv, eventlog.Connected, "", ""),
+			ev(3, inv, eventlog.Delivered, "poison-0", ""), ev(4, inv, eventlog.DeadLettered, "poison-0", "")}},
+		{name: "poison whose delivery the consumer did not log, a delivery open", log: []eventlog.Entry{
+			ev(1, inv, eventlog.Delivered, "E1", ""), ev(2, inv, eventlog.DeadLettered, "", ""), ev(3, inv, eventlog.Reserved, "E1", "")},
+			want: []string{"(no eventId)"}},
+		{name: "poison whose delivery the consumer did not log, none open", log: []eventlog.Entry{
+			ev(1, inv, eventlog.Delivered, "E1", ""), ev(2, inv, eventlog.Acked, "E1", ""), ev(3, inv, eventlog.DeadLettered, "", "")}},
+		{name: "another process's deliveries do not count", log: []eventlog.Entry{
+			ev(1, "inventory-2", eventlog.Delivered, "E1", ""),
+			ev(3, inv, eventlog.Delivered, "poison-0", ""), ev(4, inv, eventlog.DeadLettered, "poison-0", "")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &history.Record{Log: tc.log, Instances: map[string]string{"consumer": inv}}
+			assert.Equal(t, tc.want, DeadLetteredBehindOpen(o))
+		})
+	}
+}
+
 // facts-kept holds when each aggregate the producer acknowledged has as
 // many facts as requests answered ok, whatever the other aggregates hold.
 func TestFactsKept(t *testing.T) {

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -397,6 +398,75 @@ func DeadLettered(n int) Evidence {
 			return logged >= n && o.DeadLetters.Messages == n, fmt.Sprintf("%d logged, %d in the dead-letter queue", logged, o.DeadLetters.Messages)
 		},
 	}
+}
+
+// PoisonBehindValid: the consumer dead-lettered a message while a delivery
+// of another event it took before that message was still without an
+// outcome (delivered, not yet reserved, absorbed, acked or dead-lettered;
+// no start or reconnection between): a reject with multiple set would have
+// taken that delivery with it. It reads one process's log, so it speaks of
+// one channel only where the consumer has one. Where the consumer logs no
+// delivery of the message it dead-letters (a poison it could not read an
+// eventId from), any delivery open at the time counts: the log does not
+// say which was taken first.
+func PoisonBehindValid() Evidence {
+	return Optional(Evidence{
+		Name:  "a message dead-lettered behind an earlier delivery still open",
+		Needs: []Need{NeedConsumerLog},
+		Check: func(o *history.Record) (bool, string) {
+			ids := DeadLetteredBehindOpen(o)
+			if len(ids) == 0 {
+				return false, "every message dead-lettered was the oldest delivery without an outcome"
+			}
+			return true, fmt.Sprintf("%d dead-lettered behind an open delivery: %v", len(ids), capList(ids))
+		},
+	})
+}
+
+// DeadLetteredBehindOpen are the ids the consumer logged dead-lettered
+// while a delivery of another event taken before theirs had no outcome yet
+// (PoisonBehindValid), in the order seen.
+func DeadLetteredBehindOpen(o *history.Record) []string {
+	type delivery struct {
+		id string
+		at int
+	}
+	var open []delivery // delivered, no outcome yet, in delivery order
+	var out []string
+	drop := func(id string) (at int, ok bool) {
+		if id == "" {
+			return 0, false
+		}
+		for i, d := range open {
+			if d.id == id {
+				open = append(open[:i], open[i+1:]...)
+				return d.at, true
+			}
+		}
+		return 0, false
+	}
+	for i, e := range o.Log {
+		if e.Process != o.Instance("consumer") {
+			continue
+		}
+		switch e.Event {
+		case eventlog.Started, eventlog.Connected, eventlog.Disconnected:
+			open = open[:0]
+		case eventlog.Delivered:
+			drop(e.EventID) // a redelivery is the newer delivery
+			open = append(open, delivery{id: e.EventID, at: i})
+		case eventlog.DeadLettered:
+			at, ok := drop(e.EventID)
+			if len(open) > 0 && (!ok || open[0].at < at) {
+				out = append(out, cmp.Or(e.EventID, "(no eventId)"))
+			}
+		default:
+			if e.EventID != "" {
+				drop(e.EventID)
+			}
+		}
+	}
+	return out
 }
 
 // FailedFlagged: n or more rows Failed, each with an alert line.

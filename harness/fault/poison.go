@@ -23,8 +23,12 @@ func poisonBody(i int) string {
 }
 
 // Poison publishes Count malformed messages into the events exchange.
+// With Ahead, it publishes them once the target's queue holds that many
+// ready messages (a passive declare), so valid deliveries are queued ahead
+// of the poison; a queue that never holds them leaves the window unopened.
 type Poison struct {
 	Count   int
+	Ahead   int
 	Trigger Trigger
 }
 
@@ -37,13 +41,13 @@ func init() {
 		Example: Poison{Count: 5, Trigger: Trigger{AfterOrders: 20}},
 		Doc:     "malformed messages published into the events exchange",
 		Params: func(p Poison) (poisonParams, error) {
-			return poisonParams{Count: p.Count, Trigger: p.Trigger.Data()}, nil
+			return poisonParams{Count: p.Count, Ahead: p.Ahead, Trigger: p.Trigger.Data()}, nil
 		},
 		Fault: func(p poisonParams) (Poison, error) {
 			if err := Need(KindPoison, p.Count > 0, "a count of 1 or more"); err != nil {
 				return Poison{}, err
 			}
-			return Poison{Count: p.Count, Trigger: p.Trigger.Trigger()}, nil
+			return Poison{Count: p.Count, Ahead: p.Ahead, Trigger: p.Trigger.Trigger()}, nil
 		},
 		Touches: func(Poison) Touch { return Touch{Shared: []string{"queue"}} },
 		Trigger: func(p Poison) Trigger { return p.Trigger },
@@ -57,16 +61,26 @@ func init() {
 // poisonParams are a Poison as a schedule writes it.
 type poisonParams struct {
 	Count   int          `json:"count,omitempty"`
+	Ahead   int          `json:"ahead,omitempty"`
 	Trigger *TriggerData `json:"trigger,omitempty"`
 }
 
 // Describe implements Fault.
 func (p Poison) Describe() result.Fault {
-	return result.Fault{Kind: KindPoison, Target: "queue", Detail: fmt.Sprintf("%d malformed messages, %s", p.Count, p.Trigger)}
+	ahead := ""
+	if p.Ahead > 0 {
+		ahead = fmt.Sprintf(" behind %d ready messages", p.Ahead)
+	}
+	return result.Fault{Kind: KindPoison, Target: "queue", Detail: fmt.Sprintf("%d malformed messages%s, %s", p.Count, ahead, p.Trigger)}
 }
 
 // Inject implements Fault.
 func (p Poison) Inject(ctx context.Context, env *Env) result.Fault {
+	return withWaits(func(w *waits) result.Fault { return p.inject(ctx, env, w) })
+}
+
+// inject is Inject, recording what it waits for in w.
+func (p Poison) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
 	if err := env.Wait(ctx, p.Trigger); err != nil {
 		return record(p, start, false, err)
@@ -76,6 +90,23 @@ func (p Poison) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(p, start, false, err)
 	}
 	defer conn.Close()
+	if p.Ahead > 0 {
+		queue := env.Topology.Queue
+		if err := w.wait(fmt.Sprintf("%d messages ready in %s ahead of the poison (a passive declare)", p.Ahead, queue), env.Deadline, func() (string, error) {
+			ready := 0
+			err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
+				q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+				ready = q.Messages
+				return err == nil && ready >= p.Ahead, err
+			})
+			if err != nil {
+				return "", fmt.Errorf("window not opened: %w: %s never held %d ready messages (last seen %d): %w", errUnseen, queue, p.Ahead, ready, err)
+			}
+			return fmt.Sprintf("%d ready", ready), nil
+		}); err != nil {
+			return record(p, start, false, err)
+		}
+	}
 	if err := ch.Confirm(false); err != nil {
 		return record(p, start, false, fmt.Errorf("confirm mode: %w", err))
 	}
