@@ -456,7 +456,7 @@ func reconnected() check.Evidence {
 			}
 		}
 		return len(n) > 0 && again == len(n), fmt.Sprintf("%d of %d clients connected again", again, len(n))
-	}, check.NeedRelayLog, check.NeedConsumerLog)
+	}, history.SourceRelayLog, history.SourceConsumerLog)
 }
 
 // resumedAfter: the process logged event after its last error, i.e. it
@@ -485,7 +485,7 @@ func resumedAfter(ref, event string) check.Evidence {
 			}
 		}
 		return false, "nothing " + event + " after its last error"
-	}, check.LogNeed(roleOf(ref))), check.RestsOnFaultAndInvariants(ref+" worked again after the fault"))
+	}, history.LogSource(roleOf(ref))), check.RestsOnFaultAndInvariants(ref+" worked again after the fault"))
 }
 
 // cutAtCommit is a scenario that takes process's database link down while
@@ -529,7 +529,7 @@ func processErrors(ref string) check.Evidence {
 			}
 		}
 		return n > 0, fmt.Sprintf("%d errors logged", n)
-	}, check.LogNeed(roleOf(ref))), check.RestsOnFaultAndInvariants(ref+" saw the fault and retried"))
+	}, history.LogSource(roleOf(ref))), check.RestsOnFaultAndInvariants(ref+" saw the fault and retried"))
 }
 
 // orElse is e, shown by alt where the target does not give what e needs.

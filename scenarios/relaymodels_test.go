@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/gate"
 	"github.com/faultline-dev/faultline/harness/history"
@@ -91,7 +90,7 @@ func TestBlackBoxRelayScenariosFollowTheModel(t *testing.T) {
 				}
 				for _, e := range on.Evidence {
 					for _, n := range e.Needs {
-						assert.NotEqual(t, check.NeedAudit, n, "%s: evidence %q reads claims from the audit trail", name, e.Name)
+						assert.NotEqual(t, history.SourceAudit, n, "%s: evidence %q reads claims from the audit trail", name, e.Name)
 					}
 				}
 			}
@@ -206,8 +205,8 @@ func TestRelayCrashPointsFromOutside(t *testing.T) {
 				}
 				for _, e := range on.Evidence {
 					for _, n := range e.Needs {
-						assert.NotEqual(t, check.NeedRelayLog, n, "%s: evidence %q needs an event log", name, e.Name)
-						assert.NotEqual(t, check.NeedConsumerLog, n, "%s: evidence %q needs an event log", name, e.Name)
+						assert.NotEqual(t, history.SourceRelayLog, n, "%s: evidence %q needs an event log", name, e.Name)
+						assert.NotEqual(t, history.SourceConsumerLog, n, "%s: evidence %q needs an event log", name, e.Name)
 					}
 				}
 			}

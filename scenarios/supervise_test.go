@@ -77,7 +77,7 @@ func TestSupervisedRestart(t *testing.T) {
 				}
 			}
 			return n >= 2, fmt.Sprintf("%s started %d times", name, n)
-		}, check.NeedConsumerLog)},
+		}, history.SourceConsumerLog)},
 	}
 
 	t.Run("always: restarted, converges, exactly once", func(t *testing.T) {

@@ -193,5 +193,5 @@ func everyInstanceDelivered(n int) check.Evidence {
 			}
 		}
 		return len(names) == n, fmt.Sprintf("%d of %d took deliveries %v", len(names), n, names)
-	}, check.NeedConsumerLog)
+	}, history.SourceConsumerLog)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/gate"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/harness/workload"
@@ -156,7 +157,7 @@ func needList(faults []fault.Fault) []string {
 				out = append(out, orOutside(f, w))
 			}
 		}
-		if a, ok := f.(fault.AuditWatcher); ok && a.WatchesAudit() {
+		if fault.ObservedBy([]fault.Fault{f})[history.SourceAudit] {
 			out = append(out, "outbox audit trail")
 		}
 	}

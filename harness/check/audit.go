@@ -121,7 +121,7 @@ func TapDuplicates(o *history.Record) (extra int, ids []string) {
 func ReclaimedByAnother() Evidence {
 	return Evidence{
 		Name:  "a row claimed again under another claim after its lease (audit trail)",
-		Needs: []Need{NeedAudit, NeedAuditStatus},
+		Needs: []history.Source{history.SourceAudit, history.SourceAuditStatus},
 		Check: func(o *history.Record) (bool, string) {
 			for _, a := range o.Audit {
 				if a.Claims() && a.OldStatus == "Processing" && a.OldClaim != "" {
@@ -138,7 +138,7 @@ func ReclaimedByAnother() Evidence {
 func RoutedTwice() Evidence {
 	return Evidence{
 		Name:  "an eventId routed twice (tap queue)",
-		Needs: []Need{NeedTap},
+		Needs: []history.Source{history.SourceTap},
 		Check: func(o *history.Record) (bool, string) {
 			extra, ids := TapDuplicates(o)
 			if extra == 0 {
@@ -165,7 +165,7 @@ func BrokerRedelivered() Evidence {
 func RetriedInAudit() Evidence {
 	return Evidence{
 		Name:  "a retry written back to Pending (audit trail)",
-		Needs: []Need{NeedAudit, NeedAuditStatus},
+		Needs: []history.Source{history.SourceAudit, history.SourceAuditStatus},
 		Check: func(o *history.Record) (bool, string) {
 			n := 0
 			for _, a := range o.Audit {

@@ -21,7 +21,7 @@ import (
 // replaced by its Else, as many times as it takes; one with no Else stays
 // as it is (and the run is not run there, unless it is Optional, saying
 // which need is missing).
-func Resolve(evidence []Evidence, gives func(Need) bool, fromOutside []string) []Evidence {
+func Resolve(evidence []Evidence, gives func(history.Source) bool, fromOutside []string) []Evidence {
 	out := make([]Evidence, 0, len(evidence))
 	seen := map[string]bool{}
 	for _, e := range evidence {
@@ -43,11 +43,11 @@ func Resolve(evidence []Evidence, gives func(Need) bool, fromOutside []string) [
 	return out
 }
 
-func givesAll(e Evidence, gives func(Need) bool) bool { return missingGiven(e, gives) == "" }
+func givesAll(e Evidence, gives func(history.Source) bool) bool { return missingGiven(e, gives) == "" }
 
 // missingGiven is the first of e's needs the target does not give ("" if
 // it gives them all).
-func missingGiven(e Evidence, gives func(Need) bool) Need {
+func missingGiven(e Evidence, gives func(history.Source) bool) history.Source {
 	for _, n := range e.Needs {
 		if !gives(n) {
 			return n
@@ -124,7 +124,7 @@ func redeliveredElse() Evidence { return BrokerRedelivered() }
 func DeadLetterQueueHolds(n int) Evidence {
 	return Evidence{
 		Name:  fmt.Sprintf("%d messages in the dead-letter queue (the broker's count)", n),
-		Needs: []Need{NeedDLQ},
+		Needs: []history.Source{history.SourceDLQ},
 		Check: func(o *history.Record) (bool, string) {
 			return o.HasDLQ && o.DeadLetters.Messages == n, fmt.Sprintf("%d in the dead-letter queue", o.DeadLetters.Messages)
 		},
@@ -136,7 +136,7 @@ func DeadLetterQueueHolds(n int) Evidence {
 func failedInOutbox(n int) Evidence {
 	return Evidence{
 		Name:  fmt.Sprintf("at least %d rows Failed in the outbox", n),
-		Needs: []Need{NeedOutbox},
+		Needs: []history.Source{history.SourceOutbox},
 		Check: func(o *history.Record) (bool, string) {
 			failed := 0
 			for _, r := range o.Outbox {
@@ -153,7 +153,7 @@ func failedInOutbox(n int) Evidence {
 func MarkedInAudit() Evidence {
 	return Evidence{
 		Name:  "rows marked Published (audit trail)",
-		Needs: []Need{NeedAudit, NeedAuditStatus},
+		Needs: []history.Source{history.SourceAudit, history.SourceAuditStatus},
 		Check: func(o *history.Record) (bool, string) {
 			n := 0
 			for _, a := range o.Audit {
@@ -174,7 +174,7 @@ func MarkedInAudit() Evidence {
 func PublishedAheadOfPredecessor() Evidence {
 	return Evidence{
 		Name:  "an event published before its predecessor (audit trail and outbox)",
-		Needs: []Need{NeedAudit, NeedOutbox},
+		Needs: []history.Source{history.SourceAudit, history.SourceOutbox},
 		Check: func(o *history.Record) (bool, string) {
 			first := map[string]int{} // eventId → index of its first Published write
 			for i, a := range o.Audit {
@@ -213,7 +213,7 @@ func PublishedAheadOfPredecessor() Evidence {
 func RenewedInAudit() Evidence {
 	return Evidence{
 		Name:  "a lease renewed: a Processing row written again under its own claim (audit trail)",
-		Needs: []Need{NeedAudit, NeedAuditStatus},
+		Needs: []history.Source{history.SourceAudit, history.SourceAuditStatus},
 		Check: func(o *history.Record) (bool, string) {
 			for _, a := range o.Audit {
 				if a.Op == "UPDATE" && a.OldStatus == "Processing" && a.NewStatus == "Processing" && a.NewClaim != "" && a.NewClaim == a.OldClaim {

@@ -13,16 +13,16 @@ import (
 // it needs, its black-box source where it does not, and a crash point hit
 // at a window the run opens from outside is shown by the fault instead.
 func TestResolve(t *testing.T) {
-	logs := func(n Need) bool { return true }
-	blind := func(n Need) bool {
-		return n != NeedProducerLog && n != NeedRelayLog && n != NeedConsumerLog
+	logs := func(n history.Source) bool { return true }
+	blind := func(n history.Source) bool {
+		return n != history.SourceProducerLog && n != history.SourceRelayLog && n != history.SourceConsumerLog
 	}
 	// an offset relay's outbox: audited inserts, no status column
-	noStatus := func(n Need) bool { return blind(n) && n != NeedAuditStatus }
+	noStatus := func(n history.Source) bool { return blind(n) && n != history.SourceAuditStatus }
 	for _, tc := range []struct {
 		name        string
 		evidence    []Evidence
-		gives       func(Need) bool
+		gives       func(history.Source) bool
 		fromOutside []string
 		want        []string
 	}{
@@ -49,8 +49,8 @@ func TestResolve(t *testing.T) {
 			if len(tc.fromOutside) > 0 {
 				assert.NotEmpty(t, got[0].Unchecked, "shown by the fault, not by a crash point line")
 			}
-			if !tc.gives(NeedAuditStatus) {
-				assert.Contains(t, got[0].Unchecked, string(NeedAuditStatus), "a fallback the target cannot give is not checked")
+			if !tc.gives(history.SourceAuditStatus) {
+				assert.Contains(t, got[0].Unchecked, string(history.SourceAuditStatus), "a fallback the target cannot give is not checked")
 			}
 		})
 	}

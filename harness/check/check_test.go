@@ -507,7 +507,7 @@ func TestOptionalEvidence(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.True(t, got[0].NotChecked)
 	assert.False(t, got[0].Seen)
-	assert.Contains(t, got[0].Detail, string(NeedRelayLog))
+	assert.Contains(t, got[0].Detail, string(history.SourceRelayLog))
 	logged := &history.Record{LogRoles: map[string]bool{"relay": true}}
 	got = Evaluate(logged, []Evidence{ev})
 	assert.False(t, got[0].NotChecked)

@@ -17,7 +17,7 @@ type Evidence struct {
 	// give one of them cannot show it, and the scenario is not run there —
 	// unless the evidence is Optional: then it is reported not checked on
 	// such a target, and the scenario rests on its faults and invariants.
-	Needs    []Need
+	Needs    []history.Source
 	Optional bool
 	Check    func(o *history.Record) (seen bool, detail string)
 	// Else is what shows the same where the target does not give Needs
@@ -38,70 +38,16 @@ func Optional(e Evidence) Evidence {
 	return e
 }
 
-// Has reports whether the observation gives what need names.
-func Gives(o *history.Record, need Need) bool {
-	switch need {
-	case NeedProducerLog:
-		return o.HasLog("producer")
-	case NeedRelayLog:
-		return o.HasLog("relay")
-	case NeedConsumerLog:
-		return o.HasLog("consumer")
-	case NeedOutbox:
-		return o.HasOutbox
-	case NeedDLQ:
-		return o.HasDLQ
-	case NeedAudit:
-		return o.HasAudit
-	case NeedAuditStatus:
-		return o.HasAudit && !o.NoAuditStatus
-	case NeedTap:
-		return o.HasTap
-	}
-	return true
-}
-
-// Need is something of the target's that evidence is read from.
-type Need string
-
-// What evidence may need.
-const (
-	NeedProducerLog Need = "an event log from the producer"
-	NeedRelayLog    Need = "an event log from the relays"
-	NeedConsumerLog Need = "an event log from the consumer"
-	NeedOutbox      Need = "an outbox query in the contract"
-	NeedDLQ         Need = "a dead-letter queue in the topology"
-	NeedAudit       Need = "an outbox table faultline can watch (observe.outbox)"
-	NeedTap         Need = "the tap queue on the target's exchange"
-	NeedAuditStatus Need = "an outbox status column faultline can watch (observe.outbox.status)"
-	NeedCommits     Need = "tables faultline can watch for commits (observe)"
-	// NeedCommitsSeen asks for the commits watched where they can be,
-	// and is met without them (the checks that read them say so).
-	NeedCommitsSeen Need = "the commits faultline saw, where it can watch them (observe)"
-)
-
-// LogNeed is the need of an event log from role.
-func LogNeed(role string) Need {
-	switch role {
-	case "producer":
-		return NeedProducerLog
-	case "relay":
-		return NeedRelayLog
-	default:
-		return NeedConsumerLog
-	}
-}
-
 // writerOf is the role that logs an event.
-func writerOf(event string) Need {
+func writerOf(event string) history.Source {
 	switch event {
 	case eventlog.Committed:
-		return NeedProducerLog
+		return history.SourceProducerLog
 	case eventlog.Claimed, eventlog.Published, eventlog.Returned, eventlog.Confirmed, eventlog.Nacked, eventlog.Unknown,
 		eventlog.Marked, eventlog.Fenced, eventlog.Retry, eventlog.FailedAlert, eventlog.Renewed, eventlog.ClaimLost:
-		return NeedRelayLog
+		return history.SourceRelayLog
 	default:
-		return NeedConsumerLog
+		return history.SourceConsumerLog
 	}
 }
 
@@ -126,7 +72,7 @@ func Evaluate(o *history.Record, evidence []Evidence) []result.Evidence {
 // missingNeed names the first need of e the observation does not give.
 func missingNeed(o *history.Record, e Evidence) string {
 	for _, n := range e.Needs {
-		if !Gives(o, n) {
+		if !o.Observed(n) {
 			return string(n)
 		}
 	}
@@ -138,7 +84,7 @@ func AtLeast(n int, event string) Evidence {
 	return Evidence{
 		Else:  atLeastElse(event),
 		Name:  fmt.Sprintf("at least %d %q", n, event),
-		Needs: []Need{writerOf(event)},
+		Needs: []history.Source{writerOf(event)},
 		Check: func(o *history.Record) (bool, string) {
 			c := o.Count(event)
 			return c >= n, fmt.Sprintf("%d seen", c)
@@ -154,7 +100,7 @@ func CrashPointHit(point string) Evidence {
 		Else:   shownByFault("crash point " + point + " hit"),
 		Window: point,
 		Name:   "crash point " + point + " hit",
-		Needs:  []Need{LogNeed(role)},
+		Needs:  []history.Source{history.LogSource(role)},
 		Check: func(o *history.Record) (bool, string) {
 			for _, e := range o.Log {
 				if e.Event == eventlog.CrashPoint && e.Point == point {
@@ -199,7 +145,7 @@ func ReclaimedAfterLease() Evidence {
 	return Evidence{
 		Else:  ptr(ReclaimedByAnother()),
 		Name:  "a claimed row claimed again after its lease ran out",
-		Needs: []Need{NeedRelayLog},
+		Needs: []history.Source{history.SourceRelayLog},
 		Check: func(o *history.Record) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
 				open := ""
@@ -231,7 +177,7 @@ func Republished() Evidence {
 	return Evidence{
 		Else:  ptr(RoutedTwice()),
 		Name:  "the same eventId published again by another claim",
-		Needs: []Need{NeedRelayLog},
+		Needs: []history.Source{history.SourceRelayLog},
 		Check: func(o *history.Record) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
 				return len(claimsOf(entries, eventlog.Published)) >= 2
@@ -251,7 +197,7 @@ func UnknownRepublished() Evidence {
 	return Evidence{
 		Else:  ptr(RoutedTwice()),
 		Name:  "an unknown outcome republished with the same eventId",
-		Needs: []Need{NeedRelayLog},
+		Needs: []history.Source{history.SourceRelayLog},
 		Check: func(o *history.Record) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
 				unknown := map[string]bool{}
@@ -289,7 +235,7 @@ func DuplicateAbsorbed() Evidence {
 	return Evidence{
 		Else:  ptr(duplicateRouted()),
 		Name:  "a duplicate delivery absorbed by the inbox",
-		Needs: []Need{NeedConsumerLog},
+		Needs: []history.Source{history.SourceConsumerLog},
 		Check: func(o *history.Record) (bool, string) {
 			n := o.Count(eventlog.Duplicate)
 			return n > 0, fmt.Sprintf("%d duplicates absorbed", n)
@@ -304,7 +250,7 @@ func DuplicateAbsorbed() Evidence {
 func TwoCopiesInOneBatch() Evidence {
 	return Optional(Evidence{
 		Name:  "two copies of one eventId in one consumer batch",
-		Needs: []Need{NeedConsumerLog},
+		Needs: []history.Source{history.SourceConsumerLog},
 		Check: func(o *history.Record) (bool, string) {
 			ids := InBatchCopies(o)
 			if len(ids) == 0 {
@@ -347,7 +293,7 @@ func RedeliveryAbsorbed() Evidence {
 	return Evidence{
 		Else:  ptr(redeliveryAbsorbedElse()),
 		Name:  "a redelivered message absorbed by the inbox",
-		Needs: []Need{NeedConsumerLog},
+		Needs: []history.Source{history.SourceConsumerLog},
 		Check: func(o *history.Record) (bool, string) {
 			id, ok := firstEvent(o, func(entries []eventlog.Entry) bool {
 				redelivered := false
@@ -374,7 +320,7 @@ func Redelivered() Evidence {
 	return Evidence{
 		Else:  ptr(redeliveredElse()),
 		Name:  "a message redelivered by the broker",
-		Needs: []Need{NeedConsumerLog},
+		Needs: []history.Source{history.SourceConsumerLog},
 		Check: func(o *history.Record) (bool, string) {
 			n := 0
 			for _, e := range o.Log {
@@ -392,7 +338,7 @@ func DeadLettered(n int) Evidence {
 	return Evidence{
 		Else:  ptr(DeadLetterQueueHolds(n)),
 		Name:  fmt.Sprintf("%d poison messages dead-lettered", n),
-		Needs: []Need{NeedConsumerLog, NeedDLQ},
+		Needs: []history.Source{history.SourceConsumerLog, history.SourceDLQ},
 		Check: func(o *history.Record) (bool, string) {
 			logged := o.Count(eventlog.DeadLettered)
 			return logged >= n && o.DeadLetters.Messages == n, fmt.Sprintf("%d logged, %d in the dead-letter queue", logged, o.DeadLetters.Messages)
@@ -412,7 +358,7 @@ func DeadLettered(n int) Evidence {
 func PoisonBehindValid() Evidence {
 	return Optional(Evidence{
 		Name:  "a message dead-lettered behind an earlier delivery still open",
-		Needs: []Need{NeedConsumerLog},
+		Needs: []history.Source{history.SourceConsumerLog},
 		Check: func(o *history.Record) (bool, string) {
 			ids := DeadLetteredBehindOpen(o)
 			if len(ids) == 0 {
@@ -474,7 +420,7 @@ func FailedFlagged(n int) Evidence {
 	return Evidence{
 		Else:  ptr(failedInOutbox(n)),
 		Name:  fmt.Sprintf("at least %d rows Failed with an alert", n),
-		Needs: []Need{NeedRelayLog, NeedOutbox},
+		Needs: []history.Source{history.SourceRelayLog, history.SourceOutbox},
 		Check: func(o *history.Record) (bool, string) {
 			alerted := map[string]bool{}
 			for _, e := range o.Log {
@@ -497,6 +443,6 @@ func FailedFlagged(n int) Evidence {
 }
 
 // Custom wraps a predicate that reads what needs name.
-func Custom(name string, fn func(o *history.Record) (bool, string), needs ...Need) Evidence {
+func Custom(name string, fn func(o *history.Record) (bool, string), needs ...history.Source) Evidence {
 	return Evidence{Name: name, Needs: needs, Check: fn}
 }

@@ -48,7 +48,7 @@ func BacklogReleased() Evidence {
 // whose file names no batch, or whose outbox faultline cannot watch, shows
 // the backlog only.
 func FullClaim() Evidence {
-	return Optional(Evidence{Name: "a full claim", Needs: []Need{NeedAudit, NeedAuditStatus}, Check: func(o *history.Record) (bool, string) {
+	return Optional(Evidence{Name: "a full claim", Needs: []history.Source{history.SourceAudit, history.SourceAuditStatus}, Check: func(o *history.Record) (bool, string) {
 		largest := LargestClaim(o.Audit)
 		if o.Traffic.Batch == 0 {
 			return largest > 1, fmt.Sprintf("largest claim %d rows (the target file names no relay.batch to call one full)", largest)
@@ -112,7 +112,7 @@ func ClaimsInFlight(rows []history.AuditRow) int {
 // published) a batch while its previous claim was not yet settled, from
 // the audit trail's writers.
 func TwoClaimsInFlight() Evidence {
-	return Evidence{Name: "two claims of one relay in flight", Needs: []Need{NeedAudit, NeedAuditStatus}, Check: func(o *history.Record) (bool, string) {
+	return Evidence{Name: "two claims of one relay in flight", Needs: []history.Source{history.SourceAudit, history.SourceAuditStatus}, Check: func(o *history.Record) (bool, string) {
 		n := ClaimsInFlight(o.Audit)
 		return n >= 2, fmt.Sprintf("at most %d claims of one relay unsettled at once", n)
 	}}
@@ -191,7 +191,7 @@ func NackBeforeAck(log []eventlog.Entry) (claim string, nacked int) {
 // and confirmed a later one of the same batch: the broker's queue was at
 // its length limit and made room while the batch went out.
 func NackThenAck() Evidence {
-	return Evidence{Name: "a nack ahead of a confirm in one batch", Needs: []Need{NeedRelayLog}, Check: func(o *history.Record) (bool, string) {
+	return Evidence{Name: "a nack ahead of a confirm in one batch", Needs: []history.Source{history.SourceRelayLog}, Check: func(o *history.Record) (bool, string) {
 		claim, n := NackBeforeAck(o.Log)
 		if n == 0 {
 			return false, fmt.Sprintf("%d nacks, none ahead of the confirmed last publish of their batch", o.Count(eventlog.Nacked))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
@@ -65,9 +66,9 @@ type batchDuplicateParams struct {
 	Trigger  *TriggerData `json:"trigger,omitempty"`
 }
 
-// WaitsForCommits implements CommitWaiter: the event copied is the
-// producer's next outbox write, seen as it commits.
-func (BatchDuplicate) WaitsForCommits() {}
+// Observes implements Observer: the event copied is the producer's next
+// outbox write, seen as it commits.
+func (BatchDuplicate) Observes() []history.Source { return []history.Source{history.SourceCommits} }
 
 // Describe implements Fault.
 func (b BatchDuplicate) Describe() result.Fault {

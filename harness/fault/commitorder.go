@@ -182,9 +182,10 @@ func (c CommitOrder) Require(env *Env) error {
 	return errors.Join(errs...)
 }
 
-// WatchesAudit implements AuditWatcher: a relay's write to a later
-// insert's row (a claim, a mark) shows that relay past the held one.
-func (CommitOrder) WatchesAudit() bool { return true }
+// Observes implements Observer: a relay's write to a later insert's row
+// (a claim, a mark), in the outbox's audit trail, shows that relay past
+// the held one.
+func (CommitOrder) Observes() []history.Source { return []history.Source{history.SourceAudit} }
 
 // Inject implements Fault.
 func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {

@@ -64,10 +64,18 @@ type Crash struct {
 	NoRestart    bool
 }
 
-// WatchesAudit implements AuditWatcher: a freeze until a takeover reads
-// the takeover, and the fencing check the order of the claims, from the
+// Observes implements Observer: a freeze until a takeover reads the
+// takeover, and the fencing check the order of the claims, from the
 // outbox's audit trail.
-func (c Crash) WatchesAudit() bool { return c.UntilTakeover }
+func (c Crash) Observes() []history.Source { return auditIf(c.UntilTakeover) }
+
+// auditIf is the audit trail where a fault reads it, nothing otherwise.
+func auditIf(reads bool) []history.Source {
+	if reads {
+		return []history.Source{history.SourceAudit}
+	}
+	return nil
+}
 
 // KindCrash is the crash point fault's kind, as a schedule names it
 // (results name it by its action: crash, pause, delay).

@@ -49,13 +49,11 @@ type DatabaseRestart struct {
 // names it.
 const KindDatabaseRestart = "database-restart"
 
-// WaitsForCommits implements CommitWaiter: the crash lands at an outbox
-// commit.
-func (DatabaseRestart) WaitsForCommits() {}
-
-// WatchesAudit implements AuditWatcher: the rows the crash left committed
-// are read from the outbox's audit trail.
-func (DatabaseRestart) WatchesAudit() bool { return true }
+// Observes implements Observer: the crash lands at an outbox commit, and
+// the rows it left committed are read from the outbox's audit trail.
+func (DatabaseRestart) Observes() []history.Source {
+	return []history.Source{history.SourceCommits, history.SourceAudit}
+}
 
 func init() {
 	register(Desc[DatabaseRestart, databaseRestartParams]{

@@ -305,7 +305,8 @@ func followSlot(ctx context.Context, env *Env, pool *pgxpool.Pool, slot *result.
 	return waitOf(cause, time.Since(from), slotWithin, slot.Line(), err)
 }
 
-// ReadsCommits implements CommitReader: an effect faultline saw commit on
-// the old primary and the promoted server does not have is a commit the
-// promotion lost, not one the consumer never made.
-func (Failover) ReadsCommits() {}
+// Observes implements Observer: an effect faultline saw commit on the old
+// primary and the promoted server does not have is a commit the promotion
+// lost, not one the consumer never made. Where the tables cannot be
+// watched, the failover runs without them.
+func (Failover) Observes() []history.Source { return []history.Source{history.SourceCommitsSeen} }

@@ -52,31 +52,27 @@ type Needs interface {
 	Needs() []string
 }
 
-// CommitWaiter is a fault timed by the commits faultline watches (it needs
-// the triggers on the target's tables).
-type CommitWaiter interface {
-	WaitsForCommits()
+// Observer is a fault that reads sources watched from outside while it
+// acts: the commits it is timed by (history.SourceCommits: it cannot run
+// without them), the commits it reads its outcome against where they can
+// be watched (SourceCommitsSeen), the outbox's audit trail (SourceAudit),
+// the publishes as they are routed (SourcePublishes, the live tap told
+// through the commit feed as TablePublish).
+type Observer interface {
+	Observes() []history.Source
 }
 
-// CommitReader is a fault whose outcome is read against the commits
-// faultline saw (a failover's lost commits): the run installs the
-// observers where the target's tables can be watched, and goes on without
-// them where they cannot (unlike a CommitWaiter, which cannot run).
-type CommitReader interface {
-	ReadsCommits()
-}
-
-// PublishWatcher is a fault that reads the target's publishes as they are
-// routed (the live tap queue, told through the commit feed as
-// TablePublish).
-type PublishWatcher interface {
-	WatchesPublishes() bool
-}
-
-// AuditWatcher is a fault that reads the outbox's audit trail while it
-// lasts (it needs faultline's triggers on the outbox).
-type AuditWatcher interface {
-	WatchesAudit() bool
+// ObservedBy are the sources the faults read while they act.
+func ObservedBy(faults []Fault) map[history.Source]bool {
+	out := map[history.Source]bool{}
+	for _, f := range faults {
+		if o, ok := f.(Observer); ok {
+			for _, s := range o.Observes() {
+				out[s] = true
+			}
+		}
+	}
+	return out
 }
 
 // Requirer is a fault that needs something of the target (an instance, a

@@ -3,8 +3,9 @@ package fault
 import (
 	"context"
 	"fmt"
-	"github.com/faultline-dev/faultline/protocol"
 	"time"
+
+	"github.com/faultline-dev/faultline/protocol"
 
 	"github.com/faultline-dev/faultline/harness/result"
 )

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 )
@@ -39,9 +40,9 @@ type LogStreamCut struct {
 // names it.
 const KindLogStreamCut = "log-stream-cut"
 
-// WatchesAudit implements AuditWatcher: the row committed after the cut is
-// read from the outbox's audit trail.
-func (LogStreamCut) WatchesAudit() bool { return true }
+// Observes implements Observer: the row committed after the cut is read
+// from the outbox's audit trail.
+func (LogStreamCut) Observes() []history.Source { return []history.Source{history.SourceAudit} }
 
 func init() {
 	register(Desc[LogStreamCut, logStreamCutParams]{

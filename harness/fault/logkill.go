@@ -49,9 +49,9 @@ const logPoll = 20 * time.Millisecond
 // answer composed after it read the change.
 const replies = 2
 
-// WatchesAudit implements AuditWatcher: the row committed after the cut is
-// read from the outbox's audit trail.
-func (LogKill) WatchesAudit() bool { return true }
+// Observes implements Observer: the row committed after the cut is read
+// from the outbox's audit trail.
+func (LogKill) Observes() []history.Source { return []history.Source{history.SourceAudit} }
 
 func init() {
 	register(Desc[LogKill, logKillParams]{

@@ -255,11 +255,14 @@ func enumerateOnCommits(s *Surface, hits int) []Candidate {
 	return out
 }
 
-// WatchesPublishes implements PublishWatcher: a fault timed by a publish.
-func (c OnCommit) WatchesPublishes() bool { return c.Table == TablePublish }
-
-// WaitsForCommits implements CommitWaiter.
-func (c OnCommit) WaitsForCommits() {}
+// Observes implements Observer: the commits it is timed by, and the
+// publishes where a publish times it.
+func (c OnCommit) Observes() []history.Source {
+	if c.Table == TablePublish {
+		return []history.Source{history.SourceCommits, history.SourcePublishes}
+	}
+	return []history.Source{history.SourceCommits}
+}
 
 func (c OnCommit) what() string {
 	if c.Table == TablePublish {

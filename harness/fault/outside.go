@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
@@ -205,8 +206,8 @@ func (o outside) from() outside { return o }
 // watches.
 type outsideAtCommit struct{ outside }
 
-// WaitsForCommits implements CommitWaiter.
-func (outsideAtCommit) WaitsForCommits() {}
+// Observes implements Observer: the commit it acts at.
+func (outsideAtCommit) Observes() []history.Source { return []history.Source{history.SourceCommits} }
 
 // Describe implements Fault: the fault it stands for, opened from outside.
 func (o outside) Describe() result.Fault {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
@@ -42,10 +43,10 @@ type Toxic struct {
 	UntilDrained  bool
 }
 
-// WatchesAudit implements AuditWatcher: a toxic held until a takeover
-// reads the takeover, and the fencing check the order of the claims, from
-// the outbox's audit trail.
-func (t Toxic) WatchesAudit() bool { return t.UntilTakeover }
+// Observes implements Observer: a toxic held until a takeover reads the
+// takeover, and the fencing check the order of the claims, from the
+// outbox's audit trail.
+func (t Toxic) Observes() []history.Source { return auditIf(t.UntilTakeover) }
 
 // KindToxic is the toxic fault's kind, as a schedule names it.
 const KindToxic = "toxic"

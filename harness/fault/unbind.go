@@ -65,9 +65,12 @@ type Unbind struct {
 	UntilSettled int
 }
 
-// WatchesAudit implements AuditWatcher: an outage judged by its shape, or
-// held until rows are settled in it, reads the trail.
-func (u Unbind) WatchesAudit() bool { return u.Shape || u.UntilSettled > 0 }
+// Observes implements Observer: an outage judged by its shape, or held
+// until rows are settled in it, reads the outbox's audit trail.
+func (u Unbind) Observes() []history.Source { return auditIf(u.readsAudit()) }
+
+// readsAudit says whether the outage reads the audit trail.
+func (u Unbind) readsAudit() bool { return u.Shape || u.UntilSettled > 0 }
 
 // paceEvery is how often an outage judged by its shape reads the audit
 // trail.
@@ -205,7 +208,7 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		return record(u, start, false, err)
 	}
 	defer conn.Close()
-	if u.WatchesAudit() && env.Audit == nil {
+	if u.readsAudit() && env.Audit == nil {
 		return record(u, start, false, fmt.Errorf("an outage judged by what the relays do in it needs the outbox's audit trail, which is not installed"))
 	}
 	var before infra.VHostInfo

@@ -23,7 +23,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
@@ -111,12 +110,12 @@ func (w *Watch) Missing() []string { return w.why }
 
 // Unobservable says why a scenario that watches the target from outside
 // cannot run ("" if it can): what it needs was not installed.
-func (w *Watch) Unobservable(need map[check.Need]bool) string {
+func (w *Watch) Unobservable(need map[history.Source]bool) string {
 	var why []string
-	if (need[check.NeedAudit] && !w.audit) || (need[check.NeedCommits] && w.commits.Err() != nil) {
+	if (need[history.SourceAudit] && !w.audit) || (need[history.SourceCommits] && w.commits.Err() != nil) {
 		why = append(why, strings.Join(w.why, "; "))
 	}
-	if need[check.NeedTap] && w.tapErr != nil {
+	if need[history.SourceTap] && w.tapErr != nil {
 		why = append(why, fmt.Sprintf("the tap queue could not be bound: %v", w.tapErr))
 	}
 	return strings.Join(why, "; ")

@@ -3,6 +3,7 @@ package runner
 import (
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/protocol"
 )
 
@@ -37,27 +38,27 @@ func (r *run) hasLink(ref string) bool {
 // gives reports whether the target can give what evidence needs: the event
 // logs of a role, the contract's outbox query, a dead-letter queue, the
 // tables and the exchange faultline watches from outside.
-func (r *run) gives(need check.Need) bool {
+func (r *run) gives(need history.Source) bool {
 	t := r.sh.Target
 	logs := r.logRoles()
 	switch need {
-	case check.NeedProducerLog:
+	case history.SourceProducerLog:
 		return logs[protocol.Producer]
-	case check.NeedRelayLog:
+	case history.SourceRelayLog:
 		return logs[protocol.Relay]
-	case check.NeedConsumerLog:
+	case history.SourceConsumerLog:
 		return logs[protocol.Consumer]
-	case check.NeedOutbox:
+	case history.SourceOutbox:
 		return t.Contract.Outbox != nil
-	case check.NeedDLQ:
+	case history.SourceDLQ:
 		return t.Topology.DeadLetterQueue != ""
-	case check.NeedAudit:
+	case history.SourceAudit:
 		return t.Observe.Outbox.Name != ""
-	case check.NeedAuditStatus:
+	case history.SourceAuditStatus:
 		return t.Observe.Outbox.Name != "" && t.Observe.Outbox.Status != ""
-	case check.NeedTap:
+	case history.SourceTap:
 		return t.Topology.Exchange != ""
-	case check.NeedCommits:
+	case history.SourceCommits:
 		return t.Observe.Outbox.Name != "" || t.Observe.Facts.Name != "" || t.Observe.Effects.Name != ""
 	}
 	return true

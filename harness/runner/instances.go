@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/ports"
 	"github.com/faultline-dev/faultline/harness/supervisor"
@@ -118,16 +118,16 @@ func (r *run) unsupported(env *fault.Env, faults []fault.Fault) string {
 		}
 		for _, need := range e.Needs {
 			switch need {
-			case check.NeedProducerLog, check.NeedRelayLog, check.NeedConsumerLog:
-				role := map[check.Need]string{check.NeedProducerLog: protocol.Producer, check.NeedRelayLog: protocol.Relay, check.NeedConsumerLog: protocol.Consumer}[need]
+			case history.SourceProducerLog, history.SourceRelayLog, history.SourceConsumerLog:
+				role := map[history.Source]string{history.SourceProducerLog: protocol.Producer, history.SourceRelayLog: protocol.Relay, history.SourceConsumerLog: protocol.Consumer}[need]
 				if !logs[role] {
 					why = append(why, fmt.Sprintf("evidence %q needs %s", e.Name, need))
 				}
-			case check.NeedOutbox:
+			case history.SourceOutbox:
 				if t.Contract.Outbox == nil {
 					why = append(why, fmt.Sprintf("evidence %q needs %s", e.Name, need))
 				}
-			case check.NeedDLQ:
+			case history.SourceDLQ:
 				if t.Topology.DeadLetterQueue == "" {
 					why = append(why, fmt.Sprintf("evidence %q needs %s", e.Name, need))
 				}

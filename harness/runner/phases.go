@@ -53,7 +53,7 @@ type provisioned struct {
 	env        *fault.Env
 	// need is what the run needs watched from outside; watchAlways installs
 	// every observer whatever it needs (check-target checks they install).
-	need        map[check.Need]bool
+	need        map[history.Source]bool
 	watchAlways bool
 }
 

@@ -14,12 +14,7 @@ import (
 // waitsForPublishes says whether a fault of the schedule reads the
 // target's publishes as they are routed.
 func waitsForPublishes(faults []fault.Fault) bool {
-	for _, f := range faults {
-		if w, ok := f.(fault.PublishWatcher); ok && w.WatchesPublishes() {
-			return true
-		}
-	}
-	return false
+	return fault.ObservedBy(faults)[history.SourcePublishes]
 }
 
 // ErrNotOffered wraps why a scenario's window does not exist on a target

@@ -3,7 +3,6 @@ package runner
 import (
 	"strings"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
@@ -12,26 +11,18 @@ import (
 
 // observeNeeds are what a run needs watched from outside: what its faults
 // are timed by and its evidence read from.
-func (r *run) observeNeeds(faults []fault.Fault) map[check.Need]bool {
-	need := map[check.Need]bool{}
+func (r *run) observeNeeds(faults []fault.Fault) map[history.Source]bool {
+	need := map[history.Source]bool{}
 	for _, e := range r.plan.Scenario.Evidence {
 		for _, n := range e.Needs {
 			switch n {
-			case check.NeedAudit, check.NeedTap, check.NeedCommits:
+			case history.SourceAudit, history.SourceTap, history.SourceCommits:
 				need[n] = true
 			}
 		}
 	}
-	for _, f := range faults {
-		if _, ok := f.(fault.CommitWaiter); ok {
-			need[check.NeedCommits] = true
-		}
-		if _, ok := f.(fault.CommitReader); ok {
-			need[check.NeedCommitsSeen] = true
-		}
-		if w, ok := f.(fault.AuditWatcher); ok && w.WatchesAudit() {
-			need[check.NeedAudit] = true
-		}
+	for s := range fault.ObservedBy(faults) {
+		need[s] = true
 	}
 	return need
 }
@@ -41,7 +32,7 @@ func (r *run) observeNeeds(faults []fault.Fault) map[check.Need]bool {
 // audit trail, and the publishes are counted by the tap). A run of a target
 // that speaks the protocol and needs none of it installs nothing: no
 // trigger slows the target's writes, no tap doubles its routing.
-func (r *run) watches(need map[check.Need]bool) bool {
+func (r *run) watches(need map[history.Source]bool) bool {
 	return len(need) > 0 || !r.logRoles()[protocol.Relay]
 }
 
