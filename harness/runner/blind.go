@@ -4,43 +4,45 @@ import (
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
 )
 
-// forTarget is the run as this target can show it: each crash point the
-// target does not map opened from outside where faultline can see the
+// forTarget is the schedule as this target can show it: each crash point
+// the target does not map opened from outside where faultline can see the
 // window (fault.OpenFromOutside), and each piece of evidence the target's
 // logs cannot show read from a black-box source instead (check.Resolve).
-func (r *run) forTarget(env *fault.Env, faults []fault.Fault) []fault.Fault {
-	faults, outside := fault.OpenFromOutside(env, faults, r.hasLink)
-	r.plan.Scenario.Evidence = check.Resolve(r.plan.Scenario.Evidence, r.gives, outside)
-	return faults
+func forTarget(t *target.Target, env *fault.Env, instances []instance, faults []fault.Fault, evidence []check.Evidence) ([]fault.Fault, []check.Evidence) {
+	faults, outside := fault.OpenFromOutside(env, faults, linkOf(env.Roles, instances))
+	logs := logRoles(env.Roles, instances)
+	return faults, check.Resolve(evidence, func(s history.Source) bool { return offers(t, logs, s) }, outside)
 }
 
-// hasLink reports whether the run gives the process of the link reference
-// ref ("producer.amqp") that link: its command or environment asks for
-// the URL.
-func (r *run) hasLink(ref string) bool {
-	name, err := r.roles.Link(ref)
-	if err != nil {
-		return false
-	}
-	for _, in := range r.instances {
-		for _, to := range []string{"pg", "amqp"} {
-			if name == in.name+"."+to && in.proc.UsesLink(to) {
-				return true
+// linkOf reports whether the instance the link reference ref
+// ("producer.amqp") names has that link: its command or environment asks
+// for the URL.
+func linkOf(roles *fault.Roles, instances []instance) func(ref string) bool {
+	return func(ref string) bool {
+		name, err := roles.Link(ref)
+		if err != nil {
+			return false
+		}
+		for _, in := range instances {
+			for _, to := range []string{"pg", "amqp"} {
+				if name == in.name+"."+to && in.proc.UsesLink(to) {
+					return true
+				}
 			}
 		}
+		return false
 	}
-	return false
 }
 
-// gives reports whether the target can give what evidence needs: the event
-// logs of a role, the contract's outbox query, a dead-letter queue, the
-// tables and the exchange faultline watches from outside.
-func (r *run) gives(need history.Source) bool {
-	t := r.sh.Target
-	logs := r.logRoles()
+// offers reports whether the target t, whose roles logs write event logs,
+// can give what evidence needs: the event logs of a role, the contract's
+// outbox query, a dead-letter queue, the tables and the exchange faultline
+// watches from outside.
+func offers(t *target.Target, logs map[string]bool, need history.Source) bool {
 	switch need {
 	case history.SourceProducerLog:
 		return logs[protocol.Producer]

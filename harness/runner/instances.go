@@ -33,18 +33,17 @@ type instance struct {
 // startOrder is the order roles start in: the consumers declare the queue.
 var startOrder = []string{protocol.Consumer, protocol.Relay, protocol.Producer}
 
-// instancesPlanned lists the run's instances, consumers first, then relays, then
-// producers, each role in the target file's order. A scenario may run a
-// role with another instance count than the file's.
-func (r *run) instancesPlanned() []instance {
-	t := r.sh.Target
+// planInstances lists a run's instances on t, consumers first, then
+// relays, then producers, each role in the target file's order. A scenario
+// may run a role with another instance count than the file's (counts).
+func planInstances(t *target.Target, counts map[string]int) []instance {
 	var out []instance
 	for _, role := range startOrder {
 		for _, p := range t.Processes {
 			if p.Role != role {
 				continue
 			}
-			if n, ok := r.plan.Scenario.Instances[role]; ok && n > 0 {
+			if n, ok := counts[role]; ok && n > 0 {
 				p.Instances = n
 			}
 			for _, name := range t.Instances(p) {
@@ -68,11 +67,15 @@ func (in *instance) addresses(alloc *ports.Allocator) error {
 }
 
 // logRoles are the roles every instance of which writes an event log.
-func (r *run) logRoles() map[string]bool {
+func (r *run) logRoles() map[string]bool { return logRoles(r.roles, r.instances) }
+
+// logRoles are the roles every one of the instances of which writes an
+// event log.
+func logRoles(roles *fault.Roles, instances []instance) map[string]bool {
 	out := map[string]bool{}
 	for _, role := range protocol.Roles() {
-		all := r.roles.Count(role) > 0
-		for _, in := range r.instances {
+		all := roles.Count(role) > 0
+		for _, in := range instances {
 			if in.proc.Role == role && !in.proc.EventLog {
 				all = false
 			}
@@ -82,9 +85,10 @@ func (r *run) logRoles() map[string]bool {
 	return out
 }
 
-func (r *run) faultInstances() []fault.Instance {
-	out := make([]fault.Instance, 0, len(r.instances))
-	for _, in := range r.instances {
+// faultInstances are the instances as the faults name them.
+func faultInstances(instances []instance) []fault.Instance {
+	out := make([]fault.Instance, 0, len(instances))
+	for _, in := range instances {
 		out = append(out, fault.Instance{Name: in.name, Role: in.proc.Role, Points: in.proc.CrashPoints, EventLog: in.proc.EventLog})
 	}
 	return out
@@ -93,8 +97,7 @@ func (r *run) faultInstances() []fault.Instance {
 // unsupported says why the scenario cannot run on this target ("" if it
 // can): a crash point, instance, link, setting, query or event log it needs
 // and the target does not give. Such a scenario is not run — never passed.
-func (r *run) unsupported(env *fault.Env, faults []fault.Fault) string {
-	t := r.sh.Target
+func unsupported(t *target.Target, sc Scenario, env *fault.Env, faults []fault.Fault, logs map[string]bool) string {
 	var why []string
 	for _, f := range faults {
 		if req, ok := f.(fault.Requirer); ok {
@@ -103,16 +106,15 @@ func (r *run) unsupported(env *fault.Env, faults []fault.Fault) string {
 			}
 		}
 	}
-	for name := range r.plan.Scenario.Settings {
+	for name := range sc.Settings {
 		if _, ok := t.Settings[name]; !ok {
 			why = append(why, fmt.Sprintf("the target offers no setting %q", name))
 		}
 	}
-	if steps := r.plan.Scenario.Workload.EventsPerOrder - 1; steps > len(t.Workload.Steps) {
+	if steps := sc.Workload.EventsPerOrder - 1; steps > len(t.Workload.Steps) {
 		why = append(why, fmt.Sprintf("the workload needs %d follow-up steps per fact, the target file gives %d", steps, len(t.Workload.Steps)))
 	}
-	logs := r.logRoles()
-	for _, e := range r.plan.Scenario.Evidence {
+	for _, e := range sc.Evidence {
 		if e.Optional {
 			continue // not checked where the target does not give its needs
 		}

@@ -69,7 +69,7 @@ func (r *run) provision(ctx context.Context) (provisioned, error) {
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return provisioned{}, fmt.Errorf("%w: %w", errRunFolder, err)
 	}
-	caps := Capabilities{Provider: r.sh.Infra.Name(), BrokerRestart: r.sh.Infra.CanRestartBroker(), Apart: r.noInfra}
+	caps := Capabilities{Provider: r.sh.Infra.Name(), BrokerRestart: r.sh.Infra.CanRestartBroker(), Apart: r.noInfra, Infra: r.sh.Infra}
 	_, caps.DatabaseRestart = r.sh.Infra.(infra.DatabaseRestarter)
 	plan, err := Compile(r.sc, r.sh.Target, caps, r.opts.Seed)
 	if IsNotRun(err) {
@@ -84,25 +84,16 @@ func (r *run) provision(ctx context.Context) (provisioned, error) {
 	r.plan = plan
 	r.res.Window = plan.Scenario.Window // re-timed for the target's relay, maybe
 	r.res.Traffic = plan.Scenario.Workload.ProfileName()
-	p := provisioned{faults: plan.Faults}
-	r.instances = r.instancesPlanned()
+	p := provisioned{faults: plan.Faults, notOffered: plan.NotOffered, need: plan.Observe}
+	r.instances = plan.instances
 	r.clientNodes = r.nodesOf()
-	r.roles = fault.NewRoles(r.faultInstances())
+	r.roles = fault.NewRoles(faultInstances(r.instances))
 	p.env = &fault.Env{
 		Roles: r.roles, Links: r.links, Infra: r.sh.Infra, VHost: r.id, DB: r.pools, Commits: fault.NewCommits(),
 		Contract: r.sh.Target.Contract, Topology: r.sh.Target.Topology, Observe: r.sh.Target.Observe, Deadline: cmp.Or(r.opts.FaultDeadline, DefaultFaultDeadline),
 		ClientNodes: r.clientNodes, Lease: r.sh.Target.Lease, RelayModel: r.sh.Target.RelayModel(), Landings: fault.NewLandings(),
 		Logf: func(format string, args ...any) { r.sh.logf(r.sc.Name+": "+format, args...) },
 	}
-	p.faults = r.forTarget(p.env, p.faults)
-	if r.plan.Scenario.FaultsOptional {
-		p.faults, p.notOffered = offered(p.env, p.faults)
-	}
-	if why := r.unsupported(p.env, p.faults); why != "" {
-		r.res.Verdict = result.NotRun
-		return provisioned{}, fmt.Errorf("not run on target %s: %s", r.sh.Target.Name, why)
-	}
-	p.need = r.observeNeeds(p.faults)
 	if err := r.setupInfra(ctx); err != nil {
 		return provisioned{}, err
 	}

@@ -6,6 +6,9 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
 )
 
@@ -23,6 +26,14 @@ type Plan struct {
 	Faults []fault.Fault
 	// Needs are what the faults need of the infrastructure (fault.Cap...).
 	Needs []string
+	// NotOffered are the faults of a scenario whose faults are optional
+	// that the target does not offer, left out of Faults.
+	NotOffered []result.Fault
+	// Observe are the sources the run watches from outside: what its
+	// faults are timed by and its evidence is read from.
+	Observe map[history.Source]bool
+
+	instances []instance // the run's process instances, in start order
 }
 
 // Capabilities are what the run's infrastructure can do, as Compile needs
@@ -37,6 +48,10 @@ type Capabilities struct {
 	// faults need one (a clustered broker, a database with a standby);
 	// nil when it got one, or needs none.
 	Apart error
+	// Infra is the run's infrastructure, which the faults' requirements
+	// are checked against (its nodes, its standby); nil: one broker node,
+	// no standby. Compile only asks it what it is.
+	Infra infra.Infra
 }
 
 // NotRunError is Compile's answer for a scenario the target or the
@@ -97,5 +112,19 @@ func Compile(sc Scenario, t *target.Target, caps Capabilities, seed int64) (Plan
 			}
 		}
 	}
+	// The schedule as the target can show it, judged by what the target
+	// file gives (its processes, crash points, links, contract): no
+	// process runs yet.
+	p.instances = planInstances(t, on.Instances)
+	roles := fault.NewRoles(faultInstances(p.instances))
+	env := &fault.Env{Roles: roles, Infra: caps.Infra, Contract: t.Contract, Topology: t.Topology, Observe: t.Observe, Lease: t.Lease, RelayModel: t.RelayModel()}
+	p.Faults, p.Scenario.Evidence = forTarget(t, env, p.instances, p.Faults, p.Scenario.Evidence)
+	if on.FaultsOptional {
+		p.Faults, p.NotOffered = offered(env, p.Faults)
+	}
+	if why := unsupported(t, p.Scenario, env, p.Faults, logRoles(roles, p.instances)); why != "" {
+		return Plan{}, notRun("not run on target %s: %s", t.Name, why)
+	}
+	p.Observe = observeNeeds(p.Scenario.Evidence, p.Faults)
 	return p, nil
 }

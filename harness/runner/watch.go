@@ -3,6 +3,7 @@ package runner
 import (
 	"strings"
 
+	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
@@ -11,9 +12,9 @@ import (
 
 // observeNeeds are what a run needs watched from outside: what its faults
 // are timed by and its evidence read from.
-func (r *run) observeNeeds(faults []fault.Fault) map[history.Source]bool {
+func observeNeeds(evidence []check.Evidence, faults []fault.Fault) map[history.Source]bool {
 	need := map[history.Source]bool{}
-	for _, e := range r.plan.Scenario.Evidence {
+	for _, e := range evidence {
 		for _, n := range e.Needs {
 			switch n {
 			case history.SourceAudit, history.SourceTap, history.SourceCommits:
