@@ -14,6 +14,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/ports"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -119,18 +120,11 @@ func unsupported(t *target.Target, sc Scenario, env *fault.Env, faults []fault.F
 			continue // not checked where the target does not give its needs
 		}
 		for _, need := range e.Needs {
+			// The sources a run reads at its end; the ones watched while
+			// it runs are refused at its start if they cannot be installed.
 			switch need {
-			case history.SourceProducerLog, history.SourceRelayLog, history.SourceConsumerLog:
-				role := map[history.Source]string{history.SourceProducerLog: protocol.Producer, history.SourceRelayLog: protocol.Relay, history.SourceConsumerLog: protocol.Consumer}[need]
-				if !logs[role] {
-					why = append(why, fmt.Sprintf("evidence %q needs %s", e.Name, need))
-				}
-			case history.SourceOutbox:
-				if t.Contract.Outbox == nil {
-					why = append(why, fmt.Sprintf("evidence %q needs %s", e.Name, need))
-				}
-			case history.SourceDLQ:
-				if t.Topology.DeadLetterQueue == "" {
+			case history.SourceProducerLog, history.SourceRelayLog, history.SourceConsumerLog, history.SourceOutbox, history.SourceDLQ:
+				if !observe.Offers(t, logs, need) {
 					why = append(why, fmt.Sprintf("evidence %q needs %s", e.Name, need))
 				}
 			}

@@ -1,0 +1,42 @@
+package observe
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/protocol"
+)
+
+// What a target offers follows from its file alone: a bare file offers
+// the sources it needs nothing for, one with an outbox table watched, a
+// status column, an exchange, a dead-letter queue and an outbox query
+// offers those, and an event log only from the roles that write one.
+func TestOffers(t *testing.T) {
+	bare := &target.Target{}
+	full := &target.Target{
+		Contract: target.Contract{Outbox: &target.Query{SQL: "SELECT 1"}},
+		Topology: target.Topology{Exchange: "events", DeadLetterQueue: "dlq"},
+		Observe:  target.Observe{Outbox: target.Table{Name: "outbox", Status: "status"}},
+	}
+	logs := map[string]bool{protocol.Relay: true}
+	for _, tc := range []struct {
+		source     history.Source
+		bare, full bool
+	}{
+		{history.SourceProducerLog, false, false},
+		{history.SourceRelayLog, false, true},
+		{history.SourceOutbox, false, true},
+		{history.SourceDLQ, false, true},
+		{history.SourceAudit, false, true},
+		{history.SourceAuditStatus, false, true},
+		{history.SourceTap, false, true},
+		{history.SourceCommits, false, true},
+		{history.SourceCommitsSeen, true, true},
+	} {
+		assert.Equal(t, tc.bare, Offers(bare, nil, tc.source), "bare: %s", tc.source)
+		assert.Equal(t, tc.full, Offers(full, logs, tc.source), "full: %s", tc.source)
+	}
+}
