@@ -87,7 +87,7 @@ func TestFailoverLimitExcusesWhatALostSlotSkipped(t *testing.T) {
 		{name: "no slot followed (a claim relay)", invs: invs("e1")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &history.Record{Audit: audit, HasAudit: true, Tap: tc.tap, HasTap: true, EffectsCommitted: map[string]bool{}, HasEffectsCommitted: true}
+			o := &history.Record{Audit: &history.AuditTrail{Rows: audit}, Tap: tc.tap, HasTap: true, EffectsCommitted: map[string]bool{}, HasEffectsCommitted: true}
 			faults := []result.Fault{{Kind: fault.KindFailover, Hit: true, Slot: tc.slot}}
 			ev := expectFailoverLimit(o, faults, tc.invs)
 			for _, inv := range tc.invs {
@@ -110,7 +110,7 @@ func TestSyncFailoverExcusesOnlyALogRelaysSlot(t *testing.T) {
 	phantom := func() []result.Invariant {
 		return []result.Invariant{{Name: check.NoPhantom, Violations: []result.Violation{{Kind: "phantom", EventIDs: []string{"p1"}}}}}
 	}
-	o := &history.Record{HasAudit: true, HasTap: true}
+	o := &history.Record{Audit: &history.AuditTrail{}, HasTap: true}
 	invs := phantom()
 	ev := expectSlotLimit(o, []result.Fault{{Kind: fault.KindFailover, Hit: true, Slot: &result.SlotFate{Name: "s", Recreated: true}}}, invs)
 	assert.True(t, invs[0].Expected, invs[0].Detail)

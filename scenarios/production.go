@@ -309,11 +309,11 @@ func excuseLost(o *history.Record, invs []result.Invariant, lostWAL bool, slot *
 // again streams only what commits after it. canTell is false where
 // faultline has no tap or audit trail to tell by.
 func slotSkipped(o *history.Record, slot *result.SlotFate) (skipped func(id string) bool, canTell bool) {
-	if slot == nil || slot.Kept || !o.HasTap || !o.HasAudit {
+	if slot == nil || slot.Kept || !o.HasTap || o.Audit == nil {
 		return nil, false
 	}
 	inserted := map[string]time.Time{}
-	for _, a := range o.Audit {
+	for _, a := range o.Audit.Writes() {
 		if _, dup := inserted[a.EventID]; a.Op == "INSERT" && a.EventID != "" && !dup {
 			inserted[a.EventID] = a.At
 		}

@@ -25,7 +25,7 @@ const (
 func AuditStaleWrites(o *history.Record) []string {
 	holder := map[string]string{} // row → writer of its last claim
 	stale := map[string]bool{}
-	for _, a := range o.Audit {
+	for _, a := range o.Audit.Writes() {
 		if a.Op != "UPDATE" {
 			continue
 		}
@@ -53,10 +53,10 @@ type claimCommits map[[2]string]int
 // in commit order (each waits for the row lock of the one before).
 func commitsOfClaims(o *history.Record) claimCommits {
 	out := claimCommits{}
-	if !o.HasAudit {
+	if o.Audit == nil {
 		return out
 	}
-	for i, a := range o.Audit {
+	for i, a := range o.Audit.Writes() {
 		if a.Claims() {
 			if _, ok := out[[2]string{a.EventID, a.NewClaim}]; !ok {
 				out[[2]string{a.EventID, a.NewClaim}] = i
@@ -81,7 +81,7 @@ func AuditTimeline(o *history.Record, ids ...string) []string {
 		want[id] = true
 	}
 	var out []string
-	for _, a := range o.Audit {
+	for _, a := range o.Audit.Writes() {
 		if want[a.EventID] {
 			lease := ""
 			if !a.Lease.IsZero() && a.NewStatus == "Processing" {
@@ -123,12 +123,12 @@ func ReclaimedByAnother() Evidence {
 		Name:  "a row claimed again under another claim after its lease (audit trail)",
 		Needs: []history.Source{history.SourceAudit, history.SourceAuditStatus},
 		Check: func(o *history.Record) (bool, string) {
-			for _, a := range o.Audit {
+			for _, a := range o.Audit.Writes() {
 				if a.Claims() && a.OldStatus == "Processing" && a.OldClaim != "" {
 					return true, fmt.Sprintf("%s taken over: claim %s, then %s (by %s)", a.EventID, a.OldClaim, a.NewClaim, a.Writer)
 				}
 			}
-			return false, fmt.Sprintf("%d outbox writes audited, no row taken over", len(o.Audit))
+			return false, fmt.Sprintf("%d outbox writes audited, no row taken over", len(o.Audit.Writes()))
 		},
 	}
 }
@@ -168,7 +168,7 @@ func RetriedInAudit() Evidence {
 		Needs: []history.Source{history.SourceAudit, history.SourceAuditStatus},
 		Check: func(o *history.Record) (bool, string) {
 			n := 0
-			for _, a := range o.Audit {
+			for _, a := range o.Audit.Writes() {
 				if a.Op == "UPDATE" && a.OldStatus == "Processing" && a.NewStatus == "Pending" {
 					n++
 				}
@@ -194,7 +194,7 @@ func LiveClaimsTaken(o *history.Record) []string {
 	}
 	held := map[string]hold{}
 	taken := map[string]bool{}
-	for _, a := range o.Audit {
+	for _, a := range o.Audit.Writes() {
 		if a.Op != "UPDATE" {
 			delete(held, a.EventID)
 			continue
@@ -226,11 +226,11 @@ func leaseKept(o *history.Record) result.Invariant {
 	switch why := noClaims(o); {
 	case why != "":
 		return notChecked(LeaseKept, why)
-	case !o.HasAudit && o.HasLog("relay"):
+	case o.Audit == nil && o.HasLog("relay"):
 		return notChecked(LeaseKept, "this run did not install the outbox's audit trail (the relays log their claims, and nothing in the run read it)")
-	case !o.HasAudit:
+	case o.Audit == nil:
 		return notChecked(LeaseKept, "the outbox could not be audited (observe.outbox)")
-	case !o.HasLease:
+	case !o.Audit.Lease:
 		return notChecked(LeaseKept, "the outbox has no lease column faultline can watch (observe.outbox.lease, a timestamp)")
 	}
 	ids := LiveClaimsTaken(o)

@@ -156,7 +156,7 @@ func MarkedInAudit() Evidence {
 		Needs: []history.Source{history.SourceAudit, history.SourceAuditStatus},
 		Check: func(o *history.Record) (bool, string) {
 			n := 0
-			for _, a := range o.Audit {
+			for _, a := range o.Audit.Writes() {
 				if a.Op == "UPDATE" && a.NewStatus == "Published" && a.OldStatus != "Published" {
 					n++
 				}
@@ -177,7 +177,7 @@ func PublishedAheadOfPredecessor() Evidence {
 		Needs: []history.Source{history.SourceAudit, history.SourceOutbox},
 		Check: func(o *history.Record) (bool, string) {
 			first := map[string]int{} // eventId → index of its first Published write
-			for i, a := range o.Audit {
+			for i, a := range o.Audit.Writes() {
 				if _, ok := first[a.EventID]; !ok && a.Op == "UPDATE" && a.NewStatus == "Published" {
 					first[a.EventID] = i
 				}
@@ -215,12 +215,12 @@ func RenewedInAudit() Evidence {
 		Name:  "a lease renewed: a Processing row written again under its own claim (audit trail)",
 		Needs: []history.Source{history.SourceAudit, history.SourceAuditStatus},
 		Check: func(o *history.Record) (bool, string) {
-			for _, a := range o.Audit {
+			for _, a := range o.Audit.Writes() {
 				if a.Op == "UPDATE" && a.OldStatus == "Processing" && a.NewStatus == "Processing" && a.NewClaim != "" && a.NewClaim == a.OldClaim {
 					return true, fmt.Sprintf("%s renewed under claim %s by %s", a.EventID, a.NewClaim, a.Writer)
 				}
 			}
-			return false, fmt.Sprintf("%d outbox writes audited, no renewal", len(o.Audit))
+			return false, fmt.Sprintf("%d outbox writes audited, no renewal", len(o.Audit.Writes()))
 		},
 	}
 }

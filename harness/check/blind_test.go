@@ -73,10 +73,10 @@ func TestBlackBoxSourcesOfLogEvidence(t *testing.T) {
 		o    history.Record
 		want bool
 	}{
-		{"renewal", RenewedInAudit(), history.Record{Audit: []history.AuditRow{claim("e1", "", "c1"), renew, mark("e1", "c1")}}, true},
-		{"no renewal", RenewedInAudit(), history.Record{Audit: []history.AuditRow{claim("e1", "", "c1"), mark("e1", "c1")}}, false},
-		{"successor first", PublishedAheadOfPredecessor(), history.Record{Outbox: outbox, Audit: []history.AuditRow{mark("e2", "c2"), mark("e1", "c1")}}, true},
-		{"in order", PublishedAheadOfPredecessor(), history.Record{Outbox: outbox, Audit: []history.AuditRow{mark("e1", "c1"), mark("e2", "c2")}}, false},
+		{"renewal", RenewedInAudit(), history.Record{Audit: &history.AuditTrail{Rows: []history.AuditRow{claim("e1", "", "c1"), renew, mark("e1", "c1")}}}, true},
+		{"no renewal", RenewedInAudit(), history.Record{Audit: &history.AuditTrail{Rows: []history.AuditRow{claim("e1", "", "c1"), mark("e1", "c1")}}}, false},
+		{"successor first", PublishedAheadOfPredecessor(), history.Record{Outbox: outbox, Audit: &history.AuditTrail{Rows: []history.AuditRow{mark("e2", "c2"), mark("e1", "c1")}}}, true},
+		{"in order", PublishedAheadOfPredecessor(), history.Record{Outbox: outbox, Audit: &history.AuditTrail{Rows: []history.AuditRow{mark("e1", "c1"), mark("e2", "c2")}}}, false},
 		{"failed rows", failedInOutbox(1), history.Record{Outbox: []history.OutboxRow{{EventID: "e1", Status: "Failed"}}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -95,7 +95,7 @@ func TestInvariants(t *testing.T) {
 					require.False(t, inv.OK, "%s should be broken", inv.Name)
 					require.NotEmpty(t, inv.Violations)
 					assert.Equal(t, tc.violation, inv.Violations[0].Kind)
-				} else if (inv.Name == FactsKept && tc.o.Acknowledged == 0) || (inv.Name == LeaseKept && !tc.o.HasAudit) {
+				} else if (inv.Name == FactsKept && tc.o.Acknowledged == 0) || (inv.Name == LeaseKept && tc.o.Audit == nil) {
 					assert.True(t, inv.NotChecked, "%s: %s", inv.Name, inv.Detail)
 				} else {
 					assert.True(t, inv.OK, "%s: %s", inv.Name, inv.Detail)
@@ -138,7 +138,7 @@ func TestLeaseKept(t *testing.T) {
 			detail: "not checked: a relay of model offset holds no claim on the outbox rows: there is nothing to fence"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &history.Record{Audit: tc.audit, HasAudit: true, HasLease: tc.hasLease, Model: tc.model}
+			o := &history.Record{Audit: &history.AuditTrail{Rows: tc.audit, Lease: tc.hasLease}, Model: tc.model}
 			inv := leaseKept(o)
 			if tc.detail != "" {
 				assert.Equal(t, tc.detail, inv.Detail)
@@ -448,7 +448,9 @@ func TestStaleRetryWrites(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := obs(map[string]int64{"A": 1}, nil, nil, tc.log...)
-			o.Audit, o.HasAudit = tc.audit, tc.audit != nil
+			if tc.audit != nil {
+				o.Audit = &history.AuditTrail{Rows: tc.audit}
+			}
 			if tc.stale {
 				assert.Equal(t, []string{"E1"}, StaleWrites(o))
 			} else {
@@ -490,7 +492,7 @@ func TestAuditStaleWritesAndTakeovers(t *testing.T) {
 		{"the same relay, restarted, takes its rows over", []history.AuditRow{row("relay-1", "Pending", "Processing", "", "c1"), row("relay-1", "Processing", "Processing", "c1", "c3")}, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &history.Record{Audit: tc.audit, HasAudit: true}
+			o := &history.Record{Audit: &history.AuditTrail{Rows: tc.audit}}
 			assert.ElementsMatch(t, tc.stale, AuditStaleWrites(o))
 			seen, _ := ReclaimedByAnother().Check(o)
 			assert.Equal(t, tc.takenOver, seen)

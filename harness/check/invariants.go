@@ -159,7 +159,7 @@ type findings struct {
 func findingsOf(o *history.Record) findings {
 	f := findings{missing: missingEffects(o), phantoms: phantoms(o), staleWrites: StaleWrites(o)}
 	f.placed = placeAll(o, missingIDs(o, f.missing), labelsOf(f.missing))
-	if o.HasAudit {
+	if o.Audit != nil {
 		f.staleWrites = compact(sortedUnion(f.staleWrites, AuditStaleWrites(o)))
 	}
 	f.extraEffects, f.duplicated = DuplicateEffects(o)
@@ -601,7 +601,7 @@ func fencing(o *history.Record, ids []string) result.Invariant {
 	if o.HasLog("relay") {
 		on = append(on, FromEventLog)
 	}
-	if o.HasAudit {
+	if o.Audit != nil {
 		on = append(on, FromAudit)
 	}
 	if len(on) == 0 {

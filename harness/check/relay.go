@@ -34,9 +34,9 @@ func outboxSettles(o *history.Record) bool {
 // checked.
 func relayTruth(o *history.Record) result.Invariant {
 	switch {
-	case o.Model == history.ModelLog && o.HasSlot && o.HasAudit:
+	case o.Model == history.ModelLog && o.HasSlot && o.Audit != nil:
 		return slotTruth(o)
-	case o.Model == history.ModelLog && o.HasAudit && !outboxSettles(o):
+	case o.Model == history.ModelLog && o.Audit != nil && !outboxSettles(o):
 		return notChecked(OutboxTruth, "the outbox's database had no one logical slot with a confirmed position at the end: how far the log relay got is not shown")
 	case o.HasPending && o.Model == history.ModelOffset:
 		// An offset relay's own measure, even where the outbox query
@@ -106,10 +106,10 @@ func slotTruth(o *history.Record) result.Invariant {
 // the position, passed those before it. Both nil without a slot or an
 // audit trail.
 func SlotPlaced(o *history.Record) (behind, passed []string) {
-	if !o.HasSlot || !o.HasAudit {
+	if !o.HasSlot || o.Audit == nil {
 		return nil, nil
 	}
-	for _, a := range o.Audit {
+	for _, a := range o.Audit.Writes() {
 		switch {
 		case a.Op != "INSERT" || a.LSN == 0:
 		case a.LSN >= o.SlotConfirmed:

@@ -49,7 +49,7 @@ func BacklogReleased() Evidence {
 // the backlog only.
 func FullClaim() Evidence {
 	return Optional(Evidence{Name: "a full claim", Needs: []history.Source{history.SourceAudit, history.SourceAuditStatus}, Check: func(o *history.Record) (bool, string) {
-		largest := LargestClaim(o.Audit)
+		largest := LargestClaim(o.Audit.Writes())
 		if o.Traffic.Batch == 0 {
 			return largest > 1, fmt.Sprintf("largest claim %d rows (the target file names no relay.batch to call one full)", largest)
 		}
@@ -113,7 +113,7 @@ func ClaimsInFlight(rows []history.AuditRow) int {
 // the audit trail's writers.
 func TwoClaimsInFlight() Evidence {
 	return Evidence{Name: "two claims of one relay in flight", Needs: []history.Source{history.SourceAudit, history.SourceAuditStatus}, Check: func(o *history.Record) (bool, string) {
-		n := ClaimsInFlight(o.Audit)
+		n := ClaimsInFlight(o.Audit.Writes())
 		return n >= 2, fmt.Sprintf("at most %d claims of one relay unsettled at once", n)
 	}}
 }

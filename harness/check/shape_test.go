@@ -44,10 +44,10 @@ func TestTrafficEvidence(t *testing.T) {
 		{"held, backlog never seen", BacklogReleased(), history.Record{Traffic: history.Traffic{Held: "relay", Want: 200}}, false},
 		{"held, short of the backlog", BacklogReleased(), history.Record{Traffic: history.Traffic{Held: "consumer", Want: 150, Backlog: 149}}, false},
 		{"held, backlog seen", BacklogReleased(), history.Record{Traffic: history.Traffic{Held: "consumer", Want: 150, Backlog: 208}}, true},
-		{"a full claim", FullClaim(), history.Record{Traffic: history.Traffic{Batch: 50}, Audit: full}, true},
-		{"a claim short of the batch", FullClaim(), history.Record{Traffic: history.Traffic{Batch: 50}, Audit: full[:49]}, false},
-		{"no batch named: more than one row", FullClaim(), history.Record{Audit: full[:2]}, true},
-		{"no batch named: one row", FullClaim(), history.Record{Audit: full[:1]}, false},
+		{"a full claim", FullClaim(), history.Record{Traffic: history.Traffic{Batch: 50}, Audit: &history.AuditTrail{Rows: full}}, true},
+		{"a claim short of the batch", FullClaim(), history.Record{Traffic: history.Traffic{Batch: 50}, Audit: &history.AuditTrail{Rows: full[:49]}}, false},
+		{"no batch named: more than one row", FullClaim(), history.Record{Audit: &history.AuditTrail{Rows: full[:2]}}, true},
+		{"no batch named: one row", FullClaim(), history.Record{Audit: &history.AuditTrail{Rows: full[:1]}}, false},
 		{"a burst", ManyInFlight(16), history.Record{Traffic: history.Traffic{MaxInFlight: 32}}, true},
 		{"no burst", ManyInFlight(16), history.Record{Traffic: history.Traffic{MaxInFlight: 4}}, false},
 		{"load held", SustainedLoad(0.6), history.Record{Traffic: history.Traffic{Carried: 200, Sent: 150}}, true},
@@ -81,7 +81,7 @@ func TestClaimsInFlight(t *testing.T) {
 		{"given up on settles it", []history.AuditRow{claim("relay-1", "a", "c1"), settle("relay-1", "a", "c1", "Failed"), claim("relay-1", "b", "c2")}, 1},
 	} {
 		assert.Equal(t, tc.want, ClaimsInFlight(tc.rows), tc.name)
-		seen, detail := TwoClaimsInFlight().Check(&history.Record{Audit: tc.rows})
+		seen, detail := TwoClaimsInFlight().Check(&history.Record{Audit: &history.AuditTrail{Rows: tc.rows}})
 		assert.Equal(t, tc.want >= 2, seen, "%s: %s", tc.name, detail)
 	}
 }

@@ -129,9 +129,9 @@ func newPlacer(o *history.Record) *placer {
 	for _, id := range passed {
 		p.slotPassed[id] = true
 	}
-	if len(o.Unbound) > 0 && o.HasAudit {
+	if len(o.Unbound) > 0 && o.Audit != nil {
 		claimed := map[string]time.Time{}
-		for _, a := range o.Audit {
+		for _, a := range o.Audit.Writes() {
 			switch {
 			case a.NewStatus == "Processing":
 				claimed[a.EventID] = a.At
@@ -248,7 +248,7 @@ func (p *placer) publishedWhileUnbound(id string) (unbound, known bool) {
 		}
 		known = true
 	}
-	if p.o.HasAudit {
+	if p.o.Audit != nil {
 		for _, iv := range p.marked[id] {
 			if p.unboundAt(iv.Start, iv.End) {
 				return true, true

@@ -37,7 +37,7 @@ func logRelay(o *history.Record, slot, insert int64) {
 	o.Outbox, o.HasOutbox, o.Model = nil, false, "log"
 	o.HasTap, o.Tap = true, map[string]int{}
 	o.HasSlot, o.SlotConfirmed = true, slot
-	o.HasAudit, o.Audit = true, []history.AuditRow{{At: at(10), Op: "INSERT", EventID: "E1", LSN: insert}}
+	o.Audit = &history.AuditTrail{Rows: []history.AuditRow{{At: at(10), Op: "INSERT", EventID: "E1", LSN: insert}}}
 }
 
 func with(o *history.Record, change func(*history.Record)) *history.Record {
@@ -123,10 +123,10 @@ func TestStageOfALostEvent(t *testing.T) {
 		{"published before the queue was unbound: skipped",
 			with(lostOne("Published", logs, published), func(o *history.Record) { o.Unbound = []history.Interval{{Start: at(300), End: at(400)}} }), result.StageSkipped},
 		{"no relay log: claimed and marked while unbound, from the audit trail", with(lostOne("Published", []string{"consumer"}), func(o *history.Record) {
-			o.Unbound, o.HasAudit, o.Audit = unbound, true, audit(40, 60)
+			o.Unbound, o.Audit = unbound, &history.AuditTrail{Rows: audit(40, 60)}
 		}), result.StageRoutedNowhere},
 		{"no relay log: claimed and marked after the binding came back", with(lostOne("Published", []string{"consumer"}), func(o *history.Record) {
-			o.Unbound, o.HasAudit, o.Audit = unbound, true, audit(250, 260)
+			o.Unbound, o.Audit = unbound, &history.AuditTrail{Rows: audit(250, 260)}
 		}), result.StageSkipped},
 		{"no relay log, no audit trail, the queue unbound: unknown", with(lostOne("Published", []string{"consumer"}), func(o *history.Record) {
 			o.Unbound = unbound

@@ -2,6 +2,27 @@ package history
 
 import "time"
 
+// AuditTrail is the outbox's audit trail: every write to it, recorded by
+// faultline's trigger, in commit order per row.
+type AuditTrail struct {
+	Rows []AuditRow
+	// Lease: each write's lease was copied (the outbox's lease column was
+	// watched).
+	Lease bool
+	// NoStatus: the audited outbox has no status column faultline watches
+	// (an offset or log relay's): the trail shows inserts and the writers,
+	// never a status change.
+	NoStatus bool
+}
+
+// Writes are the trail's rows; none where the trail was not installed.
+func (a *AuditTrail) Writes() []AuditRow {
+	if a == nil {
+		return nil
+	}
+	return a.Rows
+}
+
 // AuditRow is one write to the outbox, recorded by faultline's trigger with
 // the writer's application_name (the instance faultline handed the URL to).
 type AuditRow struct {

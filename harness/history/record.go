@@ -64,12 +64,8 @@ type Record struct {
 	Poisoned int
 	// LogRoles are the roles whose event logs were read.
 	LogRoles map[string]bool
-	// Audit is the outbox's audit trail (HasAudit: it was installed).
-	Audit    []AuditRow
-	HasAudit bool
-	// HasLease: the audit trail carries each write's lease (the outbox's
-	// lease column was watched).
-	HasLease bool
+	// Audit is the outbox's audit trail; nil: it was not installed.
+	Audit *AuditTrail
 	// Tap counts the routings of each eventId (HasTap: the tap was bound).
 	Tap    map[string]int
 	HasTap bool
@@ -93,10 +89,6 @@ type Record struct {
 	NoOutboxStatus bool
 	// Model is the relay's model ("" not said).
 	Model string
-	// NoAuditStatus: the audited outbox has no status column faultline
-	// watches (an offset or log relay's): the audit trail shows inserts
-	// and the writers, never a status change.
-	NoAuditStatus bool
 	// Pending are the committed events the relay had not settled at the
 	// end (HasPending: the contract has a pending query).
 	Pending    []string

@@ -53,9 +53,9 @@ func (o *Record) Observed(s Source) bool {
 	case SourceDLQ:
 		return o.HasDLQ
 	case SourceAudit:
-		return o.HasAudit
+		return o.Audit != nil
 	case SourceAuditStatus:
-		return o.HasAudit && !o.NoAuditStatus
+		return o.Audit != nil && !o.Audit.NoStatus
 	case SourceTap:
 		return o.HasTap
 	}

@@ -70,10 +70,11 @@ func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 		o.HasQueued = true
 	}
 	if w.audit {
-		if o.Audit, err = w.Audit(ctx, 0); err != nil {
+		rows, err := w.Audit(ctx, 0)
+		if err != nil {
 			return nil, err
 		}
-		o.HasAudit, o.HasLease = true, w.leased
+		o.Audit = &history.AuditTrail{Rows: rows, Lease: w.leased, NoStatus: w.run.Target.Observe.Outbox.Status == ""}
 	}
 	if w.effects && w.run.Target.Observe.Effects.EventID != "" && w.commits.Err() == nil {
 		o.EffectsCommitted, o.HasEffectsCommitted = w.commits.EventIDs(fault.TableEffects), true

@@ -167,7 +167,7 @@ func (w *Watch) unsettled(ctx context.Context) (total int, shown bool, err error
 // watched, the trail of its position.
 func (w *Watch) readRelay(o *history.Record) {
 	t := w.run.Target
-	o.Model, o.NoAuditStatus = t.Relay.Model, t.Observe.Outbox.Status == ""
+	o.Model = t.Relay.Model
 	if t.Relay.Model == history.ModelOffset && w.position {
 		o.Position, o.HasPosition = w.positionTrail(), true
 	}
