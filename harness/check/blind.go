@@ -126,7 +126,7 @@ func DeadLetterQueueHolds(n int) Evidence {
 		Name:  fmt.Sprintf("%d messages in the dead-letter queue (the broker's count)", n),
 		Needs: []history.Source{history.SourceDLQ},
 		Check: func(o *history.Record) (bool, string) {
-			return o.HasDLQ && o.DeadLetters.Messages == n, fmt.Sprintf("%d in the dead-letter queue", o.DeadLetters.Messages)
+			return o.DeadLetter != nil && o.DeadLetter.Queue.Messages == n, fmt.Sprintf("%d in the dead-letter queue", o.DeadLetter.Queue.Messages)
 		},
 	}
 }

@@ -292,7 +292,10 @@ func TestPoisonAccounted(t *testing.T) {
 		{name: "no dead-letter queue", poisoned: 5, noDLQ: true, notChecked: true, detail: "no dead-letter queue"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &history.Record{Poisoned: tc.poisoned, HasDLQ: !tc.noDLQ, DeadLetters: history.QueueInfo{Messages: tc.dlq}, Queue: history.QueueInfo{Messages: tc.queued}}
+			o := &history.Record{Poisoned: tc.poisoned, Queue: history.QueueInfo{Messages: tc.queued}}
+			if !tc.noDLQ {
+				o.DeadLetter = &history.DeadLetterQueue{Queue: history.QueueInfo{Messages: tc.dlq}}
+			}
 			inv := find(Invariants(o, []string{PoisonAccounted}), PoisonAccounted)
 			assert.Equal(t, tc.ok, inv.OK, inv.Detail)
 			assert.Equal(t, tc.notChecked, inv.NotChecked, inv.Detail)
@@ -316,10 +319,10 @@ func TestOnlyPoisonDeadLettered(t *testing.T) {
 		ok, nc     bool
 		violations []string
 	}{
-		{name: "poison only", o: history.Record{HasDLQ: true, Outbox: outbox, DeadLettered: map[string]int{"poison-1": 1, "": 2}}, ok: true},
-		{name: "an outbox event", o: history.Record{HasDLQ: true, Outbox: outbox, DeadLettered: map[string]int{"poison-1": 1, "E2": 1}}, violations: []string{"E2"}},
-		{name: "an effect's event, no outbox read", o: history.Record{HasDLQ: true, Effects: []history.Effect{{EventID: "E3"}}, DeadLettered: map[string]int{"E3": 1, "E1": 1}}, violations: []string{"E3"}},
-		{name: "empty", o: history.Record{HasDLQ: true, Outbox: outbox}, ok: true},
+		{name: "poison only", o: history.Record{DeadLetter: &history.DeadLetterQueue{ByEvent: map[string]int{"poison-1": 1, "": 2}}, Outbox: outbox}, ok: true},
+		{name: "an outbox event", o: history.Record{DeadLetter: &history.DeadLetterQueue{ByEvent: map[string]int{"poison-1": 1, "E2": 1}}, Outbox: outbox}, violations: []string{"E2"}},
+		{name: "an effect's event, no outbox read", o: history.Record{DeadLetter: &history.DeadLetterQueue{ByEvent: map[string]int{"E3": 1, "E1": 1}}, Effects: []history.Effect{{EventID: "E3"}}}, violations: []string{"E3"}},
+		{name: "empty", o: history.Record{DeadLetter: &history.DeadLetterQueue{}, Outbox: outbox}, ok: true},
 		{name: "no dead-letter queue", o: history.Record{Outbox: outbox}, nc: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -333,7 +336,7 @@ func TestOnlyPoisonDeadLettered(t *testing.T) {
 			}
 		})
 	}
-	assert.Empty(t, find(Invariants(&history.Record{HasDLQ: true}, nil), OnlyPoisonDead).Name, "only checked when asked")
+	assert.Empty(t, find(Invariants(&history.Record{DeadLetter: &history.DeadLetterQueue{}}, nil), OnlyPoisonDead).Name, "only checked when asked")
 }
 
 func TestAggregateOrder(t *testing.T) {

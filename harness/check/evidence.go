@@ -341,7 +341,7 @@ func DeadLettered(n int) Evidence {
 		Needs: []history.Source{history.SourceConsumerLog, history.SourceDLQ},
 		Check: func(o *history.Record) (bool, string) {
 			logged := o.Count(eventlog.DeadLettered)
-			return logged >= n && o.DeadLetters.Messages == n, fmt.Sprintf("%d logged, %d in the dead-letter queue", logged, o.DeadLetters.Messages)
+			return logged >= n && o.DeadLetter.Queue.Messages == n, fmt.Sprintf("%d logged, %d in the dead-letter queue", logged, o.DeadLetter.Queue.Messages)
 		},
 	}
 }

@@ -188,14 +188,14 @@ func poisonAccounted(o *history.Record) result.Invariant {
 	if o.Poisoned == 0 {
 		return notChecked(PoisonAccounted, "faultline published no malformed message")
 	}
-	if !o.HasDLQ {
+	if o.DeadLetter == nil {
 		return notChecked(PoisonAccounted, "the target names no dead-letter queue (topology.dead_letter_queue)")
 	}
-	kept := o.DeadLetters.Messages + o.Queue.Messages
+	kept := o.DeadLetter.Queue.Messages + o.Queue.Messages
 	inv := result.Invariant{Name: PoisonAccounted, OK: kept >= o.Poisoned, RestsOn: []string{FromBroker}}
-	inv.Detail = fmt.Sprintf("%d malformed messages published, %d in the dead-letter queue, %d still queued", o.Poisoned, o.DeadLetters.Messages, o.Queue.Messages)
+	inv.Detail = fmt.Sprintf("%d malformed messages published, %d in the dead-letter queue, %d still queued", o.Poisoned, o.DeadLetter.Queue.Messages, o.Queue.Messages)
 	if !inv.OK {
-		inv.Detail = fmt.Sprintf("%d of %d malformed messages dropped without a trace: %d in the dead-letter queue, %d still queued", o.Poisoned-kept, o.Poisoned, o.DeadLetters.Messages, o.Queue.Messages)
+		inv.Detail = fmt.Sprintf("%d of %d malformed messages dropped without a trace: %d in the dead-letter queue, %d still queued", o.Poisoned-kept, o.Poisoned, o.DeadLetter.Queue.Messages, o.Queue.Messages)
 		inv.Violations = []result.Violation{{Kind: "poison-dropped", Message: inv.Detail}}
 	}
 	return inv
@@ -210,7 +210,7 @@ func poisonAccounted(o *history.Record) result.Invariant {
 // scenarios without a delivery limit to run out: past one, a valid event
 // is dead-lettered by design.
 func onlyPoisonDeadLettered(o *history.Record) result.Invariant {
-	if !o.HasDLQ {
+	if o.DeadLetter == nil {
 		return notChecked(OnlyPoisonDead, "the target names no dead-letter queue (topology.dead_letter_queue)")
 	}
 	valid := map[string]bool{}
@@ -221,14 +221,14 @@ func onlyPoisonDeadLettered(o *history.Record) result.Invariant {
 		valid[e.EventID] = true
 	}
 	var ids []string
-	for id, n := range o.DeadLettered {
+	for id, n := range o.DeadLetter.ByEvent {
 		if valid[id] && n > 0 {
 			ids = append(ids, id)
 		}
 	}
 	sort.Strings(ids)
 	inv := result.Invariant{Name: OnlyPoisonDead, OK: len(ids) == 0, RestsOn: []string{FromBroker}}
-	inv.Detail = fmt.Sprintf("%d messages in the dead-letter queue, none of them a valid event", o.DeadLetters.Messages)
+	inv.Detail = fmt.Sprintf("%d messages in the dead-letter queue, none of them a valid event", o.DeadLetter.Queue.Messages)
 	if !inv.OK {
 		inv.Detail = fmt.Sprintf("%d valid events in the dead-letter queue: the consumer dead-lettered deliveries it could process", len(ids))
 		inv.Violations = []result.Violation{{Kind: "valid-dead-lettered", EventIDs: ids, Message: inv.Detail}}

@@ -34,7 +34,7 @@ func outboxSettles(o *history.Record) bool {
 // checked.
 func relayTruth(o *history.Record) result.Invariant {
 	switch {
-	case o.Model == history.ModelLog && o.HasSlot && o.Audit != nil:
+	case o.Model == history.ModelLog && o.Slot != nil && o.Audit != nil:
 		return slotTruth(o)
 	case o.Model == history.ModelLog && o.Audit != nil && !outboxSettles(o):
 		return notChecked(OutboxTruth, "the outbox's database had no one logical slot with a confirmed position at the end: how far the log relay got is not shown")
@@ -63,9 +63,9 @@ func positionTruth(o *history.Record) result.Invariant {
 	if len(o.Pending) == 0 {
 		return inv
 	}
-	moving := o.HasPosition && !stoodStill(o.Position)
+	moving := o.Position != nil && !stoodStill(*o.Position)
 	trail := "the position table was not watched"
-	if o.HasPosition {
+	if o.Position != nil {
 		trail = o.Position.String()
 		inv.RestsOn = append(inv.RestsOn, FromPosition)
 	}
@@ -106,13 +106,13 @@ func slotTruth(o *history.Record) result.Invariant {
 // the position, passed those before it. Both nil without a slot or an
 // audit trail.
 func SlotPlaced(o *history.Record) (behind, passed []string) {
-	if !o.HasSlot || o.Audit == nil {
+	if o.Slot == nil || o.Audit == nil {
 		return nil, nil
 	}
 	for _, a := range o.Audit.Writes() {
 		switch {
 		case a.Op != "INSERT" || a.LSN == 0:
-		case a.LSN >= o.SlotConfirmed:
+		case a.LSN >= o.Slot.Confirmed:
 			behind = append(behind, a.EventID)
 		default:
 			passed = append(passed, a.EventID)

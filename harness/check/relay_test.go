@@ -46,7 +46,7 @@ func TestRelayModelOracles(t *testing.T) {
 		o.HasOutbox, o.NoOutboxStatus = true, true
 		o.Outbox = []history.OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1}}
 		o.Model, o.HasPending, o.Pending = history.ModelOffset, true, pending
-		o.HasPosition, o.Position = true, trail
+		o.Position = &trail
 		o.HasTap, o.Tap = true, map[string]int{}
 		return o
 	}
@@ -63,7 +63,7 @@ func TestRelayModelOracles(t *testing.T) {
 			false, []string{"stuck-position"}, false, []string{"not-converged"}, result.StageInOutbox},
 		{"beyond a position still moving: on its way", offset([]string{"E1"}, moving),
 			true, nil, false, []string{"not-converged"}, result.StageInOutbox},
-		{"position table not watched: stood still for all the run shows", with(offset([]string{"E1"}, history.PositionTrail{}), func(o *history.Record) { o.HasPosition = false }),
+		{"position table not watched: stood still for all the run shows", with(offset([]string{"E1"}, history.PositionTrail{}), func(o *history.Record) { o.Position = nil }),
 			false, []string{"stuck-position"}, false, []string{"not-converged"}, result.StageInOutbox},
 		{"passed by the position, never routed: lost (skipped), no stuck anything", offset(nil, still),
 			true, nil, false, []string{"lost"}, result.StageSkipped},
@@ -81,7 +81,7 @@ func TestRelayModelOracles(t *testing.T) {
 			with(lostOne("", nil), func(o *history.Record) { logRelay(o, 1000, 1000) }),
 			false, []string{"stuck-position"}, false, []string{"not-converged"}, result.StageInOutbox},
 		{"a log relay's run without a slot at the end: not checked, and says why",
-			with(lostOne("", nil), func(o *history.Record) { logRelay(o, 2000, 1000); o.HasSlot = false }),
+			with(lostOne("", nil), func(o *history.Record) { logRelay(o, 2000, 1000); o.Slot = nil }),
 			false, nil, true, []string{"lost"}, result.StageUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,7 +109,7 @@ func TestRelayModelOracles(t *testing.T) {
 func TestOffsetRelayIsJudgedByItsPosition(t *testing.T) {
 	o := lostOne("Pending", nil)
 	o.Model, o.HasPending, o.Pending = history.ModelOffset, true, []string{"E1"}
-	o.HasPosition, o.Position = true, history.PositionTrail{Writes: 3, Last: at(0), Until: at(60_000)}
+	o.Position = &history.PositionTrail{Writes: 3, Last: at(0), Until: at(60_000)}
 	invs, _ := Check(o, nil)
 	truth := invariantNamed(t, invs, OutboxTruth)
 	assert.Equal(t, []string{"stuck-position"}, kinds(truth))

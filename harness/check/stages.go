@@ -159,7 +159,7 @@ func (p *placer) place(id string) result.Stage {
 		return result.StageQueued
 	case !o.HasQueued && o.Queue.Messages+o.Queue.Unacked > 0:
 		return result.StageUnknown
-	case o.DeadLettered[id] > 0:
+	case o.DeadLetter != nil && o.DeadLetter.ByEvent[id] > 0:
 		return result.StageDeadLettered
 	}
 	if p.passed[id] {

@@ -36,7 +36,7 @@ func lostOne(status string, roles []string, log ...eventlog.Entry) *history.Reco
 func logRelay(o *history.Record, slot, insert int64) {
 	o.Outbox, o.HasOutbox, o.Model = nil, false, "log"
 	o.HasTap, o.Tap = true, map[string]int{}
-	o.HasSlot, o.SlotConfirmed = true, slot
+	o.Slot = &history.LogSlot{Confirmed: slot}
 	o.Audit = &history.AuditTrail{Rows: []history.AuditRow{{At: at(10), Op: "INSERT", EventID: "E1", LSN: insert}}}
 }
 
@@ -85,9 +85,9 @@ func TestStageOfALostEvent(t *testing.T) {
 		{"delivered to the consumer, no effect", lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", "")),
 			result.StageConsumedNoEffect},
 		{"delivered, then in the dead-letter queue at the end", with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", "")),
-			func(o *history.Record) { o.HasDLQ, o.DeadLettered = true, map[string]int{"E1": 1} }), result.StageDeadLettered},
+			func(o *history.Record) { o.DeadLetter = &history.DeadLetterQueue{ByEvent: map[string]int{"E1": 1}} }), result.StageDeadLettered},
 		{"another event in the dead-letter queue: consumed without effect", with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", "")),
-			func(o *history.Record) { o.HasDLQ, o.DeadLettered = true, map[string]int{"E2": 1} }), result.StageConsumedNoEffect},
+			func(o *history.Record) { o.DeadLetter = &history.DeadLetterQueue{ByEvent: map[string]int{"E2": 1}} }), result.StageConsumedNoEffect},
 		{"delivered as often as the delivery limit of a queue without a dead-letter exchange: dropped",
 			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(160, "inventory", eventlog.Delivered, "E1", "")),
 				func(o *history.Record) { o.Queue.DeliveryLimit = 2 }), result.StageDroppedAtLimit},
@@ -153,7 +153,7 @@ func TestStageOfALostEvent(t *testing.T) {
 		}), result.StageConsumedNoEffect},
 		{"a log relay whose slot was not read: unknown", with(lostOne("", []string{}), func(o *history.Record) {
 			logRelay(o, 500, 400)
-			o.HasSlot = false
+			o.Slot = nil
 		}), result.StageUnknown},
 		{"in the inbox's pending list and redelivered into the queue: the inbox is further along",
 			with(lostOne("Published", logs, published), func(o *history.Record) {

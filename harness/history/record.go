@@ -52,13 +52,11 @@ type Record struct {
 	HeldBack    int
 	HasHeldBack bool
 	Queue       QueueInfo
-	DeadLetters QueueInfo
-	HasDLQ      bool
-	// DeadLettered counts the messages of each eventId in the dead-letter
-	// queue at the end (read where HasDLQ).
-	DeadLettered map[string]int
-	Log          []eventlog.Entry // merged, in time order
-	ByEvent      map[string][]eventlog.Entry
+	// DeadLetter is the topology's dead-letter queue at the end; nil: the
+	// topology names none.
+	DeadLetter *DeadLetterQueue
+	Log        []eventlog.Entry // merged, in time order
+	ByEvent    map[string][]eventlog.Entry
 	// Poisoned counts the malformed messages faultline published into the
 	// exchange and the broker confirmed (the poison faults' record).
 	Poisoned int
@@ -99,15 +97,13 @@ type Record struct {
 	// later still has them to apply.
 	InboxPending    []string
 	HasInboxPending bool
-	// SlotConfirmed is a log relay's slot's confirmed position at the
-	// end, as bytes from 0/0 (HasSlot: the outbox's database had one
-	// logical slot): what the relay has told the server it is done with.
-	SlotConfirmed int64
-	HasSlot       bool
-	// Position is the trail of an offset relay's position table
-	// (HasPosition: it was watched).
-	Position    PositionTrail
-	HasPosition bool
+	// Slot is a log relay's replication slot at the end; nil: the
+	// outbox's database had not exactly one logical slot, or it had
+	// confirmed nothing.
+	Slot *LogSlot
+	// Position is the trail of an offset relay's position table; nil: it
+	// was not watched.
+	Position *PositionTrail
 
 	// Acknowledged counts the requests the producer answered ok (a create
 	// or a step, each a fact): a database that lost committed facts (a
@@ -137,6 +133,21 @@ type Record struct {
 	// convergence samples of the target's tables tell when every fact had
 	// taken effect); nil: not measured.
 	Recovery *Recovery
+}
+
+// DeadLetterQueue is what the dead-letter queue held at the end.
+type DeadLetterQueue struct {
+	Queue QueueInfo
+	// ByEvent counts its messages of each eventId (read by MessageId,
+	// each message put back).
+	ByEvent map[string]int
+}
+
+// LogSlot is a log relay's replication slot as the run last read it.
+type LogSlot struct {
+	// Confirmed is its confirmed position, as bytes from 0/0: what the
+	// relay has told the server it is done with.
+	Confirmed int64
 }
 
 // Interval is a span of the run; a zero End lasts to the end of the run.

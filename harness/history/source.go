@@ -51,7 +51,7 @@ func (o *Record) Observed(s Source) bool {
 	case SourceOutbox:
 		return o.HasOutbox
 	case SourceDLQ:
-		return o.HasDLQ
+		return o.DeadLetter != nil
 	case SourceAudit:
 		return o.Audit != nil
 	case SourceAuditStatus:

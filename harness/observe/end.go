@@ -50,18 +50,18 @@ func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 		return nil, err
 	}
 	if topology.DeadLetterQueue != "" {
-		if o.DeadLetters, err = w.Queue(ctx, topology.DeadLetterQueue); err != nil {
+		dlq := &history.DeadLetterQueue{ByEvent: map[string]int{}}
+		if dlq.Queue, err = w.Queue(ctx, topology.DeadLetterQueue); err != nil {
 			return nil, err
 		}
-		o.HasDLQ = true
 		// Which events are there, for placing a lost one (nothing consumes
 		// the dead-letter queue, so nothing is held unacked).
-		o.DeadLettered = map[string]int{}
-		if o.DeadLetters.Messages > 0 {
-			if o.DeadLettered, err = w.readMessages(ctx, topology.DeadLetterQueue); err != nil {
+		if dlq.Queue.Messages > 0 {
+			if dlq.ByEvent, err = w.readMessages(ctx, topology.DeadLetterQueue); err != nil {
 				return nil, err
 			}
 		}
+		o.DeadLetter = dlq
 	}
 	if e.Queued {
 		if o.Queued, err = w.readQueued(ctx); err != nil {
@@ -80,8 +80,12 @@ func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 		o.EffectsCommitted, o.HasEffectsCommitted = w.commits.EventIDs(fault.TableEffects), true
 	}
 	if w.run.Target.Relay.Model == history.ModelLog {
-		if o.SlotConfirmed, o.HasSlot, err = w.readSlot(ctx); err != nil {
+		confirmed, ok, err := w.readSlot(ctx)
+		if err != nil {
 			return nil, err
+		}
+		if ok {
+			o.Slot = &history.LogSlot{Confirmed: confirmed}
 		}
 	}
 	if w.Tapped() {

@@ -169,7 +169,8 @@ func (w *Watch) readRelay(o *history.Record) {
 	t := w.run.Target
 	o.Model = t.Relay.Model
 	if t.Relay.Model == history.ModelOffset && w.position {
-		o.Position, o.HasPosition = w.positionTrail(), true
+		trail := w.positionTrail()
+		o.Position = &trail
 	}
 }
 
