@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func TestFailoverLimitExcusesOnlyEffectsSeenCommitted(t *testing.T) {
 		{name: "no WAL lost", faults: []result.Fault{{Kind: fault.KindFailover}}, seen: map[string]bool{"e1": true}, invs: lost("e1")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &history.Record{EffectsCommitted: tc.seen, HasEffectsCommitted: tc.seen != nil}
+			o := &history.Record{EffectsCommitted: tc.seen}
 			ev := expectFailoverLimit(o, tc.faults, tc.invs)
 			assert.Equal(t, tc.expected, tc.invs[0].Expected)
 			if tc.expected {
@@ -87,7 +88,8 @@ func TestFailoverLimitExcusesWhatALostSlotSkipped(t *testing.T) {
 		{name: "no slot followed (a claim relay)", invs: invs("e1")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &history.Record{Audit: &history.AuditTrail{Rows: audit}, Tap: tc.tap, HasTap: true, EffectsCommitted: map[string]bool{}, HasEffectsCommitted: true}
+			o := &history.Record{Audit: &history.AuditTrail{Rows: audit}, Tap: map[string]int{}, EffectsCommitted: map[string]bool{}}
+			maps.Copy(o.Tap, tc.tap)
 			faults := []result.Fault{{Kind: fault.KindFailover, Hit: true, Slot: tc.slot}}
 			ev := expectFailoverLimit(o, faults, tc.invs)
 			for _, inv := range tc.invs {
@@ -110,7 +112,7 @@ func TestSyncFailoverExcusesOnlyALogRelaysSlot(t *testing.T) {
 	phantom := func() []result.Invariant {
 		return []result.Invariant{{Name: check.NoPhantom, Violations: []result.Violation{{Kind: "phantom", EventIDs: []string{"p1"}}}}}
 	}
-	o := &history.Record{Audit: &history.AuditTrail{}, HasTap: true}
+	o := &history.Record{Audit: &history.AuditTrail{}, Tap: map[string]int{}}
 	invs := phantom()
 	ev := expectSlotLimit(o, []result.Fault{{Kind: fault.KindFailover, Hit: true, Slot: &result.SlotFate{Name: "s", Recreated: true}}}, invs)
 	assert.True(t, invs[0].Expected, invs[0].Detail)

@@ -283,7 +283,7 @@ func excuseLost(o *history.Record, invs []result.Invariant, lostWAL bool, slot *
 			if n.skipped > 0 {
 				invs[i].Detail += fmt.Sprintf(" (expected: %d committed before the relay's slot existed on the promoted server, never streamed — PostgreSQL 15 keeps no logical slot across a promotion, the documented limit)", n.skipped)
 			}
-		case !o.HasEffectsCommitted:
+		case o.EffectsCommitted == nil:
 			invs[i].Detail += " (not excused by the failover: faultline could not see the effects commit — observe.effects with an event_id column lets it)"
 		case slot != nil && !canSkip:
 			invs[i].Detail += " (not excused by the failover: without the audit trail and the tap faultline cannot tell the events the lost slot skipped)"
@@ -309,7 +309,7 @@ func excuseLost(o *history.Record, invs []result.Invariant, lostWAL bool, slot *
 // again streams only what commits after it. canTell is false where
 // faultline has no tap or audit trail to tell by.
 func slotSkipped(o *history.Record, slot *result.SlotFate) (skipped func(id string) bool, canTell bool) {
-	if slot == nil || slot.Kept || !o.HasTap || o.Audit == nil {
+	if slot == nil || slot.Kept || o.Tap == nil || o.Audit == nil {
 		return nil, false
 	}
 	inserted := map[string]time.Time{}

@@ -18,8 +18,11 @@ func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) 
 
 // obs builds an observation from a log; entries are in time order.
 func obs(orders map[string]int64, outbox []history.OutboxRow, res []history.Effect, log ...eventlog.Entry) *history.Record {
-	o := &history.Record{Outbox: outbox, HasOutbox: true, Effects: res, Log: log, ByEvent: map[string][]eventlog.Entry{},
-		LogRoles: map[string]bool{"producer": true, "relay": true, "consumer": true}, HasHeldBack: true}
+	if outbox == nil {
+		outbox = []history.OutboxRow{} // read, and empty
+	}
+	o := &history.Record{Outbox: outbox, Effects: res, Log: log, ByEvent: map[string][]eventlog.Entry{},
+		LogRoles: map[string]bool{"producer": true, "relay": true, "consumer": true}, HeldBack: new(int)}
 	// The producer acknowledged every fact, each aggregate by its id.
 	o.AcknowledgedByID = map[string]int64{}
 	for id, v := range orders {

@@ -55,7 +55,7 @@ func counts(o *history.Record, f findings) result.Counts {
 	for _, n := range published {
 		c.DuplicatesPublished += n - 1
 	}
-	if len(published) == 0 && o.HasTap {
+	if len(published) == 0 && o.Tap != nil {
 		// no relay event log: what the tap saw routed
 		c.DuplicatesPublished, _ = TapDuplicates(o)
 		for _, n := range o.Tap {

@@ -238,7 +238,7 @@ func onlyPoisonDeadLettered(o *history.Record) result.Invariant {
 
 // noneGaveUp: no outbox row ended Failed.
 func noneGaveUp(o *history.Record) result.Invariant {
-	if !o.HasOutbox {
+	if o.Outbox == nil {
 		return notChecked(NoneGaveUp, "the target's contract has no outbox query")
 	}
 	if o.NoOutboxStatus {
@@ -349,7 +349,7 @@ func labelsOf(missing []key) []string {
 // is a loss: a lost violation lists those events by stage, all of them.
 func noLost(o *history.Record, f findings) result.Invariant {
 	inv := result.Invariant{Name: NoLost, OK: len(f.missing) == 0, RestsOn: []string{FromContract}}
-	if o.HasOutbox {
+	if o.Outbox != nil {
 		inv.RestsOn = append(inv.RestsOn, FromOutbox)
 	}
 	if inv.OK {
@@ -358,13 +358,13 @@ func noLost(o *history.Record, f findings) result.Invariant {
 		}
 		return inv
 	}
-	if o.HasQueued {
+	if o.Queued != nil {
 		inv.RestsOn = append(inv.RestsOn, FromBroker)
 	}
 	if len(o.LogRoles) > 0 {
 		inv.RestsOn = append(inv.RestsOn, FromEventLog)
 	}
-	if o.HasTap {
+	if o.Tap != nil {
 		inv.RestsOn = append(inv.RestsOn, FromTap)
 	}
 	lost, unconverged := f.placed.split()
@@ -462,7 +462,7 @@ func noDuplicate(o *history.Record, extra int, ids []string) result.Invariant {
 // outboxTruth: nothing left Pending or Processing, status and published_at
 // agree, and every Published row was confirmed to the claim that marked it.
 func outboxTruth(o *history.Record) result.Invariant {
-	if !o.HasOutbox {
+	if o.Outbox == nil {
 		return notChecked(OutboxTruth, "the target's contract has no outbox query")
 	}
 	relayLog := o.HasLog("relay")
@@ -632,12 +632,12 @@ func queueDrained(o *history.Record) result.Invariant {
 }
 
 func nothingHeldBack(o *history.Record) result.Invariant {
-	if !o.HasHeldBack {
+	if o.HeldBack == nil {
 		return notChecked(NothingHeldBack, "the target's contract has no held_back query")
 	}
-	inv := result.Invariant{Name: NothingHeldBack, OK: o.HeldBack == 0, RestsOn: []string{FromContract}}
+	inv := result.Invariant{Name: NothingHeldBack, OK: *o.HeldBack == 0, RestsOn: []string{FromContract}}
 	if !inv.OK {
-		inv.Detail = fmt.Sprintf("%d events still parked waiting for a predecessor", o.HeldBack)
+		inv.Detail = fmt.Sprintf("%d events still parked waiting for a predecessor", *o.HeldBack)
 		inv.Violations = []result.Violation{{Kind: "held-back-forever", Message: inv.Detail}}
 	}
 	return inv

@@ -195,7 +195,7 @@ func liveAfterHeal(o *history.Record) result.Invariant {
 // for commits the promoted server never had; ok is false where there is no
 // tap, or the facts carry no eventId.
 func PublishedWithoutFact(o *history.Record) (ids []string, ok bool) {
-	if !o.HasTap {
+	if o.Tap == nil {
 		return nil, false
 	}
 	facts := make(map[string]bool, len(o.Facts))

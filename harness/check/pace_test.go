@@ -183,7 +183,7 @@ func TestRetryShapeOneStalledClaimIsNotBackoff(t *testing.T) {
 // within a retry of its budget, the retries neither backing off nor flat)
 // says nothing of whether the row was given up early.
 func TestNoneGaveUpRestsOnAnOpenedOutage(t *testing.T) {
-	o := &history.Record{HasOutbox: true, Outbox: []history.OutboxRow{{EventID: "E1", Status: "Failed"}, {EventID: "E2", Status: "Published"}}}
+	o := &history.Record{Outbox: []history.OutboxRow{{EventID: "E1", Status: "Failed"}, {EventID: "E2", Status: "Published"}}}
 	inv := noneGaveUp(o)
 	assert.False(t, inv.OK)
 	assert.False(t, inv.NotChecked)

@@ -24,7 +24,7 @@ const StuckAfter = 5 * time.Second
 // outboxSettles says whether the run shows which committed events the
 // relay still has to settle: by their status, or by the pending query.
 func outboxSettles(o *history.Record) bool {
-	return (o.HasOutbox && !o.NoOutboxStatus) || o.HasPending
+	return (o.Outbox != nil && !o.NoOutboxStatus) || o.Pending != nil
 }
 
 // relayTruth judges the outbox by what the relay's model lets the run see
@@ -38,16 +38,16 @@ func relayTruth(o *history.Record) result.Invariant {
 		return slotTruth(o)
 	case o.Model == history.ModelLog && o.Audit != nil && !outboxSettles(o):
 		return notChecked(OutboxTruth, "the outbox's database had no one logical slot with a confirmed position at the end: how far the log relay got is not shown")
-	case o.HasPending && o.Model == history.ModelOffset:
+	case o.Pending != nil && o.Model == history.ModelOffset:
 		// An offset relay's own measure, even where the outbox query
 		// derives a status from the position too: one stuck event is
 		// reported once.
 		return positionTruth(o)
-	case o.HasOutbox && !o.NoOutboxStatus:
+	case o.Outbox != nil && !o.NoOutboxStatus:
 		return outboxTruth(o)
-	case o.HasPending:
+	case o.Pending != nil:
 		return positionTruth(o)
-	case o.HasOutbox:
+	case o.Outbox != nil:
 		return notChecked(OutboxTruth, fmt.Sprintf("the outbox query returns no status column and the contract has no pending query (relay model: %s): which events the relay has settled is not shown", modelName(o)))
 	}
 	return notChecked(OutboxTruth, fmt.Sprintf("the target's contract has no outbox or pending query (relay model: %s)", modelName(o)))

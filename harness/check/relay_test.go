@@ -43,11 +43,11 @@ func TestRelayModelOracles(t *testing.T) {
 	offset := func(pending []string, trail history.PositionTrail) *history.Record {
 		o := lostOne("", nil)
 		// its outbox query reads the library's table: no status column
-		o.HasOutbox, o.NoOutboxStatus = true, true
+		o.NoOutboxStatus = true
 		o.Outbox = []history.OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1}}
-		o.Model, o.HasPending, o.Pending = history.ModelOffset, true, pending
+		o.Model, o.Pending = history.ModelOffset, append([]string{}, pending...)
 		o.Position = &trail
-		o.HasTap, o.Tap = true, map[string]int{}
+		o.Tap = map[string]int{}
 		return o
 	}
 	for _, tc := range []struct {
@@ -69,9 +69,12 @@ func TestRelayModelOracles(t *testing.T) {
 			true, nil, false, []string{"lost"}, result.StageSkipped},
 		{"an outbox without status and no pending query: not checked, the stage unknown",
 			with(lostOne("", nil), func(o *history.Record) {
-				o.Model, o.HasOutbox, o.NoOutboxStatus = history.ModelLog, true, true
+				o.Model, o.NoOutboxStatus = history.ModelLog, true
+				if o.Outbox == nil {
+					o.Outbox = []history.OutboxRow{}
+				}
 				o.Outbox = []history.OutboxRow{{EventID: "E1", AggregateID: "A", Sequence: 1}}
-				o.HasTap, o.Tap = true, map[string]int{}
+				o.Tap = map[string]int{}
 			}),
 			false, nil, true, []string{"lost"}, result.StageUnknown},
 		{"a log relay's slot confirmed past the row, never routed: lost (skipped), the slot's truth kept",
@@ -108,7 +111,7 @@ func TestRelayModelOracles(t *testing.T) {
 // row is not judged by fencing.
 func TestOffsetRelayIsJudgedByItsPosition(t *testing.T) {
 	o := lostOne("Pending", nil)
-	o.Model, o.HasPending, o.Pending = history.ModelOffset, true, []string{"E1"}
+	o.Model, o.Pending = history.ModelOffset, []string{"E1"}
 	o.Position = &history.PositionTrail{Writes: 3, Last: at(0), Until: at(60_000)}
 	invs, _ := Check(o, nil)
 	truth := invariantNamed(t, invs, OutboxTruth)

@@ -155,9 +155,9 @@ func (p *placer) place(id string) result.Stage {
 		return result.StageUnknown // no eventId to trace it by
 	case p.inbox[id]:
 		return result.StageInInbox
-	case o.HasQueued && o.Queued[id] > 0:
+	case o.Queued != nil && o.Queued[id] > 0:
 		return result.StageQueued
-	case !o.HasQueued && o.Queue.Messages+o.Queue.Unacked > 0:
+	case o.Queued == nil && o.Queue.Messages+o.Queue.Unacked > 0:
 		return result.StageUnknown
 	case o.DeadLetter != nil && o.DeadLetter.ByEvent[id] > 0:
 		return result.StageDeadLettered
@@ -225,7 +225,7 @@ func (p *placer) reachedQueue(id string) (reached, known bool) {
 		}
 		known = true
 	}
-	if p.o.HasTap {
+	if p.o.Tap != nil {
 		if p.o.Tap[id] > 0 {
 			return true, true
 		}

@@ -26,7 +26,7 @@ func lostOne(status string, roles []string, log ...eventlog.Entry) *history.Reco
 	for _, r := range roles {
 		o.LogRoles[r] = true
 	}
-	o.HasQueued, o.Queued = true, map[string]int{}
+	o.Queued = map[string]int{}
 	return o
 }
 
@@ -34,8 +34,8 @@ func lostOne(status string, roles []string, log ...eventlog.Entry) *history.Reco
 // a tap that saw nothing, the slot confirmed up to slot, and E1 inserted
 // at WAL position insert.
 func logRelay(o *history.Record, slot, insert int64) {
-	o.Outbox, o.HasOutbox, o.Model = nil, false, "log"
-	o.HasTap, o.Tap = true, map[string]int{}
+	o.Outbox, o.Model = nil, "log"
+	o.Tap = map[string]int{}
 	o.Slot = &history.LogSlot{Confirmed: slot}
 	o.Audit = &history.AuditTrail{Rows: []history.AuditRow{{At: at(10), Op: "INSERT", EventID: "E1", LSN: insert}}}
 }
@@ -66,10 +66,10 @@ func TestStageOfALostEvent(t *testing.T) {
 		{"in the queue beats a pending row (it was published once already)",
 			with(lostOne("Processing", logs, published), func(o *history.Record) { o.Queued["E1"] = 1 }), result.StageQueued},
 		{"queue not read, the broker says it holds messages", with(lostOne("Published", logs, published), func(o *history.Record) {
-			o.HasQueued, o.Queued, o.Queue = false, nil, history.QueueInfo{Messages: 3, Ready: 3}
+			o.Queued, o.Queue = nil, history.QueueInfo{Messages: 3, Ready: 3}
 		}), result.StageUnknown},
 		{"queue not read, the broker says it is empty: on to the next rule", with(lostOne("Published", logs, published), func(o *history.Record) {
-			o.HasQueued, o.Queued = false, nil
+			o.Queued = nil
 		}), result.StageSkipped},
 		{"pending in the outbox", lostOne("Pending", logs), result.StageInOutbox},
 		{"claimed and never settled (a relay died holding it)", lostOne("Processing", logs), result.StageInOutbox},
@@ -111,7 +111,7 @@ func TestStageOfALostEvent(t *testing.T) {
 		{"confirmed while the queue was unbound: the confirm says nothing of the queue",
 			with(lostOne("Published", logs, published, ev(101, "relay-1", eventlog.Confirmed, "E1", "c1")), func(o *history.Record) { o.Unbound = unbound }), result.StageRoutedNowhere},
 		{"on the tap, no consumer log", with(lostOne("Published", []string{"relay"}, published), func(o *history.Record) {
-			o.HasTap, o.Tap = true, map[string]int{"E1": 1}
+			o.Tap = map[string]int{"E1": 1}
 		}), result.StageConsumedNoEffect},
 		{"no consumer log and no tap: whether it reached the queue is unknown", lostOne("Published", []string{"relay"}, published), result.StageUnknown},
 		{"returned by the broker as unroutable, marked anyway (ignore-return)",
@@ -134,13 +134,13 @@ func TestStageOfALostEvent(t *testing.T) {
 		{"the relay moved past it, never published (reads by id)", lostOne("Published", logs), result.StageSkipped},
 		{"published, never reached the queue, the binding always there (published-before-confirm)", lostOne("Published", logs, published), result.StageSkipped},
 		{"no outbox row at all (published by the producer, who died first)", lostOne("", logs), result.StageSkipped},
-		{"no outbox query: it may still be pending", with(lostOne("", logs), func(o *history.Record) { o.HasOutbox = false }), result.StageUnknown},
+		{"no outbox query: it may still be pending", with(lostOne("", logs), func(o *history.Record) { o.Outbox = nil }), result.StageUnknown},
 		{"delivered, acked, stored in the inbox and not applied yet: the consumer still has it",
 			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(151, "inventory", eventlog.Acked, "E1", "")),
-				func(o *history.Record) { o.HasInboxPending, o.InboxPending = true, []string{"E1"} }), result.StageInInbox},
+				func(o *history.Record) { o.InboxPending = []string{"E1"} }), result.StageInInbox},
 		{"delivered, acked, not in the inbox's pending list: consumed without effect",
 			with(lostOne("Published", logs, published, ev(150, "inventory", eventlog.Delivered, "E1", ""), ev(151, "inventory", eventlog.Acked, "E1", "")),
-				func(o *history.Record) { o.HasInboxPending, o.InboxPending = true, []string{"E2"} }), result.StageConsumedNoEffect},
+				func(o *history.Record) { o.InboxPending = []string{"E2"} }), result.StageConsumedNoEffect},
 		{"a log relay's slot passed its insert, never on the tap: skipped", with(lostOne("", []string{}), func(o *history.Record) {
 			logRelay(o, 500, 400)
 		}), result.StageSkipped},
@@ -158,7 +158,7 @@ func TestStageOfALostEvent(t *testing.T) {
 		{"in the inbox's pending list and redelivered into the queue: the inbox is further along",
 			with(lostOne("Published", logs, published), func(o *history.Record) {
 				o.Queued["E1"] = 1
-				o.HasInboxPending, o.InboxPending = true, []string{"E1"}
+				o.InboxPending = []string{"E1"}
 			}), result.StageInInbox},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,7 +176,7 @@ func TestNoLostByStage(t *testing.T) {
 	many := func(n int, status string, queued int) *history.Record {
 		o := obs(nil, nil, nil)
 		o.LogRoles = map[string]bool{"consumer": true} // a relay log would want each Published row confirmed
-		o.HasQueued, o.Queued = true, map[string]int{}
+		o.Queued = map[string]int{}
 		for i := range n {
 			id := fmt.Sprintf("E%02d", i)
 			o.Facts = append(o.Facts, history.Fact{AggregateID: "A" + id, Sequence: 1, EventID: id})
@@ -224,7 +224,7 @@ func TestNoLostByStage(t *testing.T) {
 	applyLater := func(listed bool) *history.Record {
 		o := many(1, "Published", 0)
 		o.Log = append(o.Log, ev(150, "inventory", eventlog.Delivered, "E00", ""), ev(151, "inventory", eventlog.Acked, "E00", ""))
-		o.HasInboxPending = true
+		o.InboxPending = []string{}
 		if listed {
 			o.InboxPending = []string{"E00"}
 		}

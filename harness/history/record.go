@@ -40,18 +40,19 @@ type Effect struct {
 	EventType   string
 }
 
-// Record is everything a run observed: what the checks judge.
+// Record is everything a run observed: what the checks judge. A section
+// the run did not observe is nil; one it observed and found empty is
+// empty, never nil.
 type Record struct {
 	Facts   []Fact
 	Effects []Effect
-	// Outbox is nil when the target's contract has no outbox query.
-	Outbox    []OutboxRow
-	HasOutbox bool
-	// HeldBack is how many events wait for a predecessor (HasHeldBack: the
-	// contract says how to count them).
-	HeldBack    int
-	HasHeldBack bool
-	Queue       QueueInfo
+	// Outbox are the rows the contract's outbox query gave at the end;
+	// nil: the contract has none.
+	Outbox []OutboxRow
+	// HeldBack is how many events wait for a predecessor; nil: the
+	// contract does not say how to count them.
+	HeldBack *int
+	Queue    QueueInfo
 	// DeadLetter is the topology's dead-letter queue at the end; nil: the
 	// topology names none.
 	DeadLetter *DeadLetterQueue
@@ -64,13 +65,11 @@ type Record struct {
 	LogRoles map[string]bool
 	// Audit is the outbox's audit trail; nil: it was not installed.
 	Audit *AuditTrail
-	// Tap counts the routings of each eventId (HasTap: the tap was bound).
-	Tap    map[string]int
-	HasTap bool
+	// Tap counts the routings of each eventId; nil: the tap was not bound.
+	Tap map[string]int
 	// Queued counts the messages of each eventId still in the target's
-	// queue at the end, ready or unacked (HasQueued: the queue was read).
-	Queued    map[string]int
-	HasQueued bool
+	// queue at the end, ready or unacked; nil: the queue was not read.
+	Queued map[string]int
 	// Unbound are the spans in which the target's queue had no binding
 	// (faultline's unbind faults; a zero End: never restored).
 	Unbound []Interval
@@ -88,15 +87,12 @@ type Record struct {
 	// Model is the relay's model ("" not said).
 	Model string
 	// Pending are the committed events the relay had not settled at the
-	// end (HasPending: the contract has a pending query).
-	Pending    []string
-	HasPending bool
+	// end; nil: the contract has no pending query.
+	Pending []string
 	// InboxPending are the events the consumer had taken in and not
-	// applied at the end (HasInboxPending: the contract has an
-	// inbox_pending query): a consumer that stores first and applies
+	// applied at the end (nil: the contract has no inbox_pending query): a consumer that stores first and applies
 	// later still has them to apply.
-	InboxPending    []string
-	HasInboxPending bool
+	InboxPending []string
 	// Slot is a log relay's replication slot at the end; nil: the
 	// outbox's database had not exactly one logical slot, or it had
 	// confirmed nothing.
@@ -124,10 +120,8 @@ type Record struct {
 	// commit (its trigger on observe.effects notifies at COMMIT), whether
 	// or not the effect is there at the end: a failover that lost the
 	// commit after it was made shows one here and not in Effects
-	// (HasEffectsCommitted: the effects table was watched, by its eventId
-	// column).
-	EffectsCommitted    map[string]bool
-	HasEffectsCommitted bool
+	// (nil: the effects table was not watched by its eventId column).
+	EffectsCommitted map[string]bool
 
 	// Recovery is how the run came back after its last fault healed (the
 	// convergence samples of the target's tables tell when every fact had

@@ -49,7 +49,7 @@ func (o *Record) Observed(s Source) bool {
 	case SourceConsumerLog:
 		return o.HasLog(protocol.Consumer)
 	case SourceOutbox:
-		return o.HasOutbox
+		return o.Outbox != nil
 	case SourceDLQ:
 		return o.DeadLetter != nil
 	case SourceAudit:
@@ -57,7 +57,7 @@ func (o *Record) Observed(s Source) bool {
 	case SourceAuditStatus:
 		return o.Audit != nil && !o.Audit.NoStatus
 	case SourceTap:
-		return o.HasTap
+		return o.Tap != nil
 	}
 	return true
 }

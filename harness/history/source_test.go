@@ -13,7 +13,7 @@ import (
 // commits have no section and count as observed.
 func TestObserved(t *testing.T) {
 	blind := &Record{}
-	full := &Record{LogRoles: map[string]bool{protocol.Relay: true}, HasOutbox: true, DeadLetter: &DeadLetterQueue{}, Audit: &AuditTrail{}, HasTap: true}
+	full := &Record{LogRoles: map[string]bool{protocol.Relay: true}, Outbox: []OutboxRow{}, DeadLetter: &DeadLetterQueue{}, Audit: &AuditTrail{}, Tap: map[string]int{}}
 	noStatus := &Record{Audit: &AuditTrail{NoStatus: true}}
 	for _, tc := range []struct {
 		source      Source

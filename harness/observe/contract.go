@@ -39,19 +39,25 @@ func ReadContract(ctx context.Context, db map[string]*pgxpool.Pool, c target.Con
 		if o.Outbox, err = readOutbox(ctx, db, model, *q, withStatus); err != nil {
 			return err
 		}
-		o.HasOutbox = true
+		if o.Outbox == nil {
+			o.Outbox = []history.OutboxRow{}
+		}
 	}
 	if q := c.Pending; q != nil {
 		if o.Pending, err = readEventIDs(ctx, db, *q, "pending"); err != nil {
 			return err
 		}
-		o.HasPending = true
+		if o.Pending == nil {
+			o.Pending = []string{}
+		}
 	}
 	if q := c.InboxPending; q != nil {
 		if o.InboxPending, err = readEventIDs(ctx, db, *q, "inbox_pending"); err != nil {
 			return err
 		}
-		o.HasInboxPending = true
+		if o.InboxPending == nil {
+			o.InboxPending = []string{}
+		}
 	}
 	if q := c.HeldBack; q != nil {
 		pool, err := poolFor(db, *q, "held_back")
@@ -59,15 +65,16 @@ func ReadContract(ctx context.Context, db map[string]*pgxpool.Pool, c target.Con
 			return err
 		}
 		err = infra.ReadOnly(ctx, pool, func(tx pgx.Tx) error {
-			if err := tx.QueryRow(ctx, q.SQL).Scan(&o.HeldBack); err != nil {
+			var n int
+			if err := tx.QueryRow(ctx, q.SQL).Scan(&n); err != nil {
 				return queryError("held_back", *q, err)
 			}
+			o.HeldBack = &n
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		o.HasHeldBack = true
 	}
 	return nil
 }

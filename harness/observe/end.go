@@ -3,6 +3,7 @@ package observe
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
@@ -67,7 +68,9 @@ func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 		if o.Queued, err = w.readQueued(ctx); err != nil {
 			return nil, err
 		}
-		o.HasQueued = true
+		if o.Queued == nil {
+			o.Queued = map[string]int{}
+		}
 	}
 	if w.audit {
 		rows, err := w.Audit(ctx, 0)
@@ -77,7 +80,8 @@ func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 		o.Audit = &history.AuditTrail{Rows: rows, Lease: w.leased, NoStatus: w.run.Target.Observe.Outbox.Status == ""}
 	}
 	if w.effects && w.run.Target.Observe.Effects.EventID != "" && w.commits.Err() == nil {
-		o.EffectsCommitted, o.HasEffectsCommitted = w.commits.EventIDs(fault.TableEffects), true
+		o.EffectsCommitted = map[string]bool{}
+		maps.Copy(o.EffectsCommitted, w.commits.EventIDs(fault.TableEffects))
 	}
 	if w.run.Target.Relay.Model == history.ModelLog {
 		confirmed, ok, err := w.readSlot(ctx)
@@ -92,7 +96,9 @@ func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 		if o.Tap, err = w.readTap(ctx); err != nil {
 			return nil, err
 		}
-		o.HasTap = true
+		if o.Tap == nil {
+			o.Tap = map[string]int{}
+		}
 	}
 	o.Log, err = ReadLogs(e.LogPaths, e.Windows)
 	if err != nil {
