@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
@@ -173,7 +174,7 @@ func (b BatchDuplicate) handTwice(ctx context.Context, env *Env, w *waits, write
 	queue := env.Topology.Queue
 	var ready int
 	err = w.wait(fmt.Sprintf("the broker to hand every message of %s (both copies among them) to the frozen %s", queue, b.Consumer), env.Deadline, func() (string, error) {
-		err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
+		err := poll.Until(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
 			q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 			if err != nil {
 				return false, err

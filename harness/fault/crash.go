@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -379,7 +380,7 @@ func waitAuditedTakeover(ctx context.Context, env *Env, w *waits, writer, frozen
 		// The whole trail each time: a write's id is drawn when it is
 		// made, not when it commits, so a later read from the last id seen
 		// could miss one.
-		err := pollEvery(ctx, within, 200*time.Millisecond, func() (bool, error) {
+		err := poll.Until(ctx, within, 200*time.Millisecond, func() (bool, error) {
 			trail, err := env.Audit(ctx, 0)
 			if err != nil {
 				return false, err
@@ -633,7 +634,7 @@ func takesOver(mine map[string]bool, e eventlog.Entry) bool {
 func waitSent(ctx context.Context, env *Env, p *supervisor.Process, w *waits) error {
 	var unsent int64
 	return w.wait(fmt.Sprintf("what %s wrote to its sockets to be read by their peers", p.Name()), env.Deadline, func() (string, error) {
-		err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
+		err := poll.Until(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
 			var err error
 			unsent, err = p.Unsent()
 			return err == nil && unsent == 0, err
@@ -701,7 +702,7 @@ func disarmLate(ctx context.Context, env *Env, w *waits, process, point, own str
 		go func() { disarmed <- p.Disarm(ctx, own) }()
 		var disarmErr error
 		// A frozen process answers nothing: its state says it stopped.
-		if err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
+		if err := poll.Until(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
 			select {
 			case disarmErr = <-disarmed:
 				return true, nil
@@ -738,7 +739,7 @@ func waitStopped(ctx context.Context, env *Env, name string, w *waits) error {
 		return err
 	}
 	return w.wait(fmt.Sprintf("%s to be frozen at its crash point", name), env.Deadline, func() (string, error) {
-		if err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, p.Stopped); err != nil {
+		if err := poll.Until(ctx, env.Deadline, 10*time.Millisecond, p.Stopped); err != nil {
 			return "", fmt.Errorf("%s did not freeze at its pause crash point: %w", name, err)
 		}
 		return "", nil

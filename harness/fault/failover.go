@@ -11,6 +11,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 )
@@ -282,7 +283,7 @@ func RelaySlot(ctx context.Context, pool *pgxpool.Pool) (slot LogSlot, ok bool, 
 // returns the wait.
 func followSlot(ctx context.Context, env *Env, pool *pgxpool.Pool, slot *result.SlotFate, promoted string, seen *states) result.Wait {
 	from := time.Now()
-	err := pollEvery(ctx, slotWithin, logPoll, func() (bool, error) {
+	err := poll.Until(ctx, slotWithin, logPoll, func() (bool, error) {
 		var kept bool
 		err := pool.QueryRow(ctx, `SELECT coalesce(confirmed_flush_lsn::text, ''), coalesce(restart_lsn < $2::pg_lsn, false), clock_timestamp()
 			FROM pg_replication_slots WHERE slot_name = $1 AND confirmed_flush_lsn IS NOT NULL`, slot.Name, promoted).Scan(&slot.At, &kept, &slot.SeenAt)

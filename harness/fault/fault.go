@@ -26,6 +26,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -327,26 +328,26 @@ func (env *Env) waitLogFrom(ctx context.Context, process string, offset int64, w
 	if err != nil {
 		return eventlog.Entry{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	var found eventlog.Entry
+	// A log not written yet is read again, from where the last read ended.
+	err = poll.Until(ctx, within, 25*time.Millisecond, func() (bool, error) {
 		entries, next, err := readFrom(p.EventLogPath(), offset)
-		if err == nil {
-			offset = next
-			for _, e := range entries {
-				if match(e) {
-					return e, nil
-				}
+		if err != nil {
+			return false, nil
+		}
+		offset = next
+		for _, e := range entries {
+			if match(e) {
+				found = e
+				return true, nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return eventlog.Entry{}, fmt.Errorf("no matching line in %s's event log within %s", process, within)
-		case <-tick.C:
-		}
+		return false, nil
+	})
+	if err != nil {
+		return eventlog.Entry{}, fmt.Errorf("no matching line in %s's event log within %s", process, within)
 	}
+	return found, nil
 }
 
 // findLog looks once through a process's event log for an entry that

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
 )
@@ -273,25 +274,28 @@ type heldBackend struct {
 func waitHeld(ctx context.Context, env *Env, pool *pgxpool.Pool, writer string) (heldBackend, error) {
 	ctx, cancel := context.WithTimeout(ctx, env.Deadline)
 	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var b heldBackend
+	var b heldBackend
+	var failed error // a read that failed, not one that found none
+	err := poll.Until(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
 		err := pool.QueryRow(ctx, `SELECT pid, coalesce(backend_xid::text, ''), left(query, 60) FROM pg_stat_activity
 			WHERE application_name = $1 AND wait_event = 'PgSleep' AND datname = current_database() LIMIT 1`, writer).Scan(&b.pid, &b.xid, &b.query)
-		if err == nil {
+		switch {
+		case err == nil:
 			b.at = time.Now()
-			return b, nil
+			return true, nil
+		case !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil:
+			failed = fmt.Errorf("read pg_stat_activity: %w", err)
+			return true, nil
 		}
-		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
-			return heldBackend{}, fmt.Errorf("read pg_stat_activity: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return heldBackend{}, fmt.Errorf("no transaction of %s held at its COMMIT within %s (pg_stat_activity)", writer, env.Deadline)
-		case <-tick.C:
-		}
+		return false, nil
+	})
+	switch {
+	case failed != nil:
+		return heldBackend{}, failed
+	case err != nil:
+		return heldBackend{}, fmt.Errorf("no transaction of %s held at its COMMIT within %s (pg_stat_activity)", writer, env.Deadline)
 	}
+	return b, nil
 }
 
 // terminateHeld terminates every backend of the writer asleep in a held

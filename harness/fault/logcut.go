@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 )
@@ -165,7 +166,7 @@ func (c LogStreamCut) inject(ctx context.Context, env *Env, w *waits) result.Fau
 	healed := time.Now()
 	// The relay's next walsender on the slot: reported, not required.
 	var again int32
-	resumed := pollEvery(ctx, c.Within, logPoll, func() (bool, error) {
+	resumed := poll.Until(ctx, c.Within, logPoll, func() (bool, error) {
 		pid, err := slotPID(ctx, pool, slot)
 		again = pid
 		return pid != 0 && pid != walsender, err

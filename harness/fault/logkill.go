@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/proxies"
@@ -282,7 +283,7 @@ func streamedSinceCut(ctx context.Context, env *Env, w *waits, pool *pgxpool.Poo
 // wait for cause in w; not seen by then, the window did not open.
 func awaitLog(ctx context.Context, w *waits, within time.Duration, cause string, done func() (bool, error)) error {
 	return w.wait(cause, within, func() (string, error) {
-		err := pollEvery(ctx, within, logPoll, done)
+		err := poll.Until(ctx, within, logPoll, done)
 		if err != nil && ctx.Err() == nil {
 			return "", fmt.Errorf("window not opened: %w: %s: %w", errUnseen, cause, err)
 		}
@@ -320,7 +321,7 @@ func readSlot(ctx context.Context, pool *pgxpool.Pool, slot, lsn string) (slotSt
 func activeSlot(ctx context.Context, pool *pgxpool.Pool, within time.Duration) (string, error) {
 	var slots []string
 	var several error
-	err := pollEvery(ctx, within, logPoll, func() (bool, error) {
+	err := poll.Until(ctx, within, logPoll, func() (bool, error) {
 		rows, err := pool.Query(ctx, `SELECT slot_name::text FROM pg_replication_slots
 			WHERE database = current_database() AND slot_type = 'logical' AND active ORDER BY slot_name`)
 		if err == nil {
@@ -358,7 +359,7 @@ func slotBehindAtDeath(ctx context.Context, env *Env, eventID string, within tim
 	}
 	var slot LogSlot
 	var one bool
-	err = pollEvery(ctx, within, logPoll, func() (bool, error) {
+	err = poll.Until(ctx, within, logPoll, func() (bool, error) {
 		var err error
 		slot, one, err = RelaySlot(ctx, pool)
 		return !one || !slot.Active, err

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -572,7 +573,7 @@ func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name
 	// Frozen, the relay starts nothing new; what its sessions were running
 	// ends (a COMMIT on its way lands before the row is read).
 	if err := w.wait(fmt.Sprintf("%s's database sessions to be idle", name), env.Deadline, func() (string, error) {
-		return "", pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
+		return "", poll.Until(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
 			var active int
 			err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'`, name).Scan(&active)
 			return err == nil && active == 0, err

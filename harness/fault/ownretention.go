@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
@@ -119,7 +120,7 @@ func (o OwnRetention) inject(ctx context.Context, env *Env, w *waits) result.Fau
 		return w.wait(cause, time.Until(deadline), func() (string, error) {
 			var gone string
 			listed := map[string]bool{}
-			err := pollEvery(ctx, time.Until(deadline), cleanupPoll, func() (bool, error) {
+			err := poll.Until(ctx, time.Until(deadline), cleanupPoll, func() (bool, error) {
 				ids, err := eventIDs(ctx, pool, q, "inbox")
 				if err != nil {
 					return false, err

@@ -7,6 +7,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 )
 
@@ -94,7 +95,7 @@ func (p Poison) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		queue := env.Topology.Queue
 		if err := w.wait(fmt.Sprintf("%d messages ready in %s ahead of the poison (a passive declare)", p.Ahead, queue), env.Deadline, func() (string, error) {
 			ready := 0
-			err := pollEvery(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
+			err := poll.Until(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
 				q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 				ready = q.Messages
 				return err == nil && ready >= p.Ahead, err

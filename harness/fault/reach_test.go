@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/ports"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/protocol"
@@ -144,7 +145,7 @@ func TestCrashPointHitLateIsTaken(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, p.Arm(ctx, protocol.RelayAfterConfirm, crashpoint.Arming{Action: crashpoint.Pause, Hit: 1}.String()))
 	hitPoint(t, control, protocol.RelayAfterConfirm)
-	require.NoError(t, pollEvery(ctx, 10*time.Second, 10*time.Millisecond, p.Stopped), "the test process never froze at its point")
+	require.NoError(t, poll.Until(ctx, 10*time.Second, 10*time.Millisecond, p.Stopped), "the test process never froze at its point")
 
 	var w waits
 	match := func(e eventlog.Entry) bool {

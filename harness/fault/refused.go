@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/poll"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -186,7 +187,7 @@ func waitDrained(ctx context.Context, env *Env, w *waits, within time.Duration) 
 	refused := false
 	var last history.QueueInfo
 	err := w.wait(fmt.Sprintf("%s, seen refusing publishes, to be seen with none ready", queue), within, func() (string, error) {
-		err := pollEvery(ctx, within, refusalPoll, func() (bool, error) {
+		err := poll.Until(ctx, within, refusalPoll, func() (bool, error) {
 			q, err := env.Infra.Queue(ctx, env.VHost, queue)
 			if err != nil {
 				return false, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
 )
@@ -92,7 +93,7 @@ func (r RetentionReplay) replayHandled(ctx context.Context, env *Env, id string,
 	var baseline history.QueueInfo
 	prev := -1
 	if err := w.wait(fmt.Sprintf("%s to be quiet before the replay (empty, its deliveries steady)", env.Topology.Queue), env.Deadline, func() (string, error) {
-		return "", pollEvery(ctx, env.Deadline, statsInterval, func() (bool, error) {
+		return "", poll.Until(ctx, env.Deadline, statsInterval, func() (bool, error) {
 			q, err := queue()
 			if err != nil {
 				return false, err
@@ -122,32 +123,7 @@ func (r RetentionReplay) replayHandled(ctx context.Context, env *Env, id string,
 
 // pollUntil calls done every 50 ms until it says so, fails, or within ends.
 func pollUntil(ctx context.Context, within time.Duration, done func() (bool, error)) error {
-	return pollEvery(ctx, within, 50*time.Millisecond, done)
-}
-
-// pollEvery calls done every interval until it says so or within ends; an
-// error of done is returned only if it is the last one seen.
-func pollEvery(ctx context.Context, within, interval time.Duration, done func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	var last error
-	for {
-		ok, err := done()
-		if ok {
-			return nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("within %s: %w", within, last)
-			}
-			return fmt.Errorf("not within %s", within)
-		case <-tick.C:
-		}
-	}
+	return poll.Until(ctx, within, 50*time.Millisecond, done)
 }
 
 // replayed is the message faultline publishes again for an event.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/target"
 )
 
@@ -159,7 +160,7 @@ func (h *takeoverHold) release(ctx context.Context) error {
 func (h *takeoverHold) waitHeld(ctx context.Context, within time.Duration) (string, error) {
 	started := time.Now()
 	var who string
-	err := pollEvery(ctx, within, 10*time.Millisecond, func() (bool, error) {
+	err := poll.Until(ctx, within, 10*time.Millisecond, func() (bool, error) {
 		err := h.pool.QueryRow(ctx, `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND NOT l.granted AND l.classid = $1 AND l.objid = $2 AND l.objsubid = 2
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -182,7 +183,7 @@ LIMIT 1`, uint32(takeoverLockClass), uint32(takeoverLockID)).Scan(&who)
 // write to reach a held row: its backend waiting for a row's lock.
 func (h *takeoverHold) waitLateWrite(ctx context.Context, within time.Duration) (string, error) {
 	started := time.Now()
-	err := pollEvery(ctx, within, 10*time.Millisecond, func() (bool, error) {
+	err := poll.Until(ctx, within, 10*time.Millisecond, func() (bool, error) {
 		var n int
 		err := h.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 WHERE application_name = $1 AND wait_event_type = 'Lock' AND datname = current_database()`, h.writer).Scan(&n)

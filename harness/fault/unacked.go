@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/proxies"
 )
@@ -300,7 +301,7 @@ func cutMidTransaction(ctx context.Context, env *Env, w *waits, consumer string,
 		// off, and the next transaction is waited for.
 		for looked := 0; ; {
 			left := env.Deadline - time.Since(began)
-			err := pollEvery(ctx, left, 10*time.Millisecond, func() (bool, error) {
+			err := poll.Until(ctx, left, 10*time.Millisecond, func() (bool, error) {
 				var one int
 				err := pool.QueryRow(ctx, `SELECT 1 `+effectWriters+` LIMIT 1`, in.Name, regclass).Scan(&one)
 				if errors.Is(err, pgx.ErrNoRows) {

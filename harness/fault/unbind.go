@@ -14,6 +14,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -321,7 +322,7 @@ func (u Unbind) settleInside(ctx context.Context, env *Env, w *waits, start time
 	bound := cmp.Or(u.Max, env.Deadline)
 	after, rows, settled := mark, []history.AuditRow(nil), 0
 	waitErr := w.wait(fmt.Sprintf("%d rows claimed in the outage to be settled", u.UntilSettled), bound, func() (string, error) {
-		err := pollEvery(ctx, bound, paceEvery, func() (bool, error) {
+		err := poll.Until(ctx, bound, paceEvery, func() (bool, error) {
 			more, err := env.Audit(ctx, after)
 			if err != nil {
 				return false, fmt.Errorf("read the audit trail: %w", err)

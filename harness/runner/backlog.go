@@ -8,6 +8,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
@@ -91,25 +92,15 @@ func (b *backlog) release(ctx context.Context, bound time.Duration, measure func
 // wait polls measure until it reports the backlog, ctx ends or bound
 // passes; it returns the last measure.
 func (b *backlog) wait(ctx context.Context, bound time.Duration, measure func() (int, error)) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
-	tick := time.NewTicker(backlogPoll)
-	defer tick.Stop()
 	last := 0
-	for {
+	err := poll.Until(ctx, bound, backlogPoll, func() (bool, error) {
 		n, err := measure()
 		if err == nil {
 			last = n
-			if n >= b.hold.Backlog {
-				return n, nil
-			}
 		}
-		select {
-		case <-ctx.Done():
-			return last, ctx.Err()
-		case <-tick.C:
-		}
-	}
+		return err == nil && n >= b.hold.Backlog, err
+	})
+	return last, err
 }
 
 // overBacklog is what the release waits for of the faults that act over

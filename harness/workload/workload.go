@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/safe"
 	"github.com/faultline-dev/faultline/harness/target"
 )
@@ -184,24 +185,16 @@ func (r *Runner) Run(ctx context.Context) error {
 // waitCarried counts the events that took effect until want did, at most
 // within, and returns the last count.
 func (r *Runner) waitCarried(ctx context.Context, want int, within time.Duration) int {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	tick := time.NewTicker(carriedPoll)
-	defer tick.Stop()
 	took := 0
-	for {
+	// A count that failed to read is asked again; past within, what was
+	// counted by then is the answer.
+	_ = poll.Until(ctx, within, carriedPoll, func() (bool, error) {
 		if n, err := r.carried(ctx); err == nil {
 			took = n
 		}
-		if took >= want {
-			return took
-		}
-		select {
-		case <-ctx.Done():
-			return took
-		case <-tick.C:
-		}
-	}
+		return took >= want, nil
+	})
+	return took
 }
 
 // sustain sends the probe, measures what the pipeline carried, and sends
