@@ -148,7 +148,7 @@ func (ix *index) scenarioView(s result.Scenario) scenarioView {
 	}
 	for _, inv := range s.Invariants {
 		for _, vi := range inv.Violations {
-			v.Violations = append(v.Violations, violationView{Violation: vi, Invariant: inv.Name, Expected: inv.Expected || inv.OK,
+			v.Violations = append(v.Violations, violationView{Violation: vi, Invariant: inv.Name, Expected: inv.Outcome() == result.OutcomeHeld || inv.Outcome() == result.OutcomeLimit,
 				Summary: violationSummary(s, vi), IDs: splitIDs(vi.EventIDs), Stages: stageViews(vi)})
 		}
 	}

@@ -238,7 +238,7 @@ func failureText(s result.Scenario) string {
 func violationText(s result.Scenario, expected bool) string {
 	var b strings.Builder
 	for _, inv := range s.Invariants {
-		if inv.OK || inv.Expected != expected {
+		if o := inv.Outcome(); o == result.OutcomeHeld || (o == result.OutcomeLimit) != expected {
 			continue
 		}
 		for _, v := range inv.Violations {

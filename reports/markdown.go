@@ -314,7 +314,7 @@ func writeTodo(b *bytes.Buffer, f finding) {
 // unexpected ones, or with expected set the documented limits.
 func writeViolations(b *bytes.Buffer, s result.Scenario, expected bool) {
 	for _, inv := range s.Invariants {
-		if inv.OK || inv.Expected != expected {
+		if o := inv.Outcome(); o == result.OutcomeHeld || (o == result.OutcomeLimit) != expected {
 			continue
 		}
 		for _, v := range inv.Violations {

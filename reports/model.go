@@ -108,7 +108,7 @@ func kinds(s result.Scenario) []string {
 		}
 	}
 	for _, inv := range s.Invariants {
-		if inv.OK || inv.Expected || inv.NotChecked {
+		if o := inv.Outcome(); o != result.OutcomeBroken && o != result.OutcomeNotConverged {
 			continue
 		}
 		if len(inv.Violations) == 0 {
@@ -125,7 +125,7 @@ func kinds(s result.Scenario) []string {
 func expectedLimits(s result.Scenario) []string {
 	var out []string
 	for _, inv := range s.Invariants {
-		if inv.OK || !inv.Expected {
+		if inv.Outcome() != result.OutcomeLimit {
 			continue
 		}
 		for _, v := range inv.Violations {

@@ -201,7 +201,7 @@ func TestNoLostByStage(t *testing.T) {
 		assert.Equal(t, map[result.Stage][]string{result.StageQueued: {"E00", "E01"}, result.StageInOutbox: {"E02"}}, v.Stages)
 		assert.Equal(t, 0, Counts(o).Lost, "not converged is not lost")
 		s := result.Scenario{Invariants: Invariants(o, nil)}
-		verdict, reason := s.Judge(nil)
+		verdict, reason := s.Judge(result.Ending{})
 		// The stuck row still fails the run (outbox-truth); without it the
 		// run would be indeterminate.
 		assert.Equal(t, result.Fail, verdict)
@@ -212,7 +212,7 @@ func TestNoLostByStage(t *testing.T) {
 	t.Run("only queued: indeterminate", func(t *testing.T) {
 		o := many(2, "Published", 2)
 		s := result.Scenario{Invariants: Invariants(o, nil)}
-		verdict, reason := s.Judge(nil)
+		verdict, reason := s.Judge(result.Ending{})
 		assert.Equal(t, result.Indeterminate, verdict)
 		assert.Contains(t, reason, "did not converge: 2 still-queued (")
 	})
@@ -240,7 +240,7 @@ func TestNoLostByStage(t *testing.T) {
 		assert.Contains(t, inv.Detail, "1 still-in-inbox")
 		assert.Equal(t, 0, Counts(o).Lost)
 		s := result.Scenario{Invariants: Invariants(o, nil)}
-		verdict, _ := s.Judge(nil)
+		verdict, _ := s.Judge(result.Ending{})
 		assert.Equal(t, result.Indeterminate, verdict)
 		assert.False(t, s.HasViolation("lost"))
 	})
@@ -252,7 +252,7 @@ func TestNoLostByStage(t *testing.T) {
 		assert.Equal(t, map[result.Stage][]string{result.StageConsumedNoEffect: {"E00"}}, inv.Violations[0].Stages)
 		assert.Equal(t, 1, Counts(o).Lost)
 		s := result.Scenario{Invariants: Invariants(o, nil)}
-		verdict, _ := s.Judge(nil)
+		verdict, _ := s.Judge(result.Ending{})
 		assert.Equal(t, result.Fail, verdict)
 		assert.True(t, s.HasViolation("lost"))
 	})

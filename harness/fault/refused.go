@@ -55,36 +55,38 @@ func waitRefused(ctx context.Context, env *Env, w *waits, frozen string, within 
 		}
 		wctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
-		tick := time.NewTicker(refusalPoll)
-		defer tick.Stop()
-		var readErr error
-		for {
+		var readErr, never error
+		var seen string
+		err := poll.Until(wctx, time.Until(deadline), refusalPoll, func() (bool, error) {
 			q, err := env.Infra.Queue(wctx, env.VHost, queue)
 			readErr = err
-			if err == nil {
-				sighted = q
-				refusing, never := refusal(q)
-				if never != "" {
-					return "", fmt.Errorf("window not opened: %w: %s %s", errUnseen, queue, never)
-				}
-				if refusing {
-					return fmt.Sprintf("%d ready of at most %d (%s, %s)", q.Ready, q.MaxLength, q.Type, q.Overflow), nil
-				}
+			if err != nil {
+				return false, nil
 			}
-			select {
-			case <-wctx.Done():
-				if ctx.Err() != nil {
-					return "", ctx.Err()
-				}
-				why := fmt.Sprintf("%d ready of at most %d", sighted.Ready, sighted.MaxLength)
-				if readErr != nil {
-					why = readErr.Error()
-				}
-				return "", fmt.Errorf("window not opened: %w: %s did not refuse publishes within %s while %s was frozen (%s)",
-					errUnseen, queue, within.Round(time.Millisecond), frozen, why)
-			case <-tick.C:
+			sighted = q
+			refusing, why := refusal(q)
+			switch {
+			case why != "":
+				never = fmt.Errorf("window not opened: %w: %s %s", errUnseen, queue, why)
+			case refusing:
+				seen = fmt.Sprintf("%d ready of at most %d (%s, %s)", q.Ready, q.MaxLength, q.Type, q.Overflow)
 			}
+			return never != nil || seen != "", nil
+		})
+		switch {
+		case never != nil:
+			return "", never
+		case err == nil:
+			return seen, nil
+		case ctx.Err() != nil:
+			return "", ctx.Err()
 		}
+		why := fmt.Sprintf("%d ready of at most %d", sighted.Ready, sighted.MaxLength)
+		if readErr != nil {
+			why = readErr.Error()
+		}
+		return "", fmt.Errorf("window not opened: %w: %s did not refuse publishes within %s while %s was frozen (%s)",
+			errUnseen, queue, within.Round(time.Millisecond), frozen, why)
 	})
 	if err != nil {
 		return "", err

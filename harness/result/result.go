@@ -290,6 +290,41 @@ type Invariant struct {
 	Violations []Violation `json:"violations,omitempty"`
 }
 
+// Outcome is what one invariant of a run came to: one of five.
+type Outcome string
+
+// The outcomes of an invariant.
+const (
+	// OutcomeHeld: checked, and it held.
+	OutcomeHeld Outcome = "held"
+	// OutcomeBroken: checked, and broken: the run fails.
+	OutcomeBroken Outcome = "broken"
+	// OutcomeLimit: broken as the scenario expected (a documented limit).
+	OutcomeLimit Outcome = "limit"
+	// OutcomeNotChecked: the target gave nothing to check it on.
+	OutcomeNotChecked Outcome = "not-checked"
+	// OutcomeNotConverged: broken only because the run had not converged
+	// when it was checked: indeterminate on its account, never failed.
+	OutcomeNotConverged Outcome = "not-converged"
+)
+
+// Outcome is the invariant's outcome, read from its wire form (OK,
+// Expected, NotChecked, Unconverged) in that order: one that held is held
+// whatever else is set, an expected break is a limit.
+func (inv Invariant) Outcome() Outcome {
+	switch {
+	case inv.OK:
+		return OutcomeHeld
+	case inv.Expected:
+		return OutcomeLimit
+	case inv.NotChecked:
+		return OutcomeNotChecked
+	case inv.Unconverged:
+		return OutcomeNotConverged
+	}
+	return OutcomeBroken
+}
+
 // Violation names the events that broke an invariant and their timeline.
 type Violation struct {
 	Kind     string   `json:"kind"` // lost, phantom, duplicate-effect, stale-write, stuck-row, ...
@@ -422,30 +457,63 @@ func (s Scenario) NotUndone() []string {
 func (s Scenario) Broken() []string {
 	var out []string
 	for _, inv := range s.Invariants {
-		if !inv.OK && !inv.Expected && !inv.NotChecked && !inv.Unconverged {
+		if inv.Outcome() == OutcomeBroken {
 			out = append(out, "invariant broken: "+inv.Name+detailSuffix(inv.Detail))
 		}
 	}
 	return out
 }
 
-// Judge is the verdict of a run that ended (err: why it could not be
-// judged, nil if it could), with its reason in one line. A fault that
-// could not be undone makes the run indeterminate whatever it saw: a link
-// left down or a process left frozen breaks invariants (lost, not
-// converged) the pipeline did not break. Otherwise a broken
-// invariant is a fail whatever else happened: a violation seen is a
-// violation. A fault that found its window closed by the target's own
-// design makes the run not run. Otherwise an error, a fault that never
-// happened, or evidence
-// not seen leaves the run indeterminate: a scenario's evidence is what
-// shows its window opened (a row claimed twice, an event held back), never
-// what catches a broken guard (the invariants do), so a run without it
-// showed nothing either way although its faults happened. A run that did not converge (invariants broken only on
-// that account, Invariant.Unconverged: events still queued or still in the
-// outbox) is indeterminate too: an event not yet through is not lost. All
-// else is a pass.
-func (s Scenario) Judge(err error) (verdict, reason string) {
+// Ending is how a run ended, beside what it recorded: the error that kept
+// it from being judged (nil if none), and what the runner knows of it.
+type Ending struct {
+	Err error
+	// HarnessPanic: the harness panicked (Err says where).
+	HarnessPanic bool
+	// Interrupted: the run's processes were stopped under it (Err: the
+	// cause).
+	Interrupted bool
+	// Down: a process stayed down against its restart policy (Err says
+	// which and why).
+	Down bool
+}
+
+// Judge is the verdict of a run that ended as end says, with its reason in
+// one line; it is the one place a verdict is computed.
+//
+// A run whose harness panicked, that was interrupted, or one of whose
+// processes stayed down against its restart policy is indeterminate: what
+// it saw is no evidence of the pipeline's. So is a run with a fault that
+// could not be undone, whatever it saw: a link left down or a process left
+// frozen breaks invariants (lost, not converged) the pipeline did not
+// break. Otherwise a broken invariant is a fail whatever else happened: a
+// violation seen is a violation. A fault that found its window closed by
+// the target's own design makes the run not run. Otherwise an error, a
+// fault that never happened, or evidence not seen leaves the run
+// indeterminate: a scenario's evidence is what shows its window opened (a
+// row claimed twice, an event held back), never what catches a broken
+// guard (the invariants do), so a run without it showed nothing either way
+// although its faults happened. A run that did not converge (invariants
+// whose outcome is OutcomeNotConverged: events still queued or still in
+// the outbox) is indeterminate too: an event not yet through is not lost.
+// All else is a pass, or a documented limit where an invariant's outcome
+// is OutcomeLimit.
+func (s Scenario) Judge(end Ending) (verdict, reason string) {
+	switch {
+	case end.HarnessPanic:
+		// The harness's own state is in doubt: nothing it saw is evidence,
+		// not even a violation.
+		return Indeterminate, end.Err.Error()
+	case end.Interrupted:
+		// Its processes were stopped under it: what it saw is no evidence.
+		return Indeterminate, fmt.Sprintf("%s: %v", Interrupted, end.Err)
+	case end.Down:
+		// A process stayed down that production's supervisor would have
+		// restarted, or that the target file does not have restarted: the
+		// events it never handled are no loss of the pipeline's.
+		return Indeterminate, end.Err.Error()
+	}
+	err := end.Err
 	if notUndone := s.NotUndone(); len(notUndone) > 0 {
 		return Indeterminate, strings.Join(notUndone, "; ")
 	}
@@ -480,7 +548,7 @@ func (s Scenario) Judge(err error) (verdict, reason string) {
 func (s Scenario) Limits() []string {
 	var out []string
 	for _, inv := range s.Invariants {
-		if !inv.OK && inv.Expected {
+		if inv.Outcome() == OutcomeLimit {
 			out = append(out, inv.Name+detailSuffix(inv.Detail))
 		}
 	}
@@ -498,7 +566,7 @@ func (s Scenario) NotConverged() string {
 	var lines []string
 	counts := map[Stage]int{}
 	for _, inv := range s.Invariants {
-		if inv.OK || !inv.Unconverged || inv.Expected || inv.NotChecked {
+		if inv.Outcome() != OutcomeNotConverged {
 			continue
 		}
 		lines = append(lines, inv.Name+detailSuffix(inv.Detail))
@@ -628,7 +696,7 @@ func (s Scenario) HasViolation(kind string) bool {
 func (s Scenario) UnexpectedViolations() []Violation {
 	var out []Violation
 	for _, inv := range s.Invariants {
-		if inv.OK || inv.Expected || inv.NotChecked || inv.Unconverged {
+		if inv.Outcome() != OutcomeBroken {
 			continue
 		}
 		out = append(out, inv.Violations...)
@@ -657,7 +725,7 @@ func (s Scenario) ShowsOnly(kinds []string) bool {
 	}
 	shown := false
 	for _, inv := range s.Invariants {
-		if inv.OK || inv.Expected || inv.NotChecked || inv.Unconverged {
+		if inv.Outcome() != OutcomeBroken {
 			continue
 		}
 		if len(inv.Violations) == 0 {

@@ -78,10 +78,51 @@ func TestJudge(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, reason := c.s.Judge(c.err)
+			got, reason := c.s.Judge(Ending{Err: c.err})
 			assert.Equal(t, c.want, got)
 			assert.Contains(t, reason, c.reason)
 		})
+	}
+}
+
+// How a run ended comes before what it recorded: a harness panic, an
+// interrupt or a process left down makes it indeterminate even beside a
+// violation.
+func TestJudgeEnding(t *testing.T) {
+	lost := Scenario{Faults: []Fault{{Kind: "crash", Hit: true}}, Invariants: []Invariant{{Name: "no lost event", Violations: []Violation{{Kind: "lost"}}}}}
+	for _, c := range []struct {
+		name   string
+		end    Ending
+		want   string
+		reason string
+	}{
+		{"recorded", Ending{}, Fail, "invariant broken"},
+		{"harness panic", Ending{Err: errors.New("panic in run: boom"), HarnessPanic: true}, Indeterminate, "boom"},
+		{"interrupted", Ending{Err: errors.New("signal"), Interrupted: true}, Indeterminate, Interrupted + ": signal"},
+		{"a process down", Ending{Err: errors.New("process inventory is down"), Down: true}, Indeterminate, "process inventory is down"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, reason := lost.Judge(c.end)
+			assert.Equal(t, c.want, got)
+			assert.Contains(t, reason, c.reason)
+		})
+	}
+}
+
+// Each combination of an invariant's wire fields reads as one outcome.
+func TestOutcome(t *testing.T) {
+	for _, c := range []struct {
+		inv  Invariant
+		want Outcome
+	}{
+		{Invariant{OK: true}, OutcomeHeld},
+		{Invariant{}, OutcomeBroken},
+		{Invariant{Expected: true}, OutcomeLimit},
+		{Invariant{NotChecked: true}, OutcomeNotChecked},
+		{Invariant{Unconverged: true}, OutcomeNotConverged},
+		{Invariant{Expected: true, Unconverged: true}, OutcomeLimit},
+	} {
+		assert.Equal(t, c.want, c.inv.Outcome(), "%+v", c.inv)
 	}
 }
 

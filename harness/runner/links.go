@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/proxies"
 )
 
@@ -62,23 +63,18 @@ func checkAddrs(ctx context.Context, addrs map[string]string, timeout time.Durat
 func waitLink(ctx context.Context, name, addr string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(linkCheckPoll)
-	defer tick.Stop()
 	var last error
-	for {
+	err := poll.Until(ctx, timeout, linkCheckPoll, func() (bool, error) {
 		err := probeLink(ctx, name, addr)
-		if err == nil {
-			return nil
-		}
-		if last == nil || ctx.Err() == nil {
+		if err != nil && (last == nil || ctx.Err() == nil) {
 			last = err // the last real answer, over our own deadline
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("link %s (%s) carries no traffic to its upstream within %s: %w", name, addr, timeout, last)
-		case <-tick.C:
-		}
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("link %s (%s) carries no traffic to its upstream within %s: %w", name, addr, timeout, last)
 	}
+	return nil
 }
 
 // probeLink dials addr and, for PostgreSQL and AMQP, sends the protocol's

@@ -373,7 +373,7 @@ func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Sce
 	if r.res.Verdict == result.NotRun {
 		r.res.Reason = err.Error()
 	} else {
-		r.res.Verdict, r.res.Reason = verdict(r.res, err, interrupted, context.Cause(ctx))
+		r.res.Verdict, r.res.Reason = r.res.Judge(ending(err, interrupted, context.Cause(ctx)))
 	}
 	// A failure of the correct pipeline keeps its logs, and so does a run
 	// that could not be judged (a panic's stack is there); a broken variant
@@ -526,24 +526,19 @@ func isDown(err error) bool {
 	return errors.As(err, &down)
 }
 
-// verdict judges a run that was not refused (not-run) from its result and
-// the error it ended with.
-func verdict(res *result.Scenario, err error, interrupted bool, cause error) (string, string) {
+// ending is how a run that was not refused (not-run) ended, for
+// result.Judge: err is what it ended with, interrupted whether its
+// context ended under it (with cause).
+func ending(err error, interrupted bool, cause error) result.Ending {
 	switch {
 	case isPanic(err):
-		// The harness's own state is in doubt: nothing it saw is evidence,
-		// not even a violation.
-		return result.Indeterminate, err.Error()
+		return result.Ending{Err: err, HarnessPanic: true}
 	case interrupted:
-		// Its processes were stopped under it: what it saw is no evidence.
-		return result.Indeterminate, fmt.Sprintf("%s: %v", result.Interrupted, cause)
+		return result.Ending{Err: cause, Interrupted: true}
 	case isDown(err):
-		// A process stayed down that production's supervisor would have
-		// restarted, or that the target file does not have restarted: the
-		// events it never handled are no loss of the pipeline's.
-		return result.Indeterminate, err.Error()
+		return result.Ending{Err: err, Down: true}
 	}
-	return res.Judge(err)
+	return result.Ending{Err: err}
 }
 
 // onPanic is told a panic of a goroutine of the run (its LISTEN loop, its

@@ -92,7 +92,7 @@ func TestVerdict(t *testing.T) {
 			require.Equal(t, 1, link.up, "the fault tried to undo itself")
 			r.res.Invariants = tt.invariants
 
-			got, reason := verdict(r.res, tt.err, tt.interrupted, context.Canceled)
+			got, reason := r.res.Judge(ending(tt.err, tt.interrupted, context.Canceled))
 			assert.Equal(t, tt.want, got, reason)
 			for _, want := range tt.reason {
 				assert.Contains(t, reason, want)
