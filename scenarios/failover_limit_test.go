@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -39,13 +40,16 @@ func TestFailoverLimitExcusesOnlyEffectsSeenCommitted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &history.Record{EffectsCommitted: tc.seen}
-			ev := expectFailoverLimit(o, tc.faults, tc.invs)
-			assert.Equal(t, tc.expected, tc.invs[0].Expected)
+			checked := slices.Clone(tc.invs)
+			ev, notes := expectFailoverLimit(o, tc.faults, tc.invs)
+			assert.Equal(t, checked, tc.invs, "the checks' results are left as they were")
+			invs := result.Annotated(tc.invs, notes)
+			assert.Equal(t, tc.expected, invs[0].Expected)
 			if tc.expected {
 				assert.Contains(t, ev.Detail, tc.detail)
 				assert.True(t, ev.Seen)
 			} else if tc.detail != "" {
-				assert.Contains(t, tc.invs[0].Detail, tc.detail, "why the failover does not excuse it")
+				assert.Contains(t, invs[0].Detail, tc.detail, "why the failover does not excuse it")
 			}
 		})
 	}
@@ -91,14 +95,15 @@ func TestFailoverLimitExcusesWhatALostSlotSkipped(t *testing.T) {
 			o := &history.Record{Audit: &history.AuditTrail{Rows: audit}, Tap: map[string]int{}, EffectsCommitted: map[string]bool{}}
 			maps.Copy(o.Tap, tc.tap)
 			faults := []result.Fault{{Kind: fault.KindFailover, Hit: true, Slot: tc.slot}}
-			ev := expectFailoverLimit(o, faults, tc.invs)
-			for _, inv := range tc.invs {
+			ev, notes := expectFailoverLimit(o, faults, tc.invs)
+			invs := result.Annotated(tc.invs, notes)
+			for _, inv := range invs {
 				assert.Equal(t, tc.expected, inv.Expected, "%s: %s", inv.Name, inv.Detail)
 			}
 			if tc.expected {
 				assert.True(t, ev.Seen)
 				assert.Contains(t, ev.Detail, "never streamed")
-				assert.Contains(t, tc.invs[1].Detail, "PostgreSQL 15 keeps no logical slot across a promotion")
+				assert.Contains(t, invs[1].Detail, "PostgreSQL 15 keeps no logical slot across a promotion")
 			}
 		})
 	}
@@ -113,14 +118,14 @@ func TestSyncFailoverExcusesOnlyALogRelaysSlot(t *testing.T) {
 		return []result.Invariant{{Name: check.NoPhantom, Violations: []result.Violation{{Kind: "phantom", EventIDs: []string{"p1"}}}}}
 	}
 	o := &history.Record{Audit: &history.AuditTrail{}, Tap: map[string]int{}}
-	invs := phantom()
-	ev := expectSlotLimit(o, []result.Fault{{Kind: fault.KindFailover, Hit: true, Slot: &result.SlotFate{Name: "s", Recreated: true}}}, invs)
+	ev, notes := expectSlotLimit(o, []result.Fault{{Kind: fault.KindFailover, Hit: true, Slot: &result.SlotFate{Name: "s", Recreated: true}}}, phantom())
+	invs := result.Annotated(phantom(), notes)
 	assert.True(t, invs[0].Expected, invs[0].Detail)
 	assert.True(t, ev.Seen)
 	assert.Contains(t, ev.Detail, "1 effects of events without a fact")
 
-	invs = phantom()
-	ev = expectSlotLimit(o, []result.Fault{{Kind: fault.KindFailover, Hit: true}}, invs)
+	ev, notes = expectSlotLimit(o, []result.Fault{{Kind: fault.KindFailover, Hit: true}}, phantom())
+	invs = result.Annotated(phantom(), notes)
 	assert.False(t, invs[0].Expected, "a claim relay's phantom on a synchronous failover is not excused")
 	assert.True(t, ev.NotChecked)
 }

@@ -161,24 +161,21 @@ func Production() []runner.Scenario {
 // loss skipped (expectSlotLimit). Anything else broken still fails the
 // run: a lost event whose effect was never seen committed, and that no
 // slot skipped, is the pipeline's own doing.
-func expectFailoverLimit(o *history.Record, faults []result.Fault, invs []result.Invariant) result.Evidence {
+func expectFailoverLimit(o *history.Record, faults []result.Fault, invs []result.Invariant) (result.Evidence, []result.Note) {
 	ev := result.Evidence{Name: "a failover lost committed WAL, and the checker reports what it cost"}
 	lostWAL, slot := failoverSeen(faults)
 	goneFacts := max(o.Acknowledged-int64(len(o.Facts)), 0)
 	phantoms := 0
-	lost := excuseLost(o, invs, lostWAL, slot)
-	for i := range invs {
-		if invs[i].Name == check.FactsKept && !invs[i].OK && lostWAL {
-			invs[i].Expected = true
-			invs[i].Detail += " (expected: promotion without the commits the standby never received — the documented limit)"
+	lost, notes := excuseLost(o, invs, lostWAL, slot)
+	for _, inv := range invs {
+		if inv.Name == check.NoPhantom && !inv.OK {
+			phantoms += namedIDs(inv)
 		}
-		if invs[i].Name == check.NoPhantom && !invs[i].OK {
-			phantoms += namedIDs(invs[i])
-			if lostWAL {
-				invs[i].Expected = true
-				invs[i].Detail += " (expected: the promoted server lost the facts behind them — the documented limit of promotion without the commits)"
-			}
-		}
+	}
+	if lostWAL {
+		notes = append(notes,
+			result.Note{Invariant: check.FactsKept, Excused: true, Says: "expected: promotion without the commits the standby never received — the documented limit"},
+			result.Note{Invariant: check.NoPhantom, Excused: true, Says: "expected: the promoted server lost the facts behind them — the documented limit of promotion without the commits"})
 	}
 	ev.Detail = fmt.Sprintf("%d facts acknowledged to the client are gone from the promoted server (%d acknowledged, %d there); %d effects of events without a fact", goneFacts, o.Acknowledged, len(o.Facts), phantoms)
 	if lost.committed > 0 {
@@ -195,7 +192,7 @@ func expectFailoverLimit(o *history.Record, faults []result.Fault, invs []result
 		ev.Detail += fmt.Sprintf("; %d events published whose fact is gone", len(published))
 	}
 	ev.Seen = lostWAL && (goneFacts > 0 || phantoms > 0 || lost.committed > 0 || lost.skipped > 0 || len(published) > 0)
-	return ev
+	return ev, notes
 }
 
 // expectSlotLimit accepts, on a failover to a synchronous standby, only
@@ -207,26 +204,28 @@ func expectFailoverLimit(o *history.Record, faults []result.Fault, invs []result
 // synchronized_standby_slots closes that). A claim or offset relay reads
 // only what is visible, and visible means the standby has it: for those
 // nothing is accepted and the evidence is not checked.
-func expectSlotLimit(o *history.Record, faults []result.Fault, invs []result.Invariant) result.Evidence {
+func expectSlotLimit(o *history.Record, faults []result.Fault, invs []result.Invariant) (result.Evidence, []result.Note) {
 	ev := result.Evidence{Name: "what the failover did to the log relay's slot"}
 	lostWAL, slot := failoverSeen(faults)
 	if slot == nil {
 		ev.NotChecked = true
 		ev.Detail = "no log relay's slot was followed through the failover"
-		return ev
+		return ev, nil
 	}
-	lost := excuseLost(o, invs, lostWAL, slot)
+	lost, notes := excuseLost(o, invs, lostWAL, slot)
 	phantoms := 0
-	for i := range invs {
-		if invs[i].Name == check.NoPhantom && !invs[i].OK && lostWAL {
-			phantoms += namedIDs(invs[i])
-			invs[i].Expected = true
-			invs[i].Detail += " (expected: a logical walsender streams a commit the synchronous standby has not confirmed, and the promotion lost it — the documented limit of PostgreSQL 15's logical slots)"
+	if lostWAL {
+		for _, inv := range invs {
+			if inv.Name == check.NoPhantom && !inv.OK {
+				phantoms += namedIDs(inv)
+			}
 		}
+		notes = append(notes, result.Note{Invariant: check.NoPhantom, Excused: true,
+			Says: "expected: a logical walsender streams a commit the synchronous standby has not confirmed, and the promotion lost it — the documented limit of PostgreSQL 15's logical slots"})
 	}
 	ev.Seen = lostWAL
 	ev.Detail = fmt.Sprintf("%s; %d events never streamed: committed before the relay's slot existed on the promoted server; %d effects of events without a fact", slot.Line(), lost.skipped, phantoms)
-	return ev
+	return ev, notes
 }
 
 // failoverSeen says whether a failover of the run lost WAL, and what
@@ -245,16 +244,17 @@ func failoverSeen(faults []result.Fault) (lostWAL bool, slot *result.SlotFate) {
 // seen committed on the old primary, or skipped by the relay's slot.
 type lostExcused struct{ committed, skipped int }
 
-// excuseLost marks no-lost-event expected where the failover explains
-// every event it names — its effect seen committed on the old primary
-// (the promotion lost the commit), or never streamed because the log
-// relay's slot was lost (slotSkipped) — and then the run's not converging
-// and not catching up after the heal too, where those events are all it
-// lacks. It says how many each explains.
-func excuseLost(o *history.Record, invs []result.Invariant, lostWAL bool, slot *result.SlotFate) lostExcused {
+// excuseLost excuses no-lost-event where the failover explains every
+// event it names — its effect seen committed on the old primary (the
+// promotion lost the commit), or never streamed because the log relay's
+// slot was lost (slotSkipped) — and then the run's not converging and not
+// catching up after the heal too, where those events are all it lacks. It
+// says how many each explains, and its notes (result.Annotated).
+func excuseLost(o *history.Record, invs []result.Invariant, lostWAL bool, slot *result.SlotFate) (lostExcused, []result.Note) {
 	var n lostExcused
+	var notes []result.Note
 	if !lostWAL {
-		return n
+		return n, nil
 	}
 	skipped, canSkip := slotSkipped(o, slot)
 	lostAll := false
@@ -276,29 +276,25 @@ func excuseLost(o *history.Record, invs []result.Invariant, lostWAL bool, slot *
 		switch {
 		case other == 0 && n.committed+n.skipped > 0:
 			lostAll = true
-			invs[i].Expected = true
+			notes = append(notes, result.Note{Invariant: check.NoLost, Excused: true})
 			if n.committed > 0 {
-				invs[i].Detail += " (expected: faultline saw each effect commit on the old primary, and the promotion lost the commit — the documented limit)"
+				notes = append(notes, result.Note{Invariant: check.NoLost, Says: "expected: faultline saw each effect commit on the old primary, and the promotion lost the commit — the documented limit"})
 			}
 			if n.skipped > 0 {
-				invs[i].Detail += fmt.Sprintf(" (expected: %d committed before the relay's slot existed on the promoted server, never streamed — PostgreSQL 15 keeps no logical slot across a promotion, the documented limit)", n.skipped)
+				notes = append(notes, result.Note{Invariant: check.NoLost, Says: fmt.Sprintf("expected: %d committed before the relay's slot existed on the promoted server, never streamed — PostgreSQL 15 keeps no logical slot across a promotion, the documented limit", n.skipped)})
 			}
 		case o.EffectsCommitted == nil:
-			invs[i].Detail += " (not excused by the failover: faultline could not see the effects commit — observe.effects with an event_id column lets it)"
+			notes = append(notes, result.Note{Invariant: check.NoLost, Says: "not excused by the failover: faultline could not see the effects commit — observe.effects with an event_id column lets it"})
 		case slot != nil && !canSkip:
-			invs[i].Detail += " (not excused by the failover: without the audit trail and the tap faultline cannot tell the events the lost slot skipped)"
+			notes = append(notes, result.Note{Invariant: check.NoLost, Says: "not excused by the failover: without the audit trail and the tap faultline cannot tell the events the lost slot skipped"})
 		}
 	}
 	if !lostAll || n.skipped == 0 {
-		return n
+		return n, notes
 	}
-	for i := range invs {
-		if (invs[i].Name == check.Converged || invs[i].Name == check.LiveAfterHeal) && !invs[i].OK {
-			invs[i].Expected = true
-			invs[i].Detail += fmt.Sprintf(" (expected: the %d events the lost slot skipped never take effect)", n.skipped)
-		}
-	}
-	return n
+	says := fmt.Sprintf("expected: the %d events the lost slot skipped never take effect", n.skipped)
+	notes = append(notes, result.Note{Invariant: check.Converged, Excused: true, Says: says}, result.Note{Invariant: check.LiveAfterHeal, Excused: true, Says: says})
+	return n, notes
 }
 
 // slotSkipped says of a lost event whether the relay's lost slot explains

@@ -325,6 +325,36 @@ func (inv Invariant) Outcome() Outcome {
 	return OutcomeBroken
 }
 
+// Note is what a scenario's documented limit says of one invariant's
+// result: why a break is the limit (Excused) or why it is not.
+type Note struct {
+	Invariant string
+	// Excused: a break of the invariant is the documented limit; one that
+	// held is left as it is.
+	Excused bool
+	// Says is added to the invariant's detail, in parentheses.
+	Says string
+}
+
+// Annotated is invs with notes applied, as a copy: an excused break
+// becomes a limit (Expected), and each note's words go on its
+// invariant's detail. The checks' own results are not changed.
+func Annotated(invs []Invariant, notes []Note) []Invariant {
+	out := slices.Clone(invs)
+	for _, n := range notes {
+		for i := range out {
+			if out[i].Name != n.Invariant || n.Excused && out[i].OK {
+				continue
+			}
+			out[i].Expected = out[i].Expected || n.Excused
+			if n.Says != "" {
+				out[i].Detail += " (" + n.Says + ")"
+			}
+		}
+	}
+	return out
+}
+
 // Violation names the events that broke an invariant and their timeline.
 type Violation struct {
 	Kind     string   `json:"kind"` // lost, phantom, duplicate-effect, stale-write, stuck-row, ...

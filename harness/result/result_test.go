@@ -180,3 +180,21 @@ func TestWaitLine(t *testing.T) {
 	s := Scenario{Faults: []Fault{{Waits: []Wait{{Cause: "a", Seen: true, TookMS: 1}}}, {}, {Waits: []Wait{{Cause: "b", TookMS: 2, BoundMS: 2}}}}}
 	assert.Equal(t, []string{"waited 1 ms for a — seen", "waited 2 ms (at most 2 ms) for b — not seen: bound reached"}, s.WaitLines())
 }
+
+// A documented limit's notes are applied to a copy: an excused break
+// becomes a limit with its words, an excuse of one that held changes
+// nothing, and a note that excuses nothing still says why.
+func TestAnnotated(t *testing.T) {
+	invs := []Invariant{{Name: "no-duplicate-effect", Detail: "1 extra"}, {Name: "no-lost-event", OK: true}, {Name: "facts-kept", Detail: "1 gone"}}
+	got := Annotated(invs, []Note{
+		{Invariant: "no-duplicate-effect", Excused: true, Says: "expected: replay after the retention"},
+		{Invariant: "no-lost-event", Excused: true, Says: "expected: never"},
+		{Invariant: "facts-kept", Says: "not excused: commits not watched"},
+	})
+	assert.Equal(t, OutcomeLimit, got[0].Outcome())
+	assert.Equal(t, "1 extra (expected: replay after the retention)", got[0].Detail)
+	assert.Equal(t, Invariant{Name: "no-lost-event", OK: true}, got[1])
+	assert.Equal(t, OutcomeBroken, got[2].Outcome())
+	assert.Equal(t, "1 gone (not excused: commits not watched)", got[2].Detail)
+	assert.Equal(t, OutcomeBroken, invs[0].Outcome(), "the checks' own results are left as they were")
+}

@@ -418,7 +418,8 @@ func (r *run) judge(ctx context.Context, s started, d driven, c converged) error
 	invs := append([]result.Invariant{converged}, checked...)
 	evidence := check.Evaluate(obs, r.plan.Scenario.Evidence)
 	if r.plan.Scenario.Expect != nil {
-		evidence = append(evidence, r.plan.Scenario.Expect(obs, d.results, invs))
+		ev, notes := r.plan.Scenario.Expect(obs, d.results, invs)
+		evidence, invs = append(evidence, ev), result.Annotated(invs, notes)
 	}
 	r.res.Invariants = invs
 	r.res.Evidence = evidence

@@ -71,10 +71,12 @@ type Scenario struct {
 	// the pipeline gave up on (Failed) is a violation; check.AggregateOrder
 	// where the pipeline promises per-aggregate order.
 	Invariants []string
-	// Expect accepts violations the scenario exists to show (a documented
-	// limit): it marks those invariants Expected in place and returns the
-	// evidence that the checker reported exactly them.
-	Expect func(o *history.Record, faults []result.Fault, invs []result.Invariant) result.Evidence
+	// Expect reads the checks' results for the violations the scenario
+	// exists to show (a documented limit): it returns the evidence that
+	// the checker reported exactly them, and its notes on the invariants
+	// (those a break of which it excuses, and why; why it excuses others
+	// not), which the run applies (result.Annotated). It changes nothing.
+	Expect func(o *history.Record, faults []result.Fault, invs []result.Invariant) (result.Evidence, []result.Note)
 	// Limit: the scenario exists to show a documented limit, so a correct
 	// pipeline's run ends limit, never pass. A scenario may have Expect
 	// without it: one that accepts a limit only some targets show (a log
