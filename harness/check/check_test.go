@@ -521,3 +521,18 @@ func TestOptionalEvidence(t *testing.T) {
 	assert.False(t, got[0].NotChecked)
 	assert.False(t, got[0].Seen, "checked, and not seen: no fenced line")
 }
+
+// A row given up on breaks none-gave-up only where the outage showed the
+// relays' retries: one that ended before they showed their shape (a row
+// within a retry of its budget, the retries neither backing off nor flat)
+// says nothing of whether the row was given up early.
+func TestNoneGaveUpRestsOnAnOpenedOutage(t *testing.T) {
+	o := &history.Record{Outbox: []history.OutboxRow{{EventID: "E1", Status: "Failed"}, {EventID: "E2", Status: "Published"}}}
+	inv := noneGaveUp(o)
+	assert.False(t, inv.OK)
+	assert.False(t, inv.NotChecked)
+	o.OutageUnopened = "a row came within a retry of its budget of 8 with their retries neither shown backing off nor shown flat"
+	inv = noneGaveUp(o)
+	assert.True(t, inv.NotChecked, inv.Detail)
+	assert.Contains(t, inv.Detail, "within a retry of its budget")
+}

@@ -118,23 +118,6 @@ func TwoClaimsInFlight() Evidence {
 	}}
 }
 
-// SettledAfterClaim counts the rows of the trail claimed in it and then
-// settled under that claim: written Published, Pending (a retry) or
-// Failed by a write whose old claim is the claim's.
-func SettledAfterClaim(rows []history.AuditRow) int {
-	claimed := map[string]string{} // eventId → the claim that took it in this trail
-	settled := map[string]bool{}
-	for _, r := range rows {
-		switch {
-		case r.Claims():
-			claimed[r.EventID] = r.NewClaim
-		case r.Settles() && claimed[r.EventID] == r.OldClaim:
-			settled[r.EventID] = true
-		}
-	}
-	return len(settled)
-}
-
 // NackBeforeAck finds a claim whose publishes the broker answered with a
 // nack and then, up to the claim's last publish, a positive confirm, from
 // the relay's event log: the publish order is the order of the claim's

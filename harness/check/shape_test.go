@@ -86,29 +86,6 @@ func TestClaimsInFlight(t *testing.T) {
 	}
 }
 
-func TestSettledAfterClaim(t *testing.T) {
-	claim := func(id, claim string) history.AuditRow {
-		return history.AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Pending", NewStatus: "Processing", NewClaim: claim}
-	}
-	settle := func(id, claim, status string) history.AuditRow {
-		return history.AuditRow{Op: "UPDATE", EventID: id, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim}
-	}
-	for _, tc := range []struct {
-		name string
-		rows []history.AuditRow
-		want int
-	}{
-		{"no trail", nil, 0},
-		{"claimed, not settled", []history.AuditRow{claim("a", "c1")}, 0},
-		{"retried and published", []history.AuditRow{claim("a", "c1"), claim("b", "c1"), settle("a", "c1", "Pending"), settle("b", "c1", "Published")}, 2},
-		{"a row retried twice counts once", []history.AuditRow{claim("a", "c1"), settle("a", "c1", "Pending"), claim("a", "c2"), settle("a", "c2", "Pending")}, 1},
-		{"settled under a claim made before the trail", []history.AuditRow{settle("a", "c0", "Published")}, 0},
-		{"a stale claim's write does not count", []history.AuditRow{claim("a", "c1"), claim("a", "c2"), settle("a", "c1", "Published")}, 0},
-	} {
-		assert.Equal(t, tc.want, SettledAfterClaim(tc.rows), tc.name)
-	}
-}
-
 func TestNackBeforeAck(t *testing.T) {
 	pub := func(claim, id string) eventlog.Entry {
 		return eventlog.Entry{Event: eventlog.Published, ClaimID: claim, EventID: id}

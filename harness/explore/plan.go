@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/harness/workload"
@@ -178,7 +179,7 @@ func (s Surface) Enumerate(opts Options) ([]Item, error) {
 
 	items := make([]Item, 0, len(singles)+opts.Combos)
 	for _, c := range singles {
-		items = append(items, Item{Index: len(items), Faults: slices.Clone(c.Faults), Settings: c.Settings, Invariants: c.Invariants, Size: 1, Depth: c.Depth})
+		items = append(items, Item{Index: len(items), Faults: slices.Clone(c.Faults), Settings: c.Settings, Invariants: judgedBy(c), Size: 1, Depth: c.Depth})
 	}
 	seen := map[string]bool{}
 	for made, attempts := 0, 0; made < opts.Combos && attempts < 20*opts.Combos; attempts++ {
@@ -293,4 +294,12 @@ func (s Shard) Of(items []Item) []Item {
 		}
 	}
 	return out
+}
+
+// judgedBy are the optional invariants a candidate's run is judged by.
+func judgedBy(c fault.Candidate) []string {
+	if c.RidesOut {
+		return []string{check.NoneGaveUp}
+	}
+	return nil
 }

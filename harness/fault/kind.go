@@ -68,10 +68,9 @@ type Touch struct {
 type Candidate struct {
 	Faults   []Fault
 	Settings map[string]string
-	// Invariants are the optional invariants the run is judged by too
-	// (check.NoneGaveUp: the outage is one the target rides out, so no row
-	// may end Failed).
-	Invariants []string
+	// RidesOut: the candidate's outage is one the target rides out, so no
+	// row may end Failed (explore judges the run by none-gave-up too).
+	RidesOut bool
 	// Depth orders the singles: higher is a later hit, a later instance, a
 	// link fault at a window.
 	Depth int

@@ -11,7 +11,6 @@ import (
 
 	"github.com/faultline-dev/faultline/protocol"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/poll"
@@ -27,7 +26,7 @@ import (
 //
 // With Shape set the outage is judged by what the relays do in it, not by
 // the clock: the bindings stay away at least Duration, and until the audit
-// trail shows the shape of the relays' retries (check.RetryShape): a row
+// trail shows the shape of the relays' retries (history.RetryShape): a row
 // given up on (Failed) inside it, or retries that back off (a row rests
 // longer than new rows wait for their claim), or publishes into it written
 // Published (returns not heeded). Each opens the window, and the
@@ -110,7 +109,7 @@ func init() {
 			out := []Candidate{{Faults: []Fault{Unbind{Trigger: Trigger{AfterOrders: PlainAfter}, Duration: long}}, Keys: []string{KeyUnbind}}}
 			if s.RidesOut > 0 {
 				out = append(out, Candidate{Faults: []Fault{Unbind{Trigger: Trigger{AfterOrders: PlainAfter}, Duration: s.RidesOut}},
-					Invariants: []string{check.NoneGaveUp}, Keys: []string{KeyUnbind}})
+					RidesOut: true, Keys: []string{KeyUnbind}})
 			}
 			return out
 		},
@@ -329,7 +328,7 @@ func (u Unbind) settleInside(ctx context.Context, env *Env, w *waits, start time
 			}
 			if len(more) > 0 {
 				rows, after = append(rows, more...), more[len(more)-1].ID
-				settled = check.SettledAfterClaim(rows)
+				settled = history.SettledAfterClaim(rows)
 			}
 			return settled >= u.UntilSettled, nil
 		})
@@ -416,7 +415,7 @@ func (u Unbind) holdShaped(ctx context.Context, env *Env, start time.Time) (open
 		mark = trail[len(trail)-1].ID
 	}
 	after := mark
-	shape := check.MeasureRetryShape(trail, mark)
+	shape := history.MeasureRetryShape(trail, mark)
 	failedAt := time.Duration(-1) // how long it was held when a row was first seen given up on
 	tick := time.NewTicker(paceEvery)
 	defer tick.Stop()
@@ -432,7 +431,7 @@ func (u Unbind) holdShaped(ctx context.Context, env *Env, start time.Time) (open
 		}
 		if len(more) > 0 { // the shape changes only with the trail
 			trail, after = append(trail, more...), more[len(more)-1].ID
-			shape = check.MeasureRetryShape(trail, mark)
+			shape = history.MeasureRetryShape(trail, mark)
 		}
 		held := time.Since(start)
 		if shape.Failed > 0 && failedAt < 0 {
@@ -463,7 +462,7 @@ func (u Unbind) holdShaped(ctx context.Context, env *Env, start time.Time) (open
 // on could make a relay that backs off give a row up, and that is not its
 // fault); flat retries are held on to, until a row is given up on. At Max,
 // having seen none of these, it ends without opening its window.
-func (u Unbind) settled(held, failedAt time.Duration, shape check.RetryShape) (stop bool, closed string) {
+func (u Unbind) settled(held, failedAt time.Duration, shape history.RetryShape) (stop bool, closed string) {
 	nearBudget := u.Budget > 0 && shape.MostRetries >= u.Budget-1
 	switch {
 	case shape.Failed > 0 && failedAt < u.Duration:

@@ -59,3 +59,20 @@ func (a AuditRow) Claims() bool {
 func (a AuditRow) Settles() bool {
 	return a.Op == "UPDATE" && a.OldStatus == "Processing" && a.NewStatus != "Processing" && a.OldClaim != ""
 }
+
+// SettledAfterClaim counts the rows of the trail claimed in it and then
+// settled under that claim: written Published, Pending (a retry) or
+// Failed by a write whose old claim is the claim's.
+func SettledAfterClaim(rows []AuditRow) int {
+	claimed := map[string]string{} // eventId → the claim that took it in this trail
+	settled := map[string]bool{}
+	for _, r := range rows {
+		switch {
+		case r.Claims():
+			claimed[r.EventID] = r.NewClaim
+		case r.Settles() && claimed[r.EventID] == r.OldClaim:
+			settled[r.EventID] = true
+		}
+	}
+	return len(settled)
+}

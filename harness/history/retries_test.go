@@ -1,35 +1,38 @@
-package check
+package history
 
 import (
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
 // trail builds an audit trail in commit order, ids counting up.
 type trail struct {
-	rows []history.AuditRow
+	rows []AuditRow
 }
 
-func (tr *trail) add(ms int, a history.AuditRow) {
+func (tr *trail) add(ms int, a AuditRow) {
 	a.ID, a.At = int64(len(tr.rows)+1), at(ms)
 	tr.rows = append(tr.rows, a)
 }
 
 func (tr *trail) insert(ms int, row string) {
-	tr.add(ms, history.AuditRow{Op: "INSERT", EventID: row, NewStatus: "Pending"})
+	tr.add(ms, AuditRow{Op: "INSERT", EventID: row, NewStatus: "Pending"})
 }
 
 func (tr *trail) claim(ms int, row, old, claim string) {
-	tr.add(ms, history.AuditRow{Op: "UPDATE", EventID: row, OldStatus: "Pending", NewStatus: "Processing", OldClaim: old, NewClaim: claim})
+	tr.add(ms, AuditRow{Op: "UPDATE", EventID: row, OldStatus: "Pending", NewStatus: "Processing", OldClaim: old, NewClaim: claim})
 }
 
 func (tr *trail) write(ms int, row, claim, status string) {
-	tr.add(ms, history.AuditRow{Op: "UPDATE", EventID: row, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim})
+	tr.add(ms, AuditRow{Op: "UPDATE", EventID: row, OldStatus: "Processing", NewStatus: status, OldClaim: claim, NewClaim: claim})
 }
 
 // relayInOutage is a trail of rows rows inserted 40 ms apart into an
@@ -37,7 +40,7 @@ func (tr *trail) write(ms int, row, claim, status string) {
 // written at ms,
 // fresh rows claimed wait ms after their insert; it returns the trail and
 // its mark (nothing before it).
-func relayInOutage(rows, attempts int, wait func(ms int) int, rest func(n, ms int) int) []history.AuditRow {
+func relayInOutage(rows, attempts int, wait func(ms int) int, rest func(n, ms int) int) []AuditRow {
 	type ev struct {
 		ms  int
 		add func(tr *trail, ms int)
@@ -81,7 +84,7 @@ func TestRetryShapeBackedOff(t *testing.T) {
 	slowing := func(ms int) int { return 30 + ms/4 }
 	for _, tc := range []struct {
 		name         string
-		audit        []history.AuditRow
+		audit        []AuditRow
 		backed, flat bool
 	}{
 		{name: "nothing yet"},
@@ -178,26 +181,11 @@ func TestRetryShapeOneStalledClaimIsNotBackoff(t *testing.T) {
 	assert.False(t, s.BackedOff(), "%s", s)
 }
 
-// A row given up on breaks none-gave-up only where the outage showed the
-// relays' retries: one that ended before they showed their shape (a row
-// within a retry of its budget, the retries neither backing off nor flat)
-// says nothing of whether the row was given up early.
-func TestNoneGaveUpRestsOnAnOpenedOutage(t *testing.T) {
-	o := &history.Record{Outbox: []history.OutboxRow{{EventID: "E1", Status: "Failed"}, {EventID: "E2", Status: "Published"}}}
-	inv := noneGaveUp(o)
-	assert.False(t, inv.OK)
-	assert.False(t, inv.NotChecked)
-	o.OutageUnopened = "a row came within a retry of its budget of 8 with their retries neither shown backing off nor shown flat"
-	inv = noneGaveUp(o)
-	assert.True(t, inv.NotChecked, inv.Detail)
-	assert.Contains(t, inv.Detail, "within a retry of its budget")
-}
-
 // declaring writes, on each retry write of the trail, the due time the
 // relay gave the row: backoff(n, began) ms after the write's transaction
 // began (5 ms before the write) after its n-th retry.
-func declaring(audit []history.AuditRow, backoff func(n int) int) []history.AuditRow {
-	out := make([]history.AuditRow, len(audit))
+func declaring(audit []AuditRow, backoff func(n int) int) []AuditRow {
+	out := make([]AuditRow, len(audit))
 	retries := map[string]int{}
 	for i, a := range audit {
 		if a.Op == "UPDATE" && a.OldStatus == "Processing" && a.NewStatus == "Pending" {
@@ -219,7 +207,7 @@ func TestRetryShapeFromDeclaredBackoff(t *testing.T) {
 	capped := func(n int) int { return min(100<<(n-1), 1000) }
 	for _, tc := range []struct {
 		name         string
-		audit        []history.AuditRow
+		audit        []AuditRow
 		backed, flat bool
 	}{
 		{name: "no due column, slow claim cycle: flat rests", audit: relayInOutage(12, 5, func(int) int { return 1500 }, slowCycle), flat: true},

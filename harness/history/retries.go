@@ -1,4 +1,4 @@
-package check
+package history
 
 import (
 	"cmp"
@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/faultline-dev/faultline/harness/history"
 )
 
 // RetryShape is what the outbox's audit trail says of the relays' retries
@@ -253,7 +251,7 @@ type rest struct {
 // MeasureRetryShape reads the shape from the audit rows (in trail order),
 // counting what happened after mark (the trail's last id when the queue's
 // bindings went away).
-func MeasureRetryShape(audit []history.AuditRow, mark int64) RetryShape {
+func MeasureRetryShape(audit []AuditRow, mark int64) RetryShape {
 	var s RetryShape
 	inserted := map[string]time.Time{}   // row → its insert, until its first claim
 	resting := map[string]rest{}         // row → its open rest
