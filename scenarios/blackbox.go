@@ -7,6 +7,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
@@ -42,7 +43,7 @@ func blackBox() []runner.Scenario {
 				after.AfterLink = "producer.amqp"
 				return []fault.Fault{
 					fault.LinkDown{Link: "producer.amqp", Trigger: at, Duration: 4 * time.Second},
-					fault.OnCommit{Process: "producer", Table: fault.TableFacts, Nth: 1, Trigger: after, Action: fault.ActKill, RestartAfter: 200 * time.Millisecond},
+					fault.OnCommit{Process: "producer", Table: history.TableFacts, Nth: 1, Trigger: after, Action: fault.ActKill, RestartAfter: 200 * time.Millisecond},
 				}
 			},
 		},
@@ -140,7 +141,7 @@ func blackBox() []runner.Scenario {
 				after.AfterLink = "consumer.amqp"
 				return []fault.Fault{
 					fault.Toxic{Link: "consumer.amqp", Toxic: proxies.Timeout{Timeout: 0, Stream: proxies.Upstream}, Trigger: at, Duration: 2 * time.Second},
-					fault.OnCommit{Process: "consumer", Table: fault.TableEffects, Nth: 1, Trigger: after, Action: fault.ActKill, RestartAfter: 300 * time.Millisecond},
+					fault.OnCommit{Process: "consumer", Table: history.TableEffects, Nth: 1, Trigger: after, Action: fault.ActKill, RestartAfter: 300 * time.Millisecond},
 				}
 			},
 			Evidence: []check.Evidence{check.BrokerRedelivered()},
@@ -175,7 +176,7 @@ func blackBox() []runner.Scenario {
 			Description: "One of the consumer's transactions is held at its COMMIT (a deferred trigger faultline puts on the effects table sleeps there); while pg_stat_activity shows its backend asleep in that COMMIT, the consumer's database link is cut for 2 s and the backend terminated: the COMMIT the consumer sent meets a dead connection, and it cannot know whether the transaction committed (it did not). It must not ack it, and every event still takes effect once.",
 			Workload:    steady(),
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				return []fault.Fault{fault.HeldCommit{Process: "consumer", Table: fault.TableEffects, Nth: 1,
+				return []fault.Fault{fault.HeldCommit{Process: "consumer", Table: history.TableEffects, Nth: 1,
 					Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Cut: "consumer.pg", CutFor: 2 * time.Second}}
 			},
 		},
@@ -228,7 +229,7 @@ func blackBox() []runner.Scenario {
 // relay-1 marks, where the commit notification is slow to arrive.
 func atClaim(rng *rand.Rand) (fault.OnCommit, fault.Toxic) {
 	at := fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
-	c := fault.OnCommit{Process: "relay-1", Table: fault.TableOutbox, Status: "Processing", Nth: 1,
+	c := fault.OnCommit{Process: "relay-1", Table: history.TableOutbox, Status: "Processing", Nth: 1,
 		Trigger: fault.Trigger{AfterOrders: at.AfterOrders, AfterLink: "relay-1.amqp"}}
 	slow := fault.Toxic{Link: "relay-1.amqp", Toxic: proxies.Latency{Latency: time.Second}, Trigger: at, Duration: 8 * time.Second}
 	return c, slow

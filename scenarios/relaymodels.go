@@ -97,7 +97,7 @@ func oneRelay(sc runner.Scenario) runner.Scenario {
 // the scenario does there still to fill in.
 func atPublish(rng *rand.Rand, slowed string) (at fault.Trigger, c fault.OnCommit) {
 	at = fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
-	c = fault.OnCommit{Process: "relay-1", Table: fault.TablePublish, Nth: 1,
+	c = fault.OnCommit{Process: "relay-1", Table: history.TablePublish, Nth: 1,
 		Trigger: fault.Trigger{AfterOrders: at.AfterOrders, AfterLink: slowed}}
 	return at, c
 }
@@ -110,7 +110,7 @@ func killedAtMark(sc runner.Scenario) runner.Scenario {
 	sc.Description = "relay-1 (the one relay) is SIGKILLed the moment a write to its position table commits (a trigger on that table tells): restarted, it must read on from its committed position, publishing every event once at least."
 	sc.Faults = func(rng *rand.Rand) []fault.Fault {
 		c, slow := atClaim(rng)
-		c.Table, c.Status = fault.TablePosition, ""
+		c.Table, c.Status = history.TablePosition, ""
 		c.Action, c.RestartAfter = fault.ActKill, 300*time.Millisecond
 		return []fault.Fault{slow, c}
 	}
@@ -126,7 +126,7 @@ func killedAtMark(sc runner.Scenario) runner.Scenario {
 // write to keep from happening.
 func atMark(rng *rand.Rand) fault.OnCommit {
 	at := fault.Trigger{AfterOrders: int64(between(rng, 5, 15)), Delay: 300 * time.Millisecond}
-	return fault.OnCommit{Process: "relay-1", Table: fault.TablePosition, Nth: 1, Trigger: at}
+	return fault.OnCommit{Process: "relay-1", Table: history.TablePosition, Nth: 1, Trigger: at}
 }
 
 // frozenAtMark: an offset relay frozen past a lease the moment its mark
@@ -288,7 +288,7 @@ func overtakenFromOutside(sc runner.Scenario, t *target.Target) (runner.Scenario
 		out := faults(rng)
 		for i, f := range out {
 			if c, ok := f.(fault.Crash); ok {
-				out[i] = fault.OnCommit{Process: c.Process, Table: fault.TableOutbox, Status: "Processing", Nth: int(c.Hit), Action: fault.ActKill, RestartAfter: c.RestartAfter}
+				out[i] = fault.OnCommit{Process: c.Process, Table: history.TableOutbox, Status: "Processing", Nth: int(c.Hit), Action: fault.ActKill, RestartAfter: c.RestartAfter}
 			}
 		}
 		return out

@@ -41,8 +41,8 @@ func asRelay(t *target.Target, model string) *target.Target {
 func TestBlackBoxRelayScenariosFollowTheModel(t *testing.T) {
 	const (
 		asWritten = "as written"
-		mark      = fault.TablePosition
-		publish   = fault.TablePublish
+		mark      = history.TablePosition
+		publish   = history.TablePublish
 	)
 	notStatus := asRelay(tgt, "")
 	claim, offset, log := asRelay(tgt, history.ModelClaim), asRelay(tgt, history.ModelOffset), asRelay(tgt, history.ModelLog)
@@ -170,7 +170,7 @@ func TestRelayCrashPointsFromOutside(t *testing.T) {
 	const asWritten = "as written"
 	blindClaim := tgt.WithoutEventLogs()
 	offset, log := asRelay(tgt, history.ModelOffset), asRelay(tgt, history.ModelLog)
-	processing, mark, publish := fault.TableOutbox, fault.TablePosition, fault.TablePublish
+	processing, mark, publish := history.TableOutbox, history.TablePosition, history.TablePublish
 	notOffered := "not offered"
 	wants := map[string]map[*target.Target]string{
 		"relay-crash-after-claim":   {tgt: asWritten, blindClaim: processing, offset: mark, log: notOffered},

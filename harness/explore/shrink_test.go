@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
@@ -89,7 +90,7 @@ func TestCandidates(t *testing.T) {
 
 	// A black-box window: its commit earlier, its trigger, hold and cut
 	// shorter; orders stop short of its trigger.
-	commit := fault.OnCommit{Process: "consumer", Table: fault.TableEffects, Nth: 3, Trigger: fault.Trigger{AfterOrders: 70},
+	commit := fault.OnCommit{Process: "consumer", Table: history.TableEffects, Nth: 3, Trigger: fault.Trigger{AfterOrders: 70},
 		Cut: []string{"consumer.pg"}, CutFor: 2 * time.Second, Action: fault.ActPause, Hold: 4 * time.Second}
 	assert.Equal(t, []string{
 		"orders 120 → 90",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
@@ -44,11 +45,11 @@ func everyFault() []fault.Fault {
 		fault.Poison{Count: 5, Trigger: trig},
 		fault.BrokerRestart{Trigger: trig, Down: 500 * time.Millisecond},
 		fault.RetentionReplay{Consumer: "consumer", Trigger: fault.Trigger{AfterOrders: 30}},
-		fault.OnCommit{Process: "relay-1", Table: fault.TableOutbox, Status: "Processing", Nth: 2, Trigger: trig,
+		fault.OnCommit{Process: "relay-1", Table: history.TableOutbox, Status: "Processing", Nth: 2, Trigger: trig,
 			ToxicLink: "relay-1.pg", Toxic: proxies.Latency{Latency: time.Second, Stream: proxies.Upstream}, ToxicFor: 600 * time.Millisecond,
 			Cut: []string{"relay-1.pg"}, CutAfter: 500 * time.Millisecond, CutFor: 3 * time.Second,
 			ActAfter: 200 * time.Millisecond, Action: fault.ActKill, RestartAfter: 300 * time.Millisecond},
-		fault.OnCommit{Process: "consumer", Table: fault.TableEffects, Nth: 1, Action: fault.ActPause, Hold: 5 * time.Second},
+		fault.OnCommit{Process: "consumer", Table: history.TableEffects, Nth: 1, Action: fault.ActPause, Hold: 5 * time.Second},
 		fault.CommitOrder{Trigger: trig, Every: 4, Holds: 5, Hold: 600 * time.Millisecond, Duration: 3 * time.Second},
 	}
 }

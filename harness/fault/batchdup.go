@@ -148,8 +148,8 @@ func (b BatchDuplicate) handTwice(ctx context.Context, env *Env, w *waits, write
 	err = w.wait(fmt.Sprintf("a commit of %s's outbox write while %s is frozen", writer, b.Consumer), env.Deadline, func() (string, error) {
 		wctx, cancel := context.WithTimeout(ctx, env.Deadline)
 		defer cancel()
-		c, err := env.Commits.Wait(wctx, func(c Commit) bool {
-			return c.Table == TableOutbox && c.Writer == writer && c.Op == "INSERT" && c.EventID != ""
+		c, err := env.Commits.Wait(wctx, func(c history.Commit) bool {
+			return c.Table == history.TableOutbox && c.Writer == writer && c.Op == "INSERT" && c.EventID != ""
 		})
 		id = c.EventID
 		return id, err

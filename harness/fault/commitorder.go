@@ -76,14 +76,14 @@ func init() {
 		// of them, each held until every relay is past it (as in
 		// blackbox-outbox-commit-order).
 		Enumerate: func(s *Surface, _ int) []Candidate {
-			if !s.Watches(TableOutbox) {
+			if !s.Watches(history.TableOutbox) {
 				return nil
 			}
 			c := CommitOrder{Trigger: Trigger{AfterOrders: PlainAfter}, Every: 4, Holds: 5, Hold: CommitOrderHold, Duration: 3 * time.Second}
 			return []Candidate{{Faults: []Fault{c}, Keys: []string{KindCommitOrder}}}
 		},
 		Offered: func(s *Surface) []Offer {
-			if !s.Watches(TableOutbox) {
+			if !s.Watches(history.TableOutbox) {
 				return nil
 			}
 			return []Offer{{Name: protocol.OutboxCommitOrder, Role: protocol.Producer, By: []string{"(the outbox's commits)"}}}

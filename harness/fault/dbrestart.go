@@ -161,12 +161,12 @@ func (d DatabaseRestart) inject(ctx context.Context, env *Env, w *waits) result.
 		}
 		defer func() { _ = unslow() }()
 	}
-	var at Commit
+	var at history.Commit
 	err = w.wait("an outbox row committed", d.Within, func() (string, error) {
 		wctx, cancel := context.WithTimeout(ctx, d.Within)
 		defer cancel()
 		var err error
-		at, err = env.Commits.Wait(wctx, func(c Commit) bool { return c.Table == TableOutbox && c.Op == "INSERT" })
+		at, err = env.Commits.Wait(wctx, func(c history.Commit) bool { return c.Table == history.TableOutbox && c.Op == "INSERT" })
 		if err != nil && ctx.Err() == nil {
 			return "", fmt.Errorf("window not opened: %w: no outbox row committed within %s: %w", errUnseen, d.Within, err)
 		}
@@ -177,10 +177,10 @@ func (d DatabaseRestart) inject(ctx context.Context, env *Env, w *waits) result.
 	}
 	// Read before the crash, for the report: the position the slot had
 	// confirmed by then (it can only have moved on until the kill).
-	var before LogSlot
+	var before infra.LogSlot
 	var hadSlot bool
 	if env.RelayModel == history.ModelLog {
-		before, hadSlot, _ = RelaySlot(ctx, pool)
+		before, hadSlot, _ = infra.RelaySlot(ctx, pool)
 	}
 	start = time.Now()
 	if err := restarter.CrashPostgres(ctx); err != nil {
@@ -267,7 +267,7 @@ func (c crashLeft) String() string {
 // the outbox's database) against the
 // rows, compared with before (the slot read just before the crash, if
 // hadSlot).
-func (d DatabaseRestart) leftByCrash(ctx context.Context, env *Env, eq target.Query, epool, outbox *pgxpool.Pool, before LogSlot, hadSlot bool) (crashLeft, error) {
+func (d DatabaseRestart) leftByCrash(ctx context.Context, env *Env, eq target.Query, epool, outbox *pgxpool.Pool, before infra.LogSlot, hadSlot bool) (crashLeft, error) {
 	var left crashLeft
 	trail, err := env.Audit(ctx, 0)
 	if err != nil {
@@ -302,7 +302,7 @@ func (d DatabaseRestart) leftByCrash(ctx context.Context, env *Env, eq target.Qu
 		}
 	}
 	if env.RelayModel == history.ModelLog {
-		slot, one, err := RelaySlot(ctx, outbox)
+		slot, one, err := infra.RelaySlot(ctx, outbox)
 		if err != nil {
 			return left, fmt.Errorf("read the relay's slot: %w", err)
 		}
@@ -315,7 +315,7 @@ func (d DatabaseRestart) leftByCrash(ctx context.Context, env *Env, eq target.Qu
 // its confirmed position, how many committed rows are past it (the
 // server streams them again) and whether it went back from where it was
 // before the crash.
-func slotAfterCrash(slot LogSlot, one bool, before LogSlot, hadSlot bool, inserts []history.AuditRow) string {
+func slotAfterCrash(slot infra.LogSlot, one bool, before infra.LogSlot, hadSlot bool, inserts []history.AuditRow) string {
 	if !one {
 		return "no one slot with a confirmed position after the crash"
 	}

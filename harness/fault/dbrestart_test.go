@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -16,24 +17,24 @@ func TestSlotAfterCrash(t *testing.T) {
 		{Op: "INSERT", EventID: "b", LSN: 2000},
 		{Op: "INSERT", EventID: "c"}, // no position kept: not counted
 	}
-	slot := func(confirmed int64, text string) LogSlot {
-		return LogSlot{Name: "s", Confirmed: text, ConfirmedBytes: confirmed}
+	slot := func(confirmed int64, text string) infra.LogSlot {
+		return infra.LogSlot{Name: "s", Confirmed: text, ConfirmedBytes: confirmed}
 	}
 	for _, tc := range []struct {
 		name      string
-		after     LogSlot
+		after     infra.LogSlot
 		one       bool
-		before    LogSlot
+		before    infra.LogSlot
 		hadBefore bool
 		want      string
 	}{
-		{"no slot", LogSlot{}, false, LogSlot{}, false, "no one slot with a confirmed position after the crash"},
-		{"past every row", slot(2500, "0/9C4"), true, LogSlot{}, false, "slot s back at 0/9C4 with 0 committed rows past it"},
-		{"at a row's insert: not confirmed", slot(2000, "0/7D0"), true, LogSlot{}, false, "slot s back at 0/7D0 with 1 committed rows past it"},
+		{"no slot", infra.LogSlot{}, false, infra.LogSlot{}, false, "no one slot with a confirmed position after the crash"},
+		{"past every row", slot(2500, "0/9C4"), true, infra.LogSlot{}, false, "slot s back at 0/9C4 with 0 committed rows past it"},
+		{"at a row's insert: not confirmed", slot(2000, "0/7D0"), true, infra.LogSlot{}, false, "slot s back at 0/7D0 with 1 committed rows past it"},
 		{"behind both", slot(900, "0/384"), true, slot(900, "0/384"), true, "slot s back at 0/384 with 2 committed rows past it"},
 		{"went back", slot(900, "0/384"), true, slot(2500, "0/9C4"), true,
 			"slot s back at 0/384 with 2 committed rows past it (it had confirmed 0/9C4 before the crash: the server streams again what the relay had confirmed)"},
-		{"another slot before", slot(900, "0/384"), true, LogSlot{Name: "t", Confirmed: "0/9C4", ConfirmedBytes: 2500}, true, "slot s back at 0/384 with 2 committed rows past it"},
+		{"another slot before", slot(900, "0/384"), true, infra.LogSlot{Name: "t", Confirmed: "0/9C4", ConfirmedBytes: 2500}, true, "slot s back at 0/384 with 2 committed rows past it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, slotAfterCrash(tc.after, tc.one, tc.before, tc.hadBefore, inserts))

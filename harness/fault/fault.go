@@ -58,7 +58,7 @@ type Needs interface {
 // without them), the commits it reads its outcome against where they can
 // be watched (SourceCommitsSeen), the outbox's audit trail (SourceAudit),
 // the publishes as they are routed (SourcePublishes, the live tap told
-// through the commit feed as TablePublish).
+// through the commit feed as history.TablePublish).
 type Observer interface {
 	Observes() []history.Source
 }
@@ -125,7 +125,7 @@ type Env struct {
 	// Observe names the target's tables a fault may act on from outside.
 	Observe target.Observe
 	// Commits tells the commits of writes to the target's watched tables.
-	Commits *Commits
+	Commits *history.Commits
 	// Tap is the queue faultline bound to the exchange ("" if none): a
 	// fault that unbinds the target's queue unbinds it too, so an
 	// unroutable message stays unroutable.

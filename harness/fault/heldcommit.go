@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/target"
@@ -36,7 +37,7 @@ const KindHeldCommit = "held-commit"
 // whether it committed (it did not).
 type HeldCommit struct {
 	Process      string // instance reference: "producer", "consumer"
-	Table        string // TableFacts or TableEffects
+	Table        string // history.TableFacts or history.TableEffects
 	Nth          int
 	Trigger      Trigger
 	RestartAfter time.Duration
@@ -48,7 +49,7 @@ type HeldCommit struct {
 func init() {
 	register(Desc[HeldCommit, heldCommitParams]{
 		Name:    KindHeldCommit,
-		Example: HeldCommit{Process: "consumer", Table: TableEffects, Nth: 3, Trigger: Trigger{AfterOrders: 5}, RestartAfter: RestartAfter},
+		Example: HeldCommit{Process: "consumer", Table: history.TableEffects, Nth: 3, Trigger: Trigger{AfterOrders: 5}, RestartAfter: RestartAfter},
 		Doc:     "an instance's transaction held at its COMMIT (a deferred trigger sleeps there), then the process SIGKILLed and its backend terminated: it never commits",
 		Opens:   "producer.before-commit, consumer.before-commit (from outside)",
 		Params: func(h HeldCommit) (heldCommitParams, error) {
@@ -57,8 +58,8 @@ func init() {
 		},
 		Fault: func(p heldCommitParams) (HeldCommit, error) {
 			errs := []error{Need(KindHeldCommit, p.Process != "", "process")}
-			if p.Table != TableFacts && p.Table != TableEffects {
-				errs = append(errs, fmt.Errorf("held-commit fault: table %q: want %s or %s", p.Table, TableFacts, TableEffects))
+			if p.Table != history.TableFacts && p.Table != history.TableEffects {
+				errs = append(errs, fmt.Errorf("held-commit fault: table %q: want %s or %s", p.Table, history.TableFacts, history.TableEffects))
 			}
 			if p.Hit < 0 {
 				errs = append(errs, fmt.Errorf("held-commit fault: hit %d: want 1 or more", p.Hit))
@@ -119,7 +120,7 @@ func (h HeldCommit) Describe() result.Fault {
 
 // table is the watched table the fault holds writes to.
 func (h HeldCommit) table(env *Env) target.Table {
-	if h.Table == TableEffects {
+	if h.Table == history.TableEffects {
 		return env.Observe.Effects
 	}
 	return env.Observe.Facts

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
@@ -357,11 +358,11 @@ func slotBehindAtDeath(ctx context.Context, env *Env, eventID string, within tim
 	if !found || env.Audit == nil || eventID == "" {
 		return true, "the slot's position at the kill not compared (no outbox database, audit trail or eventId)", nil
 	}
-	var slot LogSlot
+	var slot infra.LogSlot
 	var one bool
 	err = poll.Until(ctx, within, logPoll, func() (bool, error) {
 		var err error
-		slot, one, err = RelaySlot(ctx, pool)
+		slot, one, err = infra.RelaySlot(ctx, pool)
 		return !one || !slot.Active, err
 	})
 	if err != nil {
@@ -388,7 +389,7 @@ func slotBehindAtDeath(ctx context.Context, env *Env, eventID string, within tim
 // WAL position as bytes; 0: none) and says whether slot's confirmed
 // position is past it. The row's commit ends after its insert, so a
 // position at the insert has not confirmed the row.
-func positionPassed(slot LogSlot, trail []history.AuditRow, eventID string) (insert int64, passed bool) {
+func positionPassed(slot infra.LogSlot, trail []history.AuditRow, eventID string) (insert int64, passed bool) {
 	for _, a := range trail {
 		if a.Op == "INSERT" && a.EventID == eventID && a.LSN != 0 {
 			return a.LSN, slot.ConfirmedBytes > a.LSN

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -31,7 +32,7 @@ func TestPositionPassed(t *testing.T) {
 		{"a row the trail does not hold", 1500, "z", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			insert, passed := positionPassed(LogSlot{Name: "s", ConfirmedBytes: tc.confirmed}, trail, tc.event)
+			insert, passed := positionPassed(infra.LogSlot{Name: "s", ConfirmedBytes: tc.confirmed}, trail, tc.event)
 			assert.Equal(t, tc.insert, insert)
 			assert.Equal(t, tc.passed, passed)
 		})

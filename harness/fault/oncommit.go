@@ -46,7 +46,7 @@ const (
 // the row commits (at most TakeoverWait of Hold and the lease).
 type OnCommit struct {
 	Process string // instance reference: "producer", "relay-1", "consumer"
-	// Table is TableOutbox, TableFacts, TableEffects, TablePosition, or
+	// Table is history.TableOutbox, TableFacts, TableEffects, TablePosition, or
 	// TablePublish: then the commit waited for is a publish of any
 	// process's (seen on the broker, its publisher unknown).
 	Table string
@@ -87,7 +87,7 @@ const KindOnCommit = "on-commit"
 func init() {
 	register(Desc[OnCommit, onCommitParams]{
 		Name:    KindOnCommit,
-		Example: OnCommit{Process: "relay-1", Table: TableOutbox, Status: "Processing", Nth: 2, Trigger: Trigger{AfterOrders: 10}, ToxicLink: "relay-1.amqp", Toxic: proxies.Latency{Latency: 150 * time.Millisecond, Stream: proxies.Downstream}, ToxicFor: time.Second, Cut: []string{"relay-1.pg"}, CutFor: time.Second, Action: ActKill, RestartAfter: RestartAfter},
+		Example: OnCommit{Process: "relay-1", Table: history.TableOutbox, Status: "Processing", Nth: 2, Trigger: Trigger{AfterOrders: 10}, ToxicLink: "relay-1.amqp", Toxic: proxies.Latency{Latency: 150 * time.Millisecond, Stream: proxies.Downstream}, ToxicFor: time.Second, Cut: []string{"relay-1.pg"}, CutFor: time.Second, Action: ActKill, RestartAfter: RestartAfter},
 		Doc:     "at the n-th commit of an instance's write to a watched table: a toxic, links cut, then a kill or a freeze (a black-box window, no crash point)",
 		Opens:   "blackbox.<role>.<table>[.<status>]",
 		Params: func(c OnCommit) (onCommitParams, error) {
@@ -172,9 +172,9 @@ func onCommitOf(p onCommitParams) (OnCommit, error) {
 		errs = append(errs, errors.New("on-commit fault: needs process"))
 	}
 	switch p.Table {
-	case TableOutbox, TableFacts, TableEffects, TablePosition, TablePublish:
+	case history.TableOutbox, history.TableFacts, history.TableEffects, history.TablePosition, history.TablePublish:
 	default:
-		errs = append(errs, fmt.Errorf("on-commit fault: table %q: want %s, %s, %s, %s or %s", p.Table, TableOutbox, TableFacts, TableEffects, TablePosition, TablePublish))
+		errs = append(errs, fmt.Errorf("on-commit fault: table %q: want %s, %s, %s, %s or %s", p.Table, history.TableOutbox, history.TableFacts, history.TableEffects, history.TablePosition, history.TablePublish))
 	}
 	switch p.Action {
 	case ActKill, ActPause, ActNone:
@@ -187,7 +187,7 @@ func onCommitOf(p onCommitParams) (OnCommit, error) {
 	if (p.Link == "") != (p.Toxic == nil) {
 		errs = append(errs, errors.New("on-commit fault: link and toxic go together"))
 	}
-	if p.ToxicUntilOvertaken && (p.Link == "" || p.Table != TableOutbox || p.Status != "Processing") {
+	if p.ToxicUntilOvertaken && (p.Link == "" || p.Table != history.TableOutbox || p.Status != "Processing") {
 		errs = append(errs, errors.New("on-commit fault: toxic_until_overtaken needs a toxic, at a claim (table outbox, status Processing)"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -259,14 +259,14 @@ func enumerateOnCommits(s *Surface, hits int) []Candidate {
 // Observes implements Observer: the commits it is timed by, and the
 // publishes where a publish times it.
 func (c OnCommit) Observes() []history.Source {
-	if c.Table == TablePublish {
+	if c.Table == history.TablePublish {
 		return []history.Source{history.SourceCommits, history.SourcePublishes}
 	}
 	return []history.Source{history.SourceCommits}
 }
 
 func (c OnCommit) what() string {
-	if c.Table == TablePublish {
+	if c.Table == history.TablePublish {
 		return "publish (seen on the broker)"
 	}
 	s := c.Table + " write"
@@ -348,8 +348,8 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	waited := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, env.Deadline)
 	seen := 0
-	commit, err := env.Commits.Wait(wctx, func(cm Commit) bool {
-		if cm.Table != c.Table || (c.Table != TablePublish && cm.Writer != in.Name) || (c.Status != "" && cm.Status != c.Status) {
+	commit, err := env.Commits.Wait(wctx, func(cm history.Commit) bool {
+		if cm.Table != c.Table || (c.Table != history.TablePublish && cm.Writer != in.Name) || (c.Status != "" && cm.Status != c.Status) {
 			return false
 		}
 		seen++
@@ -510,7 +510,7 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		// A log relay killed at a publish: its window was open only if its
 		// slot had not confirmed past the row yet.
 		var behind error
-		if c.Table == TablePublish && env.RelayModel == history.ModelLog {
+		if c.Table == history.TablePublish && env.RelayModel == history.ModelLog {
 			var ok bool
 			var position string
 			ok, position, behind = slotBehindAtDeath(ctx, env, commit.EventID, env.Deadline)
@@ -551,14 +551,14 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 // pins says whether the fault freezes its process at the commit: at a
 // relay's claim, where a relay left running can publish, be confirmed
 // and write the row before faultline acts.
-func (c OnCommit) pins() bool { return c.Table == TableOutbox && c.Status == "Processing" }
+func (c OnCommit) pins() bool { return c.Table == history.TableOutbox && c.Status == "Processing" }
 
 // pin freezes the relay whose claim committed and reports whether it is
 // still where the window is: its sockets drained and its database
 // sessions idle (nothing it sent can still land), the claimed row still
 // Processing under that claim. It returns an error saying why when it is
 // not; the relay is left frozen either way. w records what it waits for.
-func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name string, commit Commit, w *waits) (bool, error) {
+func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name string, commit history.Commit, w *waits) (bool, error) {
 	if err := p.Pause(); err != nil {
 		return false, fmt.Errorf("freeze %s at its claim: %w", name, err)
 	}
@@ -604,7 +604,7 @@ func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name
 // waitClaimTakenOver waits, at most within, for another relay's claim of
 // the row name claimed to commit (the commit feed); it records the wait in
 // w and says what it saw, or that the window did not open (errUnseen).
-func waitClaimTakenOver(ctx context.Context, env *Env, w *waits, name string, commit Commit, within time.Duration) (seen string, err error) {
+func waitClaimTakenOver(ctx context.Context, env *Env, w *waits, name string, commit history.Commit, within time.Duration) (seen string, err error) {
 	err = w.wait(fmt.Sprintf("another relay's claim of %s, claimed by %s, to commit", commit.EventID, name), within, func() (string, error) {
 		if commit.EventID == "" {
 			return "", fmt.Errorf("window not opened: %w: %s's claim named no eventId (observe.outbox.event_id) to see it taken over by", errUnseen, name)
@@ -612,8 +612,8 @@ func waitClaimTakenOver(ctx context.Context, env *Env, w *waits, name string, co
 		started := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, within)
 		defer cancel()
-		taken, err := env.Commits.Wait(wctx, func(cm Commit) bool {
-			return cm.Table == TableOutbox && cm.EventID == commit.EventID && cm.Status == "Processing" && cm.Writer != name
+		taken, err := env.Commits.Wait(wctx, func(cm history.Commit) bool {
+			return cm.Table == history.TableOutbox && cm.EventID == commit.EventID && cm.Status == "Processing" && cm.Writer != name
 		})
 		if err != nil {
 			if ctx.Err() != nil {

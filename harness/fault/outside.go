@@ -119,7 +119,7 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 		if link := BrokerLink(c.Process); hasLink(link) {
 			after.AfterLink = link
 		}
-		oc := OnCommit{Process: c.Process, Table: TableFacts, Nth: 1, Trigger: after, RestartAfter: c.RestartAfter, Hold: c.Hold, Action: ActKill}
+		oc := OnCommit{Process: c.Process, Table: history.TableFacts, Nth: 1, Trigger: after, RestartAfter: c.RestartAfter, Hold: c.Hold, Action: ActKill}
 		if c.Action == crashpoint.Pause {
 			oc.Action = ActPause
 		}
@@ -129,9 +129,9 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 		}
 		return outsideAtCommit{o}
 	case protocol.ProducerBeforeCommit, protocol.ConsumerBeforeCommit:
-		table := TableFacts
+		table := history.TableFacts
 		if c.Point == protocol.ConsumerBeforeCommit {
-			table = TableEffects
+			table = history.TableEffects
 		}
 		o.Faults = []Fault{HeldCommit{Process: c.Process, Table: table, Nth: nth, Trigger: c.Trigger, RestartAfter: c.RestartAfter, NoRestart: c.NoRestart}}
 		return o
@@ -168,7 +168,7 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 		after.AfterLink = BrokerLink(c.Process)
 		o.Faults = []Fault{
 			Toxic{Link: BrokerLink(c.Process), Toxic: proxies.Timeout{Timeout: 0, Stream: proxies.Upstream}, Trigger: at, Duration: 2 * time.Second},
-			OnCommit{Process: c.Process, Table: TableEffects, Nth: 1, Trigger: after, Action: ActKill, RestartAfter: c.RestartAfter},
+			OnCommit{Process: c.Process, Table: history.TableEffects, Nth: 1, Trigger: after, Action: ActKill, RestartAfter: c.RestartAfter},
 		}
 		return outsideAtCommit{o}
 	}
@@ -183,9 +183,9 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 // and its outcome is unknown to it (it aborted).
 func cutFromOutside(l LinkDown, opener string) Fault {
 	o := outside{Of: l, Window: l.At.Point, Opener: opener}
-	table := TableEffects
+	table := history.TableEffects
 	if l.At.Point == protocol.ProducerBeforeCommit {
-		table = TableFacts
+		table = history.TableFacts
 	}
 	o.Faults = []Fault{HeldCommit{Process: l.At.Process, Table: table, Nth: 1, Trigger: l.Trigger, Cut: l.Link, CutFor: l.Duration}}
 	return o

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 )
@@ -56,7 +57,7 @@ func TestOpenFromOutside(t *testing.T) {
 			}
 			assert.Equal(t, tc.inner, kinds)
 			if l, ok := tc.f.(LinkDown); ok {
-				want := map[string]string{protocol.ProducerBeforeCommit: TableFacts, protocol.ConsumerBeforeCommit: TableEffects}[l.At.Point]
+				want := map[string]string{protocol.ProducerBeforeCommit: history.TableFacts, protocol.ConsumerBeforeCommit: history.TableEffects}[l.At.Point]
 				assert.Equal(t, want, o.from().Faults[0].(HeldCommit).Table, "the COMMIT held is of the table the process commits")
 			}
 			assert.Contains(t, got[0].Describe().Detail, "opened from outside by "+tc.opener)

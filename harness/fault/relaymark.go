@@ -19,9 +19,9 @@ type relayMark struct {
 func relayMarkOf(t *target.Target) relayMark {
 	switch {
 	case t.StatusOutbox():
-		return relayMark{TableOutbox, "Processing", true}
+		return relayMark{history.TableOutbox, "Processing", true}
 	case t.Relay.Model == history.ModelOffset && t.Relay.Position != nil:
-		return relayMark{TablePosition, "", true}
+		return relayMark{history.TablePosition, "", true}
 	}
 	return relayMark{}
 }

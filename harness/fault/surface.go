@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/proxies"
@@ -34,7 +35,7 @@ type Surface struct {
 	// settings with explore.opens).
 	Settings map[string]map[string]string
 	// Watched are the tables faultline may watch from outside (the
-	// target's observe section): TableFacts, TableOutbox, TableEffects.
+	// target's observe section): history.TableFacts, TableOutbox, TableEffects.
 	Watched []string
 	// Processes are the target file's process names, by role.
 	Processes map[string][]string
@@ -93,14 +94,14 @@ func SurfaceOf(t *target.Target) (Surface, error) {
 			s.Settings[w.Name] = set
 		}
 	}
-	for table, tt := range map[string]target.Table{TableFacts: t.Observe.Facts, TableOutbox: t.Observe.Outbox, TableEffects: t.Observe.Effects} {
+	for table, tt := range map[string]target.Table{history.TableFacts: t.Observe.Facts, history.TableOutbox: t.Observe.Outbox, history.TableEffects: t.Observe.Effects} {
 		if tt.Name != "" {
 			s.Watched = append(s.Watched, table)
 		}
 	}
 	s.relayMark = relayMarkOf(t)
-	if s.relayMark.table == TablePosition {
-		s.Watched = append(s.Watched, TablePosition)
+	if s.relayMark.table == history.TablePosition {
+		s.Watched = append(s.Watched, history.TablePosition)
 	}
 	slices.Sort(s.Watched)
 	for _, role := range protocol.Roles() {
@@ -279,11 +280,11 @@ func BlackBoxWindow(instance, table, status string) string {
 func BlackBoxTable(role string) (table, status string, ok bool) {
 	switch role {
 	case protocol.Producer:
-		return TableFacts, "", true
+		return history.TableFacts, "", true
 	case protocol.Relay:
-		return TableOutbox, "Processing", true
+		return history.TableOutbox, "Processing", true
 	case protocol.Consumer:
-		return TableEffects, "", true
+		return history.TableEffects, "", true
 	}
 	return "", "", false
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/safe"
 )
@@ -62,10 +62,10 @@ func (w *Watch) listen(ctx context.Context, db string) error {
 			if json.Unmarshal([]byte(n.Payload), &c) != nil {
 				continue
 			}
-			if c.Table == fault.TableOutbox {
+			if c.Table == history.TableOutbox {
 				c.Status = w.run.Target.Observe.Outbox.ArticleStatus(c.Status)
 			}
-			w.commits.Publish(fault.Commit{Table: c.Table, Op: c.Op, Writer: c.Writer, EventID: c.EventID, Status: c.Status, Claim: c.Claim, At: time.Now()})
+			w.commits.Publish(history.Commit{Table: c.Table, Op: c.Op, Writer: c.Writer, EventID: c.EventID, Status: c.Status, Claim: c.Claim, At: time.Now()})
 		}
 	}, w.run.OnPanic)
 	w.onClose(func() {

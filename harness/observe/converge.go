@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/faultline-dev/faultline/harness/check"
-	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 )
@@ -64,7 +63,7 @@ func (w *Watch) slotBehind(ctx context.Context) (int, error) {
 	if !ok {
 		return 0, nil
 	}
-	slot, ok, err := fault.RelaySlot(ctx, pool)
+	slot, ok, err := infra.RelaySlot(ctx, pool)
 	if err != nil || !ok {
 		return 0, err
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
@@ -81,7 +81,7 @@ func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 	}
 	if w.effects && w.run.Target.Observe.Effects.EventID != "" && w.commits.Err() == nil {
 		o.EffectsCommitted = map[string]bool{}
-		maps.Copy(o.EffectsCommitted, w.commits.EventIDs(fault.TableEffects))
+		maps.Copy(o.EffectsCommitted, w.commits.EventIDs(history.TableEffects))
 	}
 	if w.run.Target.Relay.Model == history.ModelLog {
 		confirmed, ok, err := w.readSlot(ctx)
@@ -113,14 +113,14 @@ func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 }
 
 // readSlot reads a log relay's slot's confirmed position, as bytes from
-// 0/0 (fault.LogSlots): ok is false where there is none or several, or it
+// 0/0 (infra.LogSlots): ok is false where there is none or several, or it
 // has confirmed nothing yet.
 func (w *Watch) readSlot(ctx context.Context) (confirmed int64, ok bool, err error) {
 	pool, found := w.run.DB[w.run.Target.Observe.Outbox.Database]
 	if !found {
 		return 0, false, nil
 	}
-	slot, ok, err := fault.RelaySlot(ctx, pool)
+	slot, ok, err := infra.RelaySlot(ctx, pool)
 	if err != nil {
 		return 0, false, fmt.Errorf("the relay's slot: %w", err)
 	}

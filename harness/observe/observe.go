@@ -23,7 +23,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/safe"
@@ -51,7 +50,7 @@ type Run struct {
 // tap queue, and a probe of the broker's queues. Close stops it.
 type Watch struct {
 	run     Run
-	commits *fault.Commits
+	commits *history.Commits
 	// audit is set once the outbox's audit trigger is in place.
 	audit bool
 	// leased is set once the audit trail copies each write's lease
@@ -77,7 +76,7 @@ var errNotInstalled = errors.New("not installed yet")
 
 // New watches run; the commits its triggers notify go to commits.
 // Nothing is installed until Install.
-func New(run Run, commits *fault.Commits) *Watch {
+func New(run Run, commits *history.Commits) *Watch {
 	return &Watch{run: run, commits: commits, probe: &queueProbe{infra: run.Infra, vhost: run.VHost}, tapErr: errNotInstalled}
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/safe"
@@ -28,9 +27,9 @@ type observedTable struct {
 // the facts and the effects, and an offset relay's position table, whose
 // committed writes are the relay's marks.
 func observedTables(t *target.Target) []observedTable {
-	out := []observedTable{{fault.TableOutbox, t.Observe.Outbox}, {fault.TableFacts, t.Observe.Facts}, {fault.TableEffects, t.Observe.Effects}}
+	out := []observedTable{{history.TableOutbox, t.Observe.Outbox}, {history.TableFacts, t.Observe.Facts}, {history.TableEffects, t.Observe.Effects}}
 	if p := t.Relay.Position; t.Relay.Model == history.ModelOffset && p != nil {
-		out = append(out, observedTable{fault.TablePosition, *p})
+		out = append(out, observedTable{history.TablePosition, *p})
 	}
 	return out
 }
@@ -42,7 +41,7 @@ func (w *Watch) PositionWatched() bool { return w.position }
 // positionTrail is what the commit stream saw of the position table so
 // far.
 func (w *Watch) positionTrail() history.PositionTrail {
-	seen := w.commits.Seen(fault.TablePosition)
+	seen := w.commits.Seen(history.TablePosition)
 	return history.PositionTrail{Writes: seen.Commits, Last: seen.Last, Until: time.Now()}
 }
 
@@ -217,7 +216,7 @@ func (w *Watch) consumeLiveTap(ctx context.Context) error {
 	safe.Go("publish stream (live tap)", func() {
 		defer close(done)
 		for d := range deliveries {
-			w.commits.Publish(fault.Commit{Table: fault.TablePublish, EventID: eventIDOf(d), At: time.Now()})
+			w.commits.Publish(history.Commit{Table: history.TablePublish, EventID: eventIDOf(d), At: time.Now()})
 		}
 	}, w.run.OnPanic)
 	w.onClose(func() {

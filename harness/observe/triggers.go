@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/target"
 )
 
@@ -33,11 +33,11 @@ func (w *Watch) Install(ctx context.Context) {
 			continue
 		}
 		switch tb.name {
-		case fault.TableOutbox:
+		case history.TableOutbox:
 			w.audit = true
-		case fault.TablePosition:
+		case history.TablePosition:
 			w.position = true
-		case fault.TableEffects:
+		case history.TableEffects:
 			w.effects = true
 		}
 		listen[tb.tbl.Database] = true
@@ -68,7 +68,7 @@ func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Tabl
 	}
 	if exists == nil {
 		field := "observe." + name
-		if name == fault.TablePosition {
+		if name == history.TablePosition {
 			field = "relay.position"
 		}
 		return fmt.Errorf("table %s does not exist in database %s once the target started (give %s in the target file)", tbl.Name, tbl.Database, field)
@@ -90,7 +90,7 @@ func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Tabl
 	// time; one the file named and the table lacks is an error, one left
 	// to its default is watched without.
 	timeCol := func(column string, byDefault bool, field string) (string, error) {
-		if name != fault.TableOutbox || column == "" {
+		if name != history.TableOutbox || column == "" {
 			return "NULL", nil
 		}
 		ok, err := timeColumn(ctx, pool, tbl.Name, column)
@@ -115,7 +115,7 @@ func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Tabl
 	var body strings.Builder
 	fn := "faultline_observe_" + name
 	fmt.Fprintf(&body, "CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $fl$\nBEGIN\n", fn)
-	if name == fault.TableOutbox {
+	if name == history.TableOutbox {
 		fmt.Fprintf(&body, "  INSERT INTO faultline_audit (op, event_id, old_status, new_status, old_claim, new_claim, new_due, new_lease) VALUES (TG_OP, %s, %s, %s, %s, %s, %s, %s);\n",
 			col(tbl.EventID), old(tbl.Status), col(tbl.Status), old(tbl.Claim), col(tbl.Claim), due, lease)
 	}
@@ -123,7 +123,7 @@ func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Tabl
 		notifyChannel, name, col(tbl.EventID), col(tbl.Status), col(tbl.Claim))
 	body.WriteString("  RETURN NULL;\nEND\n$fl$;\n")
 	stmts := []string{}
-	if name == fault.TableOutbox {
+	if name == history.TableOutbox {
 		stmts = append(stmts, `CREATE TABLE IF NOT EXISTS faultline_audit (
   id bigserial PRIMARY KEY,
   at timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -142,7 +142,7 @@ func (w *Watch) installTrigger(ctx context.Context, name string, tbl target.Tabl
 			return fmt.Errorf("install trigger on %s: %w", tbl.Name, err)
 		}
 	}
-	if name == fault.TableOutbox && lease != "NULL" {
+	if name == history.TableOutbox && lease != "NULL" {
 		w.leased = true
 	}
 	return nil

@@ -89,7 +89,7 @@ func (r *run) provision(ctx context.Context) (provisioned, error) {
 	r.clientNodes = r.nodesOf()
 	r.roles = fault.NewRoles(faultInstances(r.instances))
 	p.env = &fault.Env{
-		Roles: r.roles, Links: r.links, Infra: r.sh.Infra, VHost: r.id, DB: r.pools, Commits: fault.NewCommits(),
+		Roles: r.roles, Links: r.links, Infra: r.sh.Infra, VHost: r.id, DB: r.pools, Commits: history.NewCommits(),
 		Contract: r.sh.Target.Contract, Topology: r.sh.Target.Topology, Observe: r.sh.Target.Observe, Deadline: cmp.Or(r.opts.FaultDeadline, DefaultFaultDeadline),
 		ClientNodes: r.clientNodes, Lease: r.sh.Target.Lease, RelayModel: r.sh.Target.RelayModel(), Landings: fault.NewLandings(),
 		Logf: func(format string, args ...any) { r.sh.logf(r.sc.Name+": "+format, args...) },

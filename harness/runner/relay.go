@@ -51,12 +51,12 @@ func JoinLines(lines ...string) string {
 // position table while the fact went through (wentThrough): a file that
 // names another table would time every window at the relay's mark by a
 // write that never comes.
-func (r *run) checkPosition(watch *observe.Watch, commits *fault.Commits, wentThrough bool, add func(string, int, string, ...any), held *[]string) {
+func (r *run) checkPosition(watch *observe.Watch, commits *history.Commits, wentThrough bool, add func(string, int, string, ...any), held *[]string) {
 	rel := r.sh.Target.Relay
 	if rel.Model != history.ModelOffset || rel.Position == nil || !watch.PositionWatched() || !wentThrough {
 		return
 	}
-	if seen := commits.Seen(fault.TablePosition); seen.Commits > 0 {
+	if seen := commits.Seen(history.TablePosition); seen.Commits > 0 {
 		*held = append(*held, fmt.Sprintf("relay.position: the relay marked its position in %s (%d committed writes)", rel.Position.Name, seen.Commits))
 		return
 	}
