@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/target"
 )
@@ -83,6 +84,8 @@ func TestCompileCapabilities(t *testing.T) {
 	noRestart.BrokerRestart = false
 	apart := capable()
 	apart.Apart = errors.New("no standby here")
+	clustered := capable()
+	clustered.Infra = threeNodes{}
 	cases := []struct {
 		scenario string
 		caps     runner.Capabilities
@@ -93,6 +96,8 @@ func TestCompileCapabilities(t *testing.T) {
 		{"database-failover-async", apart, "not run: needs a database with a standby, which the test provider does not give: no standby here"},
 		{"database-failover-async", capable(), "not run on target reference: needs a database with a standby, and the run's has none"},
 		{"cluster-consumer-node-lost", capable(), "not run on target reference: needs a clustered broker, and the run's broker is a single node"},
+		{"cluster-consumer-node-lost", clustered, ""},
+		{"cluster-relay-node-lost", clustered, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.scenario, func(t *testing.T) {
@@ -109,6 +114,12 @@ func TestCompileCapabilities(t *testing.T) {
 		})
 	}
 }
+
+// threeNodes is a clustered broker of three nodes, as far as Compile asks
+// (it only asks how many nodes there are).
+type threeNodes struct{ infra.Cluster }
+
+func (threeNodes) Nodes() []infra.BrokerNode { return make([]infra.BrokerNode, 3) }
 
 // capable is an infrastructure that can do everything.
 func capable() runner.Capabilities {

@@ -86,7 +86,7 @@ func (r *run) provision(ctx context.Context) (provisioned, error) {
 	r.res.Traffic = plan.Scenario.Workload.ProfileName()
 	p := provisioned{faults: plan.Faults, notOffered: plan.NotOffered, need: plan.Observe}
 	r.instances = plan.instances
-	r.clientNodes = r.nodesOf()
+	r.clientNodes = plan.clientNodes
 	r.roles = fault.NewRoles(faultInstances(r.instances))
 	p.env = &fault.Env{
 		Roles: r.roles, Links: r.links, Infra: r.sh.Infra, VHost: r.id, DB: r.pools, Commits: history.NewCommits(),

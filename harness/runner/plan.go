@@ -34,6 +34,9 @@ type Plan struct {
 	Observe map[history.Source]bool
 
 	instances []instance // the run's process instances, in start order
+	// clientNodes maps an instance to the cluster node its broker link
+	// goes to (fault.Env.ClientNodes); nil on one node.
+	clientNodes map[string]int
 }
 
 // Capabilities are what the run's infrastructure can do, as Compile needs
@@ -116,8 +119,9 @@ func Compile(sc Scenario, t *target.Target, caps Capabilities, seed int64) (Plan
 	// file gives (its processes, crash points, links, contract): no
 	// process runs yet.
 	p.instances = planInstances(t, on.Instances)
+	p.clientNodes = nodesOf(caps.Infra, p.instances)
 	roles := fault.NewRoles(faultInstances(p.instances))
-	env := &fault.Env{Roles: roles, Infra: caps.Infra, Contract: t.Contract, Topology: t.Topology, Observe: t.Observe, Lease: t.Lease, RelayModel: t.RelayModel()}
+	env := &fault.Env{Roles: roles, Infra: caps.Infra, ClientNodes: p.clientNodes, Contract: t.Contract, Topology: t.Topology, Observe: t.Observe, Lease: t.Lease, RelayModel: t.RelayModel()}
 	p.Faults, p.Scenario.Evidence = forTarget(t, env, p.instances, p.Faults, p.Scenario.Evidence)
 	if on.FaultsOptional {
 		p.Faults, p.NotOffered = offered(env, p.Faults)

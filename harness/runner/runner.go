@@ -760,13 +760,13 @@ func (r *run) setupInfra(ctx context.Context) error {
 // other in start order (the consumer, which declares the queue, on the
 // first): the node each instance's own broker link goes to. Nil on one
 // node.
-func (r *run) nodesOf() map[string]int {
-	c, ok := r.sh.Infra.(infra.Cluster)
+func nodesOf(in infra.Infra, instances []instance) map[string]int {
+	c, ok := in.(infra.Cluster)
 	if !ok || len(c.Nodes()) < 2 {
 		return nil
 	}
 	out := map[string]int{}
-	for i, in := range r.instances {
+	for i, in := range instances {
 		out[in.name] = i % len(c.Nodes())
 	}
 	return out
