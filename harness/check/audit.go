@@ -9,7 +9,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/result"
 )
 
-// More observation sources.
+// More of what a verdict rests on.
 const (
 	FromAudit = "audit trail" // every outbox write with its writer (a trigger faultline installed)
 	FromTap   = "tap queue"   // every routed publish per eventId (a queue faultline bound to the exchange)

@@ -13,7 +13,7 @@ import (
 // benchEvents is the size of the run the checker benchmarks look at.
 const benchEvents = 10_000
 
-// bigObservation is the end state of a run of n events (n/4 orders of four
+// bigRecord is the end state of a run of n events (n/4 orders of four
 // events each) as Observe leaves it: every event committed, claimed,
 // published, confirmed and marked by a relay, delivered, reserved and acked
 // by the inventory. Every 50th event's first claim never learnt its outcome
@@ -21,7 +21,7 @@ const benchEvents = 10_000
 // twice, the duplicate absorbed), and every 100th of those stale claims
 // tried a late write that was fenced. lost drops every lost-th reservation
 // (0: none), so that no-lost-event fails.
-func bigObservation(n, lost int) *history.Record {
+func bigRecord(n, lost int) *history.Record {
 	orders := map[string]int64{}
 	var outbox []history.OutboxRow
 	var res []history.Effect
@@ -83,9 +83,9 @@ func reportEvents(b *testing.B) {
 // BenchmarkInvariants: every invariant (per-aggregate order included) over
 // a run of 10,000 events (about 82,000 log lines). clean passes them all;
 // lost-1pct fails no-lost-event with 100 events and renders its timeline;
-// scan-log is the floor, one pass over the merged log (Observation.Count).
+// scan-log is the floor, one pass over the merged log (Record.Count).
 func BenchmarkInvariants(b *testing.B) {
-	clean := bigObservation(benchEvents, 0)
+	clean := bigRecord(benchEvents, 0)
 	b.Run("clean", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -98,7 +98,7 @@ func BenchmarkInvariants(b *testing.B) {
 		reportEvents(b)
 	})
 	b.Run("lost-1pct", func(b *testing.B) {
-		o := bigObservation(benchEvents, 100)
+		o := bigRecord(benchEvents, 100)
 		b.ReportAllocs()
 		for b.Loop() {
 			if inv := find(Invariants(o, []string{AggregateOrder}), NoLost); inv.OK {
@@ -120,7 +120,7 @@ func BenchmarkInvariants(b *testing.B) {
 
 // BenchmarkCounts: the run's figures over the same 10,000 events.
 func BenchmarkCounts(b *testing.B) {
-	o := bigObservation(benchEvents, 0)
+	o := bigRecord(benchEvents, 0)
 	b.ReportAllocs()
 	for b.Loop() {
 		if c := Counts(o); c.DuplicatesAbsorbed != benchEvents/50 {
@@ -133,7 +133,7 @@ func BenchmarkCounts(b *testing.B) {
 // BenchmarkBuildTimeline: the report's timeline of the same run, with one
 // fault span.
 func BenchmarkBuildTimeline(b *testing.B) {
-	o := bigObservation(benchEvents, 0)
+	o := bigRecord(benchEvents, 0)
 	end := o.Log[len(o.Log)-1].Time
 	faults := []result.Fault{{Kind: "crash", Target: "relay-1", Start: at(10_000), End: at(12_000)}}
 	invs := Invariants(o, nil)

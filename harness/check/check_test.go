@@ -469,7 +469,7 @@ func TestStaleRetryWrites(t *testing.T) {
 // Check computes the shared findings once; it must say exactly what
 // Invariants and Counts say separately, on a run with every kind of finding.
 func TestCheckIsInvariantsAndCounts(t *testing.T) {
-	o := bigObservation(2000, 20)
+	o := bigRecord(2000, 20)
 	o.Effects = append(o.Effects, o.Effects[0], history.Effect{ID: 1, EventID: "E-phantom", AggregateID: "Z", Sequence: 1, EventType: "order.created"})
 	invs, c := Check(o, []string{AggregateOrder})
 	assert.Equal(t, Invariants(o, []string{AggregateOrder}), invs)

@@ -6,7 +6,7 @@ import (
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
 
-// Counts measures the run from the observation.
+// Counts measures the run from its record.
 func Counts(o *history.Record) result.Counts { return counts(o, findingsOf(o)) }
 
 func counts(o *history.Record, f findings) result.Counts {

@@ -69,7 +69,7 @@ func Evaluate(o *history.Record, evidence []Evidence) []result.Evidence {
 	return out
 }
 
-// missingNeed names the first need of e the observation does not give.
+// missingNeed names the first need of e the record does not hold.
 func missingNeed(o *history.Record, e Evidence) string {
 	for _, n := range e.Needs {
 		if !o.Observed(n) {

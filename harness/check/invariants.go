@@ -38,8 +38,8 @@ type key struct {
 }
 
 // Invariant is one property a run is judged by: its name (as results.json
-// and the reports give it), what it checks, in a line, and the check on an
-// observation and the findings every check shares. The always-on ones are
+// and the reports give it), what it checks, in a line, and the check on a
+// record and the findings every check shares. The always-on ones are
 // checked on every run; an optional one only where a scenario names it,
 // because it holds only under the scenario's conditions (an outage shorter
 // than the retry budget, a pipeline that promises order).
@@ -134,7 +134,7 @@ func Selected(optional []string) []Invariant {
 }
 
 // Invariants checks the always-on invariants and the optional ones named
-// against the observation.
+// against the record.
 func Invariants(o *history.Record, optional []string) []result.Invariant {
 	return invariants(o, Selected(optional), findingsOf(o))
 }

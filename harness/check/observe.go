@@ -13,7 +13,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/history"
 )
 
-// Observation sources: what a verdict rests on.
+// What a verdict rests on, as result.Invariant.RestsOn names it.
 const (
 	FromContract = "contract"  // the target's tables, through its contract queries
 	FromOutbox   = "outbox"    // the contract's outbox query
