@@ -12,9 +12,8 @@ import (
 // the target does not map opened from outside where faultline can see the
 // window (fault.OpenFromOutside), and each piece of evidence the target's
 // logs cannot show read from a black-box source instead (check.Resolve).
-func forTarget(t *target.Target, env *fault.Env, instances []instance, faults []fault.Fault, evidence []check.Evidence) ([]fault.Fault, []check.Evidence) {
+func forTarget(t *target.Target, env *fault.Env, instances []instance, logs map[string]bool, faults []fault.Fault, evidence []check.Evidence) ([]fault.Fault, []check.Evidence) {
 	faults, outside := fault.OpenFromOutside(env, faults, linkOf(env.Roles, instances))
-	logs := logRoles(env.Roles, instances)
 	return faults, check.Resolve(evidence, func(s history.Source) bool { return observe.Offers(t, logs, s) }, outside)
 }
 

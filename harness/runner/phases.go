@@ -85,15 +85,14 @@ func (r *run) provision(ctx context.Context) (provisioned, error) {
 	r.res.Window = plan.Scenario.Window // re-timed for the target's relay, maybe
 	r.res.Traffic = plan.Scenario.Workload.ProfileName()
 	p := provisioned{faults: plan.Faults, notOffered: plan.NotOffered, need: plan.Observe}
-	r.instances = plan.instances
-	r.clientNodes = plan.clientNodes
-	r.roles = fault.NewRoles(faultInstances(r.instances))
-	p.env = &fault.Env{
-		Roles: r.roles, Links: r.links, Infra: r.sh.Infra, VHost: r.id, DB: r.pools, Commits: history.NewCommits(),
-		Contract: r.sh.Target.Contract, Topology: r.sh.Target.Topology, Observe: r.sh.Target.Observe, Deadline: cmp.Or(r.opts.FaultDeadline, DefaultFaultDeadline),
-		ClientNodes: r.clientNodes, Lease: r.sh.Target.Lease, RelayModel: r.sh.Target.RelayModel(), Landings: fault.NewLandings(),
-		Logf: func(format string, args ...any) { r.sh.logf(r.sc.Name+": "+format, args...) },
-	}
+	r.instances, r.roles, r.clientNodes = plan.instances, plan.env.Roles, plan.env.ClientNodes
+	// The run's environment is the one Compile judged the faults against,
+	// with what the run makes: its links, vhost, databases, commit feed.
+	env := plan.env
+	env.Links, env.VHost, env.DB, env.Commits = r.links, r.id, r.pools, history.NewCommits()
+	env.Deadline, env.Landings = cmp.Or(r.opts.FaultDeadline, DefaultFaultDeadline), fault.NewLandings()
+	env.Logf = func(format string, args ...any) { r.sh.logf(r.sc.Name+": "+format, args...) }
+	p.env = &env
 	if err := r.setupInfra(ctx); err != nil {
 		return provisioned{}, err
 	}

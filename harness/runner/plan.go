@@ -34,9 +34,11 @@ type Plan struct {
 	Observe map[history.Source]bool
 
 	instances []instance // the run's process instances, in start order
-	// clientNodes maps an instance to the cluster node its broker link
-	// goes to (fault.Env.ClientNodes); nil on one node.
-	clientNodes map[string]int
+	// env is what the target file and the infrastructure give a fault
+	// (its roles, the instances' cluster nodes, the contract, ...): what
+	// Compile judged the faults against, and what the run's environment
+	// starts from.
+	env fault.Env
 }
 
 // Capabilities are what the run's infrastructure can do, as Compile needs
@@ -119,14 +121,15 @@ func Compile(sc Scenario, t *target.Target, caps Capabilities, seed int64) (Plan
 	// file gives (its processes, crash points, links, contract): no
 	// process runs yet.
 	p.instances = planInstances(t, on.Instances)
-	p.clientNodes = nodesOf(caps.Infra, p.instances)
-	roles := fault.NewRoles(faultInstances(p.instances))
-	env := &fault.Env{Roles: roles, Infra: caps.Infra, ClientNodes: p.clientNodes, Contract: t.Contract, Topology: t.Topology, Observe: t.Observe, Lease: t.Lease, RelayModel: t.RelayModel()}
-	p.Faults, p.Scenario.Evidence = forTarget(t, env, p.instances, p.Faults, p.Scenario.Evidence)
+	p.env = fault.Env{Roles: fault.NewRoles(faultInstances(p.instances)), Infra: caps.Infra, ClientNodes: nodesOf(caps.Infra, p.instances),
+		Contract: t.Contract, Topology: t.Topology, Observe: t.Observe, Lease: t.Lease, RelayModel: t.RelayModel()}
+	env := &p.env
+	logs := logRoles(env.Roles, p.instances)
+	p.Faults, p.Scenario.Evidence = forTarget(t, env, p.instances, logs, p.Faults, p.Scenario.Evidence)
 	if on.FaultsOptional {
 		p.Faults, p.NotOffered = offered(env, p.Faults)
 	}
-	if why := unsupported(t, p.Scenario, env, p.Faults, logRoles(roles, p.instances)); why != "" {
+	if why := unsupported(t, p.Scenario, env, p.Faults, logs); why != "" {
 		return Plan{}, notRun("not run on target %s: %s", t.Name, why)
 	}
 	p.Observe = observeNeeds(p.Scenario.Evidence, p.Faults)
