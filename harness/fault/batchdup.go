@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/history"
-	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
@@ -172,16 +171,8 @@ func (b BatchDuplicate) handTwice(ctx context.Context, env *Env, w *waits, write
 	}
 	defer conn.Close()
 	queue := env.Topology.Queue
-	var ready int
 	err = w.wait(fmt.Sprintf("the broker to hand every message of %s (both copies among them) to the frozen %s", queue, b.Consumer), env.Deadline, func() (string, error) {
-		err := poll.Until(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
-			q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-			if err != nil {
-				return false, err
-			}
-			ready = q.Messages
-			return ready == 0, nil
-		})
+		ready, err := waitReady(ctx, ch, queue, env.Deadline, func(ready int) bool { return ready == 0 })
 		if err != nil {
 			return "", fmt.Errorf("window not opened: %w: %d messages still ready on %s (the consumer's prefetch full?): %w", errUnseen, ready, queue, err)
 		}

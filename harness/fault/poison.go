@@ -7,7 +7,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 )
 
@@ -94,12 +93,7 @@ func (p Poison) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	if p.Ahead > 0 {
 		queue := env.Topology.Queue
 		if err := w.wait(fmt.Sprintf("%d messages ready in %s ahead of the poison (a passive declare)", p.Ahead, queue), env.Deadline, func() (string, error) {
-			ready := 0
-			err := poll.Until(ctx, env.Deadline, 10*time.Millisecond, func() (bool, error) {
-				q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-				ready = q.Messages
-				return err == nil && ready >= p.Ahead, err
-			})
+			ready, err := waitReady(ctx, ch, queue, env.Deadline, func(ready int) bool { return ready >= p.Ahead })
 			if err != nil {
 				return "", fmt.Errorf("window not opened: %w: %s never held %d ready messages (last seen %d): %w", errUnseen, queue, p.Ahead, ready, err)
 			}
