@@ -189,13 +189,19 @@ func (u Unbind) Describe() result.Fault {
 
 // Inject implements Fault.
 func (u Unbind) Inject(ctx context.Context, env *Env) result.Fault {
-	res := withWaits(func(w *waits) result.Fault { return u.inject(ctx, env, w) })
-	res.Unbound, res.Rebound, res.ByRetries = res.Hit, res.Hit && u.Duration > 0, u.Shape
+	var did bindings
+	res := withWaits(func(w *waits) result.Fault { return u.inject(ctx, env, w, &did) })
+	res.Unbound, res.Rebound, res.ByRetries = did.removed, did.restored, u.Shape
 	return res
 }
 
-// inject is Inject, recording what it waits for in w.
-func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
+// bindings is what an unbind did to the queue's bindings: removed them,
+// and restored them.
+type bindings struct{ removed, restored bool }
+
+// inject is Inject, recording what it waits for in w and what it did to
+// the bindings in did.
+func (u Unbind) inject(ctx context.Context, env *Env, w *waits, did *bindings) result.Fault {
 	start := time.Now()
 	if u.Trigger.PastRelease {
 		defer env.Landings.land(ActedKey, errors.New("the unbind ended before the bindings were removed")) // after a landing: no-op
@@ -238,9 +244,10 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 			}
 		}
 	}
+	did.removed = true
 	env.Logf("bindings %v removed", keys)
 	if u.UntilSettled > 0 {
-		return u.holdUntilSettled(ctx, env, w, ch, queues, keys, start)
+		return u.holdUntilSettled(ctx, env, w, ch, queues, keys, start, did)
 	}
 	if u.Trigger.PastRelease {
 		env.Landings.land(ActedKey, nil)
@@ -276,6 +283,7 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	if err := rebind(env, ch, queues, keys); err != nil {
 		return notUndone(u.result(start, opened, closed, measured, holdErr), err)
 	}
+	did.restored = true
 	env.Logf("bindings %v restored%s", keys, measured)
 	if counted && holdErr == nil {
 		counting := time.Now()
@@ -292,12 +300,13 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 // them. The held role, if this fault goes past its release, is released
 // once the trail's mark is taken: every claim after it publishes into the
 // outage.
-func (u Unbind) holdUntilSettled(ctx context.Context, env *Env, w *waits, ch *amqp.Channel, queues, keys []string, start time.Time) result.Fault {
+func (u Unbind) holdUntilSettled(ctx context.Context, env *Env, w *waits, ch *amqp.Channel, queues, keys []string, start time.Time, did *bindings) result.Fault {
 	opened, closed, measured, err := u.settleInside(ctx, env, w, start)
 	res := u.result(start, opened, closed, measured, err)
 	if err := rebind(env, ch, queues, keys); err != nil {
 		return notUndone(res, err)
 	}
+	did.restored = true
 	env.Logf("bindings %v restored%s", keys, measured)
 	return res
 }

@@ -140,9 +140,10 @@ type Fault struct {
 	// Slot is what a failover did to a log relay's replication slot (nil:
 	// no logical slot in the outbox's database when the primary died).
 	Slot *SlotFate `json:"slot,omitempty"`
-	// Unbound: the fault held the target's queue without its bindings
-	// from Start, to End where Rebound, else to the end of the run. A
-	// publish routed in that span went nowhere.
+	// Unbound: the fault removed the target's queue's bindings, from
+	// Start; Rebound: it restored them, by End. Not restored, they stayed
+	// away to the end of the run. A publish routed in that span went
+	// nowhere, whether or not the fault's window opened.
 	Unbound bool `json:"unbound,omitempty"`
 	Rebound bool `json:"rebound,omitempty"`
 	// ByRetries: the fault's outage lasted until the relays' retries showed
