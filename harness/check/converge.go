@@ -84,9 +84,3 @@ func (s *Settling) NotConverged(timeout time.Duration) error {
 func settled(p history.Progress) bool {
 	return p.Unsettled == 0 && p.Ready == 0 && p.Unacked == 0 && p.InboxPending == 0 && p.Effected >= p.Expected && p.SlotBehind == 0
 }
-
-// stoodStill reports whether the position did not move in the last
-// StuckAfter of the trail (or never moved).
-func stoodStill(p history.PositionTrail) bool {
-	return p.Writes == 0 || p.Until.Sub(p.Last) >= StuckAfter
-}

@@ -21,6 +21,12 @@ const FromSlot = "replication slot"
 // their way.
 const StuckAfter = 5 * time.Second
 
+// stoodStill reports whether the position did not move in the last
+// StuckAfter of the trail (or never moved).
+func stoodStill(p history.PositionTrail) bool {
+	return p.Writes == 0 || p.Until.Sub(p.Last) >= StuckAfter
+}
+
 // outboxSettles says whether the run shows which committed events the
 // relay still has to settle: by their status, or by the pending query.
 func outboxSettles(o *history.Record) bool {

@@ -3,7 +3,6 @@ package observe
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
@@ -80,8 +79,10 @@ func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 		o.Audit = &history.AuditTrail{Rows: rows, Lease: w.leased, NoStatus: w.run.Target.Observe.Outbox.Status == ""}
 	}
 	if w.effects && w.run.Target.Observe.Effects.EventID != "" && w.commits.Err() == nil {
-		o.EffectsCommitted = map[string]bool{}
-		maps.Copy(o.EffectsCommitted, w.commits.EventIDs(history.TableEffects))
+		// EventIDs is the run's own copy; watched and none seen is empty.
+		if o.EffectsCommitted = w.commits.EventIDs(history.TableEffects); o.EffectsCommitted == nil {
+			o.EffectsCommitted = map[string]bool{}
+		}
 	}
 	if w.run.Target.Relay.Model == history.ModelLog {
 		confirmed, ok, err := w.readSlot(ctx)
