@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
-	"sync"
+
+	"github.com/faultline-dev/faultline/harness/registry"
 )
 
 // Kind is one fault kind as the rest of faultline sees it, beyond its
@@ -213,54 +212,13 @@ func (k kind[F, P]) Shrink(f Fault) []Smaller {
 	return sh.out
 }
 
-// table is the kinds by name. It is written while the package
-// initialises and only read after: the first read seals it, and a write
-// after that is refused, so no kind can appear or change while explore or
-// a run reads the table.
-type table struct {
-	mu     sync.Mutex
-	kinds  map[string]Kind
-	sealed bool
-}
-
-// add adds k; a second kind of the same name, or one added after the table
-// was read, is refused.
-func (t *table) add(k Kind) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.sealed {
-		return fmt.Errorf("fault kind %q added after the table was read", k.Name())
-	}
-	if _, dup := t.kinds[k.Name()]; dup {
-		return fmt.Errorf("fault kind %q added twice", k.Name())
-	}
-	if t.kinds == nil {
-		t.kinds = map[string]Kind{}
-	}
-	t.kinds[k.Name()] = k
-	return nil
-}
-
-// all is every kind, by name; it seals the table.
-func (t *table) all() []Kind {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.sealed = true
-	out := make([]Kind, 0, len(t.kinds))
-	for _, k := range t.kinds {
-		out = append(out, k)
-	}
-	slices.SortFunc(out, func(a, b Kind) int { return strings.Compare(a.Name(), b.Name()) })
-	return out
-}
-
-// registry is the table of kinds. Each kind's file adds its own from an
+// kinds is the table of kinds. Each kind's file adds its own from an
 // init (register), so that adding a kind is adding one file: no list
 // elsewhere to extend. It is the package's one piece of state, written
 // once: register is unexported, called only from the kinds' inits (which
 // run before any other package can read the table), and the table refuses
 // a write once read.
-var registry table
+var kinds = registry.New[Kind]("fault kind")
 
 // register adds the kind d describes to the table; a kind without a name,
 // Params or Fault, or a second kind of one name, is a programming error
@@ -269,23 +227,14 @@ func register[F Fault, P any](d Desc[F, P]) {
 	if d.Name == "" || d.Doc == "" || d.Params == nil || d.Fault == nil {
 		panic(fmt.Sprintf("fault kind %q: needs a name, a Doc, Params and Fault", d.Name))
 	}
-	if err := registry.add(kind[F, P]{d}); err != nil {
-		panic(err)
-	}
+	kinds.MustAdd(d.Name, kind[F, P]{d})
 }
 
 // Kinds is every fault kind, by name.
-func Kinds() []Kind { return registry.all() }
+func Kinds() []Kind { return kinds.All() }
 
 // KindNamed is the kind a schedule names.
-func KindNamed(name string) (Kind, bool) {
-	for _, k := range Kinds() {
-		if k.Name() == name {
-			return k, true
-		}
-	}
-	return nil, false
-}
+func KindNamed(name string) (Kind, bool) { return kinds.Named(name) }
 
 // KindOf is the kind of f.
 func KindOf(f Fault) (Kind, bool) {

@@ -49,23 +49,6 @@ func TestKinds(t *testing.T) {
 	assert.False(t, ok)
 }
 
-// A table is written once: a second kind of one name is refused, and so is
-// any kind once the table has been read.
-func TestTableIsWrittenOnce(t *testing.T) {
-	var tb table
-	crash := kind[Crash, crashParams]{Desc[Crash, crashParams]{Name: "crash"}}
-	unbind := kind[Unbind, unbindParams]{Desc[Unbind, unbindParams]{Name: "unbind"}}
-	require.NoError(t, tb.add(crash))
-	err := tb.add(crash)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "added twice")
-	assert.Len(t, tb.all(), 1)
-	err = tb.add(unbind)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "after the table was read")
-	assert.Len(t, tb.all(), 1)
-}
-
 // The shrink helpers make a copy smaller in one field each, never f itself.
 func TestShrinkHelpers(t *testing.T) {
 	c := CommitOrder{Trigger: Trigger{AfterOrders: 20, Delay: time.Second}, Every: 4, Holds: 5, Hold: 600 * time.Millisecond}
