@@ -6,7 +6,31 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/target"
 )
+
+func init() {
+	outboxWatched := func(t *target.Target, _ map[string]bool) bool { return t.Observe.Outbox.Name != "" }
+	addSource(source{name: history.SourceAudit, when: Live, offered: outboxWatched, record: (*Watch).recordAudit})
+	addSource(source{name: history.SourceAuditStatus, when: Derived,
+		offered: func(t *target.Target, logs map[string]bool) bool {
+			return outboxWatched(t, logs) && t.Observe.Outbox.Status != ""
+		}})
+}
+
+// recordAudit reads the whole audit trail, where its trigger was
+// installed.
+func (w *Watch) recordAudit(ctx context.Context, o *history.Record) error {
+	if !w.audit {
+		return nil
+	}
+	rows, err := w.Audit(ctx, 0)
+	if err != nil {
+		return err
+	}
+	o.Audit = &history.AuditTrail{Rows: rows, Lease: w.leased, NoStatus: w.run.Target.Observe.Outbox.Status == ""}
+	return nil
+}
 
 // Audit reads the outbox's audit trail, in the order the writes were
 // made: the rows with an id above after (0: all of it).

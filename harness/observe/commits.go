@@ -10,7 +10,33 @@ import (
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/safe"
+	"github.com/faultline-dev/faultline/harness/target"
 )
+
+func init() {
+	addSource(source{name: history.SourceCommits, when: Live,
+		offered: func(t *target.Target, _ map[string]bool) bool {
+			return t.Observe.Outbox.Name != "" || t.Observe.Facts.Name != "" || t.Observe.Effects.Name != ""
+		},
+		record: (*Watch).recordEffectsCommitted})
+	// The commits watched where they can be: what a fault that reads
+	// them where it can (a failover's) asks for; every target gives it.
+	addSource(source{name: history.SourceCommitsSeen, when: Derived})
+}
+
+// recordEffectsCommitted keeps the eventIds whose effect write was seen
+// to commit, where the effects table is watched by its eventId column
+// and the stream did not fail.
+func (w *Watch) recordEffectsCommitted(_ context.Context, o *history.Record) error {
+	if !w.effects || w.run.Target.Observe.Effects.EventID == "" || w.commits.Err() != nil {
+		return nil
+	}
+	// EventIDs is the run's own copy; watched and none seen is empty.
+	if o.EffectsCommitted = w.commits.EventIDs(history.TableEffects); o.EffectsCommitted == nil {
+		o.EffectsCommitted = map[string]bool{}
+	}
+	return nil
+}
 
 // listen feeds the commit notifications of database db to the faults, on a
 // connection of its own (straight to PostgreSQL, not through a link),

@@ -15,6 +15,11 @@ import (
 	"github.com/faultline-dev/faultline/harness/target"
 )
 
+func init() {
+	addSource(source{name: history.SourceOutbox, when: AtEnd,
+		offered: func(t *target.Target, _ map[string]bool) bool { return t.Contract.Outbox != nil }})
+}
+
 // ReadContract reads the target's tables through the contract's queries
 // (facts, effects, and the outbox, pending, inbox_pending and held_back
 // where it has them) into o,

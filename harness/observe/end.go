@@ -35,9 +35,10 @@ type Ends struct {
 }
 
 // End reads the run's end state: the target's tables through its contract,
-// the target queue's and dead-letter queue's counters, the messages left in
-// the queue (when asked), the audit trail and the tap where they were
-// installed, and the event logs, merged in time order.
+// the target queue's counters, the messages left in the queue (when
+// asked), a log relay's slot, the section of every source that keeps one
+// (the dead-letter queue, the audit trail, the tap...: recordAll), and the
+// event logs, merged in time order.
 func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 	o := &history.Record{ByEvent: map[string][]eventlog.Entry{}, LogRoles: e.LogRoles, Instances: e.Instances, Unbound: e.Unbound, OutageUnopened: e.OutageUnopened}
 	if err := ReadContract(ctx, w.run.DB, w.run.Target.Contract, w.run.Target.Relay.Model, o); err != nil {
@@ -45,23 +46,8 @@ func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 	}
 	w.readRelay(o)
 	var err error
-	topology := w.run.Target.Topology
-	if o.Queue, err = w.Queue(ctx, topology.Queue); err != nil {
+	if o.Queue, err = w.Queue(ctx, w.run.Target.Topology.Queue); err != nil {
 		return nil, err
-	}
-	if topology.DeadLetterQueue != "" {
-		dlq := &history.DeadLetterQueue{ByEvent: map[string]int{}}
-		if dlq.Queue, err = w.Queue(ctx, topology.DeadLetterQueue); err != nil {
-			return nil, err
-		}
-		// Which events are there, for placing a lost one (nothing consumes
-		// the dead-letter queue, so nothing is held unacked).
-		if dlq.Queue.Messages > 0 {
-			if dlq.ByEvent, err = w.readMessages(ctx, topology.DeadLetterQueue); err != nil {
-				return nil, err
-			}
-		}
-		o.DeadLetter = dlq
 	}
 	if e.Queued {
 		if o.Queued, err = w.readQueued(ctx); err != nil {
@@ -69,19 +55,6 @@ func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 		}
 		if o.Queued == nil {
 			o.Queued = map[string]int{}
-		}
-	}
-	if w.audit {
-		rows, err := w.Audit(ctx, 0)
-		if err != nil {
-			return nil, err
-		}
-		o.Audit = &history.AuditTrail{Rows: rows, Lease: w.leased, NoStatus: w.run.Target.Observe.Outbox.Status == ""}
-	}
-	if w.effects && w.run.Target.Observe.Effects.EventID != "" && w.commits.Err() == nil {
-		// EventIDs is the run's own copy; watched and none seen is empty.
-		if o.EffectsCommitted = w.commits.EventIDs(history.TableEffects); o.EffectsCommitted == nil {
-			o.EffectsCommitted = map[string]bool{}
 		}
 	}
 	if w.run.Target.Relay.Model == history.ModelLog {
@@ -93,13 +66,8 @@ func (w *Watch) End(ctx context.Context, e Ends) (*history.Record, error) {
 			o.Slot = &history.LogSlot{Confirmed: confirmed}
 		}
 	}
-	if w.Tapped() {
-		if o.Tap, err = w.readTap(ctx); err != nil {
-			return nil, err
-		}
-		if o.Tap == nil {
-			o.Tap = map[string]int{}
-		}
+	if err := w.recordAll(ctx, o); err != nil {
+		return nil, err
 	}
 	o.Log, err = ReadLogs(e.LogPaths, e.Windows)
 	if err != nil {

@@ -3,8 +3,18 @@ package observe
 import (
 	"sort"
 
+	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/target"
+	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
+
+func init() {
+	for _, role := range []string{protocol.Producer, protocol.Relay, protocol.Consumer} {
+		addSource(source{name: history.LogSource(role), when: AtEnd,
+			offered: func(_ *target.Target, logs map[string]bool) bool { return logs[role] }})
+	}
+}
 
 // ReadLogs reads and merges event logs into one timeline. A crash point
 // line's point is translated from the process's own name into the

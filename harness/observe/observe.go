@@ -7,11 +7,15 @@
 // (a history.Record, progress samples); the checker judges and reads
 // nothing itself. Data flows one way: runner → observe → check.
 //
-// One file per source: triggers.go (the triggers), commits.go (the commit
-// stream), audit.go (the audit trail), tap.go (the tap queue), probe.go
-// (broker counters), queued.go (the queue after the processes stopped),
-// contract.go (the contract queries), logs.go (event logs), converge.go
-// (progress samples until convergence), end.go (the end state).
+// One file per source, each declaring its source as a value (sources.go:
+// what it needs of the target file, when it is read, how it installs and
+// what it records): triggers.go (the triggers), commits.go (the commit
+// stream), audit.go (the audit trail), tap.go (the tap queue), relay.go
+// (the live tap, an offset relay's position), probe.go (broker counters),
+// queued.go (the queue after the processes stopped, the dead-letter
+// queue), contract.go (the contract queries), logs.go (event logs),
+// converge.go (progress samples until convergence), end.go (the end
+// state).
 package observe
 
 import (
@@ -63,6 +67,9 @@ type Watch struct {
 	tapErr  error    // why the tap queue is not bound (nil: it is)
 	why     []string // what could not be installed
 	probe   *queueProbe
+	// failed are the sources with an install of their own that could not
+	// be installed, and why.
+	failed map[history.Source]error
 
 	mu      sync.Mutex
 	closers []func() // the listeners' stops
@@ -77,7 +84,7 @@ var errNotInstalled = errors.New("not installed yet")
 // New watches run; the commits its triggers notify go to commits.
 // Nothing is installed until Install.
 func New(run Run, commits *history.Commits) *Watch {
-	return &Watch{run: run, commits: commits, probe: &queueProbe{infra: run.Infra, vhost: run.VHost}, tapErr: errNotInstalled}
+	return &Watch{run: run, commits: commits, probe: &queueProbe{infra: run.Infra, vhost: run.VHost}, tapErr: errNotInstalled, failed: map[history.Source]error{}}
 }
 
 // Close stops the listeners and closes the probe's connection.
@@ -116,6 +123,11 @@ func (w *Watch) Unobservable(need map[history.Source]bool) string {
 	}
 	if need[history.SourceTap] && w.tapErr != nil {
 		why = append(why, fmt.Sprintf("the tap queue could not be bound: %v", w.tapErr))
+	}
+	if len(why) == 0 {
+		if u := w.uninstalled(need); u != "" {
+			why = append(why, u)
+		}
 	}
 	return strings.Join(why, "; ")
 }

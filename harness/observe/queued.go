@@ -8,7 +8,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/target"
 )
 
 // queuedWait bounds the wait, once the processes have stopped, for the
@@ -20,6 +22,34 @@ const queuedWait = 10 * time.Second
 // have stopped: it waits until the queue has no consumer (the broker has
 // then returned what they held unacked to ready), then reads them
 // (readMessages).
+func init() {
+	addSource(source{name: history.SourceDLQ, when: AtEnd,
+		offered: func(t *target.Target, _ map[string]bool) bool { return t.Topology.DeadLetterQueue != "" },
+		record:  (*Watch).recordDeadLetters})
+}
+
+// recordDeadLetters reads the dead-letter queue's counters and, where it
+// holds messages, which events they are, for placing a lost one (nothing
+// consumes it, so nothing is held unacked).
+func (w *Watch) recordDeadLetters(ctx context.Context, o *history.Record) error {
+	queue := w.run.Target.Topology.DeadLetterQueue
+	if queue == "" {
+		return nil
+	}
+	dlq := &history.DeadLetterQueue{ByEvent: map[string]int{}}
+	var err error
+	if dlq.Queue, err = w.Queue(ctx, queue); err != nil {
+		return err
+	}
+	if dlq.Queue.Messages > 0 {
+		if dlq.ByEvent, err = w.readMessages(ctx, queue); err != nil {
+			return err
+		}
+	}
+	o.DeadLetter = dlq
+	return nil
+}
+
 func (w *Watch) readQueued(ctx context.Context) (map[string]int, error) {
 	queue := w.run.Target.Topology.Queue
 	wctx, cancel := context.WithTimeout(ctx, queuedWait)

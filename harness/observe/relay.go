@@ -2,9 +2,7 @@ package observe
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -180,14 +178,20 @@ func (w *Watch) readRelay(o *history.Record) {
 // faultline's connection, so the broker removes it when the run ends.
 const LiveTapQueue = "faultline.tap.live"
 
-// WatchPublishes binds and consumes the live tap; what cannot be done
-// stops the commit feed, so the faults waiting on it say why and the run
-// is not run.
-func (w *Watch) WatchPublishes(ctx context.Context) {
+func init() {
+	addSource(source{name: history.SourcePublishes, when: Live,
+		offered: func(t *target.Target, _ map[string]bool) bool { return t.Topology.Exchange != "" },
+		install: (*Watch).watchPublishes})
+}
+
+// watchPublishes binds and consumes the live tap; what cannot be done
+// stops the commit feed too, so the faults waiting on it say why.
+func (w *Watch) watchPublishes(ctx context.Context) error {
 	if err := w.consumeLiveTap(ctx); err != nil {
-		w.missing("live tap queue (publishes): %v", err)
-		w.commits.Fail(errors.New(strings.Join(w.why, "; ")))
+		w.commits.Fail(fmt.Errorf("live tap queue (publishes): %w", err))
+		return err
 	}
+	return nil
 }
 
 func (w *Watch) consumeLiveTap(ctx context.Context) error {

@@ -35,8 +35,26 @@ func TestOffers(t *testing.T) {
 		{history.SourceTap, false, true},
 		{history.SourceCommits, false, true},
 		{history.SourceCommitsSeen, true, true},
+		{history.SourcePublishes, false, true},
+		{"a crystal ball", false, false},
 	} {
 		assert.Equal(t, tc.bare, Offers(bare, nil, tc.source), "bare: %s", tc.source)
 		assert.Equal(t, tc.full, Offers(full, logs, tc.source), "full: %s", tc.source)
+	}
+}
+
+// Every source of the record is in the table, read when its kind of
+// source can be: the event logs, the contract's query and the dead-letter
+// queue from what the run left, the triggers and the taps live, the audit
+// status and the commits seen as part of another.
+func TestWhenRead(t *testing.T) {
+	for source, when := range map[history.Source]When{
+		history.SourceProducerLog: AtEnd, history.SourceRelayLog: AtEnd, history.SourceConsumerLog: AtEnd,
+		history.SourceOutbox: AtEnd, history.SourceDLQ: AtEnd,
+		history.SourceAudit: Live, history.SourceTap: Live, history.SourceCommits: Live, history.SourcePublishes: Live,
+		history.SourceAuditStatus: Derived, history.SourceCommitsSeen: Derived,
+		"a crystal ball": 0,
+	} {
+		assert.Equal(t, when, WhenRead(source), "%s", source)
 	}
 }

@@ -8,7 +8,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
+	"github.com/faultline-dev/faultline/harness/target"
 )
 
 // TapQueue is the queue faultline binds to the target's exchange with the
@@ -40,6 +42,28 @@ func retryInternalError(ctx context.Context, do func() error, step time.Duration
 		case <-time.After(time.Duration(attempt) * step):
 		}
 	}
+}
+
+func init() {
+	addSource(source{name: history.SourceTap, when: Live,
+		offered: func(t *target.Target, _ map[string]bool) bool { return t.Topology.Exchange != "" },
+		record:  (*Watch).recordTap})
+}
+
+// recordTap counts the tap's routings per eventId, where it was bound.
+func (w *Watch) recordTap(ctx context.Context, o *history.Record) error {
+	if !w.Tapped() {
+		return nil
+	}
+	tap, err := w.readTap(ctx)
+	if err != nil {
+		return err
+	}
+	if tap == nil {
+		tap = map[string]int{}
+	}
+	o.Tap = tap
+	return nil
 }
 
 // bindTap declares the tap queue and binds it to the exchange with every

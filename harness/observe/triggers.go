@@ -23,9 +23,11 @@ func (w *Watch) missing(format string, args ...any) {
 
 // Install puts the triggers on the target's tables (they exist once its
 // processes have started: some make their own schema), listens for their
-// commits, and binds the tap queue. What cannot be installed is recorded
-// (Missing), not fatal: the checks that rest on it say so.
-func (w *Watch) Install(ctx context.Context) {
+// commits, binds the tap queue, and starts the sources with an install of
+// their own that need names. What cannot be installed is recorded
+// (Missing), not fatal: the checks that rest on it say so, and
+// Unobservable refuses a run that needed it.
+func (w *Watch) Install(ctx context.Context, need map[history.Source]bool) {
 	listen := map[string]bool{}
 	for _, tb := range observedTables(w.run.Target) {
 		if err := w.installTrigger(ctx, tb.name, tb.tbl); err != nil {
@@ -53,6 +55,7 @@ func (w *Watch) Install(ctx context.Context) {
 	if w.tapErr = retryInternalError(ctx, w.bindTap, time.Second); w.tapErr != nil {
 		w.missing("tap queue: %v", w.tapErr)
 	}
+	w.installNeeded(ctx, need)
 }
 
 // installTrigger installs, in the table's database, the trigger that

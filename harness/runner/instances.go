@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/faultline-dev/faultline/harness/fault"
-	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/ports"
@@ -122,11 +121,8 @@ func unsupported(t *target.Target, sc Scenario, env *fault.Env, faults []fault.F
 		for _, need := range e.Needs {
 			// The sources a run reads at its end; the ones watched while
 			// it runs are refused at its start if they cannot be installed.
-			switch need {
-			case history.SourceProducerLog, history.SourceRelayLog, history.SourceConsumerLog, history.SourceOutbox, history.SourceDLQ:
-				if !observe.Offers(t, logs, need) {
-					why = append(why, fmt.Sprintf("evidence %q needs %s", e.Name, need))
-				}
+			if observe.WhenRead(need) == observe.AtEnd && !observe.Offers(t, logs, need) {
+				why = append(why, fmt.Sprintf("evidence %q needs %s", e.Name, need))
 			}
 		}
 	}

@@ -131,10 +131,7 @@ func (r *run) start(ctx context.Context, p provisioned, failed func(instance, er
 		return started{}, stopped
 	}
 	if p.watchAlways || r.watches(p.need) {
-		s.watch.Install(ctx)
-	}
-	if waitsForPublishes(p.faults) {
-		s.watch.WatchPublishes(ctx)
+		s.watch.Install(ctx, p.need)
 	}
 	if s.watch.Tapped() {
 		p.env.Tap = observe.TapQueue

@@ -5,17 +5,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/target"
 )
-
-// waitsForPublishes says whether a fault of the schedule reads the
-// target's publishes as they are routed.
-func waitsForPublishes(faults []fault.Fault) bool {
-	return fault.ObservedBy(faults)[history.SourcePublishes]
-}
 
 // ErrNotOffered wraps why a scenario's window does not exist on a target
 // (its relay's model has no such moment): the scenario is not offered

@@ -6,6 +6,7 @@ import (
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
 	"github.com/faultline-dev/faultline/harness/history"
+	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 )
@@ -16,8 +17,7 @@ func observeNeeds(evidence []check.Evidence, faults []fault.Fault) map[history.S
 	need := map[history.Source]bool{}
 	for _, e := range evidence {
 		for _, n := range e.Needs {
-			switch n {
-			case history.SourceAudit, history.SourceTap, history.SourceCommits:
+			if observe.WhenRead(n) == observe.Live {
 				need[n] = true
 			}
 		}
