@@ -70,6 +70,8 @@ type Watch struct {
 	// failed are the sources with an install of their own that could not
 	// be installed, and why.
 	failed map[history.Source]error
+	// recorders write what the installed sources watched (installNeeded).
+	recorders []recorder
 
 	mu      sync.Mutex
 	closers []func() // the listeners' stops

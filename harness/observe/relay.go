@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
@@ -185,16 +186,29 @@ func init() {
 }
 
 // watchPublishes binds and consumes the live tap; what cannot be done
-// stops the commit feed too, so the faults waiting on it say why.
-func (w *Watch) watchPublishes(ctx context.Context) error {
+// stops the commit feed too, so the faults waiting on it say why. What it
+// sees goes to the faults, not the record.
+func (w *Watch) watchPublishes(ctx context.Context) (recorder, error) {
 	if err := w.consumeLiveTap(ctx); err != nil {
 		w.commits.Fail(fmt.Errorf("live tap queue (publishes): %w", err))
-		return err
+		return nil, err
 	}
-	return nil
+	return nil, nil
 }
 
 func (w *Watch) consumeLiveTap(ctx context.Context) error {
+	return w.consumeRouted(ctx, LiveTapQueue, "publish stream (live tap)", func(d amqp.Delivery) {
+		w.commits.Publish(history.Commit{Table: history.TablePublish, EventID: eventIDOf(d), At: time.Now()})
+	})
+}
+
+// consumeRouted declares queue in the run's vhost (exclusive to
+// faultline's connection: the broker removes it when the run ends), binds
+// it to the target's exchange with every routing key of its topology, and
+// hands each message routed there to each, in order, until Close. No
+// fault unbinds it: it sees what the exchange routed even while the
+// target's queue had no binding.
+func (w *Watch) consumeRouted(ctx context.Context, queue, what string, each func(amqp.Delivery)) error {
 	tp := w.run.Target.Topology
 	conn, ch, err := w.dialVHost()
 	if err != nil {
@@ -204,23 +218,23 @@ func (w *Watch) consumeLiveTap(ctx context.Context) error {
 		conn.Close()
 		return err
 	}
-	if _, err := ch.QueueDeclare(LiveTapQueue, false, true, true, false, nil); err != nil {
-		return fail(fmt.Errorf("declare %s: %w", LiveTapQueue, err))
+	if _, err := ch.QueueDeclare(queue, false, true, true, false, nil); err != nil {
+		return fail(fmt.Errorf("declare %s: %w", queue, err))
 	}
 	for _, key := range tp.RoutingKeys {
-		if err := ch.QueueBind(LiveTapQueue, key, tp.Exchange, false, nil); err != nil {
-			return fail(fmt.Errorf("bind %s to %s with %s: %w", LiveTapQueue, tp.Exchange, key, err))
+		if err := ch.QueueBind(queue, key, tp.Exchange, false, nil); err != nil {
+			return fail(fmt.Errorf("bind %s to %s with %s: %w", queue, tp.Exchange, key, err))
 		}
 	}
-	deliveries, err := ch.ConsumeWithContext(ctx, LiveTapQueue, "", true, true, false, false, nil)
+	deliveries, err := ch.ConsumeWithContext(ctx, queue, "", true, true, false, false, nil)
 	if err != nil {
-		return fail(fmt.Errorf("consume %s: %w", LiveTapQueue, err))
+		return fail(fmt.Errorf("consume %s: %w", queue, err))
 	}
 	done := make(chan struct{})
-	safe.Go("publish stream (live tap)", func() {
+	safe.Go(what, func() {
 		defer close(done)
 		for d := range deliveries {
-			w.commits.Publish(history.Commit{Table: history.TablePublish, EventID: eventIDOf(d), At: time.Now()})
+			each(d)
 		}
 	}, w.run.OnPanic)
 	w.onClose(func() {

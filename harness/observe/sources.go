@@ -39,13 +39,19 @@ type source struct {
 	// offered reports whether t, whose roles logs write event logs, gives
 	// the source; nil: every target does.
 	offered func(t *target.Target, logs map[string]bool) bool
-	// install starts watching it, when a run needs it; nil: Install's
-	// triggers and tap do, for every run that watches.
-	install func(w *Watch, ctx context.Context) error
-	// record writes its section of o at the run's end; nil: it keeps none
-	// (it times faults), or the contract's and the logs' reading does.
+	// install starts watching it, when a run needs it, and gives what
+	// writes its section of the record at the run's end from what it
+	// watched (nil: it keeps none); a nil install: Install's triggers and
+	// tap do, for every run that watches.
+	install func(w *Watch, ctx context.Context) (recorder, error)
+	// record writes its section of o at the run's end from what the run
+	// left; nil: it keeps none (it times faults), its install's recorder
+	// does, or the contract's and the logs' reading does.
 	record func(w *Watch, ctx context.Context, o *history.Record) error
 }
+
+// recorder writes what an installed source watched into the record.
+type recorder func(o *history.Record)
 
 // sources are the observation sources, by name. Written only by the inits
 // of this package's files, sealed once read (registry.Table).
@@ -79,15 +85,24 @@ func (w *Watch) installNeeded(ctx context.Context, need map[history.Source]bool)
 		if s.install == nil || !need[s.name] {
 			continue
 		}
-		if err := s.install(w, ctx); err != nil {
+		rec, err := s.install(w, ctx)
+		if err != nil {
 			w.missing("%s: %v", s.name, err)
 			w.failed[s.name] = err
+			continue
+		}
+		if rec != nil {
+			w.recorders = append(w.recorders, rec)
 		}
 	}
 }
 
-// recordAll writes the section of every source that keeps one into o.
+// recordAll writes the section of every source that keeps one into o:
+// from what the run left, or from what its install watched.
 func (w *Watch) recordAll(ctx context.Context, o *history.Record) error {
+	for _, rec := range w.recorders {
+		rec(o)
+	}
 	for _, s := range sources.All() {
 		if s.record == nil {
 			continue
