@@ -55,10 +55,12 @@ import (
 //     consumer ever logging it).
 //   - routed-nowhere: it never reached the queue, and the broker returned
 //     it as unroutable (a relay logged the return), or it was published
-//     while the queue was unbound: a relay's published line, or without a
-//     relay log its claim-to-Published span in the audit trail, inside an
-//     unbound span. With the queue unbound at some time and neither a
-//     relay log nor an audit trail, it is unknown.
+//     while the queue was unbound: a relay's published line, its
+//     claim-to-Published span in the audit trail, or its routing as a
+//     queue no fault unbinds received it (Routed), inside an unbound span;
+//     or that queue received it and the tap, bound whenever the target's
+//     queue is, never did. With the queue unbound at some time and none of
+//     these, it is unknown.
 //   - skipped: it never reached the queue, was not published while the
 //     queue was unbound, and the outbox has no pending row for it (settled,
 //     or none at all), or a log relay's slot confirmed a position past its
@@ -251,6 +253,17 @@ func (p *placer) publishedWhileUnbound(id string) (unbound, known bool) {
 	if p.o.Audit != nil {
 		for _, iv := range p.marked[id] {
 			if p.unboundAt(iv.Start, iv.End) {
+				return true, true
+			}
+		}
+		known = true
+	}
+	if p.o.Routed != nil {
+		for _, at := range p.o.Routed[id] {
+			// Received a moment after the exchange routed it: inside an
+			// unbound span, or, unseen by the tap, routed while the tap
+			// had no binding, which it has whenever the queue has one.
+			if p.unboundAt(at, at) || p.o.Tap != nil && p.o.Tap[id] == 0 {
 				return true, true
 			}
 		}

@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -127,6 +128,19 @@ func TestStageOfALostEvent(t *testing.T) {
 		}), result.StageRoutedNowhere},
 		{"no relay log: claimed and marked after the binding came back", with(lostOne("Published", []string{"consumer"}), func(o *history.Record) {
 			o.Unbound, o.Audit = unbound, &history.AuditTrail{Rows: audit(250, 260)}
+		}), result.StageSkipped},
+		{"no relay log, an audit trail by the outbox's own ids: routed inside the unbound span", with(lostOne("Published", []string{"consumer"}), func(o *history.Record) {
+			o.Unbound, o.Audit = unbound, &history.AuditTrail{Rows: []history.AuditRow{{At: at(60), Op: "INSERT", EventID: "row-7"}}}
+			o.Routed = map[string][]time.Time{"E1": {at(100)}}
+		}), result.StageRoutedNowhere},
+		{"routed after the binding came back, never on the tap: routed while the tap had no binding", with(lostOne("Published", []string{"consumer"}), func(o *history.Record) {
+			o.Unbound, o.Tap, o.Routed = unbound, map[string]int{}, map[string][]time.Time{"E1": {at(201)}}
+		}), result.StageRoutedNowhere},
+		{"routed after the binding came back, no tap: skipped", with(lostOne("Published", []string{"consumer"}), func(o *history.Record) {
+			o.Unbound, o.Routed = unbound, map[string][]time.Time{"E1": {at(250)}}
+		}), result.StageSkipped},
+		{"routings watched, never routed: skipped", with(lostOne("Published", []string{"consumer"}), func(o *history.Record) {
+			o.Unbound, o.Routed = unbound, map[string][]time.Time{"E2": {at(100)}}
 		}), result.StageSkipped},
 		{"no relay log, no audit trail, the queue unbound: unknown", with(lostOne("Published", []string{"consumer"}), func(o *history.Record) {
 			o.Unbound = unbound

@@ -66,8 +66,12 @@ type Unbind struct {
 }
 
 // Observes implements Observer: an outage judged by its shape, or held
-// until rows are settled in it, reads the outbox's audit trail.
-func (u Unbind) Observes() []history.Source { return auditIf(u.readsAudit()) }
+// until rows are settled in it, reads the outbox's audit trail; every one
+// has the exchange's routings timed, so that an event published into it
+// is placed routed nowhere by its eventId, whatever the outbox's own ids.
+func (u Unbind) Observes() []history.Source {
+	return append(auditIf(u.readsAudit()), history.SourceRouted)
+}
 
 // readsAudit says whether the outage reads the audit trail.
 func (u Unbind) readsAudit() bool { return u.Shape || u.UntilSettled > 0 }

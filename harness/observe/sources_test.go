@@ -51,7 +51,7 @@ func TestWhenRead(t *testing.T) {
 	for source, when := range map[history.Source]When{
 		history.SourceProducerLog: AtEnd, history.SourceRelayLog: AtEnd, history.SourceConsumerLog: AtEnd,
 		history.SourceOutbox: AtEnd, history.SourceDLQ: AtEnd,
-		history.SourceAudit: Live, history.SourceTap: Live, history.SourceCommits: Live, history.SourcePublishes: Live,
+		history.SourceAudit: Live, history.SourceTap: Live, history.SourceCommits: Live, history.SourcePublishes: Live, history.SourceRouted: Live,
 		history.SourceAuditStatus: Derived, history.SourceCommitsSeen: Derived,
 		"a crystal ball": 0,
 	} {
