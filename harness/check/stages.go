@@ -56,10 +56,10 @@ import (
 //   - routed-nowhere: it never reached the queue, and the broker returned
 //     it as unroutable (a relay logged the return), or it was published
 //     while the queue was unbound: a relay's published line, its
-//     claim-to-Published span in the audit trail, or its routing as a
-//     queue no fault unbinds received it (Routed), inside an unbound span;
-//     or that queue received it and the tap, bound whenever the target's
-//     queue is, never did. With the queue unbound at some time and none of
+//     claim-to-Published span in the audit trail, or its publish as the
+//     broker's firehose copied it (Routed), inside an unbound span; or it
+//     was published and the tap, bound whenever the target's queue is,
+//     never saw it. With the queue unbound at some time and none of
 //     these, it is unknown.
 //   - skipped: it never reached the queue, was not published while the
 //     queue was unbound, and the outbox has no pending row for it (settled,
@@ -260,9 +260,9 @@ func (p *placer) publishedWhileUnbound(id string) (unbound, known bool) {
 	}
 	if p.o.Routed != nil {
 		for _, at := range p.o.Routed[id] {
-			// Received a moment after the exchange routed it: inside an
-			// unbound span, or, unseen by the tap, routed while the tap
-			// had no binding, which it has whenever the queue has one.
+			// Copied a moment after the broker took it: inside an
+			// unbound span, or, unseen by the tap, published while the
+			// tap had no binding, which it has whenever the queue has one.
 			if p.unboundAt(at, at) || p.o.Tap != nil && p.o.Tap[id] == 0 {
 				return true, true
 			}

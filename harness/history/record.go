@@ -73,10 +73,10 @@ type Record struct {
 	// Unbound are the spans in which the target's queue had no binding
 	// (faultline's unbind faults; a zero End: never restored).
 	Unbound []Interval
-	// Routed are, per eventId, the times faultline received each routing
-	// of it from a queue bound to the exchange that no fault unbinds
-	// (SourceRouted): what the exchange routed while the target's queue
-	// was unbound is there too. nil: not watched.
+	// Routed are, per eventId, the times faultline received the broker's
+	// copy of each publish of it into the target's exchange (the
+	// firehose: SourceRouted), routed or not: what was published while
+	// the target's queue was unbound is there too. nil: not watched.
 	Routed map[string][]time.Time
 	// OutageUnopened says why an outage judged by the relays' retries
 	// ended before it showed their shape ("" if none did): the premise
@@ -134,8 +134,9 @@ type Record struct {
 	Recovery *Recovery
 }
 
-// SourceRouted asks for Routed: when the exchange routed each event.
-const SourceRouted Source = "the times the target's exchange routed each event (a queue no fault unbinds)"
+// SourceRouted asks for Routed: when each event was published into the
+// target's exchange.
+const SourceRouted Source = "the times each event was published into the target's exchange (the broker's firehose)"
 
 // DeadLetterQueue is what the dead-letter queue held at the end.
 type DeadLetterQueue struct {

@@ -51,6 +51,7 @@ func testContract(ctx context.Context, t *testing.T, in Infra, prefix string) {
 
 	t.Run("a database's replication slots go with it", func(t *testing.T) { testSlots(ctx, t, in, prefix+"_cdc") })
 
+	t.Run("firehose", func(t *testing.T) { testFirehose(ctx, t, in, prefix+"_trace") })
 	t.Run("vhost and queue", func(t *testing.T) {
 		vhost := prefix + "/scenario" // a slash must survive escaping
 		require.NoError(t, in.CreateVHost(ctx, vhost))
@@ -216,4 +217,61 @@ func testSlots(ctx context.Context, t *testing.T, in Infra, db string) {
 	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname = $1`, db).Scan(&dbs))
 	assert.Zero(t, slots, "its slots are gone")
 	assert.Zero(t, dbs, "the database is gone")
+}
+
+// testFirehose turns a vhost's firehose on: a mandatory publish routed
+// nowhere is still returned, and its copy (with its message id) reaches a
+// queue bound to amq.rabbitmq.trace; turned off, no copy comes (a marker
+// published after it on the same channel comes first). A vhost that does
+// not exist is an error, and is not created.
+func testFirehose(ctx context.Context, t *testing.T, in Infra, vhost string) {
+	require.NoError(t, in.CreateVHost(ctx, vhost))
+	t.Cleanup(func() { _ = in.DeleteVHost(context.Background(), vhost) })
+	conn, err := amqp.Dial(in.AMQPURL(vhost))
+	require.NoError(t, err)
+	defer conn.Close()
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	require.NoError(t, ch.Confirm(false))
+	returns := ch.NotifyReturn(make(chan amqp.Return, 4))
+	require.NoError(t, ch.ExchangeDeclare("events", "direct", false, true, false, false, nil))
+	_, err = ch.QueueDeclare("copies", false, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.QueueBind("copies", "publish.events", "amq.rabbitmq.trace", false, nil))
+
+	unroutable := func(id string) {
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "events", "nowhere", true, false, amqp.Publishing{MessageId: id, Body: []byte(`{}`)})
+		require.NoError(t, err)
+		ok, err := dc.WaitContext(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		select {
+		case r := <-returns:
+			assert.Equal(t, id, r.MessageId, "returned")
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no return", id)
+		}
+	}
+	first := func() amqp.Delivery {
+		m, ok, err := ch.Get("copies", true)
+		require.NoError(t, err)
+		require.True(t, ok, "copies holds a message")
+		return m
+	}
+
+	require.NoError(t, in.TraceVHost(ctx, vhost, true))
+	unroutable("E1")
+	props, _ := first().Headers["properties"].(amqp.Table)
+	assert.Equal(t, "E1", props["message_id"], "the copy carries the publish's message id")
+
+	require.NoError(t, in.TraceVHost(ctx, vhost, false))
+	unroutable("E2")
+	publish(ctx, t, ch, "copies", "marker")
+	assert.Equal(t, "marker", string(first().Body), "no copy once off")
+
+	missing := vhost + "_missing"
+	err = in.TraceVHost(ctx, missing, true)
+	assert.ErrorIs(t, err, ErrNotFound)
+	_, err = in.VHost(ctx, missing)
+	assert.ErrorIs(t, err, ErrNotFound, "not created")
 }

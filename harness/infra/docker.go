@@ -464,6 +464,15 @@ func (d *Docker) DeleteVHost(ctx context.Context, name string) error {
 	return nil
 }
 
+// TraceVHost implements Infra.
+func (d *Docker) TraceVHost(ctx context.Context, name string, on bool) error {
+	_, m := d.broker()
+	if err := m.traceVHost(ctx, name, "", on); err != nil {
+		return fmt.Errorf("docker infra: %w", err)
+	}
+	return nil
+}
+
 // VHost implements Infra.
 func (d *Docker) VHost(ctx context.Context, vhost string) (VHostInfo, error) {
 	_, m := d.broker()

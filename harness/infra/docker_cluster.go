@@ -515,6 +515,14 @@ func (c *DockerCluster) vhostRunning(ctx context.Context, name string) error {
 	return nil
 }
 
+// TraceVHost implements Infra.
+func (c *DockerCluster) TraceVHost(ctx context.Context, name string, on bool) error {
+	if err := c.brokers().traceVHost(ctx, name, "", on); err != nil {
+		return fmt.Errorf("docker cluster: %w", err)
+	}
+	return nil
+}
+
 // DeleteVHost implements Infra.
 func (c *DockerCluster) DeleteVHost(ctx context.Context, name string) error {
 	if err := c.onNode(ctx, func(ctx context.Context, api mgmtAPI) error { return api.deleteVHost(ctx, name) }); err != nil {

@@ -359,6 +359,11 @@ func (r *DockerReplicated) DeleteVHost(ctx context.Context, name string) error {
 	return r.parent.DeleteVHost(ctx, name)
 }
 
+// TraceVHost implements Infra.
+func (r *DockerReplicated) TraceVHost(ctx context.Context, name string, on bool) error {
+	return r.parent.TraceVHost(ctx, name, on)
+}
+
 // Queue implements Infra: on the provider's broker.
 func (r *DockerReplicated) Queue(ctx context.Context, vhost, queue string) (history.QueueInfo, error) {
 	return r.parent.Queue(ctx, vhost, queue)

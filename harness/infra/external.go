@@ -234,6 +234,14 @@ func (e *External) CreateVHost(ctx context.Context, name string) error {
 	return nil
 }
 
+// TraceVHost implements Infra; the vhost keeps its owner's mark.
+func (e *External) TraceVHost(ctx context.Context, name string, on bool) error {
+	if err := e.mgmt.traceVHost(ctx, name, ownerComment(e.owner.key), on); err != nil {
+		return fmt.Errorf("external infra: %w", err)
+	}
+	return nil
+}
+
 // DeleteVHost implements Infra.
 func (e *External) DeleteVHost(ctx context.Context, name string) error {
 	if err := e.mgmt.deleteVHost(ctx, name); err != nil {

@@ -64,6 +64,12 @@ type Infra interface {
 	// DeleteVHost deletes vhost name with everything in it; a vhost that
 	// does not exist is not an error.
 	DeleteVHost(ctx context.Context, name string) error
+	// TraceVHost turns the firehose of vhost name on or off on every
+	// running node: each message published in it is copied to the
+	// amq.rabbitmq.trace exchange ("publish.<exchange>"), whether or not
+	// it is routed, and routing itself is unchanged (a mandatory message
+	// routed nowhere is still returned). The vhost must exist.
+	TraceVHost(ctx context.Context, name string, on bool) error
 	// Queue reads a queue's counters from the management API. They are
 	// eventually consistent: the broker publishes them every stats interval
 	// (500 ms on the local provider), so poll rather than read once. A

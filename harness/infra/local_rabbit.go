@@ -542,6 +542,14 @@ func (l *Local) DeleteVHost(ctx context.Context, name string) error {
 	return l.onNode(ctx, func(ctx context.Context, api mgmtAPI) error { return api.deleteVHost(ctx, name) })
 }
 
+// TraceVHost implements Infra.
+func (l *Local) TraceVHost(ctx context.Context, name string, on bool) error {
+	if len(l.nodes) == 1 {
+		return l.nodeAPI(l.nodes[0]).traceVHost(ctx, name, "", on)
+	}
+	return l.brokers().traceVHost(ctx, name, "", on)
+}
+
 // Queue implements Infra. The counters are eventually consistent: the
 // broker emits them every 500 ms (collect_statistics_interval), so a just
 // published message shows up within about a second.

@@ -411,6 +411,25 @@ func (m mgmtAPI) deleteVHost(ctx context.Context, name string) error {
 	return nil
 }
 
+// traceVHost turns the firehose of vhost name on or off on this node (a
+// node's own setting: rabbit_trace keeps it in the node's environment),
+// keeping the vhost's description (description; "" for none). A PUT is
+// an upsert: one that created the vhost (it was gone) deletes it again.
+func (m mgmtAPI) traceVHost(ctx context.Context, name, description string, on bool) error {
+	body := map[string]any{"tracing": on}
+	if description != "" {
+		body["description"] = description
+	}
+	code, err := m.do(ctx, http.MethodPut, "/api/vhosts/"+url.PathEscape(name), body, nil, http.StatusCreated, http.StatusNoContent)
+	if err != nil {
+		return fmt.Errorf("trace vhost %q: %w", name, err)
+	}
+	if code == http.StatusCreated {
+		return errors.Join(fmt.Errorf("trace vhost %q: %w", name, ErrNotFound), m.deleteVHost(ctx, name))
+	}
+	return nil
+}
+
 func (m mgmtAPI) queue(ctx context.Context, vhost, queue string) (history.QueueInfo, error) {
 	var q struct {
 		Messages  int `json:"messages"`

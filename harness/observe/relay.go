@@ -197,19 +197,19 @@ func (w *Watch) watchPublishes(ctx context.Context) (recorder, error) {
 }
 
 func (w *Watch) consumeLiveTap(ctx context.Context) error {
-	return w.consumeRouted(ctx, LiveTapQueue, "publish stream (live tap)", func(d amqp.Delivery) {
+	tp := w.run.Target.Topology
+	return w.consumeRouted(ctx, LiveTapQueue, "publish stream (live tap)", tp.Exchange, tp.RoutingKeys, func(d amqp.Delivery) {
 		w.commits.Publish(history.Commit{Table: history.TablePublish, EventID: eventIDOf(d), At: time.Now()})
 	})
 }
 
 // consumeRouted declares queue in the run's vhost (exclusive to
 // faultline's connection: the broker removes it when the run ends), binds
-// it to the target's exchange with every routing key of its topology, and
-// hands each message routed there to each, in order, until Close. No
-// fault unbinds it: it sees what the exchange routed even while the
-// target's queue had no binding.
-func (w *Watch) consumeRouted(ctx context.Context, queue, what string, each func(amqp.Delivery)) error {
-	tp := w.run.Target.Topology
+// it to exchange with each of keys, and hands each message routed there to
+// each, in order, until Close. Bound to the target's exchange, it makes
+// what it is bound for routable: a mandatory publish that only it takes is
+// not returned (the unbind faults leave no such queue).
+func (w *Watch) consumeRouted(ctx context.Context, queue, what, exchange string, keys []string, each func(amqp.Delivery)) error {
 	conn, ch, err := w.dialVHost()
 	if err != nil {
 		return err
@@ -221,9 +221,9 @@ func (w *Watch) consumeRouted(ctx context.Context, queue, what string, each func
 	if _, err := ch.QueueDeclare(queue, false, true, true, false, nil); err != nil {
 		return fail(fmt.Errorf("declare %s: %w", queue, err))
 	}
-	for _, key := range tp.RoutingKeys {
-		if err := ch.QueueBind(queue, key, tp.Exchange, false, nil); err != nil {
-			return fail(fmt.Errorf("bind %s to %s with %s: %w", queue, tp.Exchange, key, err))
+	for _, key := range keys {
+		if err := ch.QueueBind(queue, key, exchange, false, nil); err != nil {
+			return fail(fmt.Errorf("bind %s to %s with %s: %w", queue, exchange, key, err))
 		}
 	}
 	deliveries, err := ch.ConsumeWithContext(ctx, queue, "", true, true, false, false, nil)

@@ -2,6 +2,7 @@ package observe
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -13,9 +14,15 @@ import (
 	"github.com/faultline-dev/faultline/harness/target"
 )
 
-// RoutedQueue is the queue faultline binds to the target's exchange to
-// time each routing by eventId (history.SourceRouted).
-const RoutedQueue = "faultline.tap.routed"
+// RoutedQueue is the queue faultline binds to the run's firehose to time
+// each publish into the target's exchange by eventId
+// (history.SourceRouted).
+const RoutedQueue = "faultline.firehose"
+
+// traceExchange is where the broker's firehose copies what is published
+// in a vhost that has it on: "publish.<exchange>" for each message
+// published into exchange, routed or not.
+const traceExchange = "amq.rabbitmq.trace"
 
 func init() {
 	addSource(source{name: history.SourceRouted, when: Live,
@@ -23,15 +30,20 @@ func init() {
 		install: (*Watch).watchRouted})
 }
 
-// watchRouted times each message the exchange routes, by its eventId, as
-// faultline receives it: a moment after the exchange routed it, never
-// before. A message without an eventId is not kept.
+// watchRouted turns the run vhost's firehose on (off again at Close) and
+// times each publish into the target's exchange, by its eventId, as
+// faultline receives its copy: a moment after the broker took it, never
+// before. The firehose copies a publish whatever it was routed to, and
+// leaves its routing alone: a queue bound to the exchange itself would
+// make a publish that the unbind left unroutable routable, and a
+// mandatory one would not be returned. A message without an eventId is
+// not kept.
 func (w *Watch) watchRouted(ctx context.Context) (recorder, error) {
 	var mu sync.Mutex
 	routed := map[string][]time.Time{}
-	err := w.consumeRouted(ctx, RoutedQueue, "routings (routed tap)", func(d amqp.Delivery) {
+	err := w.consumeRouted(ctx, RoutedQueue, "publishes (firehose)", traceExchange, []string{"publish." + w.run.Target.Topology.Exchange}, func(d amqp.Delivery) {
 		at := time.Now()
-		id := eventIDOf(d)
+		id := tracedEventID(d)
 		if id == "" {
 			return
 		}
@@ -42,6 +54,15 @@ func (w *Watch) watchRouted(ctx context.Context) (recorder, error) {
 	if err != nil {
 		return nil, err
 	}
+	vhost := w.run.VHost
+	if err := w.run.Infra.TraceVHost(ctx, vhost, true); err != nil {
+		return nil, fmt.Errorf("firehose on: %w", err)
+	}
+	w.onClose(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = w.run.Infra.TraceVHost(ctx, vhost, false) // the vhost goes next; a node restarted has it off
+	})
 	return func(o *history.Record) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -50,4 +71,16 @@ func (w *Watch) watchRouted(ctx context.Context) (recorder, error) {
 			o.Routed[id] = slices.Clone(times)
 		}
 	}, nil
+}
+
+// tracedEventID is the eventId of a firehose copy: the original's
+// message id (in the copy's "properties" header), else its body's
+// eventId.
+func tracedEventID(d amqp.Delivery) string {
+	if props, ok := d.Headers["properties"].(amqp.Table); ok {
+		if id, ok := props["message_id"].(string); ok && id != "" {
+			return id
+		}
+	}
+	return eventIDOf(amqp.Delivery{Body: d.Body})
 }
