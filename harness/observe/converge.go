@@ -3,17 +3,12 @@ package observe
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 )
-
-// convergePoll is how often the wait for convergence samples the pipeline.
-const convergePoll = 200 * time.Millisecond
 
 // Progress samples the pipeline once: the outbox rows not yet settled,
 // the events a consumer has taken in and not applied (inbox_pending) and
@@ -95,55 +90,4 @@ func (w *Watch) countEffects(ctx context.Context) (rows, events int, err error) 
 		return nil
 	})
 	return rows, events, err
-}
-
-// Converge bounds a wait for convergence and says what it needs.
-type Converge struct {
-	// Timeout bounds the wait; Quiet is how long the pipeline must stay
-	// settled; Stall, above zero, ends the wait once nothing at all
-	// changed for it while the pipeline was not settled.
-	Timeout, Quiet, Stall time.Duration
-	// Events is how many events the workload was answered for (see
-	// Progress).
-	Events int
-}
-
-// WaitConverged samples the pipeline every convergePoll, the checker
-// judging the samples (check.Settling), until the outbox is settled (or,
-// where the target shows no backlog of its relay, every answered event
-// has its effect), the queue is drained, the consumer's inbox applied
-// (where the contract has an inbox_pending query) and the effects have
-// stopped changing for c.Quiet, or until c.Timeout, or until it stalls
-// (c.Stall). It returns when convergence was first seen; on timeout or
-// stall the error says what had not converged. It ends at once, with
-// down's error, when a process is down with no restart coming (down nil:
-// nothing to ask).
-func (w *Watch) WaitConverged(ctx context.Context, down func() error, c Converge) (time.Time, error) {
-	timeout, stall := c.Timeout, c.Stall
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(convergePoll)
-	defer tick.Stop()
-	settling := check.NewSettling(c.Quiet)
-	for {
-		if down != nil {
-			if err := down(); err != nil {
-				return time.Time{}, fmt.Errorf("cannot converge: %w", err)
-			}
-		}
-		p, err := w.Progress(ctx, c.Events)
-		if at, ok := settling.Sample(p, err, time.Now()); ok {
-			return at, nil
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, settling.NotConverged(timeout)
-		}
-		if settling.Stalled(time.Now(), stall) {
-			return time.Time{}, settling.NotConvergedStalled(stall)
-		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("wait for convergence: %w", ctx.Err())
-		case <-tick.C:
-		}
-	}
 }

@@ -5,7 +5,9 @@
 // messages left in the queue, the target's tables through its contract
 // queries, and the processes' event logs. It hands the checker plain data
 // (a history.Record, progress samples); the checker judges and reads
-// nothing itself. Data flows one way: runner → observe → check.
+// nothing itself, and observe imports no checker: the runner waits for
+// convergence by handing observe's samples to check. Data flows one way:
+// observe → runner → check.
 //
 // One file per source, each declaring its source as a value (sources.go:
 // what it needs of the target file, when it is read, how it installs and
@@ -14,7 +16,7 @@
 // (the live tap, an offset relay's position), probe.go (broker counters),
 // queued.go (the queue after the processes stopped, the dead-letter
 // queue), contract.go (the contract queries), logs.go (event logs),
-// converge.go (progress samples until convergence), end.go (the end
+// converge.go (progress samples), end.go (the end
 // state).
 package observe
 

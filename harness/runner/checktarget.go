@@ -128,7 +128,7 @@ func (sh *Shared) CheckTarget(ctx context.Context) (held []string, problems []Ta
 	}
 	eventID := ""
 	if err == nil {
-		if _, err := s.watch.WaitConverged(ctx, r.sup.Down, observe.Converge{Timeout: 30 * time.Second, Quiet: QuietWindow, Events: int(wl.Acknowledged())}); err != nil {
+		if _, err := waitConverged(ctx, s.watch, r.sup.Down, converge{Timeout: 30 * time.Second, Quiet: QuietWindow, Events: int(wl.Acknowledged())}); err != nil {
 			add("contract.effects", t.Contract.Effects.Line, "the fact never took effect as the contract reads it: %v", err)
 		} else if obs, err := s.watch.End(ctx, r.ends()); err == nil {
 			switch {

@@ -311,7 +311,7 @@ func (r *run) converge(ctx context.Context, s started, d driven) (converged, err
 	if r.opts.Stall > 0 {
 		stall = max(r.opts.Stall, 5*r.sh.Target.Lease)
 	}
-	c.at, c.err = s.watch.WaitConverged(runCtx, r.sup.Down, observe.Converge{Timeout: timeout, Quiet: QuietWindow, Stall: stall, Events: int(d.acknowledged)})
+	c.at, c.err = waitConverged(runCtx, s.watch, r.sup.Down, converge{Timeout: timeout, Quiet: QuietWindow, Stall: stall, Events: int(d.acknowledged)})
 	stopTick()
 	c.clients = d.clients()
 	if isDown(c.err) {

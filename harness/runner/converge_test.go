@@ -1,4 +1,4 @@
-package observe
+package runner
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/observe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +18,7 @@ func TestWaitConvergedEndsWhenAProcessIsDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	begin := time.Now()
-	_, err := New(Run{}, nil).WaitConverged(ctx, func() error { return down }, Converge{Timeout: time.Minute, Quiet: time.Second})
+	_, err := waitConverged(ctx, observe.New(observe.Run{}, nil), func() error { return down }, converge{Timeout: time.Minute, Quiet: time.Second})
 	require.ErrorIs(t, err, down)
 	assert.Contains(t, err.Error(), "cannot converge")
 	assert.Less(t, time.Since(begin), time.Second, "not after the bound")
