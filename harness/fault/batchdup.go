@@ -25,31 +25,28 @@ import (
 // messages when the wait ended (the consumer's prefetch full), the window
 // did not open.
 type BatchDuplicate struct {
-	Consumer string // the consumer instance reference
-	Hit      int64  // freeze on this hit of consumer.after-receive, counted from the trigger
-	Trigger  Trigger
+	Consumer string  `json:"consumer"` // the consumer instance reference
+	Hit      int64   `json:"hit"`      // freeze on this hit of consumer.after-receive, counted from the trigger
+	Trigger  Trigger `json:"trigger"`
 }
 
 // KindBatchDuplicate is the fault's kind, as a schedule names it.
 const KindBatchDuplicate = "batch-duplicate"
 
 func init() {
-	register(Desc[BatchDuplicate, batchDuplicateParams]{
+	register(Desc[BatchDuplicate]{
 		Name:    KindBatchDuplicate,
 		Example: BatchDuplicate{Consumer: "consumer", Hit: 2, Trigger: Trigger{AfterOrders: 20}},
 		Doc:     "two copies of a new event handed to the consumer while it holds a batch, so its next batch holds both",
 		Opens:   "two deliveries of one eventId in one consumer batch",
-		Params: func(b BatchDuplicate) (batchDuplicateParams, error) {
-			return batchDuplicateParams{Consumer: b.Consumer, Hit: b.Hit, Trigger: b.Trigger.Data()}, nil
-		},
-		Fault: func(p batchDuplicateParams) (BatchDuplicate, error) {
+		Check: func(p BatchDuplicate) error {
 			if err := Need(KindBatchDuplicate, p.Consumer != "", "consumer"); err != nil {
-				return BatchDuplicate{}, err
+				return err
 			}
 			if p.Hit < 0 {
-				return BatchDuplicate{}, fmt.Errorf("%s fault: hit %d: want 1 or more", KindBatchDuplicate, p.Hit)
+				return fmt.Errorf("%s fault: hit %d: want 1 or more", KindBatchDuplicate, p.Hit)
 			}
-			return BatchDuplicate{Consumer: p.Consumer, Hit: p.Hit, Trigger: p.Trigger.Trigger()}, nil
+			return nil
 		},
 		Touches: func(b BatchDuplicate) Touch { return Touch{Instances: []string{b.Consumer}} },
 		Trigger: func(b BatchDuplicate) Trigger { return b.Trigger },
@@ -57,13 +54,6 @@ func init() {
 			sh.Trigger(func(b *BatchDuplicate) *Trigger { return &b.Trigger })
 		},
 	})
-}
-
-// batchDuplicateParams are a BatchDuplicate as a schedule writes it.
-type batchDuplicateParams struct {
-	Consumer string       `json:"consumer,omitempty"`
-	Hit      int64        `json:"hit,omitempty"`
-	Trigger  *TriggerData `json:"trigger,omitempty"`
 }
 
 // Observes implements Observer: the event copied is the producer's next

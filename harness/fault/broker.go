@@ -11,8 +11,8 @@ import (
 // BrokerRestart kills the RabbitMQ node (SIGKILL) and starts it again
 // after Down.
 type BrokerRestart struct {
-	Trigger Trigger
-	Down    time.Duration
+	Down    time.Duration `json:"down"`
+	Trigger Trigger       `json:"trigger"`
 }
 
 // KindBrokerRestart is the broker-restart fault's kind, as a schedule
@@ -20,16 +20,10 @@ type BrokerRestart struct {
 const KindBrokerRestart = "broker-restart"
 
 func init() {
-	register(Desc[BrokerRestart, brokerRestartParams]{
+	register(Desc[BrokerRestart]{
 		Name:    KindBrokerRestart,
 		Example: BrokerRestart{Trigger: Trigger{AfterOrders: 30, Delay: time.Second}, Down: 500 * time.Millisecond},
 		Doc:     "the RabbitMQ node killed (SIGKILL) and started again after a while; runs alone, the broker is shared",
-		Params: func(b BrokerRestart) (brokerRestartParams, error) {
-			return brokerRestartParams{Down: Duration(b.Down), Trigger: b.Trigger.Data()}, nil
-		},
-		Fault: func(p brokerRestartParams) (BrokerRestart, error) {
-			return BrokerRestart{Trigger: p.Trigger.Trigger(), Down: time.Duration(p.Down)}, nil
-		},
 		Touches: func(BrokerRestart) Touch { return Touch{Shared: []string{"broker"}} },
 		Trigger: func(b BrokerRestart) Trigger { return b.Trigger },
 		Shrink: func(_ BrokerRestart, sh *Shrink[BrokerRestart]) {
@@ -37,12 +31,6 @@ func init() {
 			sh.Shorter("down", func(b *BrokerRestart) *time.Duration { return &b.Down })
 		},
 	})
-}
-
-// brokerRestartParams are a BrokerRestart as a schedule writes it.
-type brokerRestartParams struct {
-	Down    Duration     `json:"down,omitempty"`
-	Trigger *TriggerData `json:"trigger,omitempty"`
 }
 
 // Describe implements Fault.

@@ -47,28 +47,25 @@ const KindCommitOrder = "commit-order"
 // position skipped it, however slow the machine. Its result names those
 // held rows' eventIds.
 type CommitOrder struct {
-	Trigger  Trigger
-	Every    int           // hold every Every-th insert after the triggers are in place
-	Holds    int           // hold at most this many
-	Hold     time.Duration // the longest a held insert waits at its commit for the relays to pass it
-	Duration time.Duration // how long the triggers stay in place
+	Hold     time.Duration `json:"hold"`     // the longest a held insert waits at its commit for the relays to pass it
+	Duration time.Duration `json:"duration"` // how long the triggers stay in place
+	Every    int           `json:"every"`    // hold every Every-th insert after the triggers are in place
+	Holds    int           `json:"holds"`    // hold at most this many
+	Trigger  Trigger       `json:"trigger"`
 }
 
 func init() {
-	register(Desc[CommitOrder, commitOrderParams]{
+	register(Desc[CommitOrder]{
 		Name:    KindCommitOrder,
 		Example: CommitOrder{Trigger: Trigger{AfterOrders: 20}, Every: 4, Holds: 5, Hold: 600 * time.Millisecond, Duration: 3 * time.Second},
 		Doc:     "every n-th outbox insert held at its COMMIT until every relay is seen past it (a relay reading by position skips it)",
 		Opens:   protocol.OutboxCommitOrder,
-		Params: func(c CommitOrder) (commitOrderParams, error) {
-			return commitOrderParams{Hold: Duration(c.Hold), Duration: Duration(c.Duration), Every: c.Every, Holds: c.Holds, Trigger: c.Trigger.Data()}, nil
-		},
-		Fault: func(p commitOrderParams) (CommitOrder, error) {
+		Check: func(p CommitOrder) error {
 			if err := errors.Join(Need(KindCommitOrder, p.Every > 0, "every of 1 or more"), Need(KindCommitOrder, p.Holds > 0, "holds of 1 or more"),
 				Need(KindCommitOrder, p.Hold > 0, "a hold")); err != nil {
-				return CommitOrder{}, err
+				return err
 			}
-			return CommitOrder{Trigger: p.Trigger.Trigger(), Every: p.Every, Holds: p.Holds, Hold: time.Duration(p.Hold), Duration: time.Duration(p.Duration)}, nil
+			return nil
 		},
 		Window:  func(CommitOrder) (string, string) { return "", protocol.OutboxCommitOrder },
 		Trigger: func(c CommitOrder) Trigger { return c.Trigger },
@@ -94,15 +91,6 @@ func init() {
 			sh.Fewer("holds", func(c *CommitOrder) *int { return &c.Holds }, 1)
 		},
 	})
-}
-
-// commitOrderParams are a CommitOrder as a schedule writes it.
-type commitOrderParams struct {
-	Hold     Duration     `json:"hold,omitempty"`
-	Duration Duration     `json:"duration,omitempty"`
-	Every    int          `json:"every,omitempty"`
-	Holds    int          `json:"holds,omitempty"`
-	Trigger  *TriggerData `json:"trigger,omitempty"`
 }
 
 // CommitOrderHold is the longest a catalogue scenario holds an insert

@@ -35,34 +35,34 @@ import (
 // input is reset, and a reset discards what it had written and not yet
 // sent, and what its peer had received and not yet read.
 type Crash struct {
-	Process string        // instance reference: "relay-1", "consumer"
-	Point   string        // the protocol's window, e.g. protocol.RelayAfterConfirm
-	Action  string        // crashpoint.Kill, Pause or Delay
-	Delay   time.Duration // for Delay
-	Hit     int64         // fire on this hit (1-based)
-	// Trigger: zero arms the point in the environment at start, so hits
-	// count from the process's start; otherwise it is armed over HTTP when
-	// the trigger fires and hits count from then.
-	Trigger Trigger
+	Process string        `json:"process"` // instance reference: "relay-1", "consumer"
+	Point   string        `json:"point"`   // the protocol's window, e.g. protocol.RelayAfterConfirm
+	Action  string        `json:"action"`  // crashpoint.Kill, Pause or Delay
+	Hit     int64         `json:"hit"`     // fire on this hit (1-based)
+	Delay   time.Duration `json:"delay"`   // for Delay
 	// Hold is how long a paused process stays frozen; with UntilTakeover,
 	// the least of the longest it waits for the takeover (TakeoverWait).
-	Hold time.Duration
-	// UntilNacked keeps a paused consumer frozen until the broker is seen
-	// refusing a publish to the target's queue (full behind the frozen
-	// consumer, with an overflow that rejects publishes: waitRefused), at
-	// most Hold. The broker's side is read, not the relays' event logs: a
-	// relay that does not wait for its confirms logs no nack.
-	UntilNacked bool
+	Hold time.Duration `json:"hold"`
+	// RestartAfter is how long a killed process stays dead.
+	RestartAfter time.Duration `json:"restart_after"`
+	NoRestart    bool          `json:"no_restart"`
 	// UntilTakeover keeps a paused relay frozen until another relay is
 	// seen to claim a row of each claim the frozen relay holds (in the
 	// outbox's audit trail, which the fault asks for: waitTakeover): its
 	// claims are past their lease and taken over, whatever the lease and
 	// the machine's pace. A freeze that saw no takeover did not open its
 	// window.
-	UntilTakeover bool
-	// RestartAfter is how long a killed process stays dead.
-	RestartAfter time.Duration
-	NoRestart    bool
+	UntilTakeover bool `json:"until_takeover"`
+	// UntilNacked keeps a paused consumer frozen until the broker is seen
+	// refusing a publish to the target's queue (full behind the frozen
+	// consumer, with an overflow that rejects publishes: waitRefused), at
+	// most Hold. The broker's side is read, not the relays' event logs: a
+	// relay that does not wait for its confirms logs no nack.
+	UntilNacked bool `json:"until_nacked"`
+	// Trigger: zero arms the point in the environment at start, so hits
+	// count from the process's start; otherwise it is armed over HTTP when
+	// the trigger fires and hits count from then.
+	Trigger Trigger `json:"trigger"`
 }
 
 // Observes implements Observer: a freeze until a takeover reads the
@@ -83,34 +83,28 @@ func auditIf(reads bool) []history.Source {
 const KindCrash = "crash"
 
 func init() {
-	register(Desc[Crash, crashParams]{
+	register(Desc[Crash]{
 		Name:    KindCrash,
 		Example: Crash{Process: "relay-1", Point: protocol.RelayAfterConfirm, Action: crashpoint.Pause, Hit: 2, Hold: 5 * time.Second, Trigger: Trigger{AfterOrders: 10}},
 		Doc:     "a process killed, frozen or delayed at one of its crash points, on its n-th hit",
 		Opens:   "the crash point's window",
-		Params: func(c Crash) (crashParams, error) {
-			return crashParams{Process: c.Process, Point: c.Point, Action: c.Action, Hit: c.Hit, Delay: Duration(c.Delay), Hold: Duration(c.Hold),
-				RestartAfter: Duration(c.RestartAfter), NoRestart: c.NoRestart, UntilTakeover: c.UntilTakeover, UntilNacked: c.UntilNacked, Trigger: c.Trigger.Data()}, nil
-		},
-		Fault: func(p crashParams) (Crash, error) {
+		Check: func(p Crash) error {
 			if err := errors.Join(Need(KindCrash, p.Process != "", "process"), Need(KindCrash, p.Point != "", "point")); err != nil {
-				return Crash{}, err
+				return err
 			}
 			switch p.Action {
 			case crashpoint.Kill, crashpoint.Pause:
 			case crashpoint.Delay:
 				if p.Delay <= 0 {
-					return Crash{}, errors.New("crash fault: action delay needs a delay")
+					return errors.New("crash fault: action delay needs a delay")
 				}
 			default:
-				return Crash{}, fmt.Errorf("crash fault: action %q: want kill, pause or delay", p.Action)
+				return fmt.Errorf("crash fault: action %q: want kill, pause or delay", p.Action)
 			}
 			if p.Hit < 0 {
-				return Crash{}, fmt.Errorf("crash fault: hit %d: want 1 or more", p.Hit)
+				return fmt.Errorf("crash fault: hit %d: want 1 or more", p.Hit)
 			}
-			return Crash{Process: p.Process, Point: p.Point, Action: p.Action, Delay: time.Duration(p.Delay), Hit: p.Hit,
-				Trigger: p.Trigger.Trigger(), Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter), NoRestart: p.NoRestart,
-				UntilTakeover: p.UntilTakeover, UntilNacked: p.UntilNacked}, nil
+			return nil
 		},
 		Window:    func(c Crash) (string, string) { return c.Process, c.Point },
 		Touches:   func(c Crash) Touch { return Touch{Instances: []string{c.Process}} },
@@ -137,21 +131,6 @@ func init() {
 			sh.None("restart after", func(c *Crash) *time.Duration { return &c.RestartAfter })
 		},
 	})
-}
-
-// crashParams are a Crash as a schedule writes it.
-type crashParams struct {
-	Process       string       `json:"process,omitempty"` // instance reference: "relay-1", "consumer"
-	Point         string       `json:"point,omitempty"`   // protocol window
-	Action        string       `json:"action,omitempty"`  // kill, pause, delay
-	Hit           int64        `json:"hit,omitempty"`
-	Delay         Duration     `json:"delay,omitempty"`
-	Hold          Duration     `json:"hold,omitempty"`
-	RestartAfter  Duration     `json:"restart_after,omitempty"`
-	NoRestart     bool         `json:"no_restart,omitempty"`
-	UntilTakeover bool         `json:"until_takeover,omitempty"`
-	UntilNacked   bool         `json:"until_nacked,omitempty"`
-	Trigger       *TriggerData `json:"trigger,omitempty"`
 }
 
 // enumerateCrashes are each crash point of each instance × hit 1..hits ×

@@ -37,31 +37,28 @@ const maxCrashLoop = 20
 // does, once the link is restored. It needs no crash point and no event
 // log.
 type CrashLoop struct {
-	Process      string // the consumer instance reference
-	Times        int    // kills in a row, 2 to maxCrashLoop
-	Trigger      Trigger
-	RestartAfter time.Duration
-	Slow         string // a link reference ("consumer.pg") slowed from the trigger to the last kill; "" none
+	Process      string        `json:"process"` // the consumer instance reference
+	Times        int           `json:"times"`   // kills in a row, 2 to maxCrashLoop
+	RestartAfter time.Duration `json:"restart_after"`
+	Slow         string        `json:"slow"` // a link reference ("consumer.pg") slowed from the trigger to the last kill; "" none
+	Trigger      Trigger       `json:"trigger"`
 }
 
 func init() {
-	register(Desc[CrashLoop, crashLoopParams]{
+	register(Desc[CrashLoop]{
 		Name:    KindCrashLoop,
 		Example: CrashLoop{Process: "consumer", Times: 4, Trigger: Trigger{AfterOrders: 20}, RestartAfter: RestartAfter, Slow: "consumer.pg"},
 		Doc:     "the consumer killed again and again, each time once the broker counts deliveries it holds unacked: a crash loop on what it holds",
 		Opens:   protocol.ConsumerCrashLoop,
-		Params: func(c CrashLoop) (crashLoopParams, error) {
-			return crashLoopParams{Process: c.Process, Times: c.Times, RestartAfter: Duration(c.RestartAfter), Slow: c.Slow, Trigger: c.Trigger.Data()}, nil
-		},
-		Fault: func(p crashLoopParams) (CrashLoop, error) {
+		Check: func(p CrashLoop) error {
 			errs := []error{Need(KindCrashLoop, p.Process != "", "process")}
 			if p.Times < 2 || p.Times > maxCrashLoop {
 				errs = append(errs, fmt.Errorf("crash-loop fault: times %d: want 2 to %d", p.Times, maxCrashLoop))
 			}
 			if err := errors.Join(errs...); err != nil {
-				return CrashLoop{}, err
+				return err
 			}
-			return CrashLoop{Process: p.Process, Times: p.Times, RestartAfter: time.Duration(p.RestartAfter), Slow: p.Slow, Trigger: p.Trigger.Trigger()}, nil
+			return nil
 		},
 		Window: func(c CrashLoop) (string, string) { return c.Process, protocol.ConsumerCrashLoop },
 		Touches: func(c CrashLoop) Touch {
@@ -93,15 +90,6 @@ func init() {
 			sh.Trigger(func(c *CrashLoop) *Trigger { return &c.Trigger })
 		},
 	})
-}
-
-// crashLoopParams are a CrashLoop as a schedule writes it.
-type crashLoopParams struct {
-	Process      string       `json:"process,omitempty"`
-	Times        int          `json:"times,omitempty"`
-	RestartAfter Duration     `json:"restart_after,omitempty"`
-	Slow         string       `json:"slow,omitempty"`
-	Trigger      *TriggerData `json:"trigger,omitempty"`
 }
 
 // Describe implements Fault.

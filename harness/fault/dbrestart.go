@@ -39,10 +39,10 @@ import (
 // dies, and its transactions cut by the crash are much of what the window
 // is about.
 type DatabaseRestart struct {
-	Trigger Trigger
+	Trigger Trigger `json:"trigger"`
 	// Within bounds the wait for an outbox commit after the trigger.
-	Within time.Duration
-	Slow   string // a link reference slowed from the trigger to the crash; "" none
+	Within time.Duration `json:"within"`
+	Slow   string        `json:"slow"` // a link reference slowed from the trigger to the crash; "" none
 }
 
 // KindDatabaseRestart is the database-restart fault's kind, as a schedule
@@ -56,19 +56,16 @@ func (DatabaseRestart) Observes() []history.Source {
 }
 
 func init() {
-	register(Desc[DatabaseRestart, databaseRestartParams]{
+	register(Desc[DatabaseRestart]{
 		Name:    KindDatabaseRestart,
 		Example: DatabaseRestart{Trigger: Trigger{AfterOrders: 30}, Within: 30 * time.Second, Slow: "consumer.pg"},
 		Doc:     "the database server crashed (every backend SIGKILLed) at an outbox commit and started again on its data; runs on a database of its own",
 		Opens:   protocol.DatabaseRestart,
-		Params: func(d DatabaseRestart) (databaseRestartParams, error) {
-			return databaseRestartParams{Trigger: d.Trigger.Data(), Within: Duration(d.Within), Slow: d.Slow}, nil
-		},
-		Fault: func(p databaseRestartParams) (DatabaseRestart, error) {
+		Check: func(p DatabaseRestart) error {
 			if err := Need(KindDatabaseRestart, p.Within > 0, "within"); err != nil {
-				return DatabaseRestart{}, err
+				return err
 			}
-			return DatabaseRestart{Trigger: p.Trigger.Trigger(), Within: time.Duration(p.Within), Slow: p.Slow}, nil
+			return nil
 		},
 		Window: func(DatabaseRestart) (string, string) { return "", "" },
 		Touches: func(d DatabaseRestart) Touch {
@@ -83,13 +80,6 @@ func init() {
 			sh.Trigger(func(d *DatabaseRestart) *Trigger { return &d.Trigger })
 		},
 	})
-}
-
-// databaseRestartParams are a DatabaseRestart as a schedule writes it.
-type databaseRestartParams struct {
-	Trigger *TriggerData `json:"trigger,omitempty"`
-	Within  Duration     `json:"within,omitempty"`
-	Slow    string       `json:"slow,omitempty"`
 }
 
 // Describe implements Fault.

@@ -35,26 +35,23 @@ const KindFailover = "failover"
 // during Hold: each is then visible on the primary, and a relay may
 // publish it before the primary dies.
 type Failover struct {
-	Trigger     Trigger
-	Hold        time.Duration
-	Synchronous bool // the standby is synchronous: the run needs one
-	CancelWaits bool
+	Trigger     Trigger       `json:"trigger"`
+	Hold        time.Duration `json:"hold"`
+	Synchronous bool          `json:"synchronous"` // the standby is synchronous: the run needs one
+	CancelWaits bool          `json:"cancel_waits"`
 }
 
 func init() {
-	register(Desc[Failover, failoverParams]{
+	register(Desc[Failover]{
 		Name:    KindFailover,
 		Example: Failover{Trigger: Trigger{AfterOrders: 40}, Hold: 2 * time.Second},
 		Doc:     "the database's primary killed with commits its standby never received, and the standby promoted",
 		Opens:   protocol.PrimaryFailover,
-		Params: func(f Failover) (failoverParams, error) {
-			return failoverParams{Trigger: f.Trigger.Data(), Hold: Duration(f.Hold), Synchronous: f.Synchronous, CancelWaits: f.CancelWaits}, nil
-		},
-		Fault: func(p failoverParams) (Failover, error) {
+		Check: func(p Failover) error {
 			if err := Need(KindFailover, p.Hold > 0, "hold"); err != nil {
-				return Failover{}, err
+				return err
 			}
-			return Failover{Trigger: p.Trigger.Trigger(), Hold: time.Duration(p.Hold), Synchronous: p.Synchronous, CancelWaits: p.CancelWaits}, nil
+			return nil
 		},
 		Window:  func(Failover) (string, string) { return "", "" },
 		Touches: func(Failover) Touch { return Touch{Shared: []string{"database"}} },
@@ -73,14 +70,6 @@ func init() {
 			sh.Trigger(func(f *Failover) *Trigger { return &f.Trigger })
 		},
 	})
-}
-
-// failoverParams are a Failover as a schedule writes it.
-type failoverParams struct {
-	Trigger     *TriggerData `json:"trigger,omitempty"`
-	Hold        Duration     `json:"hold,omitempty"`
-	Synchronous bool         `json:"synchronous,omitempty"`
-	CancelWaits bool         `json:"cancel_waits,omitempty"`
 }
 
 // Describe implements Fault.

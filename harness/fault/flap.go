@@ -15,32 +15,30 @@ import (
 // trusts the new connection, or that leaks a channel or a claim each time,
 // shows it here where one long outage would not.
 type Flap struct {
-	Link     string
-	Trigger  Trigger
-	Times    int
-	Down, Up time.Duration
+	Link    string        `json:"link"`
+	Trigger Trigger       `json:"trigger"`
+	Times   int           `json:"times"`
+	Down    time.Duration `json:"down"`
+	Up      time.Duration `json:"up"`
 }
 
 // KindFlap is the flap fault's kind, as a schedule names it.
 const KindFlap = "flap"
 
 func init() {
-	register(Desc[Flap, flapParams]{
+	register(Desc[Flap]{
 		Name:    KindFlap,
 		Example: Flap{Link: "relay-1.amqp", Trigger: Trigger{AfterOrders: 20}, Times: 5, Down: 300 * time.Millisecond, Up: 300 * time.Millisecond},
 		Doc:     "a process's link taken down and up again several times in a row, each reconnection cut short",
 		Opens:   protocol.LinkFlapping,
-		Params: func(f Flap) (flapParams, error) {
-			return flapParams{Link: f.Link, Trigger: f.Trigger.Data(), Times: f.Times, Down: Duration(f.Down), Up: Duration(f.Up)}, nil
-		},
-		Fault: func(p flapParams) (Flap, error) {
+		Check: func(p Flap) error {
 			if err := Need(KindFlap, p.Link != "", "link"); err != nil {
-				return Flap{}, err
+				return err
 			}
 			if err := Need(KindFlap, p.Times > 0 && p.Down > 0 && p.Up > 0, "times, down and up"); err != nil {
-				return Flap{}, err
+				return err
 			}
-			return Flap{Link: p.Link, Trigger: p.Trigger.Trigger(), Times: p.Times, Down: time.Duration(p.Down), Up: time.Duration(p.Up)}, nil
+			return nil
 		},
 		Window:  func(Flap) (string, string) { return "", "" },
 		Touches: func(f Flap) Touch { return Touch{Links: []string{f.Link}} },
@@ -61,15 +59,6 @@ func init() {
 			sh.Fewer("times", func(f *Flap) *int { return &f.Times }, 1)
 		},
 	})
-}
-
-// flapParams are a Flap as a schedule writes it.
-type flapParams struct {
-	Link    string       `json:"link,omitempty"`
-	Trigger *TriggerData `json:"trigger,omitempty"`
-	Times   int          `json:"times,omitempty"`
-	Down    Duration     `json:"down,omitempty"`
-	Up      Duration     `json:"up,omitempty"`
 }
 
 // Describe implements Fault.

@@ -36,39 +36,34 @@ const KindHeldCommit = "held-commit"
 // COMMIT it sent meets a dead connection and the process cannot know
 // whether it committed (it did not).
 type HeldCommit struct {
-	Process      string // instance reference: "producer", "consumer"
-	Table        string // history.TableFacts or history.TableEffects
-	Nth          int
-	Trigger      Trigger
-	RestartAfter time.Duration
-	NoRestart    bool
-	Cut          string // a link reference ("consumer.pg"); "" kills the process instead
-	CutFor       time.Duration
+	Process      string        `json:"process"` // instance reference: "producer", "consumer"
+	Table        string        `json:"table"`   // history.TableFacts or history.TableEffects
+	Nth          int           `json:"hit"`
+	RestartAfter time.Duration `json:"restart_after"`
+	NoRestart    bool          `json:"no_restart"`
+	Cut          string        `json:"cut"` // a link reference ("consumer.pg"); "" kills the process instead
+	CutFor       time.Duration `json:"cut_for"`
+	Trigger      Trigger       `json:"trigger"`
 }
 
 func init() {
-	register(Desc[HeldCommit, heldCommitParams]{
+	register(Desc[HeldCommit]{
 		Name:    KindHeldCommit,
 		Example: HeldCommit{Process: "consumer", Table: history.TableEffects, Nth: 3, Trigger: Trigger{AfterOrders: 5}, RestartAfter: RestartAfter},
 		Doc:     "an instance's transaction held at its COMMIT (a deferred trigger sleeps there), then the process SIGKILLed and its backend terminated: it never commits",
 		Opens:   "producer.before-commit, consumer.before-commit (from outside)",
-		Params: func(h HeldCommit) (heldCommitParams, error) {
-			return heldCommitParams{Process: h.Process, Table: h.Table, Hit: int64(h.Nth), Trigger: h.Trigger.Data(),
-				RestartAfter: Duration(h.RestartAfter), NoRestart: h.NoRestart, Cut: h.Cut, CutFor: Duration(h.CutFor)}, nil
-		},
-		Fault: func(p heldCommitParams) (HeldCommit, error) {
+		Check: func(p HeldCommit) error {
 			errs := []error{Need(KindHeldCommit, p.Process != "", "process")}
 			if p.Table != history.TableFacts && p.Table != history.TableEffects {
 				errs = append(errs, fmt.Errorf("held-commit fault: table %q: want %s or %s", p.Table, history.TableFacts, history.TableEffects))
 			}
-			if p.Hit < 0 {
-				errs = append(errs, fmt.Errorf("held-commit fault: hit %d: want 1 or more", p.Hit))
+			if p.Nth < 0 {
+				errs = append(errs, fmt.Errorf("held-commit fault: hit %d: want 1 or more", p.Nth))
 			}
 			if err := errors.Join(errs...); err != nil {
-				return HeldCommit{}, err
+				return err
 			}
-			return HeldCommit{Process: p.Process, Table: p.Table, Nth: int(p.Hit), Trigger: p.Trigger.Trigger(),
-				RestartAfter: time.Duration(p.RestartAfter), NoRestart: p.NoRestart, Cut: p.Cut, CutFor: time.Duration(p.CutFor)}, nil
+			return nil
 		},
 		Window: func(h HeldCommit) (string, string) {
 			role, _ := ParseRef(h.Process)
@@ -83,18 +78,6 @@ func init() {
 		},
 		Trigger: func(h HeldCommit) Trigger { return h.Trigger },
 	})
-}
-
-// heldCommitParams are a HeldCommit as a schedule writes it.
-type heldCommitParams struct {
-	Process      string       `json:"process,omitempty"`
-	Table        string       `json:"table,omitempty"`
-	Hit          int64        `json:"hit,omitempty"`
-	RestartAfter Duration     `json:"restart_after,omitempty"`
-	NoRestart    bool         `json:"no_restart,omitempty"`
-	Cut          string       `json:"cut,omitempty"`
-	CutFor       Duration     `json:"cut_for,omitempty"`
-	Trigger      *TriggerData `json:"trigger,omitempty"`
 }
 
 // Names of what the fault creates in the table's database.

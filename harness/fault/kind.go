@@ -1,9 +1,8 @@
 package fault
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/faultline-dev/faultline/harness/registry"
 )
@@ -91,20 +90,20 @@ type Smaller struct {
 	Fault  Fault
 }
 
-// Desc is a Kind whose faults are F and whose parameters, as a schedule
-// writes them, are P (a struct with JSON tags; its fields follow "kind" in
-// the object). Name, Doc, Example, Params and Fault are required; a nil func
-// means the kind has none of that (opens no window of its own, touches
-// nothing, is not enumerated, is not shrunk but by dropping it).
-type Desc[F Fault, P any] struct {
+// Desc is a Kind whose faults are F: a struct that is its own wire form
+// (wire.go: each field with a `json` tag is a parameter, written under
+// its name). Name, Doc and Example are required; Check, when set, refuses
+// a fault read from a schedule that is not sound (a missing or
+// contradictory parameter). A nil func means the kind has none of that
+// (opens no window of its own, touches nothing, is not enumerated, is not
+// shrunk but by dropping it).
+type Desc[F Fault] struct {
 	Name  string
 	Doc   string
 	Opens string
 	// Example is one fault of the kind with its parameters set.
 	Example F
-	// Params is f as data; Fault is the data as a fault, checked.
-	Params func(f F) (P, error)
-	Fault  func(p P) (F, error)
+	Check   func(f F) error
 
 	Window    func(f F) (instance, window string)
 	Touches   func(f F) Touch
@@ -116,94 +115,70 @@ type Desc[F Fault, P any] struct {
 }
 
 // kind is a Desc as a Kind.
-type kind[F Fault, P any] struct{ d Desc[F, P] }
+type kind[F Fault] struct{ d Desc[F] }
 
-func (k kind[F, P]) Name() string  { return k.d.Name }
-func (k kind[F, P]) Doc() string   { return k.d.Doc }
-func (k kind[F, P]) Opens() string { return k.d.Opens }
+func (k kind[F]) Name() string  { return k.d.Name }
+func (k kind[F]) Doc() string   { return k.d.Doc }
+func (k kind[F]) Opens() string { return k.d.Opens }
 
-func (k kind[F, P]) Example() Fault { return k.d.Example }
+func (k kind[F]) Example() Fault { return k.d.Example }
 
-func (k kind[F, P]) Owns(f Fault) bool {
+func (k kind[F]) Owns(f Fault) bool {
 	_, ok := f.(F)
 	return ok
 }
 
-func (k kind[F, P]) Encode(f Fault) ([]byte, error) {
-	p, err := k.d.Params(f.(F))
-	if err != nil {
+func (k kind[F]) Encode(f Fault) ([]byte, error) { return encodeWire(k.d.Name, f.(F)) }
+
+func (k kind[F]) Decode(data []byte) (Fault, error) {
+	var f F
+	if err := decodeWire(k.d.Name, data, &f); err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(p)
-	if err != nil {
-		return nil, fmt.Errorf("%s fault: %w", k.d.Name, err)
+	if k.d.Check != nil {
+		if err := k.d.Check(f); err != nil {
+			return nil, err
+		}
 	}
-	name, _ := json.Marshal(k.d.Name)
-	out := append([]byte(`{"kind":`), name...)
-	if rest := bytes.TrimPrefix(body, []byte("{")); len(rest) > 1 {
-		out = append(out, ',')
-		out = append(out, rest...)
-	} else {
-		out = append(out, '}')
-	}
-	return out, nil
+	return f, nil
 }
 
-func (k kind[F, P]) Decode(data []byte) (Fault, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, fmt.Errorf("%s fault: %w", k.d.Name, err)
-	}
-	delete(fields, "kind")
-	rest, err := json.Marshal(fields)
-	if err != nil {
-		return nil, fmt.Errorf("%s fault: %w", k.d.Name, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(rest))
-	dec.DisallowUnknownFields()
-	var p P
-	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%s fault: %w", k.d.Name, err)
-	}
-	return k.d.Fault(p)
-}
-
-func (k kind[F, P]) Window(f Fault) (string, string) {
+func (k kind[F]) Window(f Fault) (string, string) {
 	if k.d.Window == nil {
 		return "", ""
 	}
 	return k.d.Window(f.(F))
 }
 
-func (k kind[F, P]) Touches(f Fault) Touch {
+func (k kind[F]) Touches(f Fault) Touch {
 	if k.d.Touches == nil {
 		return Touch{}
 	}
 	return k.d.Touches(f.(F))
 }
 
-func (k kind[F, P]) Trigger(f Fault) Trigger {
+func (k kind[F]) Trigger(f Fault) Trigger {
 	if k.d.Trigger == nil {
 		return Trigger{}
 	}
 	return k.d.Trigger(f.(F))
 }
 
-func (k kind[F, P]) Enumerate(s *Surface, hits int) []Candidate {
+func (k kind[F]) Enumerate(s *Surface, hits int) []Candidate {
 	if k.d.Enumerate == nil {
 		return nil
 	}
 	return k.d.Enumerate(s, hits)
 }
 
-func (k kind[F, P]) Offered(s *Surface) []Offer {
+func (k kind[F]) Offered(s *Surface) []Offer {
 	if k.d.Offered == nil {
 		return nil
 	}
 	return k.d.Offered(s)
 }
 
-func (k kind[F, P]) Shrink(f Fault) []Smaller {
+func (k kind[F]) Shrink(f Fault) []Smaller {
 	if k.d.Shrink == nil {
 		return nil
 	}
@@ -220,14 +195,14 @@ func (k kind[F, P]) Shrink(f Fault) []Smaller {
 // a write once read.
 var kinds = registry.New[Kind]("fault kind")
 
-// register adds the kind d describes to the table; a kind without a name,
-// Params or Fault, or a second kind of one name, is a programming error
-// found when the package loads.
-func register[F Fault, P any](d Desc[F, P]) {
-	if d.Name == "" || d.Doc == "" || d.Params == nil || d.Fault == nil {
-		panic(fmt.Sprintf("fault kind %q: needs a name, a Doc, Params and Fault", d.Name))
+// register adds the kind d describes to the table; a kind without a name
+// or a Doc, whose faults are not a struct, or a second kind of one name,
+// is a programming error found when the package loads.
+func register[F Fault](d Desc[F]) {
+	if d.Name == "" || d.Doc == "" || reflect.TypeFor[F]().Kind() != reflect.Struct {
+		panic(fmt.Sprintf("fault kind %q: needs a name, a Doc, and a struct for its faults", d.Name))
 	}
-	kinds.MustAdd(d.Name, kind[F, P]{d})
+	kinds.MustAdd(d.Name, kind[F]{d})
 }
 
 // Kinds is every fault kind, by name.

@@ -105,3 +105,30 @@ func TestOwnRetentionNeedsRetention(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, OwnRetention{Consumer: "consumer", Retention: 4 * time.Second, Trigger: Trigger{AfterOrders: 20}}, f)
 }
+
+// A fault struct is its own wire form: zero fields are left out, a
+// field's data is checked as it is read (a toxic of no known type, a
+// duration that is not one), and a kind's Check refuses what is unsound.
+func TestWireForm(t *testing.T) {
+	broker, _ := KindNamed(KindBrokerRestart)
+	data, err := broker.Encode(BrokerRestart{})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"kind":"broker-restart"}`, string(data))
+	data, err = broker.Encode(BrokerRestart{Down: 1500 * time.Millisecond})
+	require.NoError(t, err)
+	assert.Equal(t, `{"kind":"broker-restart","down":"1.5s"}`, string(data))
+
+	for _, tc := range []struct{ kind, data, want string }{
+		{KindBrokerRestart, `{"kind":"broker-restart","down":"soon"}`, `broker-restart fault: down: bad duration "soon"`},
+		{KindToxic, `{"kind":"toxic","link":"relay-1.pg","toxic":{"type":"meteor"}}`, `toxic fault: toxic: unknown toxic type "meteor"`},
+		{KindToxic, `{"kind":"toxic","link":"relay-1.pg","toxic":{"type":"latency","latency":"1s","colour":"red"}}`, `unknown field "colour"`},
+		{KindToxic, `{"kind":"toxic","link":"relay-1.pg"}`, `toxic fault: needs toxic`},
+		{KindCrash, `{"kind":"crash","process":"relay-1","point":"relay.after-claim","action":"kill","hit":"two"}`, `crash fault: hit:`},
+	} {
+		k, ok := KindNamed(tc.kind)
+		require.True(t, ok)
+		_, err := k.Decode([]byte(tc.data))
+		require.Error(t, err, tc.data)
+		assert.Contains(t, err.Error(), tc.want, tc.data)
+	}
+}

@@ -16,34 +16,22 @@ import (
 // the consumer's database link while its transaction is about to commit,
 // so the COMMIT meets a dead connection and its outcome is unknown to it.
 type LinkDown struct {
-	Link     string
-	Trigger  Trigger
-	Duration time.Duration
-	At       *Sync
+	Link     string        `json:"link"`
+	Duration time.Duration `json:"duration"`
+	At       *Sync         `json:"at"`
+	Trigger  Trigger       `json:"trigger"`
 }
 
 // KindLinkDown is the link-down fault's kind, as a schedule names it.
 const KindLinkDown = "link-down"
 
 func init() {
-	register(Desc[LinkDown, linkDownParams]{
+	register(Desc[LinkDown]{
 		Name:    KindLinkDown,
 		Example: LinkDown{Link: "consumer.pg", Trigger: Trigger{AfterOrders: 10}, Duration: 2 * time.Second, At: &Sync{Process: "consumer", Point: protocol.ConsumerBeforeCommit}},
 		Doc:     "a process's link (to PostgreSQL or RabbitMQ) taken down, alone or while it waits at a window, then up again",
 		Opens:   "the window it waits at, if any",
-		Params: func(l LinkDown) (linkDownParams, error) {
-			return linkDownParams{Link: l.Link, Duration: Duration(l.Duration), At: l.At.Data(), Trigger: l.Trigger.Data()}, nil
-		},
-		Fault: func(p linkDownParams) (LinkDown, error) {
-			if err := Need(KindLinkDown, p.Link != "", "link"); err != nil {
-				return LinkDown{}, err
-			}
-			at, err := p.At.Sync()
-			if err != nil {
-				return LinkDown{}, fmt.Errorf("link-down fault on %s: %w", p.Link, err)
-			}
-			return LinkDown{Link: p.Link, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), At: at}, nil
-		},
+		Check:   func(p LinkDown) error { return Need(KindLinkDown, p.Link != "", "link") },
 		Window:  func(l LinkDown) (string, string) { return l.At.window() },
 		Touches: func(l LinkDown) Touch { return Touch{Links: []string{l.Link}} },
 		Trigger: func(l LinkDown) Trigger { return l.Trigger },
@@ -61,14 +49,6 @@ func init() {
 			sh.Shorter("duration", func(l *LinkDown) *time.Duration { return &l.Duration })
 		},
 	})
-}
-
-// linkDownParams are a LinkDown as a schedule writes it.
-type linkDownParams struct {
-	Link     string       `json:"link,omitempty"`
-	Duration Duration     `json:"duration,omitempty"`
-	At       *SyncData    `json:"at,omitempty"`
-	Trigger  *TriggerData `json:"trigger,omitempty"`
 }
 
 // Describe implements Fault.

@@ -32,9 +32,9 @@ import (
 // new walsender on the slot) is watched as long and reported, not
 // required: the invariants judge what the relay did.
 type LogStreamCut struct {
-	Process string
-	Trigger Trigger
-	Within  time.Duration
+	Process string        `json:"process"`
+	Within  time.Duration `json:"within"`
+	Trigger Trigger       `json:"trigger"`
 }
 
 // KindLogStreamCut is the log-stream-cut fault's kind, as a schedule
@@ -46,19 +46,16 @@ const KindLogStreamCut = "log-stream-cut"
 func (LogStreamCut) Observes() []history.Source { return []history.Source{history.SourceAudit} }
 
 func init() {
-	register(Desc[LogStreamCut, logStreamCutParams]{
+	register(Desc[LogStreamCut]{
 		Name:    KindLogStreamCut,
 		Example: LogStreamCut{Process: "relay-1", Trigger: Trigger{AfterOrders: 10}, Within: 30 * time.Second},
 		Doc:     "a log relay's broker link cut, then, once a row committed during the cut was streamed to it, its database link down until the slot's walsender is gone; both heal, the relay is not restarted",
 		Opens:   protocol.LogStreamCut,
-		Params: func(c LogStreamCut) (logStreamCutParams, error) {
-			return logStreamCutParams{Process: c.Process, Within: Duration(c.Within), Trigger: c.Trigger.Data()}, nil
-		},
-		Fault: func(p logStreamCutParams) (LogStreamCut, error) {
+		Check: func(p LogStreamCut) error {
 			if err := errors.Join(Need(KindLogStreamCut, p.Process != "", "process"), Need(KindLogStreamCut, p.Within > 0, "within")); err != nil {
-				return LogStreamCut{}, err
+				return err
 			}
-			return LogStreamCut{Process: p.Process, Trigger: p.Trigger.Trigger(), Within: time.Duration(p.Within)}, nil
+			return nil
 		},
 		Window: func(c LogStreamCut) (string, string) { return c.Process, protocol.LogStreamCut },
 		Touches: func(c LogStreamCut) Touch {
@@ -69,13 +66,6 @@ func init() {
 			sh.Trigger(func(c *LogStreamCut) *Trigger { return &c.Trigger })
 		},
 	})
-}
-
-// logStreamCutParams are a LogStreamCut as a schedule writes it.
-type logStreamCutParams struct {
-	Process string       `json:"process,omitempty"`
-	Within  Duration     `json:"within,omitempty"`
-	Trigger *TriggerData `json:"trigger,omitempty"`
 }
 
 // Describe implements Fault.

@@ -33,10 +33,10 @@ import (
 // one not seen leaves the window unopened. The run's slot is the one
 // logical slot active in the outbox's database (the run's own database).
 type LogKill struct {
-	Process      string
-	Trigger      Trigger
-	Within       time.Duration
-	RestartAfter time.Duration
+	Process      string        `json:"process"`
+	Within       time.Duration `json:"within"`
+	RestartAfter time.Duration `json:"restart_after"`
+	Trigger      Trigger       `json:"trigger"`
 }
 
 // KindLogKill is the log-kill fault's kind, as a schedule names it.
@@ -56,19 +56,16 @@ const replies = 2
 func (LogKill) Observes() []history.Source { return []history.Source{history.SourceAudit} }
 
 func init() {
-	register(Desc[LogKill, logKillParams]{
+	register(Desc[LogKill]{
 		Name:    KindLogKill,
 		Example: LogKill{Process: "relay-1", Trigger: Trigger{AfterOrders: 10}, Within: 30 * time.Second, RestartAfter: RestartAfter},
 		Doc:     "a log relay's broker link cut, the relay killed once its slot's position passes a row committed during the cut (or it answered the server twice without passing it), then restarted",
 		Opens:   protocol.LogPositionAhead,
-		Params: func(k LogKill) (logKillParams, error) {
-			return logKillParams{Process: k.Process, Within: Duration(k.Within), RestartAfter: Duration(k.RestartAfter), Trigger: k.Trigger.Data()}, nil
-		},
-		Fault: func(p logKillParams) (LogKill, error) {
+		Check: func(p LogKill) error {
 			if err := errors.Join(Need(KindLogKill, p.Process != "", "process"), Need(KindLogKill, p.Within > 0, "within")); err != nil {
-				return LogKill{}, err
+				return err
 			}
-			return LogKill{Process: p.Process, Trigger: p.Trigger.Trigger(), Within: time.Duration(p.Within), RestartAfter: time.Duration(p.RestartAfter)}, nil
+			return nil
 		},
 		Window: func(k LogKill) (string, string) { return k.Process, protocol.LogPositionAhead },
 		Touches: func(k LogKill) Touch {
@@ -79,14 +76,6 @@ func init() {
 			sh.Trigger(func(k *LogKill) *Trigger { return &k.Trigger })
 		},
 	})
-}
-
-// logKillParams are a LogKill as a schedule writes it.
-type logKillParams struct {
-	Process      string       `json:"process,omitempty"`
-	Within       Duration     `json:"within,omitempty"`
-	RestartAfter Duration     `json:"restart_after,omitempty"`
-	Trigger      *TriggerData `json:"trigger,omitempty"`
 }
 
 // Describe implements Fault.

@@ -24,30 +24,27 @@ const KindNodeKill = "node-kill"
 // With DownFor zero the node stays down for the rest of the run — a lost
 // machine — and the infrastructure starts it again before the next run.
 type NodeKill struct {
-	Node    string // NodeLeader, ClientNode(instance), or "node-<n>"
-	Trigger Trigger
-	DownFor time.Duration // 0: left down
-	Holding bool
-	Slow    string // with Holding: a link reference ("consumer.pg") slowed from the trigger to the kill; "" none
+	Node    string        `json:"node"` // NodeLeader, ClientNode(instance), or "node-<n>"
+	Trigger Trigger       `json:"trigger"`
+	DownFor time.Duration `json:"down_for"` // 0: left down
+	Holding bool          `json:"holding"`
+	Slow    string        `json:"slow"` // with Holding: a link reference ("consumer.pg") slowed from the trigger to the kill; "" none
 }
 
 func init() {
-	register(Desc[NodeKill, nodeKillParams]{
+	register(Desc[NodeKill]{
 		Name:    KindNodeKill,
 		Example: NodeKill{Node: NodeLeader, Trigger: Trigger{AfterOrders: 20}, DownFor: 5 * time.Second},
 		Doc:     "a node of the clustered broker killed (SIGKILL) and started again: the queue's leader, or the node a process talks to",
 		Opens:   protocol.QueueLeaderLost,
-		Params: func(k NodeKill) (nodeKillParams, error) {
-			return nodeKillParams{Node: k.Node, Trigger: k.Trigger.Data(), DownFor: Duration(k.DownFor), Holding: k.Holding, Slow: k.Slow}, nil
-		},
-		Fault: func(p nodeKillParams) (NodeKill, error) {
+		Check: func(p NodeKill) error {
 			if err := Need(KindNodeKill, p.Node != "", "node"); err != nil {
-				return NodeKill{}, err
+				return err
 			}
 			if p.Slow != "" && !p.Holding {
-				return NodeKill{}, errors.New("node-kill fault: slow needs holding")
+				return errors.New("node-kill fault: slow needs holding")
 			}
-			return NodeKill{Node: p.Node, Trigger: p.Trigger.Trigger(), DownFor: time.Duration(p.DownFor), Holding: p.Holding, Slow: p.Slow}, nil
+			return nil
 		},
 		Window: func(NodeKill) (string, string) { return "", "" },
 		Touches: func(k NodeKill) Touch {
@@ -68,15 +65,6 @@ func init() {
 			sh.Trigger(func(k *NodeKill) *Trigger { return &k.Trigger })
 		},
 	})
-}
-
-// nodeKillParams are a NodeKill as a schedule writes it.
-type nodeKillParams struct {
-	Node    string       `json:"node,omitempty"`
-	Trigger *TriggerData `json:"trigger,omitempty"`
-	DownFor Duration     `json:"down_for,omitempty"`
-	Holding bool         `json:"holding,omitempty"`
-	Slow    string       `json:"slow,omitempty"`
 }
 
 // Describe implements Fault.

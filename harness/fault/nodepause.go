@@ -19,25 +19,22 @@ const KindNodePause = "node-pause"
 // window opened only if another node saw it down or partitioned within
 // Hold, which its result says.
 type NodePause struct {
-	Node    string
-	Trigger Trigger
-	Hold    time.Duration
+	Node    string        `json:"node"`
+	Trigger Trigger       `json:"trigger"`
+	Hold    time.Duration `json:"hold"`
 }
 
 func init() {
-	register(Desc[NodePause, nodePauseParams]{
+	register(Desc[NodePause]{
 		Name:    KindNodePause,
 		Example: NodePause{Node: NodeLeader, Trigger: Trigger{AfterOrders: 20}, Hold: 20 * time.Second},
 		Doc:     "a node of the clustered broker frozen (SIGSTOP) past net_ticktime, then thawed",
 		Opens:   protocol.NodePaused,
-		Params: func(p NodePause) (nodePauseParams, error) {
-			return nodePauseParams{Node: p.Node, Trigger: p.Trigger.Data(), Hold: Duration(p.Hold)}, nil
-		},
-		Fault: func(p nodePauseParams) (NodePause, error) {
+		Check: func(p NodePause) error {
 			if err := Need(KindNodePause, p.Node != "" && p.Hold > 0, "node and hold"); err != nil {
-				return NodePause{}, err
+				return err
 			}
-			return NodePause{Node: p.Node, Trigger: p.Trigger.Trigger(), Hold: time.Duration(p.Hold)}, nil
+			return nil
 		},
 		Window:  func(NodePause) (string, string) { return "", "" },
 		Touches: func(NodePause) Touch { return Touch{Shared: []string{"broker"}} },
@@ -52,13 +49,6 @@ func init() {
 			sh.Trigger(func(p *NodePause) *Trigger { return &p.Trigger })
 		},
 	})
-}
-
-// nodePauseParams are a NodePause as a schedule writes it.
-type nodePauseParams struct {
-	Node    string       `json:"node,omitempty"`
-	Trigger *TriggerData `json:"trigger,omitempty"`
-	Hold    Duration     `json:"hold,omitempty"`
 }
 
 // Describe implements Fault.

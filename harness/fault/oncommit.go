@@ -45,31 +45,28 @@ const (
 // at once. With UntilTakeover a pause lasts until another relay's claim of
 // the row commits (at most TakeoverWait of Hold and the lease).
 type OnCommit struct {
-	Process string // instance reference: "producer", "relay-1", "consumer"
+	Process      string        `json:"process"` // instance reference: "producer", "relay-1", "consumer"
+	Action       string        `json:"action"`  // ActKill, ActPause or ActNone
+	Nth          int           `json:"hit"`
+	Hold         time.Duration `json:"hold"`          // for ActPause
+	RestartAfter time.Duration `json:"restart_after"` // for ActKill
+	ToxicLink    string        `json:"link"`          // a link to put Toxic on at the commit
+	Toxic        proxies.Toxic `json:"toxic"`
+	ToxicFor     time.Duration `json:"duration"`
 	// Table is history.TableOutbox, TableFacts, TableEffects, TablePosition, or
 	// TablePublish: then the commit waited for is a publish of any
 	// process's (seen on the broker, its publisher unknown).
-	Table string
+	Table string `json:"table"`
 	// Status, for the outbox: the new status the write must set
 	// ("Processing": a claim).
-	Status  string
-	Nth     int
-	Trigger Trigger
-
-	Cut       []string // link references to take down CutAfter after the commit
-	CutAfter  time.Duration
-	CutFor    time.Duration // how long they stay down
-	ToxicLink string        // a link to put Toxic on at the commit
-	Toxic     proxies.Toxic
-	ToxicFor  time.Duration
-
-	ActAfter     time.Duration // between the link faults and the action
-	Action       string        // ActKill, ActPause or ActNone
-	Hold         time.Duration // for ActPause
-	RestartAfter time.Duration // for ActKill
+	Status   string        `json:"status"`
+	Cut      []string      `json:"cut"` // link references to take down CutAfter after the commit
+	CutAfter time.Duration `json:"cut_after"`
+	CutFor   time.Duration `json:"cut_for"`   // how long they stay down
+	ActAfter time.Duration `json:"act_after"` // between the link faults and the action
 	// UntilTakeover, for ActPause at a relay's claim: frozen until another
 	// relay claims the row.
-	UntilTakeover bool
+	UntilTakeover bool `json:"until_takeover"`
 	// ToxicUntilOvertaken, at a relay's claim, keeps Toxic on until
 	// another relay's claim of the row commits (at most TakeoverWait of
 	// ToxicFor and the lease; not seen, the window did not open). A
@@ -77,7 +74,8 @@ type OnCommit struct {
 	// write through the moment it is late, however slow the machine. (An
 	// offset relay's mark has no such cause: its group may wait on the
 	// lock the held-back relay holds.)
-	ToxicUntilOvertaken bool
+	ToxicUntilOvertaken bool    `json:"toxic_until_overtaken"`
+	Trigger             Trigger `json:"trigger"`
 }
 
 // KindOnCommit is the black-box window fault's kind, as a schedule names
@@ -85,26 +83,13 @@ type OnCommit struct {
 const KindOnCommit = "on-commit"
 
 func init() {
-	register(Desc[OnCommit, onCommitParams]{
+	register(Desc[OnCommit]{
 		Name:    KindOnCommit,
 		Example: OnCommit{Process: "relay-1", Table: history.TableOutbox, Status: "Processing", Nth: 2, Trigger: Trigger{AfterOrders: 10}, ToxicLink: "relay-1.amqp", Toxic: proxies.Latency{Latency: 150 * time.Millisecond, Stream: proxies.Downstream}, ToxicFor: time.Second, Cut: []string{"relay-1.pg"}, CutFor: time.Second, Action: ActKill, RestartAfter: RestartAfter},
 		Doc:     "at the n-th commit of an instance's write to a watched table: a toxic, links cut, then a kill or a freeze (a black-box window, no crash point)",
 		Opens:   "blackbox.<role>.<table>[.<status>]",
-		Params: func(c OnCommit) (onCommitParams, error) {
-			p := onCommitParams{Process: c.Process, Action: c.Action, Hit: int64(c.Nth), Hold: Duration(c.Hold), RestartAfter: Duration(c.RestartAfter), UntilTakeover: c.UntilTakeover, ToxicUntilOvertaken: c.ToxicUntilOvertaken,
-				Link: c.ToxicLink, Duration: Duration(c.ToxicFor), Table: c.Table, Status: c.Status, Cut: c.Cut, CutAfter: Duration(c.CutAfter),
-				CutFor: Duration(c.CutFor), ActAfter: Duration(c.ActAfter), Trigger: c.Trigger.Data()}
-			if c.ToxicLink != "" {
-				td, err := ToxicDataOf(c.Toxic)
-				if err != nil {
-					return onCommitParams{}, fmt.Errorf("on-commit toxic on %s: %w", c.ToxicLink, err)
-				}
-				p.Toxic = &td
-			}
-			return p, nil
-		},
-		Fault:  onCommitOf,
-		Window: func(c OnCommit) (string, string) { return c.Process, BlackBoxWindow(c.Process, c.Table, c.Status) },
+		Check:   checkOnCommit,
+		Window:  func(c OnCommit) (string, string) { return c.Process, BlackBoxWindow(c.Process, c.Table, c.Status) },
 		Touches: func(c OnCommit) Touch {
 			t := Touch{Instances: []string{c.Process}, Links: slices.Clone(c.Cut)}
 			if c.ToxicLink != "" {
@@ -139,34 +124,8 @@ func init() {
 	})
 }
 
-// onCommitParams are an OnCommit as a schedule writes it: at the Hit-th
-// commit by Process of a write to Table (to Status), Toxic on Link for
-// Duration, the links in Cut down CutAfter later for CutFor, then Action
-// (kill, pause or none) ActAfter later.
-type onCommitParams struct {
-	Process       string     `json:"process,omitempty"`
-	Action        string     `json:"action,omitempty"`
-	Hit           int64      `json:"hit,omitempty"`
-	Hold          Duration   `json:"hold,omitempty"`
-	RestartAfter  Duration   `json:"restart_after,omitempty"`
-	Link          string     `json:"link,omitempty"`
-	Toxic         *ToxicData `json:"toxic,omitempty"`
-	Duration      Duration   `json:"duration,omitempty"`
-	Table         string     `json:"table,omitempty"`
-	Status        string     `json:"status,omitempty"`
-	Cut           []string   `json:"cut,omitempty"`
-	CutAfter      Duration   `json:"cut_after,omitempty"`
-	CutFor        Duration   `json:"cut_for,omitempty"`
-	ActAfter      Duration   `json:"act_after,omitempty"`
-	UntilTakeover bool       `json:"until_takeover,omitempty"`
-	// ToxicUntilOvertaken: the toxic stays until another instance wrote
-	// past this one.
-	ToxicUntilOvertaken bool         `json:"toxic_until_overtaken,omitempty"`
-	Trigger             *TriggerData `json:"trigger,omitempty"`
-}
-
-// onCommitOf is the data as an OnCommit, checked.
-func onCommitOf(p onCommitParams) (OnCommit, error) {
+// checkOnCommit refuses an OnCommit read from a schedule that is not sound.
+func checkOnCommit(p OnCommit) error {
 	var errs []error
 	if p.Process == "" {
 		errs = append(errs, errors.New("on-commit fault: needs process"))
@@ -181,30 +140,16 @@ func onCommitOf(p onCommitParams) (OnCommit, error) {
 	default:
 		errs = append(errs, fmt.Errorf("on-commit fault: action %q: want %s, %s or %s", p.Action, ActKill, ActPause, ActNone))
 	}
-	if p.Hit < 0 {
-		errs = append(errs, fmt.Errorf("on-commit fault: hit %d: want 1 or more", p.Hit))
+	if p.Nth < 0 {
+		errs = append(errs, fmt.Errorf("on-commit fault: hit %d: want 1 or more", p.Nth))
 	}
-	if (p.Link == "") != (p.Toxic == nil) {
+	if (p.ToxicLink == "") != (p.Toxic == nil) {
 		errs = append(errs, errors.New("on-commit fault: link and toxic go together"))
 	}
-	if p.ToxicUntilOvertaken && (p.Link == "" || p.Table != history.TableOutbox || p.Status != "Processing") {
+	if p.ToxicUntilOvertaken && (p.ToxicLink == "" || p.Table != history.TableOutbox || p.Status != "Processing") {
 		errs = append(errs, errors.New("on-commit fault: toxic_until_overtaken needs a toxic, at a claim (table outbox, status Processing)"))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return OnCommit{}, err
-	}
-	c := OnCommit{Process: p.Process, Table: p.Table, Status: p.Status, Nth: int(p.Hit), Trigger: p.Trigger.Trigger(),
-		Cut: p.Cut, CutAfter: time.Duration(p.CutAfter), CutFor: time.Duration(p.CutFor), ToxicLink: p.Link, ToxicFor: time.Duration(p.Duration),
-		ActAfter: time.Duration(p.ActAfter), Action: p.Action, Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter),
-		UntilTakeover: p.UntilTakeover, ToxicUntilOvertaken: p.ToxicUntilOvertaken}
-	if p.Toxic != nil {
-		t, err := p.Toxic.Toxic()
-		if err != nil {
-			return OnCommit{}, fmt.Errorf("on-commit fault on %s: %w", p.Link, err)
-		}
-		c.Toxic = t
-	}
-	return c, nil
+	return errors.Join(errs...)
 }
 
 // enumerateOnCommits are the black-box windows: for each instance whose

@@ -27,38 +27,28 @@ import (
 // the inbox row cannot be older than that); past it, the row may have
 // aged out within the retention, and the window did not open.
 type OwnRetention struct {
-	Consumer  string
-	Retention time.Duration
-	Trigger   Trigger
+	Consumer  string        `json:"consumer"`
+	Retention time.Duration `json:"retention"`
+	Trigger   Trigger       `json:"trigger"`
 }
 
 // KindOwnRetention is the own-retention fault's kind, as a schedule names it.
 const KindOwnRetention = "own-retention"
 
 func init() {
-	register(Desc[OwnRetention, ownRetentionParams]{
+	register(Desc[OwnRetention]{
 		Name:    KindOwnRetention,
 		Example: OwnRetention{Consumer: "consumer", Retention: 4 * time.Second, Trigger: Trigger{AfterOrders: 20}},
 		Doc:     "one event replayed inside the consumer's own inbox retention, once its own cleanup is seen deleting rows around it",
-		Params: func(o OwnRetention) (ownRetentionParams, error) {
-			return ownRetentionParams{Consumer: o.Consumer, Retention: Duration(o.Retention), Trigger: o.Trigger.Data()}, nil
-		},
-		Fault: func(p ownRetentionParams) (OwnRetention, error) {
+		Check: func(p OwnRetention) error {
 			if err := errors.Join(Need(KindOwnRetention, p.Consumer != "", "consumer"), Need(KindOwnRetention, p.Retention > 0, "a retention")); err != nil {
-				return OwnRetention{}, err
+				return err
 			}
-			return OwnRetention{Consumer: p.Consumer, Retention: time.Duration(p.Retention), Trigger: p.Trigger.Trigger()}, nil
+			return nil
 		},
 		Touches: func(o OwnRetention) Touch { return Touch{Instances: []string{o.Consumer}} },
 		Trigger: func(o OwnRetention) Trigger { return o.Trigger },
 	})
-}
-
-// ownRetentionParams are an OwnRetention as a schedule writes it.
-type ownRetentionParams struct {
-	Consumer  string       `json:"consumer,omitempty"`
-	Retention Duration     `json:"retention,omitempty"`
-	Trigger   *TriggerData `json:"trigger,omitempty"`
 }
 
 // Describe implements Fault.

@@ -20,25 +20,22 @@ const KindPartition = "node-partition"
 // window opened only if the cluster saw the partition (a node down or a
 // partition reported) within For, which its result says.
 type Partition struct {
-	Node    string
-	Trigger Trigger
-	For     time.Duration
+	Node    string        `json:"node"`
+	Trigger Trigger       `json:"trigger"`
+	For     time.Duration `json:"for"`
 }
 
 func init() {
-	register(Desc[Partition, partitionParams]{
+	register(Desc[Partition]{
 		Name:    KindPartition,
 		Example: Partition{Node: NodeLeader, Trigger: Trigger{AfterOrders: 20}, For: 20 * time.Second},
 		Doc:     "a node of the clustered broker cut off from the other nodes, its clients still reaching it, then healed",
 		Opens:   protocol.NodePartitioned,
-		Params: func(p Partition) (partitionParams, error) {
-			return partitionParams{Node: p.Node, Trigger: p.Trigger.Data(), For: Duration(p.For)}, nil
-		},
-		Fault: func(p partitionParams) (Partition, error) {
+		Check: func(p Partition) error {
 			if err := Need(KindPartition, p.Node != "" && p.For > 0, "node and for"); err != nil {
-				return Partition{}, err
+				return err
 			}
-			return Partition{Node: p.Node, Trigger: p.Trigger.Trigger(), For: time.Duration(p.For)}, nil
+			return nil
 		},
 		Window:  func(Partition) (string, string) { return "", "" },
 		Touches: func(Partition) Touch { return Touch{Shared: []string{"broker"}} },
@@ -53,13 +50,6 @@ func init() {
 			sh.Trigger(func(p *Partition) *Trigger { return &p.Trigger })
 		},
 	})
-}
-
-// partitionParams are a Partition as a schedule writes it.
-type partitionParams struct {
-	Node    string       `json:"node,omitempty"`
-	Trigger *TriggerData `json:"trigger,omitempty"`
-	For     Duration     `json:"for,omitempty"`
 }
 
 // Describe implements Fault.

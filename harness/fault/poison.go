@@ -27,27 +27,24 @@ func poisonBody(i int) string {
 // ready messages (a passive declare), so valid deliveries are queued ahead
 // of the poison; a queue that never holds them leaves the window unopened.
 type Poison struct {
-	Count   int
-	Ahead   int
-	Trigger Trigger
+	Count   int     `json:"count"`
+	Ahead   int     `json:"ahead"`
+	Trigger Trigger `json:"trigger"`
 }
 
 // KindPoison is the poison fault's kind, as a schedule names it.
 const KindPoison = "poison"
 
 func init() {
-	register(Desc[Poison, poisonParams]{
+	register(Desc[Poison]{
 		Name:    KindPoison,
 		Example: Poison{Count: 5, Trigger: Trigger{AfterOrders: 20}},
 		Doc:     "malformed messages published into the events exchange",
-		Params: func(p Poison) (poisonParams, error) {
-			return poisonParams{Count: p.Count, Ahead: p.Ahead, Trigger: p.Trigger.Data()}, nil
-		},
-		Fault: func(p poisonParams) (Poison, error) {
+		Check: func(p Poison) error {
 			if err := Need(KindPoison, p.Count > 0, "a count of 1 or more"); err != nil {
-				return Poison{}, err
+				return err
 			}
-			return Poison{Count: p.Count, Ahead: p.Ahead, Trigger: p.Trigger.Trigger()}, nil
+			return nil
 		},
 		Touches: func(Poison) Touch { return Touch{Shared: []string{"queue"}} },
 		Trigger: func(p Poison) Trigger { return p.Trigger },
@@ -56,13 +53,6 @@ func init() {
 			sh.Fewer("count", func(p *Poison) *int { return &p.Count }, 1)
 		},
 	})
-}
-
-// poisonParams are a Poison as a schedule writes it.
-type poisonParams struct {
-	Count   int          `json:"count,omitempty"`
-	Ahead   int          `json:"ahead,omitempty"`
-	Trigger *TriggerData `json:"trigger,omitempty"`
 }
 
 // Describe implements Fault.

@@ -19,26 +19,23 @@ import (
 // eventId is in the result. The message is rebuilt from the contract's
 // payload query (routing key and body by eventId).
 type RetentionReplay struct {
-	Consumer string // the consumer instance reference
-	Trigger  Trigger
+	Consumer string  `json:"consumer"` // the consumer instance reference
+	Trigger  Trigger `json:"trigger"`
 }
 
 // KindReplay is the retention replay fault's kind, as a schedule names it.
 const KindReplay = "replay"
 
 func init() {
-	register(Desc[RetentionReplay, replayParams]{
+	register(Desc[RetentionReplay]{
 		Name:    KindReplay,
 		Example: RetentionReplay{Consumer: "consumer", Trigger: Trigger{AfterOrders: 30}},
 		Doc:     "one event replayed inside the inbox retention, then again after the consumer's inbox expired",
-		Params: func(r RetentionReplay) (replayParams, error) {
-			return replayParams{Consumer: r.Consumer, Trigger: r.Trigger.Data()}, nil
-		},
-		Fault: func(p replayParams) (RetentionReplay, error) {
+		Check: func(p RetentionReplay) error {
 			if err := Need(KindReplay, p.Consumer != "", "consumer"); err != nil {
-				return RetentionReplay{}, err
+				return err
 			}
-			return RetentionReplay{Consumer: p.Consumer, Trigger: p.Trigger.Trigger()}, nil
+			return nil
 		},
 		Touches: func(r RetentionReplay) Touch { return Touch{Instances: []string{r.Consumer}} },
 		Trigger: func(r RetentionReplay) Trigger { return r.Trigger },
@@ -46,12 +43,6 @@ func init() {
 			sh.Trigger(func(r *RetentionReplay) *Trigger { return &r.Trigger })
 		},
 	})
-}
-
-// replayParams are a RetentionReplay as a schedule writes it.
-type replayParams struct {
-	Consumer string       `json:"consumer,omitempty"`
-	Trigger  *TriggerData `json:"trigger,omitempty"`
 }
 
 // Describe implements Fault.

@@ -34,13 +34,16 @@ import (
 // on. It shapes the traffic while a full queue makes room; whether
 // anything it was for happened is the scenario's evidence.
 type Toxic struct {
-	Link          string
-	Toxic         proxies.Toxic
-	Trigger       Trigger
-	Duration      time.Duration
-	At            *Sync
-	UntilTakeover bool
-	UntilDrained  bool
+	Link     string        `json:"link"` // "relay-1.pg", "consumer.amqp"
+	Toxic    proxies.Toxic `json:"toxic"`
+	Duration time.Duration `json:"duration"`
+	At       *Sync         `json:"at"`
+	Trigger  Trigger       `json:"trigger"`
+	// UntilTakeover: on until another relay takes At.Process's claim over.
+	UntilTakeover bool `json:"until_takeover"`
+	// UntilDrained: on, at most Duration, until the target's queue, seen
+	// refusing publishes, is seen with none ready.
+	UntilDrained bool `json:"until_drained"`
 }
 
 // Observes implements Observer: a toxic held until a takeover reads the
@@ -52,37 +55,22 @@ func (t Toxic) Observes() []history.Source { return auditIf(t.UntilTakeover) }
 const KindToxic = "toxic"
 
 func init() {
-	register(Desc[Toxic, toxicParams]{
+	register(Desc[Toxic]{
 		Name:    KindToxic,
 		Example: Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{Latency: 3 * time.Second, Jitter: 50 * time.Millisecond, Stream: proxies.Upstream}, Trigger: Trigger{AfterOrders: 10}, Duration: 6 * time.Second, At: &Sync{Process: "relay-1", Point: protocol.RelayAfterClaim}},
 		Doc:     "a Toxiproxy toxic (latency, timeout, reset, bandwidth, slicer, data limit) on a process's link, alone or while it waits at a window",
 		Opens:   "the window it waits at, if any",
-		Params: func(t Toxic) (toxicParams, error) {
-			td, err := ToxicDataOf(t.Toxic)
-			if err != nil {
-				return toxicParams{}, fmt.Errorf("toxic on %s: %w", t.Link, err)
-			}
-			return toxicParams{Link: t.Link, Toxic: &td, Duration: Duration(t.Duration), At: t.At.Data(), Trigger: t.Trigger.Data(), UntilTakeover: t.UntilTakeover, UntilDrained: t.UntilDrained}, nil
-		},
-		Fault: func(p toxicParams) (Toxic, error) {
+		Check: func(p Toxic) error {
 			if err := errors.Join(Need(KindToxic, p.Link != "", "link"), Need(KindToxic, p.Toxic != nil, "toxic")); err != nil {
-				return Toxic{}, err
+				return err
 			}
-			t, err := p.Toxic.Toxic()
-			if err != nil {
-				return Toxic{}, fmt.Errorf("toxic fault on %s: %w", p.Link, err)
-			}
-			at, err := p.At.Sync()
-			if err != nil {
-				return Toxic{}, fmt.Errorf("toxic fault on %s: %w", p.Link, err)
-			}
-			if p.UntilTakeover && at == nil {
-				return Toxic{}, fmt.Errorf("toxic fault on %s: until_takeover needs at (the relay whose claim is taken over)", p.Link)
+			if p.UntilTakeover && p.At == nil {
+				return fmt.Errorf("toxic fault on %s: until_takeover needs at (the relay whose claim is taken over)", p.Link)
 			}
 			if p.UntilTakeover && p.UntilDrained {
-				return Toxic{}, fmt.Errorf("toxic fault on %s: until_takeover and until_drained both end it: name one", p.Link)
+				return fmt.Errorf("toxic fault on %s: until_takeover and until_drained both end it: name one", p.Link)
 			}
-			return Toxic{Link: p.Link, Toxic: t, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), At: at, UntilTakeover: p.UntilTakeover, UntilDrained: p.UntilDrained}, nil
+			return nil
 		},
 		Window:  func(t Toxic) (string, string) { return t.At.window() },
 		Touches: func(t Toxic) Touch { return Touch{Links: []string{t.Link}} },
@@ -133,20 +121,6 @@ func init() {
 			}
 		},
 	})
-}
-
-// toxicParams are a Toxic as a schedule writes it.
-type toxicParams struct {
-	Link     string       `json:"link,omitempty"` // "relay-1.pg", "consumer.amqp"
-	Toxic    *ToxicData   `json:"toxic,omitempty"`
-	Duration Duration     `json:"duration,omitempty"`
-	At       *SyncData    `json:"at,omitempty"`
-	Trigger  *TriggerData `json:"trigger,omitempty"`
-	// UntilTakeover: on until another relay takes At.Process's claim over.
-	UntilTakeover bool `json:"until_takeover,omitempty"`
-	// UntilDrained: on, at most Duration, until the target's queue, seen
-	// refusing publishes, is seen with none ready.
-	UntilDrained bool `json:"until_drained,omitempty"`
 }
 
 // Sync names a crash point used as a synchronisation point: the process

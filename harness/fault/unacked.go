@@ -35,25 +35,22 @@ const KindUnacked = "unacked"
 // effects' database): the cut then fails a transaction under way, whose
 // deliveries a consumer that acks on receipt has acked already.
 type Unacked struct {
-	Process        string // the consumer instance reference
-	Trigger        Trigger
-	Action         string // ActKill or ActPause
-	Hold           time.Duration
-	RestartAfter   time.Duration
-	Cut            string // a link reference ("consumer.pg") down from the trigger to the action; "" none
-	MidTransaction bool   // with Cut: cut while a transaction of the consumer's is under way
+	Process        string        `json:"process"` // the consumer instance reference
+	Action         string        `json:"action"`  // ActKill or ActPause
+	Hold           time.Duration `json:"hold"`
+	RestartAfter   time.Duration `json:"restart_after"`
+	Cut            string        `json:"cut"`             // a link reference ("consumer.pg") down from the trigger to the action; "" none
+	MidTransaction bool          `json:"mid_transaction"` // with Cut: cut while a transaction of the consumer's is under way
+	Trigger        Trigger       `json:"trigger"`
 }
 
 func init() {
-	register(Desc[Unacked, unackedParams]{
+	register(Desc[Unacked]{
 		Name:    KindUnacked,
 		Example: Unacked{Process: "consumer", Trigger: Trigger{AfterOrders: 5}, Action: ActKill, RestartAfter: RestartAfter},
 		Doc:     "the consumer killed or frozen while the broker counts deliveries it holds unacked on the target's queue",
 		Opens:   "consumer.after-receive (from outside)",
-		Params: func(u Unacked) (unackedParams, error) {
-			return unackedParams{Process: u.Process, Action: u.Action, Hold: Duration(u.Hold), RestartAfter: Duration(u.RestartAfter), Cut: u.Cut, MidTransaction: u.MidTransaction, Trigger: u.Trigger.Data()}, nil
-		},
-		Fault: func(p unackedParams) (Unacked, error) {
+		Check: func(p Unacked) error {
 			errs := []error{Need(KindUnacked, p.Process != "", "process")}
 			if p.Action != ActKill && p.Action != ActPause {
 				errs = append(errs, fmt.Errorf("unacked fault: action %q: want %s or %s", p.Action, ActKill, ActPause))
@@ -62,9 +59,9 @@ func init() {
 				errs = append(errs, errors.New("unacked fault: mid_transaction needs cut"))
 			}
 			if err := errors.Join(errs...); err != nil {
-				return Unacked{}, err
+				return err
 			}
-			return Unacked{Process: p.Process, Action: p.Action, Hold: time.Duration(p.Hold), RestartAfter: time.Duration(p.RestartAfter), Cut: p.Cut, MidTransaction: p.MidTransaction, Trigger: p.Trigger.Trigger()}, nil
+			return nil
 		},
 		Window: func(u Unacked) (string, string) { return u.Process, "consumer.after-receive" },
 		Touches: func(u Unacked) Touch {
@@ -76,19 +73,6 @@ func init() {
 		},
 		Trigger: func(u Unacked) Trigger { return u.Trigger },
 	})
-}
-
-// unackedParams are an Unacked as a schedule writes it.
-type unackedParams struct {
-	Process      string   `json:"process,omitempty"`
-	Action       string   `json:"action,omitempty"`
-	Hold         Duration `json:"hold,omitempty"`
-	RestartAfter Duration `json:"restart_after,omitempty"`
-	Cut          string   `json:"cut,omitempty"`
-	// MidTransaction: the cut waits for a transaction of the consumer's
-	// under way.
-	MidTransaction bool         `json:"mid_transaction,omitempty"`
-	Trigger        *TriggerData `json:"trigger,omitempty"`
 }
 
 // Describe implements Fault.

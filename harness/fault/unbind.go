@@ -42,27 +42,27 @@ import (
 // messages (returned or dropped) grew. Counted after the bindings are
 // back, while routable publishes cannot add to it.
 type Unbind struct {
-	RoutingKey string
-	Trigger    Trigger
-	Duration   time.Duration
-	Shape      bool
-	Max        time.Duration
+	Duration   time.Duration `json:"duration"`
+	RoutingKey string        `json:"routing_key"`
+	Trigger    Trigger       `json:"trigger"`
+	Shape      bool          `json:"shape"`
+	Max        time.Duration `json:"max"`
 	// Budget is the relays' retry budget, when the scenario set it: an
 	// outage judged by its shape ends before a relay that backs off could
 	// spend it.
-	Budget int
+	Budget int `json:"budget"`
 	// UntilThawed keeps the bindings away past Duration until the freeze
 	// past the lease of this process (a Crash with UntilTakeover) has
 	// ended and its late write is made (ThawedKey), at most the fault
 	// deadline: the rows it held still bounce, unpublished, when that
 	// write comes, however long the takeover took.
-	UntilThawed string
+	UntilThawed string `json:"until_thawed"`
 	// UntilSettled keeps the bindings away until the audit trail shows
 	// this many rows claimed after they went and settled under that claim
 	// (Published, a retry, Failed): the relays have published that much
 	// into the outage and heard back from the broker. Reached within Max
 	// (the fault deadline if 0), the window opened; not, it did not.
-	UntilSettled int
+	UntilSettled int `json:"until_settled"`
 }
 
 // Observes implements Observer: an outage judged by its shape, or held
@@ -84,17 +84,11 @@ const paceEvery = 100 * time.Millisecond
 const KindUnbind = "unbind"
 
 func init() {
-	register(Desc[Unbind, unbindParams]{
+	register(Desc[Unbind]{
 		Name:    KindUnbind,
 		Example: Unbind{RoutingKey: "order.created", Trigger: Trigger{AfterOrders: 20}, Duration: 3 * time.Second},
 		Doc:     "the queue's bindings taken away, so publishes are unroutable (returned to a mandatory publisher), restored after a while",
 		Opens:   protocol.QueueUnroutable,
-		Params: func(u Unbind) (unbindParams, error) {
-			return unbindParams{Duration: Duration(u.Duration), RoutingKey: u.RoutingKey, Trigger: u.Trigger.Data(), Shape: u.Shape, Max: Duration(u.Max), Budget: u.Budget, UntilThawed: u.UntilThawed, UntilSettled: u.UntilSettled}, nil
-		},
-		Fault: func(p unbindParams) (Unbind, error) {
-			return Unbind{RoutingKey: p.RoutingKey, Trigger: p.Trigger.Trigger(), Duration: time.Duration(p.Duration), Shape: p.Shape, Max: time.Duration(p.Max), Budget: p.Budget, UntilThawed: p.UntilThawed, UntilSettled: p.UntilSettled}, nil
-		},
 		Window:  func(Unbind) (string, string) { return "", protocol.QueueUnroutable },
 		Touches: func(Unbind) Touch { return Touch{Unroutable: true} },
 		Trigger: func(u Unbind) Trigger { return u.Trigger },
@@ -128,22 +122,6 @@ func init() {
 			sh.Shorter("duration", func(u *Unbind) *time.Duration { return &u.Duration })
 		},
 	})
-}
-
-// unbindParams are an Unbind as a schedule writes it.
-type unbindParams struct {
-	Duration   Duration     `json:"duration,omitempty"`
-	RoutingKey string       `json:"routing_key,omitempty"`
-	Trigger    *TriggerData `json:"trigger,omitempty"`
-	// An outage judged by the shape of the relays' retries, and its
-	// longest.
-	Shape  bool     `json:"shape,omitempty"`
-	Max    Duration `json:"max,omitempty"`
-	Budget int      `json:"budget,omitempty"`
-	// The process whose freeze past the lease the outage outlasts.
-	UntilThawed string `json:"until_thawed,omitempty"`
-	// The rows settled inside the outage it waits for.
-	UntilSettled int `json:"until_settled,omitempty"`
 }
 
 // lateWrite waits until process's event log shows a status write (a mark,
