@@ -55,10 +55,7 @@ func init() {
 			if p.Times < 2 || p.Times > maxCrashLoop {
 				errs = append(errs, fmt.Errorf("crash-loop fault: times %d: want 2 to %d", p.Times, maxCrashLoop))
 			}
-			if err := errors.Join(errs...); err != nil {
-				return err
-			}
-			return nil
+			return errors.Join(errs...)
 		},
 		Window: func(c CrashLoop) (string, string) { return c.Process, protocol.ConsumerCrashLoop },
 		Touches: func(c CrashLoop) Touch {

@@ -62,10 +62,7 @@ func init() {
 		Doc:     "the database server crashed (every backend SIGKILLed) at an outbox commit and started again on its data; runs on a database of its own",
 		Opens:   protocol.DatabaseRestart,
 		Check: func(p DatabaseRestart) error {
-			if err := Need(KindDatabaseRestart, p.Within > 0, "within"); err != nil {
-				return err
-			}
-			return nil
+			return Need(KindDatabaseRestart, p.Within > 0, "within")
 		},
 		Window: func(DatabaseRestart) (string, string) { return "", "" },
 		Touches: func(d DatabaseRestart) Touch {

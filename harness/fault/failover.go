@@ -48,10 +48,7 @@ func init() {
 		Doc:     "the database's primary killed with commits its standby never received, and the standby promoted",
 		Opens:   protocol.PrimaryFailover,
 		Check: func(p Failover) error {
-			if err := Need(KindFailover, p.Hold > 0, "hold"); err != nil {
-				return err
-			}
-			return nil
+			return Need(KindFailover, p.Hold > 0, "hold")
 		},
 		Window:  func(Failover) (string, string) { return "", "" },
 		Touches: func(Failover) Touch { return Touch{Shared: []string{"database"}} },

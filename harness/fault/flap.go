@@ -35,10 +35,7 @@ func init() {
 			if err := Need(KindFlap, p.Link != "", "link"); err != nil {
 				return err
 			}
-			if err := Need(KindFlap, p.Times > 0 && p.Down > 0 && p.Up > 0, "times, down and up"); err != nil {
-				return err
-			}
-			return nil
+			return Need(KindFlap, p.Times > 0 && p.Down > 0 && p.Up > 0, "times, down and up")
 		},
 		Window:  func(Flap) (string, string) { return "", "" },
 		Touches: func(f Flap) Touch { return Touch{Links: []string{f.Link}} },

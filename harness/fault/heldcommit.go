@@ -60,10 +60,7 @@ func init() {
 			if p.Nth < 0 {
 				errs = append(errs, fmt.Errorf("held-commit fault: hit %d: want 1 or more", p.Nth))
 			}
-			if err := errors.Join(errs...); err != nil {
-				return err
-			}
-			return nil
+			return errors.Join(errs...)
 		},
 		Window: func(h HeldCommit) (string, string) {
 			role, _ := ParseRef(h.Process)

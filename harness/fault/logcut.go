@@ -52,10 +52,7 @@ func init() {
 		Doc:     "a log relay's broker link cut, then, once a row committed during the cut was streamed to it, its database link down until the slot's walsender is gone; both heal, the relay is not restarted",
 		Opens:   protocol.LogStreamCut,
 		Check: func(p LogStreamCut) error {
-			if err := errors.Join(Need(KindLogStreamCut, p.Process != "", "process"), Need(KindLogStreamCut, p.Within > 0, "within")); err != nil {
-				return err
-			}
-			return nil
+			return errors.Join(Need(KindLogStreamCut, p.Process != "", "process"), Need(KindLogStreamCut, p.Within > 0, "within"))
 		},
 		Window: func(c LogStreamCut) (string, string) { return c.Process, protocol.LogStreamCut },
 		Touches: func(c LogStreamCut) Touch {

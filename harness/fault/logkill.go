@@ -62,10 +62,7 @@ func init() {
 		Doc:     "a log relay's broker link cut, the relay killed once its slot's position passes a row committed during the cut (or it answered the server twice without passing it), then restarted",
 		Opens:   protocol.LogPositionAhead,
 		Check: func(p LogKill) error {
-			if err := errors.Join(Need(KindLogKill, p.Process != "", "process"), Need(KindLogKill, p.Within > 0, "within")); err != nil {
-				return err
-			}
-			return nil
+			return errors.Join(Need(KindLogKill, p.Process != "", "process"), Need(KindLogKill, p.Within > 0, "within"))
 		},
 		Window: func(k LogKill) (string, string) { return k.Process, protocol.LogPositionAhead },
 		Touches: func(k LogKill) Touch {

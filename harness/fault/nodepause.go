@@ -31,10 +31,7 @@ func init() {
 		Doc:     "a node of the clustered broker frozen (SIGSTOP) past net_ticktime, then thawed",
 		Opens:   protocol.NodePaused,
 		Check: func(p NodePause) error {
-			if err := Need(KindNodePause, p.Node != "" && p.Hold > 0, "node and hold"); err != nil {
-				return err
-			}
-			return nil
+			return Need(KindNodePause, p.Node != "" && p.Hold > 0, "node and hold")
 		},
 		Window:  func(NodePause) (string, string) { return "", "" },
 		Touches: func(NodePause) Touch { return Touch{Shared: []string{"broker"}} },

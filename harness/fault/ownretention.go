@@ -41,10 +41,7 @@ func init() {
 		Example: OwnRetention{Consumer: "consumer", Retention: 4 * time.Second, Trigger: Trigger{AfterOrders: 20}},
 		Doc:     "one event replayed inside the consumer's own inbox retention, once its own cleanup is seen deleting rows around it",
 		Check: func(p OwnRetention) error {
-			if err := errors.Join(Need(KindOwnRetention, p.Consumer != "", "consumer"), Need(KindOwnRetention, p.Retention > 0, "a retention")); err != nil {
-				return err
-			}
-			return nil
+			return errors.Join(Need(KindOwnRetention, p.Consumer != "", "consumer"), Need(KindOwnRetention, p.Retention > 0, "a retention"))
 		},
 		Touches: func(o OwnRetention) Touch { return Touch{Instances: []string{o.Consumer}} },
 		Trigger: func(o OwnRetention) Trigger { return o.Trigger },

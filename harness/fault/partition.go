@@ -32,10 +32,7 @@ func init() {
 		Doc:     "a node of the clustered broker cut off from the other nodes, its clients still reaching it, then healed",
 		Opens:   protocol.NodePartitioned,
 		Check: func(p Partition) error {
-			if err := Need(KindPartition, p.Node != "" && p.For > 0, "node and for"); err != nil {
-				return err
-			}
-			return nil
+			return Need(KindPartition, p.Node != "" && p.For > 0, "node and for")
 		},
 		Window:  func(Partition) (string, string) { return "", "" },
 		Touches: func(Partition) Touch { return Touch{Shared: []string{"broker"}} },

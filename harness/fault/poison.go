@@ -41,10 +41,7 @@ func init() {
 		Example: Poison{Count: 5, Trigger: Trigger{AfterOrders: 20}},
 		Doc:     "malformed messages published into the events exchange",
 		Check: func(p Poison) error {
-			if err := Need(KindPoison, p.Count > 0, "a count of 1 or more"); err != nil {
-				return err
-			}
-			return nil
+			return Need(KindPoison, p.Count > 0, "a count of 1 or more")
 		},
 		Touches: func(Poison) Touch { return Touch{Shared: []string{"queue"}} },
 		Trigger: func(p Poison) Trigger { return p.Trigger },

@@ -32,10 +32,7 @@ func init() {
 		Example: RetentionReplay{Consumer: "consumer", Trigger: Trigger{AfterOrders: 30}},
 		Doc:     "one event replayed inside the inbox retention, then again after the consumer's inbox expired",
 		Check: func(p RetentionReplay) error {
-			if err := Need(KindReplay, p.Consumer != "", "consumer"); err != nil {
-				return err
-			}
-			return nil
+			return Need(KindReplay, p.Consumer != "", "consumer")
 		},
 		Touches: func(r RetentionReplay) Touch { return Touch{Instances: []string{r.Consumer}} },
 		Trigger: func(r RetentionReplay) Trigger { return r.Trigger },

@@ -24,11 +24,15 @@ const KindUnacked = "unacked"
 // acked (messages_unacknowledged above zero), then kills the consumer
 // (SIGKILL, restarted after RestartAfter) or freezes it (SIGSTOP for Hold).
 //
-// With Cut, the consumer's database link goes down first (and comes back
-// at the kill), so nothing it receives from then on can commit: the
-// deliveries it holds are received, not committed: the broker counts them
-// unacked or — a consumer that acks on receipt — counts acks since the
-// cut. Its result says which the broker counted.
+// With Cut, what the consumer sends over its database link is held back
+// first (a timeout toxic, taken off at the kill), so nothing it receives
+// from then on can commit, and it waits on its database holding what it
+// took: the deliveries it holds are received, not committed: the broker
+// counts them unacked or — a consumer that acks on receipt — counts acks
+// since the cut. Its result says which the broker counted. (A link taken
+// down instead fails the consumer's statements at once: one that then
+// rejects its deliveries back to the queue holds each for a moment, the
+// broker's statistics seldom show it, and the redeliveries run hot.)
 //
 // With MidTransaction, the cut waits until pg_stat_activity shows one of
 // the consumer's sessions in a transaction that has written (on the
@@ -39,7 +43,7 @@ type Unacked struct {
 	Action         string        `json:"action"`  // ActKill or ActPause
 	Hold           time.Duration `json:"hold"`
 	RestartAfter   time.Duration `json:"restart_after"`
-	Cut            string        `json:"cut"`             // a link reference ("consumer.pg") down from the trigger to the action; "" none
+	Cut            string        `json:"cut"`             // a link reference ("consumer.pg") held back from the trigger to the action; "" none
 	MidTransaction bool          `json:"mid_transaction"` // with Cut: cut while a transaction of the consumer's is under way
 	Trigger        Trigger       `json:"trigger"`
 }
@@ -58,10 +62,7 @@ func init() {
 			if p.MidTransaction && p.Cut == "" {
 				errs = append(errs, errors.New("unacked fault: mid_transaction needs cut"))
 			}
-			if err := errors.Join(errs...); err != nil {
-				return err
-			}
-			return nil
+			return errors.Join(errs...)
 		},
 		Window: func(u Unacked) (string, string) { return u.Process, "consumer.after-receive" },
 		Touches: func(u Unacked) Touch {
@@ -86,7 +87,7 @@ func (u Unacked) Describe() result.Fault {
 		if u.MidTransaction {
 			mid = " while a transaction of its is under way"
 		}
-		detail = fmt.Sprintf("link %s down%s, then ", u.Cut, mid) + detail
+		detail = fmt.Sprintf("link %s held back%s, then ", u.Cut, mid) + detail
 	}
 	return result.Fault{Kind: kind, Target: u.Process, Detail: detail}
 }
@@ -132,17 +133,17 @@ func (u Unacked) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		if err != nil {
 			return record(u, start, false, err)
 		}
-		release := nothingToUndo
+		var release func() error
 		if u.MidTransaction {
-			if release, err = cutMidTransaction(ctx, env, w, u.Process, link); err != nil {
-				return withUndo(record(u, start, false, err), release)
-			}
+			release, err = cutMidTransaction(ctx, env, w, u.Process, link)
+		} else {
+			release, err = holdBack(ctx, link)
 		}
-		if err := link.Down(ctx); err != nil {
-			return withUndo(record(u, start, false, fmt.Errorf("cut %s: %w", u.Cut, err)), release)
+		if err != nil {
+			return withUndo(record(u, start, false, err), release)
 		}
-		env.Logf("link %s down", u.Cut)
-		up = func() error { return errors.Join(link.Up(context.WithoutCancel(ctx)), release()) }
+		env.Logf("link %s held back", u.Cut)
+		up = release
 	}
 	linkUp := func(r result.Fault) result.Fault {
 		if up != nil {
@@ -255,6 +256,22 @@ func waitHeldDeliveries(ctx context.Context, env *Env, cut bool, after respawn) 
 	}
 }
 
+// holdBack holds back all that is sent over link from now (a timeout
+// toxic: nothing more reaches the server, and the sender waits, its
+// connections open); release takes the toxic off.
+func holdBack(ctx context.Context, link *proxies.Link) (release func() error, err error) {
+	held, err := link.Add(ctx, proxies.Timeout{Timeout: 0, Stream: proxies.Upstream})
+	if err != nil {
+		return nothingToUndo, fmt.Errorf("hold back what is sent over %s: %w", link.Name(), err)
+	}
+	return func() error {
+		if err := held.Remove(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("remove the toxic on %s: %w", link.Name(), err)
+		}
+		return nil
+	}, nil
+}
+
 // cutMidTransaction waits, at most the fault deadline, until a session of
 // the consumer's is in a transaction that has written to the watched
 // effects table (effectWriters); then it holds back all the consumer sends
@@ -296,15 +313,8 @@ func cutMidTransaction(ctx context.Context, env *Env, w *waits, consumer string,
 			if err != nil {
 				return "", fmt.Errorf("window not opened: no transaction of %s's under way that has written to %s (%d committed before the cut): %w", in.Name, effects.Name, looked, err)
 			}
-			held, err := link.Add(ctx, proxies.Timeout{Timeout: 0, Stream: proxies.Upstream})
-			if err != nil {
-				return "", fmt.Errorf("hold back what %s sends: %w", in.Name, err)
-			}
-			release = func() error {
-				if err := held.Remove(context.WithoutCancel(ctx)); err != nil {
-					return fmt.Errorf("remove the toxic on %s: %w", link.Name(), err)
-				}
-				return nil
+			if release, err = holdBack(ctx, link); err != nil {
+				return "", err
 			}
 			aborted, n, err := terminateWriting(ctx, pool, in.Name, regclass)
 			if err != nil {
