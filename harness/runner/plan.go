@@ -59,6 +59,20 @@ type Capabilities struct {
 	Infra infra.Infra
 }
 
+// scheduleNeeds are what the schedule of sc, as it runs on t at seed,
+// needs of the infrastructure: the plan's needs, compiled as if the
+// infrastructure could do anything, so that the infrastructure a run is
+// given follows the faults fitted to the target, not the catalogue's. A
+// scenario the target cannot run at all needs what its catalogue
+// schedule does (provision says why it is not run).
+func scheduleNeeds(sc Scenario, t *target.Target, seed int64) []string {
+	p, err := Compile(sc, t, Capabilities{Provider: "any", BrokerRestart: true, DatabaseRestart: true}, seed)
+	if err != nil {
+		return needs(sc.Schedule(seed))
+	}
+	return p.Needs
+}
+
 // NotRunError is Compile's answer for a scenario the target or the
 // infrastructure cannot run: not a failure of the scenario, a reason
 // ("not run on target ...: ...", "not run: needs ...").

@@ -282,7 +282,7 @@ func (sh *Shared) Run(ctx context.Context, sc Scenario, opts Options) (res resul
 }
 
 func (sh *Shared) run(ctx context.Context, sc Scenario, opts Options) result.Scenario {
-	caps := needs(sc.Schedule(opts.Seed))
+	caps := scheduleNeeds(sc, sh.Target, opts.Seed)
 	if sh.slots != nil {
 		ownInfra := sc.Exclusive || slices.ContainsFunc(caps, func(c string) bool {
 			return c == fault.CapCluster || c == fault.CapStandby || c == fault.CapStandbySync
