@@ -136,7 +136,8 @@ func (h *handler) commitRetrying(ctx context.Context, lost <-chan struct{}, item
 }
 
 // transact is one attempt: BEGIN, record inbox, apply effects, crash point
-// inventory.before-commit, COMMIT (the commit step). A failed COMMIT is an
+// inventory.before-commit (where an effect was applied), COMMIT (the
+// commit step). A failed COMMIT is an
 // error like any other: commitRetrying runs the transaction again or gives
 // the batch up, and nothing is acked.
 func (h *handler) transact(ctx context.Context, items []*item) (err error) {
@@ -166,7 +167,12 @@ func (h *handler) transact(ctx context.Context, items []*item) (err error) {
 	if err := h.steps.applyEffects(ctx, tx, fresh); err != nil {
 		return err
 	}
-	h.points.Hit(crashpoint.InventoryBeforeCommit)
+	// The window is an effect applied and not committed: a transaction of
+	// duplicates alone (a batch redelivered after its acks were lost)
+	// applies none, and does not count as a hit.
+	if len(fresh) > 0 {
+		h.points.Hit(crashpoint.InventoryBeforeCommit)
+	}
 	return h.steps.commit(ctx, tx, items)
 }
 
