@@ -282,22 +282,25 @@ func (m mgmtCluster) seenRunning(ctx context.Context, name string) error {
 	})
 }
 
-// createVHost creates vhost name on a running node, user getting all
-// permissions on it. A vhost that exists on the next node after a node
-// that did not answer is the one that node created: user gets its
-// permissions there too.
 // traceVHost turns the firehose of vhost name on or off on every running
-// node (each keeps its own).
+// node (each keeps its own), each call bounded by clusterCallTimeout.
 func (m mgmtCluster) traceVHost(ctx context.Context, name, description string, on bool) error {
 	var errs []error
 	for _, n := range m.running() {
-		if err := n.api().traceVHost(ctx, name, description, on); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, clusterCallTimeout)
+		err := n.api().traceVHost(cctx, name, description, on)
+		cancel()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", n.name, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// createVHost creates vhost name on a running node, user getting all
+// permissions on it. A vhost that exists on the next node after a node
+// that did not answer is the one that node created: user gets its
+// permissions there too.
 func (m mgmtCluster) createVHost(ctx context.Context, name, user string) error {
 	unanswered := false
 	return m.onNode(ctx, func(ctx context.Context, api mgmtAPI) error {

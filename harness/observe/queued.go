@@ -17,11 +17,6 @@ import (
 // broker to drop their consumers from the target's queue.
 const queuedWait = 10 * time.Second
 
-// readQueued reads the eventIds of the messages still in the target's
-// queue, ready or unacked, without taking them. It runs once the processes
-// have stopped: it waits until the queue has no consumer (the broker has
-// then returned what they held unacked to ready), then reads them
-// (readMessages).
 func init() {
 	addSource(source{name: history.SourceDLQ, when: AtEnd,
 		offered: func(t *target.Target, _ map[string]bool) bool { return t.Topology.DeadLetterQueue != "" },
@@ -50,6 +45,11 @@ func (w *Watch) recordDeadLetters(ctx context.Context, o *history.Record) error 
 	return nil
 }
 
+// readQueued reads the eventIds of the messages still in the target's
+// queue, ready or unacked, without taking them. It runs once the processes
+// have stopped: it waits until the queue has no consumer (the broker has
+// then returned what they held unacked to ready), then reads them
+// (readMessages).
 func (w *Watch) readQueued(ctx context.Context) (map[string]int, error) {
 	queue := w.run.Target.Topology.Queue
 	wctx, cancel := context.WithTimeout(ctx, queuedWait)
