@@ -23,8 +23,6 @@ package observe
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -69,8 +67,7 @@ type Watch struct {
 	tapErr  error    // why the tap queue is not bound (nil: it is)
 	why     []string // what could not be installed
 	probe   *queueProbe
-	// failed are the sources with an install of their own that could not
-	// be installed, and why.
+	// failed are the sources that could not be installed, and why.
 	failed map[history.Source]error
 	// recorders write what the installed sources watched (installNeeded).
 	recorders []recorder
@@ -119,22 +116,9 @@ func (w *Watch) Tapped() bool { return w.tapErr == nil }
 func (w *Watch) Missing() []string { return w.why }
 
 // Unobservable says why a scenario that watches the target from outside
-// cannot run ("" if it can): what it needs was not installed.
-func (w *Watch) Unobservable(need map[history.Source]bool) string {
-	var why []string
-	if (need[history.SourceAudit] && !w.audit) || (need[history.SourceCommits] && w.commits.Err() != nil) {
-		why = append(why, strings.Join(w.why, "; "))
-	}
-	if need[history.SourceTap] && w.tapErr != nil {
-		why = append(why, fmt.Sprintf("the tap queue could not be bound: %v", w.tapErr))
-	}
-	if len(why) == 0 {
-		if u := w.uninstalled(need); u != "" {
-			why = append(why, u)
-		}
-	}
-	return strings.Join(why, "; ")
-}
+// cannot run ("" if it can): a source it needs failed to install (Install
+// records each failure against its source).
+func (w *Watch) Unobservable(need map[history.Source]bool) string { return w.uninstalled(need) }
 
 // Queue asks the broker about a queue of the run's vhost.
 func (w *Watch) Queue(ctx context.Context, queue string) (history.QueueInfo, error) {

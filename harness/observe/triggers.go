@@ -32,6 +32,9 @@ func (w *Watch) Install(ctx context.Context, need map[history.Source]bool) {
 	for _, tb := range observedTables(w.run.Target) {
 		if err := w.installTrigger(ctx, tb.name, tb.tbl); err != nil {
 			w.missing("observe.%s: %v", tb.name, err)
+			if tb.name == history.TableOutbox {
+				w.failed[history.SourceAudit] = fmt.Errorf("observe.%s: %w", tb.name, err)
+			}
 			continue
 		}
 		switch tb.name {
@@ -50,10 +53,13 @@ func (w *Watch) Install(ctx context.Context, need map[history.Source]bool) {
 		}
 	}
 	if len(w.why) > 0 {
-		w.commits.Fail(errors.New(strings.Join(w.why, "; ")))
+		err := errors.New(strings.Join(w.why, "; "))
+		w.commits.Fail(err)
+		w.failed[history.SourceCommits] = err
 	}
 	if w.tapErr = retryInternalError(ctx, w.bindTap, time.Second); w.tapErr != nil {
 		w.missing("tap queue: %v", w.tapErr)
+		w.failed[history.SourceTap] = fmt.Errorf("the tap queue could not be bound: %w", w.tapErr)
 	}
 	w.installNeeded(ctx, need)
 }
