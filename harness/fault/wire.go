@@ -122,47 +122,40 @@ func decodeWire(name string, data []byte, f any) error {
 
 // fromWire reads a field's data into fv, checked.
 func fromWire(raw json.RawMessage, fv reflect.Value) error {
+	var v any
+	var err error
 	switch fv.Type() {
 	case durationType:
-		var d Duration
-		if err := strict(raw, &d); err != nil {
-			return err
-		}
-		fv.SetInt(int64(d))
+		v, err = fromData(raw, func(d *Duration) (time.Duration, error) { return time.Duration(*d), nil })
 	case triggerType:
-		var td TriggerData
-		if err := strict(raw, &td); err != nil {
-			return err
-		}
-		fv.Set(reflect.ValueOf(td.Trigger()))
+		v, err = fromData(raw, func(d *TriggerData) (Trigger, error) { return d.Trigger(), nil })
 	case syncType:
-		var sd SyncData
-		if err := strict(raw, &sd); err != nil {
-			return err
-		}
-		s, err := sd.Sync()
-		if err != nil {
-			return err
-		}
-		fv.Set(reflect.ValueOf(s))
+		v, err = fromData(raw, (*SyncData).Sync)
 	case toxicType:
-		var td ToxicData
-		if err := strict(raw, &td); err != nil {
-			return err
-		}
-		t, err := td.Toxic()
-		if err != nil {
-			return err
-		}
-		fv.Set(reflect.ValueOf(t))
+		v, err = fromData(raw, (*ToxicData).Toxic)
 	default:
 		p := reflect.New(fv.Type())
 		if err := strict(raw, p.Interface()); err != nil {
 			return err
 		}
 		fv.Set(p.Elem())
+		return nil
 	}
+	if err != nil {
+		return err
+	}
+	fv.Set(reflect.ValueOf(v).Convert(fv.Type()))
 	return nil
+}
+
+// fromData reads raw as the data D and converts it to the field's value.
+func fromData[D, V any](raw json.RawMessage, convert func(*D) (V, error)) (V, error) {
+	var d D
+	if err := strict(raw, &d); err != nil {
+		var zero V
+		return zero, err
+	}
+	return convert(&d)
 }
 
 // strict decodes raw into v, refusing fields v does not have.
