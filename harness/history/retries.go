@@ -87,12 +87,17 @@ const (
 	risingFactor  = 1.2
 )
 
-// BackedOff reports whether the retries show backoff: rests after later
-// attempts at least growthFactor times the undelayed waits beside them, at
-// two levels or pooled (one level alone can be one stalled claim).
+// BackedOff reports whether the retries show backoff. Where the relay
+// wrote its backoffs and kept them, they alone say so: rests are then
+// waits for a claim, which load stretches unevenly (a retried row may wait
+// behind a slow claim cycle that a new row's wait beside it missed), so
+// they can read as backoff for a relay that wrote none. Otherwise rests
+// after later attempts at least growthFactor times the undelayed waits
+// beside them show it, at two levels or pooled (one level alone can be
+// one stalled claim).
 func (s RetryShape) BackedOff() bool {
-	if s.declaredKept() && s.declaredGrown() {
-		return true
+	if s.declaredKept() {
+		return s.declaredGrown()
 	}
 	grown := 0
 	for _, l := range s.Levels {

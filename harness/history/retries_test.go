@@ -218,6 +218,7 @@ func TestRetryShapeFromDeclaredBackoff(t *testing.T) {
 		{name: "the same wait every time", audit: declaring(relayInOutage(12, 5, func(int) int { return 1500 }, slowCycle), func(int) int { return 1000 }), flat: true},
 		{name: "backoff written, not kept: rows claimed before due", audit: declaring(relayInOutage(12, 5, func(int) int { return 30 }, func(_, _ int) int { return 30 }), capped), flat: true},
 		{name: "backoff written and kept, fast claims", audit: declaring(relayInOutage(12, 5, func(int) int { return 30 }, func(n, _ int) int { return 5 + capped(n) }), capped), backed: true},
+		{name: "due at once, later rests stretched by load", audit: declaring(relayInOutage(12, 5, func(int) int { return 30 }, func(n, _ int) int { return 30 * min(n, 3) * min(n, 3) }), func(int) int { return 0 }), flat: true},
 		{name: "one attempt written: nothing read", audit: declaring(relayInOutage(12, 1, func(int) int { return 1500 }, slowCycle), capped)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
