@@ -37,15 +37,16 @@ func shapedOutage(trigger fault.Trigger, least, most time.Duration, budget int) 
 	return fault.Unbind{Trigger: trigger, Duration: least, Shape: true, Max: most, Budget: budget}
 }
 
-// withOutage is sc with every unbinding of its schedule restored after d,
-// no longer judged by its shape.
+// withOutage is sc with every unbinding of its schedule restored after d
+// and once a publish into it is counted, no longer judged by its shape: a
+// relay that published nothing in d has spent none of its retries on it.
 func withOutage(sc runner.Scenario, d time.Duration) runner.Scenario {
 	faults := sc.Faults
 	sc.Faults = func(rng *rand.Rand) []fault.Fault {
 		out := faults(rng)
 		for i, f := range out {
 			if u, ok := f.(fault.Unbind); ok {
-				u.Duration, u.Shape, u.Max, u.Budget = d, false, 0, 0
+				u.Duration, u.Shape, u.Max, u.Budget, u.UntilPublished = d, false, 0, 0, true
 				out[i] = u
 			}
 		}

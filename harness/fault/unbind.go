@@ -57,6 +57,12 @@ type Unbind struct {
 	// deadline: the rows it held still bounce, unpublished, when that
 	// write comes, however long the takeover took.
 	UntilThawed string `json:"until_thawed"`
+	// UntilPublished keeps the bindings away past Duration until the
+	// broker counts a message published into the outage (unroutable), at
+	// most Max (the fault deadline if 0): a relay slow to publish opens
+	// the window late instead of not at all. Counted or not within the
+	// bound, the window opened or did not.
+	UntilPublished bool `json:"until_published"`
 	// UntilSettled keeps the bindings away until the audit trail shows
 	// this many rows claimed after they went and settled under that claim
 	// (Published, a retry, Failed): the relays have published that much
@@ -157,6 +163,12 @@ func (u Unbind) Describe() result.Fault {
 			bound = u.Max.String()
 		}
 		d = fmt.Sprintf("restored once %d rows claimed in it were settled (at most %s)", u.UntilSettled, bound)
+	case u.Duration > 0 && u.UntilPublished:
+		bound := "the fault deadline"
+		if u.Max > 0 {
+			bound = u.Max.String()
+		}
+		d = fmt.Sprintf("restored after %s and once a publish into it is counted (at most %s)", u.Duration, bound)
 	case u.Duration > 0 && u.UntilThawed != "":
 		d = fmt.Sprintf("restored after %s and once %s is thawed and has made its late write", u.Duration, u.UntilThawed)
 	case u.Duration > 0:
@@ -242,6 +254,9 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits, did *bindings) r
 		opened, closed, measured, holdErr = u.holdShaped(ctx, env, start)
 		w.add("the relays' retries to show their shape (a row given up on, retries backing off, or publishes into the outage taken for published)",
 			start, max(u.Max, u.Duration), strings.TrimPrefix(measured, "; "), unseen(opened, closed, holdErr))
+	} else if u.UntilPublished {
+		opened, measured, holdErr = u.holdUntilPublished(ctx, env, w, start, before)
+		closed = "nothing was published while the bindings were gone"
 	} else {
 		holdErr = pause(ctx, u.Duration)
 	}
@@ -267,13 +282,46 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits, did *bindings) r
 	}
 	did.restored = true
 	env.Logf("bindings %v restored%s", keys, measured)
-	if counted && holdErr == nil {
+	if counted && !u.UntilPublished && holdErr == nil {
 		counting := time.Now()
 		opened, measured, holdErr = publishedInto(ctx, env, before)
 		closed = "nothing was published while the bindings were gone"
 		w.add("the broker to count a message published into the outage (unroutable)", counting, unroutableCountWait, strings.TrimPrefix(measured, "; "), unseen(opened, closed, holdErr))
 	}
 	return u.result(start, opened, closed, measured, holdErr)
+}
+
+// holdUntilPublished keeps the bindings away until the broker's count of
+// the vhost's unroutable messages grows past before (a publish into the
+// outage), at most Max (the fault deadline if 0), and at least Duration
+// from start; it reports whether a publish was counted and what it saw.
+// Only publishes into the outage add to the count while the bindings are
+// gone, so it may be read during it.
+func (u Unbind) holdUntilPublished(ctx context.Context, env *Env, w *waits, start time.Time, before infra.VHostInfo) (opened bool, measured string, err error) {
+	bound := cmp.Or(u.Max, env.Deadline)
+	var counted int
+	waitErr := w.wait("the broker to count a message published into the outage (unroutable)", bound, func() (string, error) {
+		err := poll.Until(ctx, bound, paceEvery, func() (bool, error) {
+			now, err := env.Infra.VHost(ctx, env.VHost)
+			if err != nil {
+				return false, fmt.Errorf("count unroutable messages: %w", err)
+			}
+			counted = now.Unroutable - before.Unroutable
+			return counted > 0, nil
+		})
+		return fmt.Sprintf("%d unroutable messages", counted), err
+	})
+	if ctx.Err() != nil {
+		return false, "", ctx.Err()
+	}
+	if waitErr != nil {
+		return false, fmt.Sprintf("; the broker counted no unroutable message in %s", bound), nil
+	}
+	seen := time.Since(start)
+	if err := pause(ctx, u.Duration-seen); err != nil {
+		return false, "", err
+	}
+	return true, fmt.Sprintf("; %d unroutable messages counted %s into it", counted, seen.Round(time.Millisecond)), nil
 }
 
 // holdUntilSettled keeps the bindings away (queues, keys on ch) until the
