@@ -93,7 +93,7 @@ func blackBox() []runner.Scenario {
 			Faults: func(rng *rand.Rand) []fault.Fault {
 				c, slow := atClaim(rng)
 				c.ToxicLink, c.Toxic, c.ToxicFor = "relay-1.pg", proxies.Latency{Latency: time.Second, Stream: proxies.Upstream}, 600*time.Millisecond
-				c.Cut, c.CutAfter, c.CutFor = []string{"relay-1.pg"}, 500*time.Millisecond, 3*time.Second
+				c.Cut, c.CutAfter, c.CutFor = []history.Link{"relay-1.pg"}, 500*time.Millisecond, 3*time.Second
 				c.ActAfter, c.Action, c.RestartAfter = 200*time.Millisecond, fault.ActKill, 300*time.Millisecond
 				return []fault.Fault{slow, c}
 			},

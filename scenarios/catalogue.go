@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/check"
@@ -461,8 +460,8 @@ func reconnected() check.Evidence {
 
 // resumedAfter: the process logged event after its last error, i.e. it
 // went on working after the fault without a restart.
-func resumedAfter(ref, event string) check.Evidence {
-	return orElse(check.Custom(ref+" worked again after the fault", func(o *history.Record) (bool, string) {
+func resumedAfter(ref history.Ref, event string) check.Evidence {
+	return orElse(check.Custom(string(ref)+" worked again after the fault", func(o *history.Record) (bool, string) {
 		process := o.Instance(ref)
 		lastErr, starts := -1, 0
 		for i, e := range o.Log {
@@ -485,7 +484,7 @@ func resumedAfter(ref, event string) check.Evidence {
 			}
 		}
 		return false, "nothing " + event + " after its last error"
-	}, history.LogSource(roleOf(ref))), check.RestsOnFaultAndInvariants(ref+" worked again after the fault"))
+	}, history.LogSource(ref.Role())), check.RestsOnFaultAndInvariants(string(ref)+" worked again after the fault"))
 }
 
 // cutAtCommit is a scenario that takes process's database link down while
@@ -493,12 +492,12 @@ func resumedAfter(ref, event string) check.Evidence {
 // target maps no such point, its COMMIT is held and its backend
 // terminated instead): the COMMIT meets a dead connection, its outcome
 // unknown to the process, and the link comes back 2 s later.
-func cutAtCommit(name, window, process, point, description string) runner.Scenario {
+func cutAtCommit(name, window string, process history.Ref, point, description string) runner.Scenario {
 	return runner.Scenario{
 		Name: name, Window: window, Description: description,
 		Workload: steady(),
 		Faults: func(rng *rand.Rand) []fault.Fault {
-			return []fault.Fault{fault.LinkDown{Link: fault.DBLink(process), Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: 2 * time.Second,
+			return []fault.Fault{fault.LinkDown{Link: process.DB(), Trigger: fault.Trigger{AfterOrders: int64(between(rng, 15, 40))}, Duration: 2 * time.Second,
 				At: &fault.Sync{Process: process, Point: point}}}
 		},
 		Evidence: []check.Evidence{check.CrashPointHit(point), sawTheCut(process)},
@@ -509,7 +508,7 @@ func cutAtCommit(name, window, process, point, description string) runner.Scenar
 // client's side, on any target: a request it failed (a 5xx, or no
 // answer) that the workload sent again; an event log need not log
 // errors. A consumer has no client, so its own log tells.
-func sawTheCut(process string) check.Evidence {
+func sawTheCut(process history.Ref) check.Evidence {
 	if process != "producer" {
 		return processErrors(process)
 	}
@@ -519,8 +518,8 @@ func sawTheCut(process string) check.Evidence {
 }
 
 // processErrors: the process logged at least one error (it noticed the fault).
-func processErrors(ref string) check.Evidence {
-	return orElse(check.Custom(ref+" saw the fault and retried", func(o *history.Record) (bool, string) {
+func processErrors(ref history.Ref) check.Evidence {
+	return orElse(check.Custom(string(ref)+" saw the fault and retried", func(o *history.Record) (bool, string) {
 		process := o.Instance(ref)
 		n := 0
 		for _, e := range o.Log {
@@ -529,19 +528,13 @@ func processErrors(ref string) check.Evidence {
 			}
 		}
 		return n > 0, fmt.Sprintf("%d errors logged", n)
-	}, history.LogSource(roleOf(ref))), check.RestsOnFaultAndInvariants(ref+" saw the fault and retried"))
+	}, history.LogSource(ref.Role())), check.RestsOnFaultAndInvariants(string(ref)+" saw the fault and retried"))
 }
 
 // orElse is e, shown by alt where the target does not give what e needs.
 func orElse(e, alt check.Evidence) check.Evidence {
 	e.Else = &alt
 	return e
-}
-
-// roleOf is the role of an instance reference ("relay-1" → relay).
-func roleOf(ref string) string {
-	role, _, _ := strings.Cut(ref, "-")
-	return role
 }
 
 // expectReplayedDuplicate accepts exactly one duplicate effect, of exactly

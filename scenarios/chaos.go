@@ -6,6 +6,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
@@ -38,7 +39,7 @@ func randomChaos() runner.Scenario {
 			at := func() fault.Trigger { return fault.Trigger{AfterOrders: int64(between(rng, 20, 200))} }
 			relayPoints := []string{protocol.RelayAfterClaim, protocol.RelayAfterPublish, protocol.RelayAfterConfirm, protocol.RelayAfterMark}
 			invPoints := []string{protocol.ConsumerAfterReceive, protocol.ConsumerAfterCommit}
-			links := []string{"relay-1.pg", "relay-2.amqp", "consumer.amqp", "producer.pg"}
+			links := []history.Link{"relay-1.pg", "relay-2.amqp", "consumer.amqp", "producer.pg"}
 			menu := []func() fault.Fault{
 				func() fault.Fault {
 					return fault.Crash{Process: "relay-1", Point: relayPoints[rng.IntN(len(relayPoints))], Action: crashpoint.Kill, Hit: int64(between(rng, 1, 2)), Trigger: at(), RestartAfter: 200 * time.Millisecond}

@@ -95,7 +95,7 @@ func oneRelay(sc runner.Scenario) runner.Scenario {
 // atPublish is relay-1's first publish, seen on faultline's live tap, once
 // a fault on slowed (relay-1's link) triggered at at has landed, with what
 // the scenario does there still to fill in.
-func atPublish(rng *rand.Rand, slowed string) (at fault.Trigger, c fault.OnCommit) {
+func atPublish(rng *rand.Rand, slowed history.Link) (at fault.Trigger, c fault.OnCommit) {
 	at = fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
 	c = fault.OnCommit{Process: "relay-1", Table: history.TablePublish, Nth: 1,
 		Trigger: fault.Trigger{AfterOrders: at.AfterOrders, AfterLink: slowed}}
@@ -176,7 +176,7 @@ func confirmedNotMarkedAtPublish(sc runner.Scenario) runner.Scenario {
 	sc.Faults = func(rng *rand.Rand) []fault.Fault {
 		at, c := atPublish(rng, "relay-1.pg")
 		slowDB := fault.Toxic{Link: "relay-1.pg", Toxic: proxies.Latency{Latency: 600 * time.Millisecond, Stream: proxies.Upstream}, Trigger: at, Duration: 8 * time.Second}
-		c.Cut, c.CutAfter, c.CutFor = []string{"relay-1.pg"}, 300*time.Millisecond, 3*time.Second
+		c.Cut, c.CutAfter, c.CutFor = []history.Link{"relay-1.pg"}, 300*time.Millisecond, 3*time.Second
 		c.ActAfter, c.Action, c.RestartAfter = 200*time.Millisecond, fault.ActKill, 300*time.Millisecond
 		return []fault.Fault{slowDB, c}
 	}

@@ -188,7 +188,7 @@ func everyInstanceDelivered(n int) check.Evidence {
 		}
 		var names []string
 		for i := 1; i <= n; i++ {
-			if name := o.Instances[fmt.Sprintf("%s-%d", protocol.Consumer, i)]; took[name] {
+			if name := o.Instances[history.RefOf(protocol.Consumer, i)]; took[name] {
 				names = append(names, name)
 			}
 		}

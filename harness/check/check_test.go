@@ -185,7 +185,7 @@ func TestInBatchCopies(t *testing.T) {
 			ev(1, "inventory", eventlog.Delivered, "E1", ""), ev(1, "inventory", eventlog.Delivered, "E2", "")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &history.Record{Log: tc.log, Instances: map[string]string{"consumer": "inventory"}}
+			o := &history.Record{Log: tc.log, Instances: map[history.Ref]string{"consumer": "inventory"}}
 			assert.Equal(t, tc.want, InBatchCopies(o))
 		})
 	}
@@ -226,7 +226,7 @@ func TestDeadLetteredBehindOpen(t *testing.T) {
 			ev(3, inv, eventlog.Delivered, "poison-0", ""), ev(4, inv, eventlog.DeadLettered, "poison-0", "")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &history.Record{Log: tc.log, Instances: map[string]string{"consumer": inv}}
+			o := &history.Record{Log: tc.log, Instances: map[history.Ref]string{"consumer": inv}}
 			assert.Equal(t, tc.want, DeadLetteredBehindOpen(o))
 		})
 	}

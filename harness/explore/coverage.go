@@ -41,7 +41,7 @@ func OfferedOf(t *target.Target, s Surface) Offered {
 	}
 	o.Links = []string{}
 	for _, l := range s.Links {
-		o.Links = append(o.Links, l.Ref)
+		o.Links = append(o.Links, string(l.Ref))
 	}
 	return o
 }
@@ -226,7 +226,7 @@ func ComputeCoverage(o Offered, records []Record) Coverage {
 				wHit[w] = wHit[w] || hit
 			}
 			for _, l := range s.touches().Links {
-				lHit[l] = lHit[l] || hit
+				lHit[string(l)] = lHit[string(l)] || hit
 			}
 		}
 		count := func(m map[string]*Counts, seen map[string]bool) {

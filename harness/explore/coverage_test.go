@@ -7,12 +7,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 	"github.com/faultline-dev/faultline/proxies"
 )
 
-func crashSpec(process, point string) Spec {
+func crashSpec(process history.Ref, point string) Spec {
 	return mustSpec(fault.Crash{Process: process, Point: point, Action: "pause", Hit: 1})
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/harness/runner"
 	"github.com/faultline-dev/faultline/protocol"
@@ -469,7 +470,7 @@ func TestExploreTriesTheNextFailingRun(t *testing.T) {
 	f := rep.Findings[0]
 	assert.Equal(t, []int{0, 1}, f.Runs)
 	assert.Equal(t, "explore run #1", f.Original.Origin)
-	assert.Equal(t, "relay-2", f.Minimal.Faults[0].(fault.Crash).Process)
+	assert.Equal(t, history.Ref("relay-2"), f.Minimal.Faults[0].(fault.Crash).Process)
 	assert.Contains(t, f.Confirmed, "5 of 5 runs confirming")
 }
 
@@ -531,7 +532,7 @@ func TestLookedForFirst(t *testing.T) {
 // fewest faults, then the earliest. Groups come by kind, then the fewest
 // touched first.
 func TestFailures(t *testing.T) {
-	crash := func(p string) Spec {
+	crash := func(p history.Ref) Spec {
 		return mustSpec(fault.Crash{Process: p, Point: protocol.ConsumerAfterReceive, Action: crashpoint.Kill, Hit: 1})
 	}
 	unbind := mustSpec(fault.Unbind{})

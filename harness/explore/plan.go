@@ -28,6 +28,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/target"
 	"github.com/faultline-dev/faultline/harness/workload"
 	"github.com/faultline-dev/faultline/protocol"
@@ -125,7 +126,7 @@ const (
 // the instance (reference "relay-1" or a role) to a watched table:
 // blackbox.<role>.<table>[.<status>].
 func BlackBoxWindow(instance, table, status string) string {
-	return fault.BlackBoxWindow(instance, table, status)
+	return fault.BlackBoxWindow(history.Ref(instance), table, status)
 }
 
 // SurfaceOf resolves what a target offers (fault.SurfaceOf).

@@ -42,18 +42,18 @@ func testTarget() *target.Target {
 func TestSurfaceComesFromTheTarget(t *testing.T) {
 	s, err := SurfaceOf(testTarget())
 	require.NoError(t, err)
-	var refs []string
+	var refs []history.Ref
 	for _, in := range s.Instances {
 		refs = append(refs, in.Ref)
 	}
-	assert.Equal(t, []string{"producer", "relay-1", "relay-2", "consumer"}, refs)
+	assert.Equal(t, []history.Ref{"producer", "relay-1", "relay-2", "consumer"}, refs)
 	assert.Equal(t, []string{protocol.RelayAfterClaim, protocol.RelayAfterConfirm}, s.Instances[1].Points)
 	assert.Empty(t, s.Instances[0].Points)
-	var links []string
+	var links []history.Link
 	for _, l := range s.Links {
 		links = append(links, l.Ref)
 	}
-	assert.Equal(t, []string{"producer.pg", "relay-1.pg", "relay-1.amqp", "relay-2.pg", "relay-2.amqp", "consumer.pg", "consumer.amqp"}, links)
+	assert.Equal(t, []history.Link{"producer.pg", "relay-1.pg", "relay-1.amqp", "relay-2.pg", "relay-2.amqp", "consumer.pg", "consumer.amqp"}, links)
 
 	items, err := s.Enumerate(Options{Seed: 1, Combos: 100})
 	require.NoError(t, err)
@@ -196,10 +196,10 @@ func TestCombinations(t *testing.T) {
 			require.NoError(t, err)
 			var ks []string
 			if w := spec.Window(); w != "" {
-				ks = append(ks, "point:"+spec.Instance()+"@"+w)
+				ks = append(ks, "point:"+string(spec.Instance())+"@"+w)
 			}
 			if l := linkOf(f); l != "" {
-				ks = append(ks, "link:"+l)
+				ks = append(ks, "link:"+string(l))
 			}
 			for _, k := range ks {
 				assert.False(t, keys[k], "%s collides in %s", k, d)
@@ -391,7 +391,7 @@ func TestEnumerateOpensWindowsFromOutside(t *testing.T) {
 				require.Len(t, it.Faults, 2, it.Describe())
 				slow, ok := it.Faults[1].(fault.Toxic)
 				require.True(t, ok, it.Describe())
-				assert.Equal(t, first.Process+".amqp", slow.Link, "its own confirms slowed")
+				assert.Equal(t, first.Process.Broker(), slow.Link, "its own confirms slowed")
 				assert.Equal(t, map[string]string{"renew": "300ms"}, it.Settings)
 			default:
 				assert.Empty(t, it.Settings, it.Describe())
@@ -407,9 +407,9 @@ func TestEnumerateOpensWindowsFromOutside(t *testing.T) {
 			}
 		case fault.OnCommit:
 			blackBox++
-			if strings.HasPrefix(first.Process, "relay") || first.Process == "producer" {
+			if strings.HasPrefix(string(first.Process), "relay") || first.Process == "producer" {
 				require.Len(t, specs, 2, "held open from outside: %s", it.Describe())
-				assert.Equal(t, first.Process+".amqp", linkOf(it.Faults[1]))
+				assert.Equal(t, first.Process.Broker(), linkOf(it.Faults[1]))
 			}
 		case fault.CommitOrder:
 			commitOrders++
@@ -463,7 +463,7 @@ func TestEnumerateOpensWindowsFromOutside(t *testing.T) {
 }
 
 // linkOf is the link of a link fault ("" for another).
-func linkOf(f fault.Fault) string {
+func linkOf(f fault.Fault) history.Link {
 	switch f := f.(type) {
 	case fault.Toxic:
 		return f.Link

@@ -16,7 +16,7 @@ import (
 	"github.com/faultline-dev/faultline/proxies"
 )
 
-func pauseAt(process, point string, hit int64, hold time.Duration) fault.Crash {
+func pauseAt(process history.Ref, point string, hit int64, hold time.Duration) fault.Crash {
 	return fault.Crash{Process: process, Point: point, Action: crashpoint.Pause, Hit: hit, Hold: hold}
 }
 
@@ -91,7 +91,7 @@ func TestCandidates(t *testing.T) {
 	// A black-box window: its commit earlier, its trigger, hold and cut
 	// shorter; orders stop short of its trigger.
 	commit := fault.OnCommit{Process: "consumer", Table: history.TableEffects, Nth: 3, Trigger: fault.Trigger{AfterOrders: 70},
-		Cut: []string{"consumer.pg"}, CutFor: 2 * time.Second, Action: fault.ActPause, Hold: 4 * time.Second}
+		Cut: []history.Link{"consumer.pg"}, CutFor: 2 * time.Second, Action: fault.ActPause, Hold: 4 * time.Second}
 	assert.Equal(t, []string{
 		"orders 120 → 90",
 		"fault 1: commit #3 → #1",

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 )
 
@@ -145,7 +145,7 @@ func touchedBy(specs []Spec, hit []bool) (touched []string, unroutable bool) {
 			add(roleOf(in))
 		}
 		for _, l := range t.Links {
-			add(linkRole(l))
+			add(linkRole(string(l)))
 		}
 		add(t.Shared...)
 		unroutable = unroutable || t.Unroutable
@@ -155,12 +155,11 @@ func touchedBy(specs []Spec, hit []bool) (touched []string, unroutable bool) {
 }
 
 // roleOf is an instance reference's role: "relay-2" → "relay".
-func roleOf(ref string) string {
+func roleOf(ref history.Ref) string {
 	if ref == "" {
 		return ""
 	}
-	role, _ := fault.ParseRef(ref)
-	return role
+	return ref.Role()
 }
 
 // linkRole is a link reference by role: "relay-2.pg" → "relay.pg".
@@ -169,7 +168,7 @@ func linkRole(link string) string {
 	if i <= 0 {
 		return link
 	}
-	return roleOf(link[:i]) + link[i:]
+	return roleOf(history.Ref(link[:i])) + link[i:]
 }
 
 // Sigs are the record's signatures: those it was written with, or, for a

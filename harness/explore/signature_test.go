@@ -56,7 +56,7 @@ func TestSignatureKeyLabelSlug(t *testing.T) {
 func TestSignaturesOf(t *testing.T) {
 	specs := []Spec{
 		mustSpec(fault.Crash{Process: "consumer", Point: protocol.ConsumerAfterReceive, Action: crashpoint.Kill, Hit: 1}),
-		mustSpec(fault.OnCommit{Process: "relay-2", Table: history.TableOutbox, Action: fault.ActNone, Cut: []string{"relay-2.pg"},
+		mustSpec(fault.OnCommit{Process: "relay-2", Table: history.TableOutbox, Action: fault.ActNone, Cut: []history.Link{"relay-2.pg"},
 			ToxicLink: "relay-2.amqp", Toxic: proxies.Timeout{}}),
 		mustSpec(fault.Unbind{}),
 		mustSpec(fault.BrokerRestart{}),

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 )
 
 // Duration is a time.Duration written as Go writes one ("5s", "300ms").
@@ -104,7 +105,7 @@ func (s Spec) Window() string {
 }
 
 // Instance is the instance reference whose window the fault opens.
-func (s Spec) Instance() string {
+func (s Spec) Instance() history.Ref {
 	k, ok := s.kind()
 	if !ok {
 		return ""

@@ -47,7 +47,7 @@ func everyFault() []fault.Fault {
 		fault.RetentionReplay{Consumer: "consumer", Trigger: fault.Trigger{AfterOrders: 30}},
 		fault.OnCommit{Process: "relay-1", Table: history.TableOutbox, Status: "Processing", Nth: 2, Trigger: trig,
 			ToxicLink: "relay-1.pg", Toxic: proxies.Latency{Latency: time.Second, Stream: proxies.Upstream}, ToxicFor: 600 * time.Millisecond,
-			Cut: []string{"relay-1.pg"}, CutAfter: 500 * time.Millisecond, CutFor: 3 * time.Second,
+			Cut: []history.Link{"relay-1.pg"}, CutAfter: 500 * time.Millisecond, CutFor: 3 * time.Second,
 			ActAfter: 200 * time.Millisecond, Action: fault.ActKill, RestartAfter: 300 * time.Millisecond},
 		fault.OnCommit{Process: "consumer", Table: history.TableEffects, Nth: 1, Action: fault.ActPause, Hold: 5 * time.Second},
 		fault.CommitOrder{Trigger: trig, Every: 4, Holds: 5, Hold: 600 * time.Millisecond, Duration: 3 * time.Second},

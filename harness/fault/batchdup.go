@@ -25,9 +25,9 @@ import (
 // messages when the wait ended (the consumer's prefetch full), the window
 // did not open.
 type BatchDuplicate struct {
-	Consumer string  `json:"consumer"` // the consumer instance reference
-	Hit      int64   `json:"hit"`      // freeze on this hit of consumer.after-receive, counted from the trigger
-	Trigger  Trigger `json:"trigger"`
+	Consumer history.Ref `json:"consumer"` // the consumer instance reference
+	Hit      int64       `json:"hit"`      // freeze on this hit of consumer.after-receive, counted from the trigger
+	Trigger  Trigger     `json:"trigger"`
 }
 
 // KindBatchDuplicate is the fault's kind, as a schedule names it.
@@ -48,7 +48,7 @@ func init() {
 			}
 			return nil
 		},
-		Touches: func(b BatchDuplicate) Touch { return Touch{Instances: []string{b.Consumer}} },
+		Touches: func(b BatchDuplicate) Touch { return Touch{Instances: []history.Ref{b.Consumer}} },
 		Trigger: func(b BatchDuplicate) Trigger { return b.Trigger },
 		Shrink: func(_ BatchDuplicate, sh *Shrink[BatchDuplicate]) {
 			sh.Trigger(func(b *BatchDuplicate) *Trigger { return &b.Trigger })
@@ -62,7 +62,7 @@ func (BatchDuplicate) Observes() []history.Source { return []history.Source{hist
 
 // Describe implements Fault.
 func (b BatchDuplicate) Describe() result.Fault {
-	return result.Fault{Kind: KindBatchDuplicate, Target: b.Consumer,
+	return result.Fault{Kind: KindBatchDuplicate, Target: string(b.Consumer),
 		Detail: fmt.Sprintf("frozen at %s (hit %d), two copies of the producer's next event handed to it, then thawed, %s", protocol.ConsumerAfterReceive, max(b.Hit, 1), b.Trigger)}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
 )
@@ -63,7 +64,7 @@ func requireNode(env *Env, ref string) error {
 			return errors.New("the queue's leader: the target's topology names no queue")
 		}
 	case strings.HasPrefix(ref, nodeClientPrefix):
-		in, err := env.Roles.Instance(strings.TrimPrefix(ref, nodeClientPrefix))
+		in, err := env.Roles.Instance(history.Ref(strings.TrimPrefix(ref, nodeClientPrefix)))
 		if err != nil {
 			return err
 		}
@@ -97,7 +98,7 @@ func resolveNode(ctx context.Context, env *Env, c infra.Cluster, ref string) (in
 		}
 		return 0, "", fmt.Errorf("the leader of %s is %q, no node of the cluster", env.Topology.Queue, leader)
 	case strings.HasPrefix(ref, nodeClientPrefix):
-		in, err := env.Roles.Instance(strings.TrimPrefix(ref, nodeClientPrefix))
+		in, err := env.Roles.Instance(history.Ref(strings.TrimPrefix(ref, nodeClientPrefix)))
 		if err != nil {
 			return 0, "", err
 		}

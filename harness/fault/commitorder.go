@@ -67,7 +67,7 @@ func init() {
 			}
 			return nil
 		},
-		Window:  func(CommitOrder) (string, string) { return "", protocol.OutboxCommitOrder },
+		Window:  func(CommitOrder) (history.Ref, string) { return "", protocol.OutboxCommitOrder },
 		Trigger: func(c CommitOrder) Trigger { return c.Trigger },
 		// Explored when faultline watches the outbox: every 4th insert, five
 		// of them, each held until every relay is past it (as in
@@ -113,7 +113,7 @@ func outboxName(name string) string {
 func relayNames(env *Env) []string {
 	var out []string
 	for n := 1; n <= env.Roles.Count(protocol.Relay); n++ {
-		if in, err := env.Roles.Instance(Ref(protocol.Relay, n)); err == nil {
+		if in, err := env.Roles.Instance(history.RefOf(protocol.Relay, n)); err == nil {
 			out = append(out, in.Name)
 		}
 	}

@@ -35,7 +35,7 @@ import (
 // input is reset, and a reset discards what it had written and not yet
 // sent, and what its peer had received and not yet read.
 type Crash struct {
-	Process string        `json:"process"` // instance reference: "relay-1", "consumer"
+	Process history.Ref   `json:"process"` // instance reference: "relay-1", "consumer"
 	Point   string        `json:"point"`   // the protocol's window, e.g. protocol.RelayAfterConfirm
 	Action  string        `json:"action"`  // crashpoint.Kill, Pause or Delay
 	Hit     int64         `json:"hit"`     // fire on this hit (1-based)
@@ -106,8 +106,8 @@ func init() {
 			}
 			return nil
 		},
-		Window:    func(c Crash) (string, string) { return c.Process, c.Point },
-		Touches:   func(c Crash) Touch { return Touch{Instances: []string{c.Process}} },
+		Window:    func(c Crash) (history.Ref, string) { return c.Process, c.Point },
+		Touches:   func(c Crash) Touch { return Touch{Instances: []history.Ref{c.Process}} },
 		Trigger:   func(c Crash) Trigger { return c.Trigger },
 		Enumerate: enumerateCrashes,
 		Shrink: func(c Crash, sh *Shrink[Crash]) {
@@ -187,11 +187,11 @@ func (c Crash) Describe() result.Fault {
 	if !c.armAtStart() {
 		detail += ", armed " + c.Trigger.String()
 	}
-	return result.Fault{Kind: kind, Target: c.Process, Detail: detail}
+	return result.Fault{Kind: kind, Target: string(c.Process), Detail: detail}
 }
 
 // StartArming implements StartArmer.
-func (c Crash) StartArming() (ref, window, arming string, ok bool) {
+func (c Crash) StartArming() (ref history.Ref, window, arming string, ok bool) {
 	return c.Process, c.Point, c.arming(), c.armAtStart()
 }
 
@@ -293,7 +293,7 @@ func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 // ThawedKey is what a freeze past the lease of process lands on (in the
 // run's Landings) when the process is thawed after a takeover: a fault
 // that must outlast its late write (Unbind.UntilThawed) waits for it.
-func ThawedKey(process string) string { return "thawed " + process }
+func ThawedKey(process history.Ref) string { return "thawed " + string(process) }
 
 // TakeoverWait is the longest a freeze waits for its claim to be taken
 // over: at least least, and four leases (the lease runs out, a claim
@@ -312,7 +312,7 @@ var errUnseen = errors.New("not seen")
 // neither the wait nor the fencing check rests on when a frozen relay's
 // lines reach its event log. Elsewhere another relay's event log must
 // show a claim of a row of frozen's last logged claim.
-func waitTakeover(ctx context.Context, env *Env, w *waits, frozen string, within time.Duration) (seen string, err error) {
+func waitTakeover(ctx context.Context, env *Env, w *waits, frozen history.Ref, within time.Duration) (seen string, err error) {
 	if in, err := env.Roles.Instance(frozen); err == nil && env.Audit != nil {
 		trail, err := env.Audit(ctx, 0)
 		if err != nil {
@@ -348,7 +348,7 @@ func waitTakeover(ctx context.Context, env *Env, w *waits, frozen string, within
 // heldClaims. A claim whose rows frozen's own
 // open transaction has locked cannot be taken over by anyone and is not
 // waited for (lockedBy); one claim at least must be seen taken over.
-func waitAuditedTakeover(ctx context.Context, env *Env, w *waits, writer, frozen string, trail []history.AuditRow, within time.Duration) (seen string, err error) {
+func waitAuditedTakeover(ctx context.Context, env *Env, w *waits, writer string, frozen history.Ref, trail []history.AuditRow, within time.Duration) (seen string, err error) {
 	held := auditHeld(trail, writer)
 	err = w.wait(fmt.Sprintf("another relay to claim a row of each claim %s holds (audit trail)", frozen), within, func() (string, error) {
 		if held.live() == 0 {
@@ -512,18 +512,18 @@ func (h heldClaims) live() int {
 // waitOtherRelays waits, at most within, for a line that matches in the
 // event log of a relay other than exclude (any relay if exclude is not
 // one), written from now on; it says whose it was.
-func waitOtherRelays(ctx context.Context, env *Env, exclude string, within time.Duration, match func(eventlog.Entry) bool) (string, eventlog.Entry, error) {
+func waitOtherRelays(ctx context.Context, env *Env, exclude history.Ref, within time.Duration, match func(eventlog.Entry) bool) (history.Ref, eventlog.Entry, error) {
 	skip := ""
 	if me, err := env.Roles.Instance(exclude); err == nil {
 		skip = me.Name
 	}
 	type from struct {
-		ref    string
+		ref    history.Ref
 		offset int64
 	}
 	var others []from
 	for n := 1; n <= env.Roles.Count(protocol.Relay); n++ {
-		ref := Ref(protocol.Relay, n)
+		ref := history.RefOf(protocol.Relay, n)
 		in, err := env.Roles.Instance(ref)
 		if err != nil || in.Name == skip || !in.EventLog {
 			continue
@@ -544,7 +544,7 @@ func waitOtherRelays(ctx context.Context, env *Env, exclude string, within time.
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	type hit struct {
-		ref string
+		ref history.Ref
 		e   eventlog.Entry
 	}
 	found := make(chan hit, len(others))
@@ -568,7 +568,7 @@ func waitOtherRelays(ctx context.Context, env *Env, exclude string, within time.
 
 // lastClaim is the set of eventIds of the last claim in process's event
 // log.
-func lastClaim(env *Env, process string) (map[string]bool, error) {
+func lastClaim(env *Env, process history.Ref) (map[string]bool, error) {
 	p, err := env.Process(process)
 	if err != nil {
 		return nil, err
@@ -632,7 +632,7 @@ func waitSent(ctx context.Context, env *Env, p *supervisor.Process, w *waits) er
 // with no one to thaw or restart it, and a pipeline left without its relay
 // is not one that lost events. A hit that came before the disarm took
 // effect is returned: the window opened late.
-func reachPoint(ctx context.Context, env *Env, w *waits, process, point, own string, since time.Time) (eventlog.Entry, error) {
+func reachPoint(ctx context.Context, env *Env, w *waits, process history.Ref, point, own string, since time.Time) (eventlog.Entry, error) {
 	var hit eventlog.Entry
 	match := func(e eventlog.Entry) bool {
 		return e.Event == eventlog.CrashPoint && e.Point == own && !e.Time.Before(since)
@@ -660,7 +660,7 @@ func reachPoint(ctx context.Context, env *Env, w *waits, process, point, own str
 // seen frozen or gone, a hit that came is either in the event log or, in
 // a process still writing its line, counted in the point's fired total
 // (read before and after the disarm): then its line is waited for.
-func disarmLate(ctx context.Context, env *Env, w *waits, process, point, own string, match func(eventlog.Entry) bool) (eventlog.Entry, bool, error) {
+func disarmLate(ctx context.Context, env *Env, w *waits, process history.Ref, point, own string, match func(eventlog.Entry) bool) (eventlog.Entry, bool, error) {
 	p, err := env.Process(process)
 	if err != nil {
 		return eventlog.Entry{}, false, err
@@ -712,7 +712,7 @@ func disarmLate(ctx context.Context, env *Env, w *waits, process, point, own str
 
 // waitStopped waits until the process is frozen (state T); w records the
 // wait.
-func waitStopped(ctx context.Context, env *Env, name string, w *waits) error {
+func waitStopped(ctx context.Context, env *Env, name history.Ref, w *waits) error {
 	p, err := env.Process(name)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 )
@@ -37,10 +38,10 @@ const maxCrashLoop = 20
 // does, once the link is restored. It needs no crash point and no event
 // log.
 type CrashLoop struct {
-	Process      string        `json:"process"` // the consumer instance reference
+	Process      history.Ref   `json:"process"` // the consumer instance reference
 	Times        int           `json:"times"`   // kills in a row, 2 to maxCrashLoop
 	RestartAfter time.Duration `json:"restart_after"`
-	Slow         string        `json:"slow"` // a link reference ("consumer.pg") slowed from the trigger to the last kill; "" none
+	Slow         history.Link  `json:"slow"` // a link reference ("consumer.pg") slowed from the trigger to the last kill; "" none
 	Trigger      Trigger       `json:"trigger"`
 }
 
@@ -57,11 +58,11 @@ func init() {
 			}
 			return errors.Join(errs...)
 		},
-		Window: func(c CrashLoop) (string, string) { return c.Process, protocol.ConsumerCrashLoop },
+		Window: func(c CrashLoop) (history.Ref, string) { return c.Process, protocol.ConsumerCrashLoop },
 		Touches: func(c CrashLoop) Touch {
-			t := Touch{Instances: []string{c.Process}}
+			t := Touch{Instances: []history.Ref{c.Process}}
 			if c.Slow != "" {
-				t.Links = []string{c.Slow}
+				t.Links = []history.Link{c.Slow}
 			}
 			return t
 		},
@@ -69,7 +70,7 @@ func init() {
 		Enumerate: func(s *Surface, _ int) []Candidate {
 			var out []Candidate
 			for _, in := range s.Instances {
-				db := DBLink(in.Ref)
+				db := in.Ref.DB()
 				if in.Role != protocol.Consumer || !s.HasLink(db) {
 					continue
 				}
@@ -96,7 +97,7 @@ func (c CrashLoop) Describe() result.Fault {
 	if c.Slow != "" {
 		detail = fmt.Sprintf("link %s slowed %s a statement, and ", c.Slow, slowLatency) + detail
 	}
-	return result.Fault{Kind: KindCrashLoop, Target: c.Process, Detail: detail}
+	return result.Fault{Kind: KindCrashLoop, Target: string(c.Process), Detail: detail}
 }
 
 // Require implements Requirer: the instance and the target's queue.

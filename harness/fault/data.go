@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/proxies"
 )
 
@@ -36,12 +37,12 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // TriggerData is a Trigger as data.
 type TriggerData struct {
-	AfterOrders  int64    `json:"after_orders,omitempty"`
-	OverBacklog  bool     `json:"over_backlog,omitempty"`
-	PastRelease  bool     `json:"past_release,omitempty"`
-	AfterRelease bool     `json:"after_release,omitempty"`
-	AfterLink    string   `json:"after_link,omitempty"`
-	Delay        Duration `json:"delay,omitempty"`
+	AfterOrders  int64        `json:"after_orders,omitempty"`
+	OverBacklog  bool         `json:"over_backlog,omitempty"`
+	PastRelease  bool         `json:"past_release,omitempty"`
+	AfterRelease bool         `json:"after_release,omitempty"`
+	AfterLink    history.Link `json:"after_link,omitempty"`
+	Delay        Duration     `json:"delay,omitempty"`
 }
 
 // Data is t as data; nil for the zero trigger.
@@ -62,8 +63,8 @@ func (t *TriggerData) Trigger() Trigger {
 
 // SyncData is a Sync as data.
 type SyncData struct {
-	Process string `json:"process"`
-	Point   string `json:"point"`
+	Process history.Ref `json:"process"`
+	Point   string      `json:"point"`
 	// Delay is read, and ignored, in schedules written while a process
 	// waited at its point for a fixed time; it now freezes there until
 	// the fault has landed.

@@ -42,7 +42,7 @@ type DatabaseRestart struct {
 	Trigger Trigger `json:"trigger"`
 	// Within bounds the wait for an outbox commit after the trigger.
 	Within time.Duration `json:"within"`
-	Slow   string        `json:"slow"` // a link reference slowed from the trigger to the crash; "" none
+	Slow   history.Link  `json:"slow"` // a link reference slowed from the trigger to the crash; "" none
 }
 
 // KindDatabaseRestart is the database-restart fault's kind, as a schedule
@@ -64,11 +64,11 @@ func init() {
 		Check: func(p DatabaseRestart) error {
 			return Need(KindDatabaseRestart, p.Within > 0, "within")
 		},
-		Window: func(DatabaseRestart) (string, string) { return "", "" },
+		Window: func(DatabaseRestart) (history.Ref, string) { return "", "" },
 		Touches: func(d DatabaseRestart) Touch {
 			t := Touch{Shared: []string{"database"}}
 			if d.Slow != "" {
-				t.Links = []string{d.Slow}
+				t.Links = []history.Link{d.Slow}
 			}
 			return t
 		},

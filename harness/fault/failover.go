@@ -50,7 +50,7 @@ func init() {
 		Check: func(p Failover) error {
 			return Need(KindFailover, p.Hold > 0, "hold")
 		},
-		Window:  func(Failover) (string, string) { return "", "" },
+		Window:  func(Failover) (history.Ref, string) { return "", "" },
 		Touches: func(Failover) Touch { return Touch{Shared: []string{"database"}} },
 		Trigger: func(f Failover) Trigger { return f.Trigger },
 		// Explored where the target has a database: an asynchronous

@@ -45,7 +45,7 @@ type Fault interface {
 // StartArmer is a fault armed in a process's environment at start: at the
 // crash point window of the instance ref, with arming (e.g. "kill@3").
 type StartArmer interface {
-	StartArming() (ref, window, arming string, ok bool)
+	StartArming() (ref history.Ref, window, arming string, ok bool)
 }
 
 // Needs is a fault that needs a capability of the infrastructure.
@@ -177,7 +177,7 @@ type Trigger struct {
 	// AfterRelease fires once the role the traffic held back runs again,
 	// its backlog waiting for it.
 	AfterRelease bool
-	AfterLink    string
+	AfterLink    history.Link
 	Delay        time.Duration
 }
 
@@ -243,7 +243,7 @@ func (env *Env) Wait(ctx context.Context, t Trigger) error {
 		if env.Deadline > 0 {
 			wctx, cancel = context.WithTimeout(ctx, env.Deadline)
 		}
-		err := env.Landings.wait(wctx, t.AfterLink)
+		err := env.Landings.wait(wctx, string(t.AfterLink))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("trigger %s: %w", t, err)
@@ -269,7 +269,7 @@ func pause(ctx context.Context, d time.Duration) error {
 }
 
 // Process finds the process instance ref ("relay-2", "consumer").
-func (env *Env) Process(ref string) (*supervisor.Process, error) {
+func (env *Env) Process(ref history.Ref) (*supervisor.Process, error) {
 	in, err := env.Roles.Instance(ref)
 	if err != nil {
 		return nil, err
@@ -282,7 +282,7 @@ func (env *Env) Process(ref string) (*supervisor.Process, error) {
 }
 
 // Link finds the link ref ("relay-1.pg", "consumer.amqp").
-func (env *Env) Link(ref string) (*proxies.Link, error) {
+func (env *Env) Link(ref history.Link) (*proxies.Link, error) {
 	name, err := env.Roles.Link(ref)
 	if err != nil {
 		return nil, err
@@ -295,7 +295,9 @@ func (env *Env) Link(ref string) (*proxies.Link, error) {
 }
 
 // Point is the own name of the crash point at window of the instance ref.
-func (env *Env) Point(ref, window string) (string, error) { return env.Roles.Point(ref, window) }
+func (env *Env) Point(ref history.Ref, window string) (string, error) {
+	return env.Roles.Point(ref, window)
+}
 
 // Query is the contract query q (named name, for messages) with a pool on
 // the run's copy of its database, or an error saying the target's contract
@@ -313,17 +315,17 @@ func (env *Env) Query(q *target.Query, name string) (target.Query, *pgxpool.Pool
 
 // WaitLog polls a process's event log until an entry matches, up to the
 // fault deadline.
-func (env *Env) WaitLog(ctx context.Context, process string, match func(eventlog.Entry) bool) (eventlog.Entry, error) {
+func (env *Env) WaitLog(ctx context.Context, process history.Ref, match func(eventlog.Entry) bool) (eventlog.Entry, error) {
 	return env.waitLog(ctx, process, env.Deadline, match)
 }
 
 // waitLog is WaitLog up to within.
-func (env *Env) waitLog(ctx context.Context, process string, within time.Duration, match func(eventlog.Entry) bool) (eventlog.Entry, error) {
+func (env *Env) waitLog(ctx context.Context, process history.Ref, within time.Duration, match func(eventlog.Entry) bool) (eventlog.Entry, error) {
 	return env.waitLogFrom(ctx, process, 0, within, match)
 }
 
 // waitLogFrom is waitLog over the lines from offset on.
-func (env *Env) waitLogFrom(ctx context.Context, process string, offset int64, within time.Duration, match func(eventlog.Entry) bool) (eventlog.Entry, error) {
+func (env *Env) waitLogFrom(ctx context.Context, process history.Ref, offset int64, within time.Duration, match func(eventlog.Entry) bool) (eventlog.Entry, error) {
 	p, err := env.Process(process)
 	if err != nil {
 		return eventlog.Entry{}, err
@@ -352,7 +354,7 @@ func (env *Env) waitLogFrom(ctx context.Context, process string, offset int64, w
 
 // findLog looks once through a process's event log for an entry that
 // matches.
-func (env *Env) findLog(process string, match func(eventlog.Entry) bool) (eventlog.Entry, bool, error) {
+func (env *Env) findLog(process history.Ref, match func(eventlog.Entry) bool) (eventlog.Entry, bool, error) {
 	p, err := env.Process(process)
 	if err != nil {
 		return eventlog.Entry{}, false, err

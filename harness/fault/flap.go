@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 )
@@ -15,7 +16,7 @@ import (
 // trusts the new connection, or that leaks a channel or a claim each time,
 // shows it here where one long outage would not.
 type Flap struct {
-	Link    string        `json:"link"`
+	Link    history.Link  `json:"link"`
 	Trigger Trigger       `json:"trigger"`
 	Times   int           `json:"times"`
 	Down    time.Duration `json:"down"`
@@ -37,8 +38,8 @@ func init() {
 			}
 			return Need(KindFlap, p.Times > 0 && p.Down > 0 && p.Up > 0, "times, down and up")
 		},
-		Window:  func(Flap) (string, string) { return "", "" },
-		Touches: func(f Flap) Touch { return Touch{Links: []string{f.Link}} },
+		Window:  func(Flap) (history.Ref, string) { return "", "" },
+		Touches: func(f Flap) Touch { return Touch{Links: []history.Link{f.Link}} },
 		Trigger: func(f Flap) Trigger { return f.Trigger },
 		// Explored on every link, alone: five drops a reconnection apart.
 		Enumerate: func(s *Surface, _ int) []Candidate {
@@ -60,7 +61,7 @@ func init() {
 
 // Describe implements Fault.
 func (f Flap) Describe() result.Fault {
-	return result.Fault{Kind: KindFlap, Target: f.Link, Detail: fmt.Sprintf("down %s, up %s, %d times, %s", f.Down, f.Up, f.Times, f.Trigger)}
+	return result.Fault{Kind: KindFlap, Target: string(f.Link), Detail: fmt.Sprintf("down %s, up %s, %d times, %s", f.Down, f.Up, f.Times, f.Trigger)}
 }
 
 // Require implements Requirer.

@@ -36,12 +36,12 @@ const KindHeldCommit = "held-commit"
 // COMMIT it sent meets a dead connection and the process cannot know
 // whether it committed (it did not).
 type HeldCommit struct {
-	Process      string        `json:"process"` // instance reference: "producer", "consumer"
+	Process      history.Ref   `json:"process"` // instance reference: "producer", "consumer"
 	Table        string        `json:"table"`   // history.TableFacts or history.TableEffects
 	Nth          int           `json:"hit"`
 	RestartAfter time.Duration `json:"restart_after"`
 	NoRestart    bool          `json:"no_restart"`
-	Cut          string        `json:"cut"` // a link reference ("consumer.pg"); "" kills the process instead
+	Cut          history.Link  `json:"cut"` // a link reference ("consumer.pg"); "" kills the process instead
 	CutFor       time.Duration `json:"cut_for"`
 	Trigger      Trigger       `json:"trigger"`
 }
@@ -62,14 +62,13 @@ func init() {
 			}
 			return errors.Join(errs...)
 		},
-		Window: func(h HeldCommit) (string, string) {
-			role, _ := ParseRef(h.Process)
-			return h.Process, role + ".before-commit"
+		Window: func(h HeldCommit) (history.Ref, string) {
+			return h.Process, h.Process.Role() + ".before-commit"
 		},
 		Touches: func(h HeldCommit) Touch {
-			t := Touch{Instances: []string{h.Process}}
+			t := Touch{Instances: []history.Ref{h.Process}}
 			if h.Cut != "" {
-				t.Links = []string{h.Cut}
+				t.Links = []history.Link{h.Cut}
 			}
 			return t
 		},
@@ -90,12 +89,12 @@ func (h HeldCommit) Describe() result.Fault {
 	detail := fmt.Sprintf("the COMMIT of %s's write #%d to %s held, %s; then SIGKILL and its backend terminated", h.Process, max(h.Nth, 1), h.Table, h.Trigger)
 	if h.Cut != "" {
 		detail = fmt.Sprintf("the COMMIT of %s's write #%d to %s held, %s; then link %s down for %s and its backend terminated", h.Process, max(h.Nth, 1), h.Table, h.Trigger, h.Cut, h.CutFor)
-		return result.Fault{Kind: "link-down", Target: h.Process, Detail: detail}
+		return result.Fault{Kind: "link-down", Target: string(h.Process), Detail: detail}
 	}
 	if !h.NoRestart {
 		detail += fmt.Sprintf(", restarted after %s", h.RestartAfter)
 	}
-	return result.Fault{Kind: "crash", Target: h.Process, Detail: detail}
+	return result.Fault{Kind: "crash", Target: string(h.Process), Detail: detail}
 }
 
 // table is the watched table the fault holds writes to.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/registry"
 )
 
@@ -31,7 +32,7 @@ type Kind interface {
 	Decode(data []byte) (Fault, error)
 	// Window is the window f opens ("" if none) and the instance whose it
 	// is ("" if none).
-	Window(f Fault) (instance, window string)
+	Window(f Fault) (instance history.Ref, window string)
 	// Touches is what f acts on.
 	Touches(f Fault) Touch
 	// Trigger is when f is armed (zero: at start, or no trigger).
@@ -54,8 +55,8 @@ type Kind interface {
 // shared parts by name ("queue", "broker"), and whether it leaves the
 // queue unroutable.
 type Touch struct {
-	Instances  []string
-	Links      []string
+	Instances  []history.Ref
+	Links      []history.Link
 	Shared     []string
 	Unroutable bool
 }
@@ -105,7 +106,7 @@ type Desc[F Fault] struct {
 	Example F
 	Check   func(f F) error
 
-	Window    func(f F) (instance, window string)
+	Window    func(f F) (instance history.Ref, window string)
 	Touches   func(f F) Touch
 	Trigger   func(f F) Trigger
 	Enumerate func(s *Surface, hits int) []Candidate
@@ -143,7 +144,7 @@ func (k kind[F]) Decode(data []byte) (Fault, error) {
 	return f, nil
 }
 
-func (k kind[F]) Window(f Fault) (string, string) {
+func (k kind[F]) Window(f Fault) (history.Ref, string) {
 	if k.d.Window == nil {
 		return "", ""
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/protocol/crashpoint"
 )
 
@@ -115,16 +116,16 @@ func (Unbind) landsActed() {}
 
 // notLanded is what a link fault that ended before it acted leaves its
 // followers.
-func notLanded(link string) error {
+func notLanded(link history.Link) error {
 	return fmt.Errorf("the fault on %s ended before it landed", link)
 }
 
 // lander is a fault that lands on a link (a toxic, a cut), for a trigger's
 // AfterLink to wait for.
-type lander interface{ landsOn() string }
+type lander interface{ landsOn() history.Link }
 
-func (t Toxic) landsOn() string    { return t.Link }
-func (l LinkDown) landsOn() string { return l.Link }
+func (t Toxic) landsOn() history.Link    { return t.Link }
+func (l LinkDown) landsOn() history.Link { return l.Link }
 
 // CheckOrder refuses a schedule in which a fault waits for a landing on a
 // link (its trigger's AfterLink) that no toxic or cut of the same schedule
@@ -132,8 +133,8 @@ func (l LinkDown) landsOn() string { return l.Link }
 // crash of it freezes until a takeover: it would wait until the fault
 // deadline.
 func CheckOrder(faults []Fault) error {
-	landed := map[string]bool{}
-	thawed := map[string]bool{}
+	landed := map[history.Link]bool{}
+	thawed := map[history.Ref]bool{}
 	for _, f := range faults {
 		if l, ok := f.(lander); ok {
 			landed[l.landsOn()] = true

@@ -7,6 +7,7 @@ import (
 
 	"github.com/faultline-dev/faultline/protocol"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 )
 
@@ -16,7 +17,7 @@ import (
 // the consumer's database link while its transaction is about to commit,
 // so the COMMIT meets a dead connection and its outcome is unknown to it.
 type LinkDown struct {
-	Link     string        `json:"link"`
+	Link     history.Link  `json:"link"`
 	Duration time.Duration `json:"duration"`
 	At       *Sync         `json:"at"`
 	Trigger  Trigger       `json:"trigger"`
@@ -32,8 +33,8 @@ func init() {
 		Doc:     "a process's link (to PostgreSQL or RabbitMQ) taken down, alone or while it waits at a window, then up again",
 		Opens:   "the window it waits at, if any",
 		Check:   func(p LinkDown) error { return Need(KindLinkDown, p.Link != "", "link") },
-		Window:  func(l LinkDown) (string, string) { return l.At.window() },
-		Touches: func(l LinkDown) Touch { return Touch{Links: []string{l.Link}} },
+		Window:  func(l LinkDown) (history.Ref, string) { return l.At.window() },
+		Touches: func(l LinkDown) Touch { return Touch{Links: []history.Link{l.Link}} },
 		Trigger: func(l LinkDown) Trigger { return l.Trigger },
 		// Explored on every link, alone and at each window of its process:
 		// down for a lease.
@@ -57,7 +58,7 @@ func (l LinkDown) Describe() result.Fault {
 	if l.At != nil {
 		detail += fmt.Sprintf(", while %s waits at %s", l.At.Process, l.At.Point)
 	}
-	return result.Fault{Kind: KindLinkDown, Target: l.Link, Detail: detail}
+	return result.Fault{Kind: KindLinkDown, Target: string(l.Link), Detail: detail}
 }
 
 // Require implements Requirer.
@@ -81,7 +82,7 @@ func (l LinkDown) Inject(ctx context.Context, env *Env) result.Fault {
 // inject is Inject, recording what it waits for in w.
 func (l LinkDown) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
-	defer env.Landings.land(l.Link, notLanded(l.Link)) // after a landing: no-op
+	defer env.Landings.land(string(l.Link), notLanded(l.Link)) // after a landing: no-op
 	link, err := env.Link(l.Link)
 	if err != nil {
 		return record(l, start, false, err)
@@ -99,7 +100,7 @@ func (l LinkDown) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	if err := link.Down(ctx); err != nil {
 		return withUndo(record(l, start, false, err), thaw)
 	}
-	env.Landings.land(l.Link, nil)
+	env.Landings.land(string(l.Link), nil)
 	env.Logf("link %s down", l.Link)
 	if err := thaw(); err != nil {
 		_ = link.Up(context.WithoutCancel(ctx))

@@ -32,7 +32,7 @@ import (
 // new walsender on the slot) is watched as long and reported, not
 // required: the invariants judge what the relay did.
 type LogStreamCut struct {
-	Process string        `json:"process"`
+	Process history.Ref   `json:"process"`
 	Within  time.Duration `json:"within"`
 	Trigger Trigger       `json:"trigger"`
 }
@@ -54,9 +54,9 @@ func init() {
 		Check: func(p LogStreamCut) error {
 			return errors.Join(Need(KindLogStreamCut, p.Process != "", "process"), Need(KindLogStreamCut, p.Within > 0, "within"))
 		},
-		Window: func(c LogStreamCut) (string, string) { return c.Process, protocol.LogStreamCut },
+		Window: func(c LogStreamCut) (history.Ref, string) { return c.Process, protocol.LogStreamCut },
 		Touches: func(c LogStreamCut) Touch {
-			return Touch{Instances: []string{c.Process}, Links: []string{BrokerLink(c.Process), DBLink(c.Process)}}
+			return Touch{Instances: []history.Ref{c.Process}, Links: []history.Link{c.Process.Broker(), c.Process.DB()}}
 		},
 		Trigger: func(c LogStreamCut) Trigger { return c.Trigger },
 		Shrink: func(_ LogStreamCut, sh *Shrink[LogStreamCut]) {
@@ -67,8 +67,8 @@ func init() {
 
 // Describe implements Fault.
 func (c LogStreamCut) Describe() result.Fault {
-	return result.Fault{Kind: KindLogStreamCut, Target: c.Process,
-		Detail: fmt.Sprintf("%s cut; once a row committed during the cut is streamed, %s down until the slot's walsender is gone (each seen within %s), then both heal; %s", BrokerLink(c.Process), DBLink(c.Process), c.Within, c.Trigger)}
+	return result.Fault{Kind: KindLogStreamCut, Target: string(c.Process),
+		Detail: fmt.Sprintf("%s cut; once a row committed during the cut is streamed, %s down until the slot's walsender is gone (each seen within %s), then both heal; %s", c.Process.Broker(), c.Process.DB(), c.Within, c.Trigger)}
 }
 
 // Require implements Requirer.
@@ -76,7 +76,7 @@ func (c LogStreamCut) Require(env *Env) error {
 	if _, err := env.Roles.Instance(c.Process); err != nil {
 		return err
 	}
-	for _, link := range []string{BrokerLink(c.Process), DBLink(c.Process)} {
+	for _, link := range []history.Link{c.Process.Broker(), c.Process.DB()} {
 		if _, err := env.Roles.Link(link); err != nil {
 			return err
 		}
@@ -94,9 +94,9 @@ func (c LogStreamCut) Inject(ctx context.Context, env *Env) result.Fault {
 
 func (c LogStreamCut) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
-	brokerLink, dbLink := BrokerLink(c.Process), DBLink(c.Process)
-	defer env.Landings.land(brokerLink, notLanded(brokerLink))
-	defer env.Landings.land(dbLink, notLanded(dbLink))
+	brokerLink, dbLink := c.Process.Broker(), c.Process.DB()
+	defer env.Landings.land(string(brokerLink), notLanded(brokerLink))
+	defer env.Landings.land(string(dbLink), notLanded(dbLink))
 	db, err := env.Link(dbLink)
 	if err != nil {
 		return record(c, start, false, err)
@@ -132,7 +132,7 @@ func (c LogStreamCut) inject(ctx context.Context, env *Env, w *waits) result.Fau
 	if err := db.Down(ctx); err != nil {
 		return withUndo(record(c, start, false, err), healBroker)
 	}
-	env.Landings.land(dbLink, nil)
+	env.Landings.land(string(dbLink), nil)
 	healDB := func() error { return db.Up(context.WithoutCancel(ctx)) }
 	heal := func() error { return errors.Join(healBroker(), healDB()) }
 	walsender := st.pid

@@ -33,7 +33,7 @@ import (
 // one not seen leaves the window unopened. The run's slot is the one
 // logical slot active in the outbox's database (the run's own database).
 type LogKill struct {
-	Process      string        `json:"process"`
+	Process      history.Ref   `json:"process"`
 	Within       time.Duration `json:"within"`
 	RestartAfter time.Duration `json:"restart_after"`
 	Trigger      Trigger       `json:"trigger"`
@@ -64,9 +64,9 @@ func init() {
 		Check: func(p LogKill) error {
 			return errors.Join(Need(KindLogKill, p.Process != "", "process"), Need(KindLogKill, p.Within > 0, "within"))
 		},
-		Window: func(k LogKill) (string, string) { return k.Process, protocol.LogPositionAhead },
+		Window: func(k LogKill) (history.Ref, string) { return k.Process, protocol.LogPositionAhead },
 		Touches: func(k LogKill) Touch {
-			return Touch{Instances: []string{k.Process}, Links: []string{BrokerLink(k.Process)}}
+			return Touch{Instances: []history.Ref{k.Process}, Links: []history.Link{k.Process.Broker()}}
 		},
 		Trigger: func(k LogKill) Trigger { return k.Trigger },
 		Shrink: func(_ LogKill, sh *Shrink[LogKill]) {
@@ -77,8 +77,8 @@ func init() {
 
 // Describe implements Fault.
 func (k LogKill) Describe() result.Fault {
-	return result.Fault{Kind: KindLogKill, Target: k.Process,
-		Detail: fmt.Sprintf("%s cut; SIGKILL once the slot's position passes a row committed during the cut or %d answers leave it behind (each seen within %s), restarted after %s; %s", BrokerLink(k.Process), replies, k.Within, k.RestartAfter, k.Trigger)}
+	return result.Fault{Kind: KindLogKill, Target: string(k.Process),
+		Detail: fmt.Sprintf("%s cut; SIGKILL once the slot's position passes a row committed during the cut or %d answers leave it behind (each seen within %s), restarted after %s; %s", k.Process.Broker(), replies, k.Within, k.RestartAfter, k.Trigger)}
 }
 
 // Require implements Requirer.
@@ -86,7 +86,7 @@ func (k LogKill) Require(env *Env) error {
 	if _, err := env.Roles.Instance(k.Process); err != nil {
 		return err
 	}
-	if _, err := env.Roles.Link(BrokerLink(k.Process)); err != nil {
+	if _, err := env.Roles.Link(k.Process.Broker()); err != nil {
 		return err
 	}
 	if ob := env.Observe.Outbox; ob.Name == "" || ob.Database == "" {
@@ -102,8 +102,8 @@ func (k LogKill) Inject(ctx context.Context, env *Env) result.Fault {
 
 func (k LogKill) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
-	link := BrokerLink(k.Process)
-	defer env.Landings.land(link, notLanded(link))
+	link := k.Process.Broker()
+	defer env.Landings.land(string(link), notLanded(link))
 	p, err := env.Process(k.Process)
 	if err != nil {
 		return record(k, start, false, err)
@@ -183,8 +183,8 @@ type logCut struct {
 // outbox's database (at most within), then cuts what process sends the
 // broker, and says so on its broker link's landing: where both log relay
 // windows begin.
-func cutLogRelay(ctx context.Context, env *Env, process string, trigger Trigger, within time.Duration) (logCut, error) {
-	link := BrokerLink(process)
+func cutLogRelay(ctx context.Context, env *Env, process history.Ref, trigger Trigger, within time.Duration) (logCut, error) {
+	link := process.Broker()
 	l, err := env.Link(link)
 	if err != nil {
 		return logCut{}, err
@@ -205,7 +205,7 @@ func cutLogRelay(ctx context.Context, env *Env, process string, trigger Trigger,
 	if err != nil {
 		return logCut{}, err
 	}
-	env.Landings.land(link, nil)
+	env.Landings.land(string(link), nil)
 	env.Logf("%s cut (what %s sends the broker dropped); slot %s", link, process, slot)
 	healed := false
 	return logCut{pool: pool, slot: slot, at: at, heal: func() error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
 )
@@ -28,7 +29,7 @@ type NodeKill struct {
 	Trigger Trigger       `json:"trigger"`
 	DownFor time.Duration `json:"down_for"` // 0: left down
 	Holding bool          `json:"holding"`
-	Slow    string        `json:"slow"` // with Holding: a link reference ("consumer.pg") slowed from the trigger to the kill; "" none
+	Slow    history.Link  `json:"slow"` // with Holding: a link reference ("consumer.pg") slowed from the trigger to the kill; "" none
 }
 
 func init() {
@@ -46,11 +47,11 @@ func init() {
 			}
 			return nil
 		},
-		Window: func(NodeKill) (string, string) { return "", "" },
+		Window: func(NodeKill) (history.Ref, string) { return "", "" },
 		Touches: func(k NodeKill) Touch {
 			t := Touch{Shared: []string{"broker"}}
 			if k.Slow != "" {
-				t.Links = []string{k.Slow}
+				t.Links = []history.Link{k.Slow}
 			}
 			return t
 		},

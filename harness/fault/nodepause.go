@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
@@ -33,7 +34,7 @@ func init() {
 		Check: func(p NodePause) error {
 			return Need(KindNodePause, p.Node != "" && p.Hold > 0, "node and hold")
 		},
-		Window:  func(NodePause) (string, string) { return "", "" },
+		Window:  func(NodePause) (history.Ref, string) { return "", "" },
 		Touches: func(NodePause) Touch { return Touch{Shared: []string{"broker"}} },
 		Trigger: func(p NodePause) Trigger { return p.Trigger },
 		Enumerate: func(s *Surface, _ int) []Candidate {

@@ -45,12 +45,12 @@ const (
 // at once. With UntilTakeover a pause lasts until another relay's claim of
 // the row commits (at most TakeoverWait of Hold and the lease).
 type OnCommit struct {
-	Process      string        `json:"process"` // instance reference: "producer", "relay-1", "consumer"
+	Process      history.Ref   `json:"process"` // instance reference: "producer", "relay-1", "consumer"
 	Action       string        `json:"action"`  // ActKill, ActPause or ActNone
 	Nth          int           `json:"hit"`
 	Hold         time.Duration `json:"hold"`          // for ActPause
 	RestartAfter time.Duration `json:"restart_after"` // for ActKill
-	ToxicLink    string        `json:"link"`          // a link to put Toxic on at the commit
+	ToxicLink    history.Link  `json:"link"`          // a link to put Toxic on at the commit
 	Toxic        proxies.Toxic `json:"toxic"`
 	ToxicFor     time.Duration `json:"duration"`
 	// Table is history.TableOutbox, TableFacts, TableEffects, TablePosition, or
@@ -59,11 +59,11 @@ type OnCommit struct {
 	Table string `json:"table"`
 	// Status, for the outbox: the new status the write must set
 	// ("Processing": a claim).
-	Status   string        `json:"status"`
-	Cut      []string      `json:"cut"` // link references to take down CutAfter after the commit
-	CutAfter time.Duration `json:"cut_after"`
-	CutFor   time.Duration `json:"cut_for"`   // how long they stay down
-	ActAfter time.Duration `json:"act_after"` // between the link faults and the action
+	Status   string         `json:"status"`
+	Cut      []history.Link `json:"cut"` // link references to take down CutAfter after the commit
+	CutAfter time.Duration  `json:"cut_after"`
+	CutFor   time.Duration  `json:"cut_for"`   // how long they stay down
+	ActAfter time.Duration  `json:"act_after"` // between the link faults and the action
 	// UntilTakeover, for ActPause at a relay's claim: frozen until another
 	// relay claims the row.
 	UntilTakeover bool `json:"until_takeover"`
@@ -85,15 +85,15 @@ const KindOnCommit = "on-commit"
 func init() {
 	register(Desc[OnCommit]{
 		Name:    KindOnCommit,
-		Example: OnCommit{Process: "relay-1", Table: history.TableOutbox, Status: "Processing", Nth: 2, Trigger: Trigger{AfterOrders: 10}, ToxicLink: "relay-1.amqp", Toxic: proxies.Latency{Latency: 150 * time.Millisecond, Stream: proxies.Downstream}, ToxicFor: time.Second, Cut: []string{"relay-1.pg"}, CutFor: time.Second, Action: ActKill, RestartAfter: RestartAfter},
+		Example: OnCommit{Process: "relay-1", Table: history.TableOutbox, Status: "Processing", Nth: 2, Trigger: Trigger{AfterOrders: 10}, ToxicLink: "relay-1.amqp", Toxic: proxies.Latency{Latency: 150 * time.Millisecond, Stream: proxies.Downstream}, ToxicFor: time.Second, Cut: []history.Link{"relay-1.pg"}, CutFor: time.Second, Action: ActKill, RestartAfter: RestartAfter},
 		Doc:     "at the n-th commit of an instance's write to a watched table: a toxic, links cut, then a kill or a freeze (a black-box window, no crash point)",
 		Opens:   "blackbox.<role>.<table>[.<status>]",
 		Check:   checkOnCommit,
-		Window:  func(c OnCommit) (string, string) { return c.Process, BlackBoxWindow(c.Process, c.Table, c.Status) },
+		Window:  func(c OnCommit) (history.Ref, string) { return c.Process, BlackBoxWindow(c.Process, c.Table, c.Status) },
 		Touches: func(c OnCommit) Touch {
-			t := Touch{Instances: []string{c.Process}, Links: slices.Clone(c.Cut)}
+			t := Touch{Instances: []history.Ref{c.Process}, Links: slices.Clone(c.Cut)}
 			if c.ToxicLink != "" {
-				t.Links = append([]string{c.ToxicLink}, t.Links...)
+				t.Links = append([]history.Link{c.ToxicLink}, t.Links...)
 			}
 			return t
 		},
@@ -104,7 +104,7 @@ func init() {
 			for _, role := range protocol.Roles() {
 				table, status, ok := s.BlackBoxTable(role)
 				if ok && s.Watches(table) && len(s.Processes[role]) > 0 {
-					out = append(out, Offer{Name: BlackBoxWindow(role, table, status), Role: role, By: s.Processes[role]})
+					out = append(out, Offer{Name: BlackBoxWindow(history.Ref(role), table, status), Role: role, By: s.Processes[role]})
 				}
 			}
 			return out
@@ -171,19 +171,19 @@ func enumerateOnCommits(s *Surface, hits int) []Candidate {
 		var open Opening
 		switch in.Role {
 		case protocol.Producer:
-			if l := BrokerLink(in.Ref); s.HasLink(l) {
+			if l := in.Ref.Broker(); s.HasLink(l) {
 				open.Faults = []Fault{LinkDown{Link: l, Trigger: at, Duration: 2 * s.Lease}}
 				open.Keys = []string{LinkKey(l)}
 				after.AfterLink = l
 			}
 		case protocol.Relay:
-			if l := BrokerLink(in.Ref); s.HasLink(l) {
+			if l := in.Ref.Broker(); s.HasLink(l) {
 				open.Faults = []Fault{Toxic{Link: l, Toxic: proxies.Latency{Latency: 150 * time.Millisecond, Stream: proxies.Downstream}, Trigger: at, Duration: 4 * s.Lease}}
 				open.Keys = []string{LinkKey(l)}
 				after.AfterLink = l
 			}
 		}
-		key := "commit:" + in.Ref
+		key := "commit:" + string(in.Ref)
 		for hit := 1; hit <= hits; hit++ {
 			depth := (hit - 1) + (in.N - 1)
 			c := OnCommit{Process: in.Ref, Table: table, Status: status, Nth: hit, Trigger: after}
@@ -191,9 +191,9 @@ func enumerateOnCommits(s *Surface, hits int) []Candidate {
 			kill.Action, kill.RestartAfter = ActKill, RestartAfter
 			pause.Action, pause.Hold = ActPause, Hold(s.Lease)
 			out = append(out, open.Candidate(kill, depth, key), open.Candidate(pause, depth, key))
-			if l := DBLink(in.Ref); s.HasLink(l) {
+			if l := in.Ref.DB(); s.HasLink(l) {
 				cut := c
-				cut.Action, cut.Cut, cut.CutFor = ActNone, []string{l}, s.Lease
+				cut.Action, cut.Cut, cut.CutFor = ActNone, []history.Link{l}, s.Lease
 				out = append(out, open.Candidate(cut, depth, key))
 			}
 		}
@@ -237,7 +237,7 @@ func (c OnCommit) Describe() result.Fault {
 		detail += fmt.Sprintf("; then SIGSTOP after %s for %s", c.ActAfter, c.Hold)
 	}
 	kind := "black-box"
-	return result.Fault{Kind: kind, Target: c.Process, Detail: detail}
+	return result.Fault{Kind: kind, Target: string(c.Process), Detail: detail}
 }
 
 // Require implements Requirer: the instance and the links.

@@ -50,7 +50,7 @@ func OutsideOpener(f Fault) (string, bool) {
 			return OpenedAcksHeld, f.Action == crashpoint.Kill
 		}
 	case LinkDown:
-		if f.At != nil && (f.At.Point == protocol.ProducerBeforeCommit || f.At.Point == protocol.ConsumerBeforeCommit) && f.Link == DBLink(f.At.Process) {
+		if f.At != nil && (f.At.Point == protocol.ProducerBeforeCommit || f.At.Point == protocol.ConsumerBeforeCommit) && f.Link == f.At.Process.DB() {
 			return OpenedCommitsCut, true
 		}
 	}
@@ -66,7 +66,7 @@ func OutsideOpener(f Fault) (string, bool) {
 // an opener that takes a link down while it waits does so only where the
 // process uses it.
 // The windows it opened from outside are listed in windows.
-func OpenFromOutside(env *Env, faults []Fault, hasLink func(ref string) bool) (out []Fault, windows []string) {
+func OpenFromOutside(env *Env, faults []Fault, hasLink func(ref history.Link) bool) (out []Fault, windows []string) {
 	out = make([]Fault, 0, len(faults))
 	for _, f := range faults {
 		g := openFromOutside(env, f, hasLink)
@@ -78,7 +78,7 @@ func OpenFromOutside(env *Env, faults []Fault, hasLink func(ref string) bool) (o
 	return out, windows
 }
 
-func openFromOutside(env *Env, f Fault, hasLink func(string) bool) Fault {
+func openFromOutside(env *Env, f Fault, hasLink func(history.Link) bool) Fault {
 	opener, ok := OutsideOpener(f)
 	if !ok {
 		return f
@@ -102,7 +102,7 @@ func openFromOutside(env *Env, f Fault, hasLink func(string) bool) Fault {
 // point counts its hits from the process's start (or its trigger); a
 // commit, a held transaction and the deliveries are counted from the
 // fault's trigger, so the Hit-th of them is about as far into the run.
-func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
+func crashFromOutside(c Crash, opener string, hasLink func(history.Link) bool) Fault {
 	o := outside{Of: c, Window: c.Point, Opener: opener}
 	nth := int(max(c.Hit, 1))
 	switch c.Point {
@@ -116,7 +116,7 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 			at.AfterOrders = c.Hit
 		}
 		after := at
-		if link := BrokerLink(c.Process); hasLink(link) {
+		if link := c.Process.Broker(); hasLink(link) {
 			after.AfterLink = link
 		}
 		oc := OnCommit{Process: c.Process, Table: history.TableFacts, Nth: 1, Trigger: after, RestartAfter: c.RestartAfter, Hold: c.Hold, Action: ActKill}
@@ -124,7 +124,7 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 			oc.Action = ActPause
 		}
 		o.Faults = []Fault{oc}
-		if link := BrokerLink(c.Process); hasLink(link) {
+		if link := c.Process.Broker(); hasLink(link) {
 			o.Faults = append(o.Faults, LinkDown{Link: link, Trigger: at, Duration: 4 * time.Second})
 		}
 		return outsideAtCommit{o}
@@ -150,7 +150,7 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 		// millisecond shows the broker no unacked delivery between two
 		// statistics samples. A paused one gets its link back when it
 		// resumes.
-		if link := DBLink(c.Process); hasLink(link) {
+		if link := c.Process.DB(); hasLink(link) {
 			u.Cut = link
 		}
 		o.Faults = []Fault{u}
@@ -165,9 +165,9 @@ func crashFromOutside(c Crash, opener string, hasLink func(string) bool) Fault {
 			at.AfterOrders = 10 + c.Hit
 		}
 		after := at
-		after.AfterLink = BrokerLink(c.Process)
+		after.AfterLink = c.Process.Broker()
 		o.Faults = []Fault{
-			Toxic{Link: BrokerLink(c.Process), Toxic: proxies.Timeout{Timeout: 0, Stream: proxies.Upstream}, Trigger: at, Duration: 2 * time.Second},
+			Toxic{Link: c.Process.Broker(), Toxic: proxies.Timeout{Timeout: 0, Stream: proxies.Upstream}, Trigger: at, Duration: 2 * time.Second},
 			OnCommit{Process: c.Process, Table: history.TableEffects, Nth: 1, Trigger: after, Action: ActKill, RestartAfter: c.RestartAfter},
 		}
 		return outsideAtCommit{o}

@@ -21,7 +21,7 @@ func TestOpenFromOutside(t *testing.T) {
 		{Name: "relay-1", Role: protocol.Relay},
 		{Name: "inventory", Role: protocol.Consumer, Points: map[string]string{protocol.ConsumerAfterCommit: "inv.after-commit"}},
 	})}
-	links := func(ref string) bool { return ref == "producer.amqp" || ref == "consumer.pg" }
+	links := func(ref history.Link) bool { return ref == "producer.amqp" || ref == "consumer.pg" }
 	for _, tc := range []struct {
 		name   string
 		f      Fault

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
@@ -27,7 +28,7 @@ import (
 // the inbox row cannot be older than that); past it, the row may have
 // aged out within the retention, and the window did not open.
 type OwnRetention struct {
-	Consumer  string        `json:"consumer"`
+	Consumer  history.Ref   `json:"consumer"`
 	Retention time.Duration `json:"retention"`
 	Trigger   Trigger       `json:"trigger"`
 }
@@ -43,14 +44,14 @@ func init() {
 		Check: func(p OwnRetention) error {
 			return errors.Join(Need(KindOwnRetention, p.Consumer != "", "consumer"), Need(KindOwnRetention, p.Retention > 0, "a retention"))
 		},
-		Touches: func(o OwnRetention) Touch { return Touch{Instances: []string{o.Consumer}} },
+		Touches: func(o OwnRetention) Touch { return Touch{Instances: []history.Ref{o.Consumer}} },
 		Trigger: func(o OwnRetention) Trigger { return o.Trigger },
 	})
 }
 
 // Describe implements Fault.
 func (o OwnRetention) Describe() result.Fault {
-	return result.Fault{Kind: KindOwnRetention, Target: o.Consumer,
+	return result.Fault{Kind: KindOwnRetention, Target: string(o.Consumer),
 		Detail: fmt.Sprintf("one event replayed inside the consumer's own inbox retention of %s, its cleanup seen deleting before and after the event's row was written, %s", o.Retention, o.Trigger)}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/infra"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol"
@@ -34,7 +35,7 @@ func init() {
 		Check: func(p Partition) error {
 			return Need(KindPartition, p.Node != "" && p.For > 0, "node and for")
 		},
-		Window:  func(Partition) (string, string) { return "", "" },
+		Window:  func(Partition) (history.Ref, string) { return "", "" },
 		Touches: func(Partition) Touch { return Touch{Shared: []string{"broker"}} },
 		Trigger: func(p Partition) Trigger { return p.Trigger },
 		Enumerate: func(s *Surface, _ int) []Candidate {

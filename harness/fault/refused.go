@@ -45,7 +45,7 @@ const refusalPoll = 100 * time.Millisecond
 //     nothing routable that the target's topology does not — while the
 //     target's queue is bound (a fault that unbinds it unbinds the taps
 //     first; it must not run beside this wait).
-func waitRefused(ctx context.Context, env *Env, w *waits, frozen string, within time.Duration) (seen string, err error) {
+func waitRefused(ctx context.Context, env *Env, w *waits, frozen history.Ref, within time.Duration) (seen string, err error) {
 	deadline := time.Now().Add(within)
 	queue := env.Topology.Queue
 	var sighted history.QueueInfo

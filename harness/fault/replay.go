@@ -7,6 +7,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/protocol/eventlog"
 )
@@ -19,8 +20,8 @@ import (
 // eventId is in the result. The message is rebuilt from the contract's
 // payload query (routing key and body by eventId).
 type RetentionReplay struct {
-	Consumer string  `json:"consumer"` // the consumer instance reference
-	Trigger  Trigger `json:"trigger"`
+	Consumer history.Ref `json:"consumer"` // the consumer instance reference
+	Trigger  Trigger     `json:"trigger"`
 }
 
 // KindReplay is the retention replay fault's kind, as a schedule names it.
@@ -34,7 +35,7 @@ func init() {
 		Check: func(p RetentionReplay) error {
 			return Need(KindReplay, p.Consumer != "", "consumer")
 		},
-		Touches: func(r RetentionReplay) Touch { return Touch{Instances: []string{r.Consumer}} },
+		Touches: func(r RetentionReplay) Touch { return Touch{Instances: []history.Ref{r.Consumer}} },
 		Trigger: func(r RetentionReplay) Trigger { return r.Trigger },
 		Shrink: func(_ RetentionReplay, sh *Shrink[RetentionReplay]) {
 			sh.Trigger(func(r *RetentionReplay) *Trigger { return &r.Trigger })
@@ -44,7 +45,7 @@ func init() {
 
 // Describe implements Fault.
 func (r RetentionReplay) Describe() result.Fault {
-	return result.Fault{Kind: KindReplay, Target: r.Consumer, Detail: "one event replayed inside the inbox retention, then again after the inbox expired, " + r.Trigger.String()}
+	return result.Fault{Kind: KindReplay, Target: string(r.Consumer), Detail: "one event replayed inside the inbox retention, then again after the inbox expired, " + r.Trigger.String()}
 }
 
 // Require implements Requirer: the consumer's event log (to see the

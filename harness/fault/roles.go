@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/faultline-dev/faultline/harness/history"
 )
 
 // Instance is one process instance of a target, as scenarios see it.
@@ -32,14 +34,14 @@ func NewRoles(instances []Instance) *Roles {
 	return r
 }
 
-// DBLink is the name of an instance's link to its database, BrokerLink
-// of its link to the broker (on a clustered broker, to its own node): the
-// run's links are named so (instance.pg, instance.amqp), and a schedule
-// names them so.
-func DBLink(instance string) string { return instance + dbLinkSuffix }
+// DBLink is the run's name of the link of the instance named name to its
+// database, BrokerLink of its link to the broker (on a clustered broker,
+// to its own node): instance.pg, instance.amqp, as a link reference
+// (history.Link) names them by role.
+func DBLink(name string) string { return name + dbLinkSuffix }
 
 // BrokerLink: see DBLink.
-func BrokerLink(instance string) string { return instance + brokerLinkSuffix }
+func BrokerLink(name string) string { return name + brokerLinkSuffix }
 
 // NodeLink is the name of an instance's link to the k-th node (0-based)
 // of a clustered broker besides its own.
@@ -57,27 +59,13 @@ func IsBrokerLink(link string) bool {
 }
 
 const (
-	dbLinkSuffix     = ".pg"
-	brokerLinkSuffix = ".amqp"
+	dbLinkSuffix     = "." + history.ToDB
+	brokerLinkSuffix = "." + history.ToBroker
 )
 
-// Ref is the reference of a role's n-th instance (1-based).
-func Ref(role string, n int) string { return role + "-" + strconv.Itoa(n) }
-
-// ParseRef splits an instance reference: "relay-2" is relay's 2nd
-// instance, "consumer" its role's 1st.
-func ParseRef(ref string) (role string, n int) {
-	if i := strings.LastIndexByte(ref, '-'); i > 0 {
-		if k, err := strconv.Atoi(ref[i+1:]); err == nil {
-			return ref[:i], k
-		}
-	}
-	return ref, 1
-}
-
 // Instance resolves ref ("relay-2", "consumer").
-func (r *Roles) Instance(ref string) (Instance, error) {
-	role, n := ParseRef(ref)
+func (r *Roles) Instance(ref history.Ref) (Instance, error) {
+	role, n := ref.Split()
 	ins := r.byRole[role]
 	if len(ins) == 0 {
 		return Instance{}, fmt.Errorf("the target has no %s", role)
@@ -107,10 +95,10 @@ func (r *Roles) All() []Instance {
 
 // Link resolves a link reference, "relay-1.pg" or "consumer.amqp", into
 // the run's link name (instance.pg, instance.amqp).
-func (r *Roles) Link(ref string) (string, error) {
-	proc, to, ok := strings.Cut(ref, ".")
-	if !ok || (to != "pg" && to != "amqp") {
-		return "", fmt.Errorf("link %q: want ROLE[-N].pg or ROLE[-N].amqp", ref)
+func (r *Roles) Link(ref history.Link) (string, error) {
+	proc, to, err := ref.Split()
+	if err != nil {
+		return "", err
 	}
 	in, err := r.Instance(proc)
 	if err != nil {
@@ -122,7 +110,7 @@ func (r *Roles) Link(ref string) (string, error) {
 // Point resolves the crash point at window of the instance ref into the
 // instance's own point name; a target that offers none there is an error
 // saying so.
-func (r *Roles) Point(ref, window string) (string, error) {
+func (r *Roles) Point(ref history.Ref, window string) (string, error) {
 	in, err := r.Instance(ref)
 	if err != nil {
 		return "", err

@@ -46,8 +46,8 @@ type Surface struct {
 
 // SurfaceInstance is one instance reference.
 type SurfaceInstance struct {
-	Ref    string // "relay-2", or the role alone when it has one instance
-	Name   string // the instance's name in a run, e.g. "relay-2", "inventory"
+	Ref    history.Ref // "relay-2", or the role alone when it has one instance
+	Name   string      // the instance's name in a run, e.g. "relay-2", "inventory"
 	Role   string
 	N      int      // 1-based within its role
 	Points []string // the windows it has a crash point at, in protocol order
@@ -55,7 +55,7 @@ type SurfaceInstance struct {
 
 // SurfaceLink is one link reference.
 type SurfaceLink struct {
-	Ref      string // "relay-1.pg"
+	Ref      history.Link // "relay-1.pg"
 	Instance SurfaceInstance
 	To       string // pg or amqp
 }
@@ -107,9 +107,9 @@ func SurfaceOf(t *target.Target) (Surface, error) {
 	for _, role := range protocol.Roles() {
 		n := roles.Count(role)
 		for i := 1; i <= n; i++ {
-			ref := Ref(role, i)
+			ref := history.RefOf(role, i)
 			if n == 1 {
-				ref = role
+				ref = history.Ref(role)
 			}
 			in, err := roles.Instance(ref)
 			if err != nil {
@@ -123,11 +123,11 @@ func SurfaceOf(t *target.Target) (Surface, error) {
 			}
 			s.Instances = append(s.Instances, r)
 			p := procOf[in.Name]
-			for _, to := range []string{"pg", "amqp"} {
+			for _, to := range []string{history.ToDB, history.ToBroker} {
 				if !p.UsesLink(to) {
 					continue
 				}
-				lr := SurfaceLink{Ref: ref + "." + to, Instance: r, To: to}
+				lr := SurfaceLink{Ref: history.Link(string(ref) + "." + to), Instance: r, To: to}
 				if _, err := roles.Link(lr.Ref); err != nil {
 					return Surface{}, fmt.Errorf("target %s: %w", t.Name, err)
 				}
@@ -155,16 +155,16 @@ const (
 
 // PointKey is what a fault at window w of instance ref takes: one run arms
 // a crash point of an instance once.
-func PointKey(ref, w string) string { return "point:" + ref + "@" + w }
+func PointKey(ref history.Ref, w string) string { return "point:" + string(ref) + "@" + w }
 
 // LinkKey is what a fault on the link ref takes: one fault a link a run.
-func LinkKey(ref string) string { return "link:" + ref }
+func LinkKey(ref history.Link) string { return "link:" + string(ref) }
 
 // Watches reports whether faultline watches the table.
 func (s *Surface) Watches(table string) bool { return slices.Contains(s.Watched, table) }
 
 // HasLink reports whether some process uses the link ref.
-func (s *Surface) HasLink(ref string) bool {
+func (s *Surface) HasLink(ref history.Link) bool {
 	return slices.ContainsFunc(s.Links, func(l SurfaceLink) bool { return l.Ref == ref })
 }
 
@@ -193,7 +193,7 @@ func (o Opening) Candidate(f Fault, depth int, key string) Candidate {
 // target's settings that open it on. Every other window opens in a steady
 // stream. ok is false when the window cannot be opened here: its opener
 // needs the link taken (busy) or something the target does not offer.
-func (s *Surface) Opener(in SurfaceInstance, w, busy string) (o Opening, ok bool) {
+func (s *Surface) Opener(in SurfaceInstance, w string, busy history.Link) (o Opening, ok bool) {
 	o.Settings = s.Settings[w]
 	switch w {
 	case protocol.RelayBeforeRetry:
@@ -206,7 +206,7 @@ func (s *Surface) Opener(in SurfaceInstance, w, busy string) (o Opening, ok bool
 		o.Faults = []Fault{Unbind{Trigger: o.Trigger, Duration: Hold(s.Lease) + s.Lease}}
 		o.Keys = []string{KeyUnbind}
 	case protocol.RelayBeforeRenew:
-		link := BrokerLink(in.Ref)
+		link := in.Ref.Broker()
 		if !s.HasLink(link) {
 			return o, true
 		}
@@ -269,9 +269,8 @@ func (s *Surface) LinkMoments() []LinkMoment {
 // BlackBoxWindow names the black-box window at the commit of a write by
 // the instance (reference "relay-1" or a role) to a watched table
 // (protocol.BlackBoxWindow).
-func BlackBoxWindow(instance, table, status string) string {
-	role, _ := ParseRef(instance)
-	return protocol.BlackBoxWindow(role, table, status)
+func BlackBoxWindow(instance history.Ref, table, status string) string {
+	return protocol.BlackBoxWindow(instance.Role(), table, status)
 }
 
 // BlackBoxTable is the watched table the role writes, and the status of

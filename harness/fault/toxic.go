@@ -34,7 +34,7 @@ import (
 // on. It shapes the traffic while a full queue makes room; whether
 // anything it was for happened is the scenario's evidence.
 type Toxic struct {
-	Link     string        `json:"link"` // "relay-1.pg", "consumer.amqp"
+	Link     history.Link  `json:"link"` // "relay-1.pg", "consumer.amqp"
 	Toxic    proxies.Toxic `json:"toxic"`
 	Duration time.Duration `json:"duration"`
 	At       *Sync         `json:"at"`
@@ -72,8 +72,8 @@ func init() {
 			}
 			return nil
 		},
-		Window:  func(t Toxic) (string, string) { return t.At.window() },
-		Touches: func(t Toxic) Touch { return Touch{Links: []string{t.Link}} },
+		Window:  func(t Toxic) (history.Ref, string) { return t.At.window() },
+		Touches: func(t Toxic) Touch { return Touch{Links: []history.Link{t.Link}} },
 		Trigger: func(t Toxic) Trigger { return t.Trigger },
 		// Explored on every link, alone and at each window of its process:
 		// latency past the lease — on the database link the process's
@@ -128,13 +128,13 @@ func init() {
 // only then is the process thawed. The fault is in place before the
 // process takes its next step, however slowly either side runs.
 type Sync struct {
-	Process string // instance reference
+	Process history.Ref
 	Point   string // window
 }
 
 // window is the window the fault waits at and the instance whose it is
 // ("" for nil: the fault does not wait).
-func (s *Sync) window() (instance, window string) {
+func (s *Sync) window() (instance history.Ref, window string) {
 	if s == nil {
 		return "", ""
 	}
@@ -163,7 +163,7 @@ func (t Toxic) Describe() result.Fault {
 	if t.At != nil {
 		detail += fmt.Sprintf(", while %s waits at %s", t.At.Process, t.At.Point)
 	}
-	return result.Fault{Kind: KindToxic, Target: t.Link, Detail: detail}
+	return result.Fault{Kind: KindToxic, Target: string(t.Link), Detail: detail}
 }
 
 // Inject implements Fault.
@@ -174,7 +174,7 @@ func (t Toxic) Inject(ctx context.Context, env *Env) result.Fault {
 // inject is Inject, recording what it waits for in w.
 func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	start := time.Now()
-	defer env.Landings.land(t.Link, notLanded(t.Link)) // after a landing: no-op
+	defer env.Landings.land(string(t.Link), notLanded(t.Link)) // after a landing: no-op
 	link, err := env.Link(t.Link)
 	if err != nil {
 		return record(t, start, false, err)
@@ -205,7 +205,7 @@ func (t Toxic) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	if err != nil {
 		return withUndo(record(t, start, false, err), thaw)
 	}
-	env.Landings.land(t.Link, nil)
+	env.Landings.land(string(t.Link), nil)
 	env.Logf("toxic %s on %s", t.Toxic.Type(), t.Link)
 	if err := thaw(); err != nil {
 		_ = applied.Remove(context.WithoutCancel(ctx))
@@ -285,7 +285,7 @@ func (s *Sync) freeze(ctx context.Context, env *Env, w *waits) (thaw func() erro
 type pointCondition struct {
 	cause   string // what is waited for, after "<process> at <point>"
 	without string // what the hits were instead, after "reached <point> only"
-	holds   func(ctx context.Context, env *Env, process string) (bool, error)
+	holds   func(ctx context.Context, env *Env, process history.Ref) (bool, error)
 }
 
 // syncCondition is the condition of point's window, if it has one. Before
@@ -309,7 +309,7 @@ func syncCondition(point string) (pointCondition, bool) {
 // cannot tell — no session of process's shows (a target that sets its own
 // application_name), or the table cannot be looked at — it says true: the
 // hit is taken as it comes.
-func wroteEffects(ctx context.Context, env *Env, process string) (bool, error) {
+func wroteEffects(ctx context.Context, env *Env, process history.Ref) (bool, error) {
 	in, err := env.Roles.Instance(process)
 	if err != nil {
 		return false, err

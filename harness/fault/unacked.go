@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/result"
 	"github.com/faultline-dev/faultline/proxies"
@@ -39,11 +40,11 @@ const KindUnacked = "unacked"
 // effects' database): the cut then fails a transaction under way, whose
 // deliveries a consumer that acks on receipt has acked already.
 type Unacked struct {
-	Process        string        `json:"process"` // the consumer instance reference
+	Process        history.Ref   `json:"process"` // the consumer instance reference
 	Action         string        `json:"action"`  // ActKill or ActPause
 	Hold           time.Duration `json:"hold"`
 	RestartAfter   time.Duration `json:"restart_after"`
-	Cut            string        `json:"cut"`             // a link reference ("consumer.pg") held back from the trigger to the action; "" none
+	Cut            history.Link  `json:"cut"`             // a link reference ("consumer.pg") held back from the trigger to the action; "" none
 	MidTransaction bool          `json:"mid_transaction"` // with Cut: cut while a transaction of the consumer's is under way
 	Trigger        Trigger       `json:"trigger"`
 }
@@ -64,11 +65,11 @@ func init() {
 			}
 			return errors.Join(errs...)
 		},
-		Window: func(u Unacked) (string, string) { return u.Process, "consumer.after-receive" },
+		Window: func(u Unacked) (history.Ref, string) { return u.Process, "consumer.after-receive" },
 		Touches: func(u Unacked) Touch {
-			t := Touch{Instances: []string{u.Process}}
+			t := Touch{Instances: []history.Ref{u.Process}}
 			if u.Cut != "" {
-				t.Links = []string{u.Cut}
+				t.Links = []history.Link{u.Cut}
 			}
 			return t
 		},
@@ -89,7 +90,7 @@ func (u Unacked) Describe() result.Fault {
 		}
 		detail = fmt.Sprintf("link %s held back%s, then ", u.Cut, mid) + detail
 	}
-	return result.Fault{Kind: kind, Target: u.Process, Detail: detail}
+	return result.Fault{Kind: kind, Target: string(u.Process), Detail: detail}
 }
 
 // Require implements Requirer: the instance and the target's queue.
@@ -281,7 +282,7 @@ func holdBack(ctx context.Context, link *proxies.Link) (release func() error, er
 // one that committed between the look and the hold failed nothing, and
 // the next one is waited for, within the fault deadline. w records the
 // wait; release takes the toxic off.
-func cutMidTransaction(ctx context.Context, env *Env, w *waits, consumer string, link *proxies.Link) (release func() error, err error) {
+func cutMidTransaction(ctx context.Context, env *Env, w *waits, consumer history.Ref, link *proxies.Link) (release func() error, err error) {
 	in, err := env.Roles.Instance(consumer)
 	if err != nil {
 		return nothingToUndo, err
@@ -361,7 +362,7 @@ func terminateWriting(ctx context.Context, pool *pgxpool.Pool, name, regclass st
 
 // causeHeld is what waitHeldDeliveries waits for, for a wait's record:
 // consumer (its words) holding deliveries unacked.
-func causeHeld(env *Env, consumer string) string {
+func causeHeld(env *Env, consumer history.Ref) string {
 	return fmt.Sprintf("the broker to count deliveries %s holds unacked on %s", consumer, env.Topology.Queue)
 }
 
@@ -387,7 +388,7 @@ const slowLatency = 300 * time.Millisecond
 // (waitHeldDeliveries) then finds them, where a consumer that commits in
 // milliseconds holds nothing at most of the broker's samples, however
 // long the wait. remove takes the latency off again.
-func slowLink(ctx context.Context, env *Env, ref string) (remove func() error, err error) {
+func slowLink(ctx context.Context, env *Env, ref history.Link) (remove func() error, err error) {
 	link, err := env.Link(ref)
 	if err != nil {
 		return nil, err

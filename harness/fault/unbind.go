@@ -56,7 +56,7 @@ type Unbind struct {
 	// ended and its late write is made (ThawedKey), at most the fault
 	// deadline: the rows it held still bounce, unpublished, when that
 	// write comes, however long the takeover took.
-	UntilThawed string `json:"until_thawed"`
+	UntilThawed history.Ref `json:"until_thawed"`
 	// UntilPublished keeps the bindings away past Duration until the
 	// broker counts a message published into the outage (unroutable), at
 	// most Max (the fault deadline if 0): a relay slow to publish opens
@@ -95,7 +95,7 @@ func init() {
 		Example: Unbind{RoutingKey: "order.created", Trigger: Trigger{AfterOrders: 20}, Duration: 3 * time.Second},
 		Doc:     "the queue's bindings taken away, so publishes are unroutable (returned to a mandatory publisher), restored after a while",
 		Opens:   protocol.QueueUnroutable,
-		Window:  func(Unbind) (string, string) { return "", protocol.QueueUnroutable },
+		Window:  func(Unbind) (history.Ref, string) { return "", protocol.QueueUnroutable },
 		Touches: func(Unbind) Touch { return Touch{Unroutable: true} },
 		Trigger: func(u Unbind) Trigger { return u.Trigger },
 		// Explored when the target's topology names its exchange and queue:
@@ -134,7 +134,7 @@ func init() {
 // retry, failure or renewal, fenced or not, or an error) written at or
 // after thawed: the write it was frozen before. A process that writes no
 // event log is not waited for: its outage ends at the thaw.
-func lateWrite(ctx context.Context, env *Env, process string, thawed time.Time) (string, error) {
+func lateWrite(ctx context.Context, env *Env, process history.Ref, thawed time.Time) (string, error) {
 	if in, err := env.Roles.Instance(process); err != nil || !in.EventLog {
 		return "no event log to see its late write in: restored at the thaw", nil
 	}

@@ -85,7 +85,7 @@ type Record struct {
 	OutageUnopened string
 	// Instances maps the role references scenarios use ("relay-1",
 	// "consumer") to the run's instance names, which its logs carry.
-	Instances map[string]string
+	Instances map[Ref]string
 	// NoOutboxStatus: the outbox query returns no status column, so the
 	// status oracles (stuck-row, Failed, still-in-outbox) do not apply.
 	NoOutboxStatus bool
@@ -160,11 +160,11 @@ type Interval struct {
 
 // Instance is the run's name of the instance a role reference ("relay-1",
 // "consumer") names, as its event log lines carry it.
-func (o *Record) Instance(ref string) string {
+func (o *Record) Instance(ref Ref) string {
 	if name, ok := o.Instances[ref]; ok {
 		return name
 	}
-	return ref
+	return string(ref)
 }
 
 // HasLog reports whether the processes of role write an event log.

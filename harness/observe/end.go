@@ -21,7 +21,7 @@ type Ends struct {
 	Windows map[string]map[string]string
 	// Instances maps the role references scenarios use ("relay-1",
 	// "consumer") to the run's instance names, which its logs carry.
-	Instances map[string]string
+	Instances map[history.Ref]string
 	// Unbound are the spans of the run in which faultline had removed the
 	// target queue's bindings, from the faults' own record.
 	Unbound []history.Interval

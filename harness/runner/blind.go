@@ -20,14 +20,14 @@ func forTarget(t *target.Target, env *fault.Env, instances []instance, logs map[
 // linkOf reports whether the instance the link reference ref
 // ("producer.amqp") names has that link: its command or environment asks
 // for the URL.
-func linkOf(roles *fault.Roles, instances []instance) func(ref string) bool {
-	return func(ref string) bool {
+func linkOf(roles *fault.Roles, instances []instance) func(ref history.Link) bool {
+	return func(ref history.Link) bool {
 		name, err := roles.Link(ref)
 		if err != nil {
 			return false
 		}
 		for _, in := range instances {
-			for _, to := range []string{"pg", "amqp"} {
+			for _, to := range []string{history.ToDB, history.ToBroker} {
 				if name == in.name+"."+to && in.proc.UsesLink(to) {
 					return true
 				}

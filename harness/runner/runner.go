@@ -624,13 +624,13 @@ func (r *run) markSupervised(tl *result.Timeline, start time.Time) {
 // processes: the roles that write event logs, the role references'
 // instances, and each instance's crash points by window.
 func (r *run) ends() observe.Ends {
-	e := observe.Ends{LogRoles: r.logRoles(), Windows: map[string]map[string]string{}, Instances: map[string]string{}}
+	e := observe.Ends{LogRoles: r.logRoles(), Windows: map[string]map[string]string{}, Instances: map[history.Ref]string{}}
 	count := map[string]int{}
 	for _, in := range r.instances {
 		count[in.proc.Role]++
-		e.Instances[fault.Ref(in.proc.Role, count[in.proc.Role])] = in.name
+		e.Instances[history.RefOf(in.proc.Role, count[in.proc.Role])] = in.name
 		if count[in.proc.Role] == 1 {
-			e.Instances[in.proc.Role] = in.name
+			e.Instances[history.Ref(in.proc.Role)] = in.name
 		}
 	}
 	for _, in := range r.instances {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 )
 
 func TestSideBySide(t *testing.T) {
@@ -67,7 +68,7 @@ func TestRolesResolveReferences(t *testing.T) {
 		{Name: "relay-1", Role: "relay"}, {Name: "relay-2", Role: "relay"},
 		{Name: "order", Role: "producer"},
 	})
-	for ref, want := range map[string]string{"consumer": "inventory", "consumer-1": "inventory", "relay": "relay-1", "relay-2": "relay-2", "producer": "order"} {
+	for ref, want := range map[history.Ref]string{"consumer": "inventory", "consumer-1": "inventory", "relay": "relay-1", "relay-2": "relay-2", "producer": "order"} {
 		in, err := roles.Instance(ref)
 		if assert.NoError(t, err, ref) {
 			assert.Equal(t, want, in.Name, ref)

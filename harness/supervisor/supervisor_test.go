@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/faultline-dev/faultline/harness/ports"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/faultline-dev/faultline/harness/ports"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
