@@ -120,8 +120,8 @@ func TestRelayWindowsOnOtherModels(t *testing.T) {
 		t.Skip("needs the real infrastructure; not in -short")
 	}
 	t.Parallel()
-	onLog := shared.Reading(asRelay(tgt, history.ModelLog))
-	onOffset := shared.Reading(asRelay(tgt, history.ModelOffset))
+	onLog := readAs(t, shared, asRelay(tgt, history.ModelLog))
+	onOffset := readAs(t, shared, asRelay(tgt, history.ModelOffset))
 	for _, tc := range []struct {
 		name, scenario string
 		sh             *runner.Shared
@@ -222,7 +222,7 @@ func TestCheckTargetOnALogRelaySaysLogicalReplicationIsServed(t *testing.T) {
 		t.Skip("needs the real infrastructure; not in -short")
 	}
 	t.Parallel()
-	held, problems := shared.Reading(asRelay(tgt, history.ModelLog)).CheckTarget(t.Context())
+	held, problems := readAs(t, shared, asRelay(tgt, history.ModelLog)).CheckTarget(t.Context())
 	for _, p := range problems {
 		assert.NotEqual(t, "relay", p.Field, p.String())
 	}

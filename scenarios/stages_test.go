@@ -83,7 +83,7 @@ func TestLostEventStages(t *testing.T) {
 			opts.Seed, opts.Variant = seed, tc.variant
 			sh := shared
 			if tc.blind {
-				sh = shared.Reading(tgt.WithoutEventLogs())
+				sh = readAs(t, shared, tgt.WithoutEventLogs())
 			}
 			var res result.Scenario
 			if tc.verdict == result.Indeterminate {

@@ -122,7 +122,7 @@ func TestSupervisedRestart(t *testing.T) {
 
 	t.Run("never: down, indeterminate, never lost", func(t *testing.T) {
 		t.Parallel()
-		never := sh.Reading(withRestart(fixture, name, target.Restart{}))
+		never := readAs(t, sh, withRestart(fixture, name, target.Restart{}))
 		res := never.Run(context.Background(), sc, runner.Options{Seed: seed})
 		report(t, res)
 		if res.Dir != "" {

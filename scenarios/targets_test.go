@@ -67,6 +67,17 @@ func TestOtherTargetsPassTheGate(t *testing.T) {
 	}
 }
 
+// readAs is sh attacking its own build of t read another way (a relay
+// model, no event logs, a restart policy), its runs stopped when the test
+// ends.
+func readAs(t *testing.T, sh *runner.Shared, other *target.Target) *runner.Shared {
+	cleanup := supervisor.NewCleanup()
+	t.Cleanup(func() { _ = cleanup.Run(context.Background()) })
+	read, err := sh.WithTarget(t.Context(), other, cleanup)
+	require.NoError(t, err)
+	return read
+}
+
 func gateOf(t *testing.T, other *target.Target, variants []string) {
 	cleanup := supervisor.NewCleanup()
 	t.Cleanup(func() { _ = cleanup.Run(context.Background()) })

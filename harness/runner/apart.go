@@ -18,7 +18,7 @@ import (
 // so they stop no other run; the runs that need a clustered broker where
 // the provider can start one (infra.ClusterStarter). It starts with the
 // first run that takes it and is stopped by the cleanup. Shared by every
-// Shared of one infrastructure (WithTarget, Reading).
+// Shared of one infrastructure (WithTarget).
 type apart struct {
 	what  string // what it is for, in log lines: "broker restarts"
 	start func(ctx context.Context) (infra.Infra, error)

@@ -69,9 +69,9 @@ type Shared struct {
 	logMu sync.Mutex
 
 	// tracker knows the runs under way of this Shared and of the copies
-	// that share its cleanup (Reading, the exclusive runs' infrastructure
-	// apart); WithTarget has one of its own, with its own cleanup, which
-	// must not stop other targets' runs.
+	// that share its cleanup (the exclusive runs' infrastructure apart);
+	// WithTarget has one of its own, with its own cleanup, which must not
+	// stop other targets' runs.
 	tracker *tracker
 	// removals, if not nil, removes finished runs' databases and vhosts
 	// on the shared infrastructure in the background; the cleanup waits

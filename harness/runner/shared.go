@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +38,7 @@ type SharedOptions struct {
 	// to; empty: they are discarded (never the terminal).
 	ToxiproxyLog string
 	// MaxRuns bounds the runs under way at once on this infrastructure,
-	// across every caller of it (its WithTarget and Reading copies too): a
+	// across every caller of it (its WithTarget copies too): a
 	// test suite that runs several gates side by side puts no more load on
 	// the machine than one gate does. 0: no bound beyond each caller's own.
 	MaxRuns int
@@ -186,8 +187,14 @@ func StartShared(ctx context.Context, opts SharedOptions, cleanup *supervisor.Cl
 // WithTarget is this infrastructure attacking another target: the same
 // PostgreSQL, RabbitMQ and Toxiproxy server (a run that restarts the
 // broker still runs alone, across both), the target built into a folder of
-// its own, removed on cleanup.
+// its own, removed on cleanup. A target built as this one is (the same
+// folder and build command: this target read another way, e.g.
+// target.WithoutEventLogs) runs this one's programs, not built again. Its
+// runs are cleanup's.
 func (sh *Shared) WithTarget(ctx context.Context, t *target.Target, cleanup *supervisor.Cleanup) (*Shared, error) {
+	if sh.Target != nil && t.Dir == sh.Target.Dir && reflect.DeepEqual(t.Build, sh.Target.Build) {
+		return sh.attacking(t, sh.BuildDir, sh.StartedIn, sh.StartParts, cleanup), nil
+	}
 	dir, err := os.MkdirTemp("", binPattern)
 	if err != nil {
 		return nil, fmt.Errorf("binary folder: %w", err)
@@ -200,22 +207,21 @@ func (sh *Shared) WithTarget(ctx context.Context, t *target.Target, cleanup *sup
 	if err := Build(ctx, t, dir); err != nil {
 		return nil, err
 	}
-	other := &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: dir, Root: sh.Root, Log: sh.Log,
-		StartedIn: time.Since(started), StartParts: map[string]time.Duration{"build": time.Since(started)}, exclusive: sh.exclusive,
-		apart: sh.apart, cluster: sh.cluster, ports: sh.ports, slots: sh.slots, tracker: &tracker{}, removals: sh.removals} // its runs are its cleanup's
+	took := time.Since(started)
+	return sh.attacking(t, dir, took, map[string]time.Duration{"build": took}, cleanup), nil
+}
+
+// attacking is this infrastructure running t's programs from buildDir,
+// its runs tracked apart and stopped by cleanup.
+func (sh *Shared) attacking(t *target.Target, buildDir string, startedIn time.Duration, parts map[string]time.Duration, cleanup *supervisor.Cleanup) *Shared {
+	other := &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: buildDir, Root: sh.Root, Log: sh.Log,
+		StartedIn: startedIn, StartParts: parts, exclusive: sh.exclusive,
+		apart: sh.apart, cluster: sh.cluster, ports: sh.ports, slots: sh.slots, tracker: &tracker{}, removals: sh.removals}
 	cleanup.Add("stop and remove unfinished runs of "+t.Name, func(ctx context.Context) error {
 		other.RemoveUnfinished(ctx)
 		return nil
 	})
-	return other, nil
-}
-
-// Reading is this infrastructure attacking the same build of its target
-// read another way (e.g. target.WithoutEventLogs: judged as if it wrote
-// no event log): the same programs, infrastructure and broker lock.
-func (sh *Shared) Reading(t *target.Target) *Shared {
-	return &Shared{Infra: sh.Infra, Proxies: sh.Proxies, Target: t, BuildDir: sh.BuildDir, Root: sh.Root, Log: sh.Log,
-		StartedIn: sh.StartedIn, StartParts: sh.StartParts, exclusive: sh.exclusive, apart: sh.apart, cluster: sh.cluster, ports: sh.ports, slots: sh.slots, tracker: sh.tracker, removals: sh.removals}
+	return other
 }
 
 // Timing is the time to a verdict as far as the shared infrastructure and
