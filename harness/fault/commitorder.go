@@ -187,6 +187,10 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(c, start, false, err)
 	}
 	start = time.Now()
+	pace, err := newPacer(ctx, env, c)
+	if err != nil {
+		return record(c, start, false, fmt.Errorf("keep the relays in step: %w", err))
+	}
 	// One transaction: on an error nothing of it stays in place.
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for _, s := range c.install(ob, env.RelayModel) {
@@ -203,7 +207,16 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 	readCtx, stopReads := context.WithCancel(ctx)
 	readErr := make(chan error, 1)
 	go func() { readErr <- tellReads(readCtx, env, pool) }()
+	paceCtx, stopPacing := context.WithCancel(ctx)
+	paced := make(chan error, 1)
+	go func() { paced <- pace.run(paceCtx, pool) }()
 	onErr := pause(ctx, c.Duration)
+	// The relays are thawed before the triggers go: the pacer reads a
+	// table that goes with them.
+	stopPacing()
+	if perr := <-paced; perr != nil && onErr == nil {
+		onErr = perr
+	}
 
 	// Undone on its own clock even when ctx ended: dropping the triggers
 	// waits for the transactions they hold (each at most Hold), then the
@@ -214,7 +227,7 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 	defer cancel()
 	var held []heldInsert
 	inserts := 0
-	err := pgx.BeginFunc(uctx, pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(uctx, pool, func(tx pgx.Tx) error {
 		table := pgx.Identifier(target.Ident(ob.Name)).Sanitize()
 		for _, trg := range []string{commitOrderHoldFn, commitOrderNumber} {
 			if _, err := tx.Exec(uctx, fmt.Sprintf("DROP TRIGGER %s ON %s", trg, table)); err != nil {
@@ -250,6 +263,7 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 	for _, h := range held {
 		fmt.Fprintf(&b, "; %s (insert #%d) held %dms, %d later inserts committed first, %d of %d relays past it, %d sessions waiting for it", h.eventID, h.number, h.heldMS, h.later, h.passedBy, h.relays, h.blocked)
 	}
+	b.WriteString(pace.String())
 	r.Detail += fmt.Sprintf(" — %d inserts, %d held%s", inserts, len(held), b.String())
 	r.EventIDs = passed
 	r.Waits = commitOrderWaits(held, c.Hold)
