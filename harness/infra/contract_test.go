@@ -240,7 +240,7 @@ func testFirehose(ctx context.Context, t *testing.T, in Infra, vhost string) {
 	require.NoError(t, ch.QueueBind("copies", "publish.events", "amq.rabbitmq.trace", false, nil))
 
 	unroutable := func(id string) {
-		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "events", "nowhere", true, false, amqp.Publishing{MessageId: id, Body: []byte(`{}`)})
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "events", "nowhere", true, false, amqp.Publishing{MessageId: id, Headers: amqp.Table{"x-event-id": "H" + id}, Body: []byte(`{}`)})
 		require.NoError(t, err)
 		ok, err := dc.WaitContext(ctx)
 		require.NoError(t, err)
@@ -263,6 +263,8 @@ func testFirehose(ctx context.Context, t *testing.T, in Infra, vhost string) {
 	unroutable("E1")
 	props, _ := first().Headers["properties"].(amqp.Table)
 	assert.Equal(t, "E1", props["message_id"], "the copy carries the publish's message id")
+	headers, _ := props["headers"].(amqp.Table)
+	assert.Equal(t, "HE1", headers["x-event-id"], "and its headers")
 
 	require.NoError(t, in.TraceVHost(ctx, vhost, false))
 	unroutable("E2")

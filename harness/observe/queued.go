@@ -2,7 +2,6 @@ package observe
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -81,7 +80,7 @@ func (w *Watch) readMessages(ctx context.Context, queue string) (map[string]int,
 		if !ok {
 			break
 		}
-		out[eventIDOf(d)]++
+		out[eventIDOf(w.run.Target.Topology.EventID, d)]++
 		last = d.DeliveryTag
 	}
 	if last > 0 {
@@ -104,17 +103,4 @@ func (w *Watch) dialVHost() (*amqp.Connection, *amqp.Channel, error) {
 		return nil, nil, err
 	}
 	return conn, ch, nil
-}
-
-// eventIDOf is the eventId a message carries: its MessageId, else the
-// body's eventId.
-func eventIDOf(d amqp.Delivery) string {
-	if d.MessageId != "" {
-		return d.MessageId
-	}
-	var body struct {
-		EventID string `json:"eventId"`
-	}
-	_ = json.Unmarshal(d.Body, &body)
-	return body.EventID
 }

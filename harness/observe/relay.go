@@ -199,7 +199,7 @@ func (w *Watch) watchPublishes(ctx context.Context) (recorder, error) {
 func (w *Watch) consumeLiveTap(ctx context.Context) error {
 	tp := w.run.Target.Topology
 	return w.consumeRouted(ctx, LiveTapQueue, "publish stream (live tap)", tp.Exchange, tp.RoutingKeys, func(d amqp.Delivery) {
-		w.commits.Publish(history.Commit{Table: history.TablePublish, EventID: eventIDOf(d), At: time.Now()})
+		w.commits.Publish(history.Commit{Table: history.TablePublish, EventID: eventIDOf(tp.EventID, d), At: time.Now()})
 	})
 }
 

@@ -43,7 +43,7 @@ func (w *Watch) watchRouted(ctx context.Context) (recorder, error) {
 	routed := map[string][]time.Time{}
 	err := w.consumeRouted(ctx, RoutedQueue, "publishes (firehose)", traceExchange, []string{"publish." + w.run.Target.Topology.Exchange}, func(d amqp.Delivery) {
 		at := time.Now()
-		id := tracedEventID(d)
+		id := tracedEventID(w.run.Target.Topology.EventID, d)
 		if id == "" {
 			return
 		}
@@ -71,16 +71,4 @@ func (w *Watch) watchRouted(ctx context.Context) (recorder, error) {
 			o.Routed[id] = slices.Clone(times)
 		}
 	}, nil
-}
-
-// tracedEventID is the eventId of a firehose copy: the original's
-// message id (in the copy's "properties" header), else its body's
-// eventId.
-func tracedEventID(d amqp.Delivery) string {
-	if props, ok := d.Headers["properties"].(amqp.Table); ok {
-		if id, ok := props["message_id"].(string); ok && id != "" {
-			return id
-		}
-	}
-	return eventIDOf(amqp.Delivery{Body: d.Body})
 }

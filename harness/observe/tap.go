@@ -122,7 +122,7 @@ func (w *Watch) readTap(ctx context.Context) (map[string]int, error) {
 		if !ok {
 			return out, nil
 		}
-		out[eventIDOf(d)]++
+		out[eventIDOf(w.run.Target.Topology.EventID, d)]++
 	}
 	return out, ctx.Err()
 }

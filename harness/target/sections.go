@@ -780,7 +780,7 @@ func (d *decoder) decodeTopology(m *mapping) Topology {
 	if !ok {
 		return t
 	}
-	tm, ok := d.mapping(v, "exchange", "queue", "dead_letter_queue", "routing_keys")
+	tm, ok := d.mapping(v, "exchange", "queue", "dead_letter_queue", "routing_keys", "event_id")
 	if !ok {
 		return t
 	}
@@ -792,6 +792,20 @@ func (d *decoder) decodeTopology(m *mapping) Topology {
 	}
 	if qv, ok := tm.get("dead_letter_queue"); ok {
 		t.DeadLetterQueue, _ = d.nonEmpty(qv)
+	}
+	if ev, ok := tm.get("event_id"); ok {
+		if s, ok := d.nonEmpty(ev); ok {
+			kind, name, _ := strings.Cut(s, ":")
+			switch {
+			case s == "message_id":
+			case kind == "header" && name != "":
+				t.EventID.Header = name
+			case kind == "body" && name != "" && !slices.Contains(strings.Split(name, "."), ""):
+				t.EventID.Body = name
+			default:
+				d.problem(ev.line, ev.field, "%q: want message_id, header:NAME or body:PATH (a dotted path into the JSON body, e.g. body:data.id)", s)
+			}
+		}
 	}
 	if rv, ok := d.require(tm, "routing_keys", "the events' routing keys"); ok {
 		if items, ok := d.seq(rv); ok {

@@ -361,6 +361,9 @@ func TestProblems(t *testing.T) {
 		{"random backwards", "{path: /orders}", "{path: /orders, body: '{{random 9 1}}'}", 12, "workload.create.body", "the low end is above the high end"},
 		{"multi-line body: the line of the mistake", "  create: {path: /orders}", "  create:\n    path: /orders\n    body: |\n      {\"n\": {{n}},\n       \"x\": {{nn}}}", 16, "workload.create.body", `unknown placeholder "nn" (did you mean n?)`},
 		{"no routing keys", "  routing_keys: [order.created]", "  routing_keys: []", 16, "topology.routing_keys", "must list at least one routing key"},
+		{"event_id of no known form", "  routing_keys: [order.created]", "  routing_keys: [order.created]\n  event_id: id", 17, "topology.event_id", "want message_id, header:NAME or body:PATH"},
+		{"event_id header without a name", "  routing_keys: [order.created]", "  routing_keys: [order.created]\n  event_id: 'header:'", 17, "topology.event_id", "want message_id"},
+		{"event_id body path with an empty step", "  routing_keys: [order.created]", "  routing_keys: [order.created]\n  event_id: body:data..id", 17, "topology.event_id", "want message_id"},
 		{"contract defaults need their databases", "databases: [orders, inventory]", "databases: [orders, stock]", 3, "contract", "the contract defaults need database inventory (declared: orders, stock); declare it, or write contract.effects"},
 		{"contract query without sql", "topology:", "contract: {facts: {database: orders}}\ntopology:", 13, "contract.facts.sql", "required"},
 		{"inbox_pending without sql", "topology:", "contract: {inbox_pending: {database: inventory}}\ntopology:", 13, "contract.inbox_pending.sql", "required"},
@@ -397,6 +400,30 @@ func TestProblems(t *testing.T) {
 			assert.Equal(t, tt.line, p.Line, "%v", p)
 			assert.Equal(t, tt.field, p.Field, "%v", p)
 			assert.Contains(t, p.Message, tt.message)
+		})
+	}
+}
+
+// topology.event_id says where a message carries its event's id; left
+// out, the article's: its message id, else its body's eventId.
+func TestTopologyEventID(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want MessageID
+	}{
+		{"", MessageID{}},
+		{"\n  event_id: message_id", MessageID{}},
+		{"\n  event_id: header:x-event-id", MessageID{Header: "x-event-id"}},
+		{"\n  event_id: body:data.id", MessageID{Body: "data.id"}},
+	} {
+		t.Run(tc.want.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "faultline.yaml")
+			data := strings.Replace(minimal, "  routing_keys: [order.created]", "  routing_keys: [order.created]"+tc.line, 1)
+			require.NoError(t, os.WriteFile(path, []byte(data), 0o644))
+			tg, err := Load(path)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, tg.Topology.EventID)
 		})
 	}
 }
