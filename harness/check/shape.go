@@ -39,7 +39,11 @@ func BacklogReleased() Evidence {
 		if t.Backlog == 0 {
 			return false, fmt.Sprintf("the %s was never released to a backlog (%s: none seen)", t.Held, what)
 		}
-		return t.Backlog >= t.Want, fmt.Sprintf("%d %s seen while it was held (wanted %d)", t.Backlog, what, t.Want)
+		detail := fmt.Sprintf("%d %s seen while it was held (wanted %d)", t.Backlog, what, t.Want)
+		if n := t.ConsumersAtThaw; n != nil && *n < t.HeldInstances {
+			detail += fmt.Sprintf("; %d of %d held consumers still on the queue at the thaw: the broker closed the others' connections while they were frozen (missed heartbeats), so released they reconnected and what they held came back redelivered", *n, t.HeldInstances)
+		}
+		return t.Backlog >= t.Want, detail
 	}}
 }
 

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/faultline-dev/faultline/harness/history"
@@ -57,6 +58,28 @@ func TestTrafficEvidence(t *testing.T) {
 		seen, detail := tc.e.Check(&tc.o)
 		assert.Equal(t, tc.seen, seen, "%s: %s", tc.name, detail)
 		assert.NotEmpty(t, detail, tc.name)
+	}
+}
+
+// A held consumer the broker dropped while frozen is still released to
+// its backlog; the evidence says it came back by reconnecting.
+func TestBacklogReleasedSaysAConsumerReconnected(t *testing.T) {
+	counted := func(n int) *int { return &n }
+	for _, tc := range []struct {
+		name      string
+		traffic   history.Traffic
+		reconnect bool
+	}{
+		{"still subscribed", history.Traffic{Held: "consumer", Want: 150, Backlog: 150, HeldInstances: 1, ConsumersAtThaw: counted(1)}, false},
+		{"dropped while frozen", history.Traffic{Held: "consumer", Want: 150, Backlog: 150, HeldInstances: 1, ConsumersAtThaw: counted(0)}, true},
+		{"one of two dropped", history.Traffic{Held: "consumer", Want: 150, Backlog: 150, HeldInstances: 2, ConsumersAtThaw: counted(1)}, true},
+		{"not counted", history.Traffic{Held: "consumer", Want: 150, Backlog: 150, HeldInstances: 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seen, detail := BacklogReleased().Check(&history.Record{Traffic: tc.traffic})
+			assert.True(t, seen, detail)
+			assert.Equal(t, tc.reconnect, strings.Contains(detail, "reconnected"), detail)
+		})
 	}
 }
 

@@ -116,3 +116,9 @@ func (w *Watch) Ready(queue string) (int, error) {
 	q, err := w.probe.declare(queue)
 	return q.Messages, err
 }
+
+// Consumers is how many consumers queue has, from a passive declare.
+func (w *Watch) Consumers(queue string) (int, error) {
+	q, err := w.probe.declare(queue)
+	return q.Consumers, err
+}

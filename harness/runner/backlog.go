@@ -30,6 +30,11 @@ type backlog struct {
 	// as much as wanted); err why the hold ended without it.
 	measured int
 	err      error
+	// consumers, if not nil, counts the consumers on the held consumer's
+	// queue; consumersAtThaw is what it counted just before the thaw (nil:
+	// not counted).
+	consumers       func() (int, error)
+	consumersAtThaw *int
 }
 
 // holdBack freezes every instance of the role h holds, before the
@@ -83,6 +88,11 @@ func (b *backlog) release(ctx context.Context, bound time.Duration, measure func
 		}
 	} else {
 		b.err = fmt.Errorf("the backlog never showed: %d of %d within %s: %w", last, b.hold.Backlog, bound, err)
+	}
+	if b.consumers != nil {
+		if n, err := b.consumers(); err == nil {
+			b.consumersAtThaw = &n
+		}
 	}
 	if terr := b.thaw(b.procs); terr != nil {
 		b.err = errors.Join(b.err, terr)

@@ -214,6 +214,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 		measure := func() (int, error) { return int(wl.Acknowledged()), nil }
 		if held.hold.Role == protocol.Consumer {
 			measure = func() (int, error) { return s.watch.Ready(r.sh.Target.Topology.Queue) }
+			held.consumers = func() (int, error) { return s.watch.Consumers(r.sh.Target.Topology.Queue) }
 		}
 		go held.release(runCtx, p.env.Deadline, measure, overBacklog(p.faults, faultEnded, p.env.Landings))
 	}
@@ -231,6 +232,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	if held != nil {
 		<-held.released
 		d.traffic.Held, d.traffic.Want, d.traffic.Backlog = held.hold.Role, held.hold.Backlog, held.measured
+		d.traffic.HeldInstances, d.traffic.ConsumersAtThaw = len(held.procs), held.consumersAtThaw
 		if held.err != nil {
 			r.sh.logf("%s: %v", r.sc.Name, held.err)
 		}
