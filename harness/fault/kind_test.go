@@ -124,6 +124,8 @@ func TestWireForm(t *testing.T) {
 		{KindToxic, `{"kind":"toxic","link":"relay-1.pg","toxic":{"type":"latency","latency":"1s","colour":"red"}}`, `unknown field "colour"`},
 		{KindToxic, `{"kind":"toxic","link":"relay-1.pg"}`, `toxic fault: needs toxic`},
 		{KindCrash, `{"kind":"crash","process":"relay-1","point":"relay.after-claim","action":"kill","hit":"two"}`, `crash fault: hit:`},
+		{KindUnbind, `{"kind":"unbind","until_published":true}`, `unbind fault: needs a duration, and no shape`},
+		{KindUnbind, `{"kind":"unbind","duration":"3s","shape":true,"until_published":true}`, `unbind fault: needs a duration, and no shape`},
 	} {
 		k, ok := KindNamed(tc.kind)
 		require.True(t, ok)

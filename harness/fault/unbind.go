@@ -95,6 +95,9 @@ func init() {
 		Example: Unbind{RoutingKey: "order.created", Trigger: Trigger{AfterOrders: 20}, Duration: 3 * time.Second},
 		Doc:     "the queue's bindings taken away, so publishes are unroutable (returned to a mandatory publisher), restored after a while",
 		Opens:   protocol.QueueUnroutable,
+		Check: func(u Unbind) error {
+			return Need(KindUnbind, !u.UntilPublished || u.Duration > 0 && !u.Shape, "a duration, and no shape, to hold until a publish is counted (until_published)")
+		},
 		Window:  func(Unbind) (history.Ref, string) { return "", protocol.QueueUnroutable },
 		Touches: func(Unbind) Touch { return Touch{Unroutable: true} },
 		Trigger: func(u Unbind) Trigger { return u.Trigger },
