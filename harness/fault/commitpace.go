@@ -136,6 +136,9 @@ func (p *pacer) step(ctx context.Context, pool *pgxpool.Pool) error {
 		_, isFrozen := p.since[name]
 		switch {
 		case freeze[name] && !isFrozen:
+			if proc.Frozen() {
+				continue // another fault's freeze, not the pacer's to end
+			}
 			if err := proc.Pause(); err != nil && !errors.Is(err, supervisor.ErrNotRunning) {
 				errs = append(errs, err)
 				continue

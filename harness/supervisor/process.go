@@ -242,9 +242,9 @@ func (p *Process) waitState(inc *incarnation, stopped bool) error {
 	}
 }
 
-// isPaused reports whether the process is frozen: after Pause, or because it
+// Frozen reports whether the process is frozen: after Pause, or because it
 // stopped itself (a crash point's pause action sends itself SIGSTOP).
-func (p *Process) isPaused() bool {
+func (p *Process) Frozen() bool {
 	p.mu.Lock()
 	inc, paused := p.inc, p.paused
 	p.mu.Unlock()

@@ -524,7 +524,7 @@ func TestKill(t *testing.T) {
 			}
 			assert.Equal(t, "killed by SIGKILL", p.ExitReason())
 			assert.False(t, p.Running())
-			assert.False(t, p.isPaused())
+			assert.False(t, p.Frozen())
 			requirePidGone(t, pid)
 			assert.ErrorIs(t, p.Kill(), ErrNotRunning)
 			assert.ErrorIs(t, p.Pause(), ErrNotRunning)
@@ -542,7 +542,7 @@ func TestPauseResume(t *testing.T) {
 	stopped, err := p.Stopped()
 	require.NoError(t, err)
 	assert.True(t, stopped)
-	assert.True(t, p.isPaused())
+	assert.True(t, p.Frozen())
 	assert.True(t, p.Running(), "a paused process is still running")
 	_, _, err = get(p.ControlAddr(), "/healthz", 300*time.Millisecond)
 	require.Error(t, err, "a frozen process must not answer")
@@ -551,7 +551,7 @@ func TestPauseResume(t *testing.T) {
 	stopped, err = p.Stopped()
 	require.NoError(t, err)
 	assert.False(t, stopped)
-	assert.False(t, p.isPaused())
+	assert.False(t, p.Frozen())
 	requireHealthy(t, p)
 }
 
@@ -750,7 +750,7 @@ func TestCrashPointPause(t *testing.T) {
 		st, err := p.Stopped()
 		return err == nil && st
 	}, 5*time.Second, 5*time.Millisecond, "the process stops itself at the crash point")
-	assert.True(t, p.isPaused())
+	assert.True(t, p.Frozen())
 	// still stopped a while later: nothing but Resume continues it
 	_, _, err := get(p.ControlAddr(), "/healthz", 200*time.Millisecond)
 	require.Error(t, err)
@@ -765,7 +765,7 @@ func TestCrashPointPause(t *testing.T) {
 	require.NoError(t, r.err)
 	assert.Equal(t, http.StatusOK, r.code)
 	assert.Equal(t, "passed\n", r.body)
-	assert.False(t, p.isPaused())
+	assert.False(t, p.Frozen())
 	requireHealthy(t, p)
 }
 
@@ -891,7 +891,7 @@ func TestConcurrentLifecycle(t *testing.T) {
 					errs <- fmt.Errorf("%s: %w", p.Name(), err)
 					return
 				}
-				_ = p.isPaused()
+				_ = p.Frozen()
 				_ = p.ControlAddr()
 				_ = p.Spec()
 				_ = s.EventLogPaths()
