@@ -131,11 +131,11 @@ func underLoad() []runner.Scenario {
 			Faults: func(*rand.Rand) []fault.Fault {
 				// Two seconds after the backlog, where infra.StopBroker asks
 				// for one after the queue's declaration: RabbitMQ 3.10
-				// forgets a quorum queue declared less than about half a
-				// second before a crash, nothing outside the node shows when
-				// it saved it, and a fast producer fills the backlog within
-				// a second of the declaration (node-outbox: the queue came
-				// back leaderless).
+				// writes a queue's declaration behind (a crash soon after it
+				// can bring the queue back without its leader), nothing
+				// outside the node shows when it has been written, and a
+				// fast producer fills the backlog within a second of the
+				// declaration.
 				return []fault.Fault{fault.BrokerRestart{Trigger: fault.Trigger{OverBacklog: true, Delay: 2 * time.Second}, Down: 500 * time.Millisecond}}
 			},
 		},
