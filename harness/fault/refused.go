@@ -1,8 +1,8 @@
 package fault
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -155,7 +155,7 @@ func routedAfter(ctx context.Context, env *Env, within time.Duration) (string, e
 		if !ok {
 			return "", errors.New("the probe queue's channel closed")
 		}
-		return probeID(d), nil
+		return probeID(env, d), nil
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return "", fmt.Errorf("none in %s", within.Round(time.Millisecond))
@@ -164,19 +164,10 @@ func routedAfter(ctx context.Context, env *Env, within time.Duration) (string, e
 	}
 }
 
-// probeID names a probed message by its message id, else the eventId in
-// its body, else "a message".
-func probeID(d amqp.Delivery) string {
-	if d.MessageId != "" {
-		return d.MessageId
-	}
-	var body struct {
-		EventID string `json:"eventId"`
-	}
-	if json.Unmarshal(d.Body, &body) == nil && body.EventID != "" {
-		return body.EventID
-	}
-	return "a message"
+// probeID names a probed message by the event's id it carries
+// (topology.event_id), else "a message".
+func probeID(env *Env, d amqp.Delivery) string {
+	return cmp.Or(env.Topology.EventID.Of(d.MessageId, d.Headers, d.Body), "a message")
 }
 
 // waitDrained waits, at most within, until the target's queue has been

@@ -153,26 +153,6 @@ type Topology struct {
 	EventID MessageID
 }
 
-// MessageID is where a message carries its event's id: in the header
-// Header, or at the dotted path Body of its JSON body; the zero value is
-// the article's, its AMQP message id, else its JSON body's eventId. A
-// library that gives each message an id of its own (an envelope id) names
-// where the event's id is.
-type MessageID struct {
-	Header, Body string
-}
-
-// String is m as the target file writes it.
-func (m MessageID) String() string {
-	switch {
-	case m.Header != "":
-		return "header:" + m.Header
-	case m.Body != "":
-		return "body:" + m.Body
-	}
-	return "message_id"
-}
-
 // Contract is what faultline reads to judge a run, as SQL over the
 // pipeline's own tables. Facts and Effects are always set; the others are
 // nil when the file leaves them out and they have no default.
