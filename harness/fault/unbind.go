@@ -154,6 +154,15 @@ func lateWrite(ctx context.Context, env *Env, process history.Ref, thawed time.T
 	return fmt.Sprintf("%s %s", e.Event, e.EventID), nil
 }
 
+// bound names the longest an outage held until something is seen lasts:
+// Max, or the fault deadline where it is 0.
+func (u Unbind) bound() string {
+	if u.Max > 0 {
+		return u.Max.String()
+	}
+	return "the fault deadline"
+}
+
 // Describe implements Fault.
 func (u Unbind) Describe() result.Fault {
 	d := "never restored"
@@ -161,17 +170,9 @@ func (u Unbind) Describe() result.Fault {
 	case u.Shape:
 		d = fmt.Sprintf("restored once the relays' retries show whether they back off (at least %s, at most %s)", u.Duration, u.Max)
 	case u.UntilSettled > 0:
-		bound := "the fault deadline"
-		if u.Max > 0 {
-			bound = u.Max.String()
-		}
-		d = fmt.Sprintf("restored once %d rows claimed in it were settled (at most %s)", u.UntilSettled, bound)
+		d = fmt.Sprintf("restored once %d rows claimed in it were settled (at most %s)", u.UntilSettled, u.bound())
 	case u.Duration > 0 && u.UntilPublished:
-		bound := "the fault deadline"
-		if u.Max > 0 {
-			bound = u.Max.String()
-		}
-		d = fmt.Sprintf("restored after %s and once a publish into it is counted (at most %s)", u.Duration, bound)
+		d = fmt.Sprintf("restored after %s and once a publish into it is counted (at most %s)", u.Duration, u.bound())
 	case u.Duration > 0 && u.UntilThawed != "":
 		d = fmt.Sprintf("restored after %s and once %s is thawed and has made its late write", u.Duration, u.UntilThawed)
 	case u.Duration > 0:
@@ -286,45 +287,26 @@ func (u Unbind) inject(ctx context.Context, env *Env, w *waits, did *bindings) r
 	did.restored = true
 	env.Logf("bindings %v restored%s", keys, measured)
 	if counted && !u.UntilPublished && holdErr == nil {
-		counting := time.Now()
-		opened, measured, holdErr = publishedInto(ctx, env, before)
+		opened, measured, holdErr = countPublished(ctx, env, w, before, unroutableCountWait)
 		closed = "nothing was published while the bindings were gone"
-		w.add("the broker to count a message published into the outage (unroutable)", counting, unroutableCountWait, strings.TrimPrefix(measured, "; "), unseen(opened, closed, holdErr))
 	}
 	return u.result(start, opened, closed, measured, holdErr)
 }
 
-// holdUntilPublished keeps the bindings away until the broker's count of
-// the vhost's unroutable messages grows past before (a publish into the
-// outage), at most Max (the fault deadline if 0), and at least Duration
-// from start; it reports whether a publish was counted and what it saw.
-// Only publishes into the outage add to the count while the bindings are
-// gone, so it may be read during it.
+// holdUntilPublished keeps the bindings away until a publish into the
+// outage is counted (countPublished), at most Max (the fault deadline if
+// 0), and at least Duration from start; it reports whether one was
+// counted and what it saw.
 func (u Unbind) holdUntilPublished(ctx context.Context, env *Env, w *waits, start time.Time, before infra.VHostInfo) (opened bool, measured string, err error) {
-	bound := cmp.Or(u.Max, env.Deadline)
-	var counted int
-	waitErr := w.wait("the broker to count a message published into the outage (unroutable)", bound, func() (string, error) {
-		err := poll.Until(ctx, bound, paceEvery, func() (bool, error) {
-			now, err := env.Infra.VHost(ctx, env.VHost)
-			if err != nil {
-				return false, fmt.Errorf("count unroutable messages: %w", err)
-			}
-			counted = now.Unroutable - before.Unroutable
-			return counted > 0, nil
-		})
-		return fmt.Sprintf("%d unroutable messages", counted), err
-	})
-	if ctx.Err() != nil {
-		return false, "", ctx.Err()
-	}
-	if waitErr != nil {
-		return false, fmt.Sprintf("; the broker counted no unroutable message in %s", bound), nil
+	opened, measured, err = countPublished(ctx, env, w, before, cmp.Or(u.Max, env.Deadline))
+	if !opened || err != nil {
+		return opened, measured, err
 	}
 	seen := time.Since(start)
 	if err := pause(ctx, u.Duration-seen); err != nil {
 		return false, "", err
 	}
-	return true, fmt.Sprintf("; %d unroutable messages counted %s into it", counted, seen.Round(time.Millisecond)), nil
+	return true, fmt.Sprintf("%s, the first counted %s into the outage", measured, seen.Round(time.Millisecond)), nil
 }
 
 // holdUntilSettled keeps the bindings away (queues, keys on ch) until the
@@ -405,30 +387,32 @@ func rebind(env *Env, ch *amqp.Channel, queues, keys []string) error {
 // all of it, and its window did not open.
 const unroutableCountWait = 10 * time.Second
 
-// publishedInto says whether the vhost's unroutable count grew past
-// before, polling until it does or unroutableCountWait passes.
-func publishedInto(parent context.Context, env *Env, before infra.VHostInfo) (bool, string, error) {
-	ctx, cancel := context.WithTimeout(parent, unroutableCountWait)
-	defer cancel()
-	tick := time.NewTicker(paceEvery)
-	defer tick.Stop()
-	for {
-		now, err := env.Infra.VHost(ctx, env.VHost)
-		if err == nil && now.Unroutable > before.Unroutable {
-			return true, fmt.Sprintf("; %d unroutable messages", now.Unroutable-before.Unroutable), nil
-		}
-		select {
-		case <-ctx.Done():
-			if parent.Err() != nil {
-				return false, "", parent.Err()
+// countPublished waits, at most within, until the broker's count of the
+// vhost's unroutable messages grows past before: a message published into
+// the outage (returned or dropped). While the bindings are gone only such
+// publishes add to it, and after they are back routable ones cannot, so
+// it may be read during the outage or after it. w records the wait; it
+// reports whether a publish was counted and what it saw.
+func countPublished(ctx context.Context, env *Env, w *waits, before infra.VHostInfo, within time.Duration) (opened bool, measured string, err error) {
+	counted := 0
+	waitErr := w.wait("the broker to count a message published into the outage (unroutable)", within, func() (string, error) {
+		err := poll.Until(ctx, within, paceEvery, func() (bool, error) {
+			now, err := env.Infra.VHost(ctx, env.VHost)
+			if err != nil {
+				return false, fmt.Errorf("count unroutable messages: %w", err)
 			}
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				return false, "", fmt.Errorf("count unroutable messages: %w", err)
-			}
-			return false, "; the broker counted no unroutable message in it", nil
-		case <-tick.C:
-		}
+			counted = now.Unroutable - before.Unroutable
+			return counted > 0, nil
+		})
+		return fmt.Sprintf("%d unroutable messages", counted), err
+	})
+	if ctx.Err() != nil {
+		return false, "", ctx.Err()
 	}
+	if waitErr != nil {
+		return false, fmt.Sprintf("; the broker counted no unroutable message in %s", within), nil
+	}
+	return true, fmt.Sprintf("; %d unroutable messages", counted), nil
 }
 
 // result is the fault's record with what the outage saw (in its detail);
