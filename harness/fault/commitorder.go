@@ -187,7 +187,7 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 		return record(c, start, false, err)
 	}
 	start = time.Now()
-	pace, err := newPacer(ctx, env, c)
+	pace, err := newPacer(env, c)
 	if err != nil {
 		return record(c, start, false, fmt.Errorf("keep the relays in step: %w", err))
 	}
@@ -206,16 +206,12 @@ func (c CommitOrder) Inject(ctx context.Context, env *Env) result.Fault {
 	env.Logf("commit-order triggers on %s: every %s insert held at its commit until every relay is past it, at most %s", ob.Name, ordinal(c.Every), c.Hold)
 	readCtx, stopReads := context.WithCancel(ctx)
 	readErr := make(chan error, 1)
-	go func() { readErr <- tellReads(readCtx, env, pool) }()
-	paceCtx, stopPacing := context.WithCancel(ctx)
-	paced := make(chan error, 1)
-	go func() { paced <- pace.run(paceCtx, pool) }()
+	go func() { readErr <- tellReads(readCtx, env, pool, pace) }()
 	onErr := pause(ctx, c.Duration)
-	// The relays are thawed before the triggers go: the pacer reads a
-	// table that goes with them.
-	stopPacing()
-	if perr := <-paced; perr != nil && onErr == nil {
-		onErr = perr
+	// The relays are thawed, and the pacer done, before the triggers go:
+	// it reads a table that goes with them.
+	if err := pace.end(); err != nil && onErr == nil {
+		onErr = err
 	}
 
 	// Undone on its own clock even when ctx ended: dropping the triggers
@@ -325,11 +321,13 @@ func judgeCommitOrder(held []heldInsert, inserts int) (opened bool, passed []str
 
 // tellReads writes into the read table, every readEvery until ctx ends,
 // the outbox rows the audit trail shows a relay wrote (an UPDATE) since
-// the last time, with the relay.
-func tellReads(ctx context.Context, env *Env, pool *pgxpool.Pool) error {
+// the last time, with the relay, and hands the same rows to pace (nil:
+// none) to keep the relays in step; it ends pace before it returns.
+func tellReads(ctx context.Context, env *Env, pool *pgxpool.Pool, pace *pacer) (err error) {
 	if env.Audit == nil {
 		return nil // the relays' reads of the outbox are all there is to see
 	}
+	defer func() { err = errors.Join(err, pace.end()) }()
 	relays := map[string]bool{}
 	for _, name := range relayNames(env) {
 		relays[name] = true
@@ -346,6 +344,9 @@ func tellReads(ctx context.Context, env *Env, pool *pgxpool.Pool) error {
 		rows, err := env.Audit(ctx, after)
 		if err != nil {
 			return fmt.Errorf("read the audit trail: %w", err)
+		}
+		if err := pace.step(ctx, pool, rows); err != nil {
+			return fmt.Errorf("keep the relays in step: %w", err)
 		}
 		var ids, by []string
 		for _, a := range rows {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,8 +24,12 @@ import (
 // the committed ones, a later one there), the relays that have written a
 // later row are frozen (SIGSTOP) until every relay has, the held insert
 // commits, or a relay has been frozen hold in all; then they are thawed.
-// What it did is reported with the fault.
+// What it did is reported with the fault. It sees the relays' writes in
+// the audit rows the commit-order fault reads to tell the held inserts
+// what was read (tellReads), and steps with each read of them.
 type pacer struct {
+	mu          sync.Mutex // a step against end
+	ended       bool       // end was called: no more steps
 	env         *Env
 	every, last int64 // every every-th insert up to last is held
 	hold        time.Duration
@@ -34,18 +39,17 @@ type pacer struct {
 	present map[int64]bool   // the insert numbers committed
 	top     int64            // the highest committed
 	wrote   map[string]int64 // relay → the highest insert number it wrote a row of
-	after   int64            // the audit trail read up to this id
 
 	since  map[string]time.Time     // relay → frozen since (frozen now)
 	frozen map[string]time.Duration // relay → frozen in all
 	times  map[string]int           // relay → times frozen
 }
 
-// newPacer is the pacer of the run's relays from the end of the audit
-// trail on, or nil where there is no other relay to keep in step with
-// (one relay, or relays sharing one place: an offset relay's group passes
-// a held insert together) or no audit trail to see their writes in.
-func newPacer(ctx context.Context, env *Env, c CommitOrder) (*pacer, error) {
+// newPacer is the pacer of the run's relays, or nil where there is no
+// other relay to keep in step with (one relay, or relays sharing one
+// place: an offset relay's group passes a held insert together) or no
+// audit trail to see their writes in. A nil pacer does nothing.
+func newPacer(env *Env, c CommitOrder) (*pacer, error) {
 	if env.RelayModel == history.ModelOffset || env.Audit == nil {
 		return nil, nil
 	}
@@ -62,49 +66,38 @@ func newPacer(ctx context.Context, env *Env, c CommitOrder) (*pacer, error) {
 	if len(p.procs) < 2 {
 		return nil, nil
 	}
-	trail, err := env.Audit(ctx, 0)
-	if err != nil {
-		return nil, fmt.Errorf("read the audit trail: %w", err)
-	}
-	if len(trail) > 0 {
-		p.after = trail[len(trail)-1].ID
-	}
 	return p, nil
 }
 
-// run keeps the relays in step, every readEvery until ctx ends, and
-// thaws every relay it froze before it returns. A nil pacer does nothing.
-func (p *pacer) run(ctx context.Context, pool *pgxpool.Pool) (err error) {
+// end thaws every relay the pacer froze and ends its steps; later calls
+// do nothing.
+func (p *pacer) end() error {
 	if p == nil {
 		return nil
 	}
-	defer func() { err = errors.Join(err, p.stop()) }()
-	tick := time.NewTicker(readEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		if err := p.step(ctx, pool); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended = true
+	var errs []error
+	for name := range p.since {
+		errs = append(errs, p.thaw(name))
 	}
+	return errors.Join(errs...)
 }
 
-// step reads the relays' writes and the inserts committed since the last
-// step, freezes the relays past a held insert that another relay is not
-// past, and thaws the others. An insert's number commits with its row, so
-// a row a relay wrote has its number to be read; one without was inserted
-// before the fault and is past nothing.
-func (p *pacer) step(ctx context.Context, pool *pgxpool.Pool) error {
-	audit, err := p.env.Audit(ctx, p.after)
-	if err != nil {
-		return fmt.Errorf("read the audit trail: %w", err)
+// step takes in the audit rows read since the last step and reads the
+// inserts committed since then, freezes the relays past a held insert
+// that another relay is not past, and thaws the others. An insert's
+// number commits with its row, so a row a relay wrote has its number to be
+// read; one without was inserted before the fault and is past nothing.
+func (p *pacer) step(ctx context.Context, pool *pgxpool.Pool, audit []history.AuditRow) error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return nil
 	}
 	rows, err := pool.Query(ctx, "SELECT ins, event_id FROM "+commitOrderInserts+" WHERE ins > $1 OR ins = ANY($2)", p.top, p.missing())
 	if err != nil {
@@ -124,7 +117,6 @@ func (p *pacer) step(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("read the inserts' numbers: %w", err)
 	}
 	for _, a := range audit {
-		p.after = a.ID
 		if n, ok := p.numbers[a.EventID]; ok && a.Op == "UPDATE" && p.procs[a.Writer] != nil {
 			p.wrote[a.Writer] = max(p.wrote[a.Writer], n)
 		}
@@ -220,20 +212,13 @@ func (p *pacer) thaw(name string) error {
 	return nil
 }
 
-// stop thaws every relay still frozen.
-func (p *pacer) stop() error {
-	var errs []error
-	for name := range p.since {
-		errs = append(errs, p.thaw(name))
-	}
-	return errors.Join(errs...)
-}
-
 // String says which relays were frozen, how often and for how long.
 func (p *pacer) String() string {
 	if p == nil {
 		return ""
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var out []string
 	for name, n := range p.times {
 		out = append(out, fmt.Sprintf("%s frozen %d times, %s in all", name, n, p.frozen[name].Round(time.Millisecond)))
