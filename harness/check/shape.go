@@ -40,8 +40,8 @@ func BacklogReleased() Evidence {
 			return false, fmt.Sprintf("the %s was never released to a backlog (%s: none seen)", t.Held, what)
 		}
 		detail := fmt.Sprintf("%d %s seen while it was held (wanted %d)", t.Backlog, what, t.Want)
-		if n := t.ConsumersAtThaw; n != nil && *n < t.HeldInstances {
-			detail += fmt.Sprintf("; %d of %d held consumers still on the queue at the thaw: the broker closed the others' connections while they were frozen (missed heartbeats), so released they reconnected and what they held came back redelivered", *n, t.HeldInstances)
+		if froze, thawed := t.ConsumersAtFreeze, t.ConsumersAtThaw; froze != nil && thawed != nil && *thawed < *froze {
+			detail += fmt.Sprintf("; the queue had %d consumers at the freeze and %d at the thaw: the broker dropped a frozen consumer meanwhile (a fault over the backlog, or heartbeats it missed while frozen), so released it reconnected, and what it held came back redelivered", *froze, *thawed)
 		}
 		return t.Backlog >= t.Want, detail
 	}}

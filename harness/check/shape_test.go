@@ -65,15 +65,20 @@ func TestTrafficEvidence(t *testing.T) {
 // its backlog; the evidence says it came back by reconnecting.
 func TestBacklogReleasedSaysAConsumerReconnected(t *testing.T) {
 	counted := func(n int) *int { return &n }
+	held := func(froze, thawed *int) history.Traffic {
+		return history.Traffic{Held: "consumer", Want: 150, Backlog: 150, ConsumersAtFreeze: froze, ConsumersAtThaw: thawed}
+	}
 	for _, tc := range []struct {
 		name      string
 		traffic   history.Traffic
 		reconnect bool
 	}{
-		{"still subscribed", history.Traffic{Held: "consumer", Want: 150, Backlog: 150, HeldInstances: 1, ConsumersAtThaw: counted(1)}, false},
-		{"dropped while frozen", history.Traffic{Held: "consumer", Want: 150, Backlog: 150, HeldInstances: 1, ConsumersAtThaw: counted(0)}, true},
-		{"one of two dropped", history.Traffic{Held: "consumer", Want: 150, Backlog: 150, HeldInstances: 2, ConsumersAtThaw: counted(1)}, true},
-		{"not counted", history.Traffic{Held: "consumer", Want: 150, Backlog: 150, HeldInstances: 1}, false},
+		{"still subscribed", held(counted(1), counted(1)), false},
+		{"dropped while frozen", held(counted(1), counted(0)), true},
+		{"one of four channels' consumers dropped", held(counted(4), counted(3)), true},
+		{"more at the thaw", held(counted(0), counted(1)), false},
+		{"not counted at the freeze", held(nil, counted(0)), false},
+		{"not counted at the thaw", held(counted(1), nil), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seen, detail := BacklogReleased().Check(&history.Record{Traffic: tc.traffic})

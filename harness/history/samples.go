@@ -46,14 +46,12 @@ type Traffic struct {
 	// consumer's queue, by a passive declare), 0 when it never was.
 	Held          string
 	Want, Backlog int
-	// HeldInstances is how many instances were held; ConsumersAtThaw,
-	// where the consumer was held, how many consumers its queue had just
-	// before the thaw (a passive declare; nil: not counted). Fewer than
-	// the instances held: the broker had closed a frozen consumer's
-	// connection (missed heartbeats), and released it reconnects, what it
-	// held coming back redelivered.
-	HeldInstances   int
-	ConsumersAtThaw *int
+	// ConsumersAtFreeze and ConsumersAtThaw are, where the consumer was
+	// held, how many consumers its queue had once it was frozen and just
+	// before the thaw (a passive declare; nil: not counted). Fewer at the
+	// thaw: the broker dropped a frozen consumer's connection meanwhile,
+	// and released it reconnects, what it held coming back redelivered.
+	ConsumersAtFreeze, ConsumersAtThaw *int
 	// Batch is the relay's batch as the target file says it (relay.batch),
 	// 0 where it does not.
 	Batch int

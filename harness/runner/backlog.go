@@ -31,16 +31,17 @@ type backlog struct {
 	measured int
 	err      error
 	// consumers, if not nil, counts the consumers on the held consumer's
-	// queue; consumersAtThaw is what it counted just before the thaw (nil:
-	// not counted).
-	consumers       func() (int, error)
-	consumersAtThaw *int
+	// queue; atFreeze and atThaw are what it counted once every instance
+	// was frozen and just before the thaw (nil: not counted).
+	consumers        func() (int, error)
+	atFreeze, atThaw *int
 }
 
 // holdBack freezes every instance of the role h holds, before the
-// workload starts.
-func (r *run) holdBack(h workload.Hold) (*backlog, error) {
-	b := &backlog{hold: h, seen: make(chan struct{}), released: make(chan struct{})}
+// workload starts; consumers, if not nil, counts the consumers on a held
+// consumer's queue, at the freeze and at the thaw.
+func (r *run) holdBack(h workload.Hold, consumers func() (int, error)) (*backlog, error) {
+	b := &backlog{hold: h, seen: make(chan struct{}), released: make(chan struct{}), consumers: consumers}
 	for _, p := range r.sup.Processes() {
 		if p.Role() == h.Role {
 			b.procs = append(b.procs, p)
@@ -55,8 +56,22 @@ func (r *run) holdBack(h workload.Hold) (*backlog, error) {
 			return nil, fmt.Errorf("hold the %s back: %w", h.Role, err)
 		}
 	}
+	b.atFreeze = b.countConsumers()
 	r.sh.logf("%s: %d %s instances frozen until %d of their work waits", r.sc.Name, len(b.procs), h.Role, h.Backlog)
 	return b, nil
+}
+
+// countConsumers is how many consumers the held consumer's queue has now
+// (nil: not counted, or the count failed).
+func (b *backlog) countConsumers() *int {
+	if b.consumers == nil {
+		return nil
+	}
+	n, err := b.consumers()
+	if err != nil {
+		return nil
+	}
+	return &n
 }
 
 // thaw resumes procs; a process that exited meanwhile (killed by a fault
@@ -89,11 +104,7 @@ func (b *backlog) release(ctx context.Context, bound time.Duration, measure func
 	} else {
 		b.err = fmt.Errorf("the backlog never showed: %d of %d within %s: %w", last, b.hold.Backlog, bound, err)
 	}
-	if b.consumers != nil {
-		if n, err := b.consumers(); err == nil {
-			b.consumersAtThaw = &n
-		}
-	}
+	b.atThaw = b.countConsumers()
 	if terr := b.thaw(b.procs); terr != nil {
 		b.err = errors.Join(b.err, terr)
 	}

@@ -203,8 +203,12 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	r.cleanup = append(r.cleanup, func(context.Context) { d.clients() })
 	var held *backlog
 	if h := r.plan.Scenario.Workload.Hold; h != nil {
+		var consumers func() (int, error)
+		if h.Role == protocol.Consumer {
+			consumers = func() (int, error) { return s.watch.Consumers(r.sh.Target.Topology.Queue) }
+		}
 		var err error
-		if held, err = r.holdBack(*h); err != nil {
+		if held, err = r.holdBack(*h, consumers); err != nil {
 			return d, err
 		}
 		p.env.Backlog, p.env.Released = held.seen, held.released
@@ -214,7 +218,6 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 		measure := func() (int, error) { return int(wl.Acknowledged()), nil }
 		if held.hold.Role == protocol.Consumer {
 			measure = func() (int, error) { return s.watch.Ready(r.sh.Target.Topology.Queue) }
-			held.consumers = func() (int, error) { return s.watch.Consumers(r.sh.Target.Topology.Queue) }
 		}
 		go held.release(runCtx, p.env.Deadline, measure, overBacklog(p.faults, faultEnded, p.env.Landings))
 	}
@@ -232,7 +235,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	if held != nil {
 		<-held.released
 		d.traffic.Held, d.traffic.Want, d.traffic.Backlog = held.hold.Role, held.hold.Backlog, held.measured
-		d.traffic.HeldInstances, d.traffic.ConsumersAtThaw = len(held.procs), held.consumersAtThaw
+		d.traffic.ConsumersAtFreeze, d.traffic.ConsumersAtThaw = held.atFreeze, held.atThaw
 		if held.err != nil {
 			r.sh.logf("%s: %v", r.sc.Name, held.err)
 		}
