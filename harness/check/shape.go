@@ -186,3 +186,71 @@ func NackThenAck() Evidence {
 		return true, fmt.Sprintf("claim %s: %d nacked publishes ahead of its confirmed last", claim, n)
 	}}
 }
+
+// ReturnsAheadOfTheirBatch counts the returns a relay had in hand while
+// it settled an earlier batch, from its event log: a returned line (logged
+// when the relay drains the return, under the claim it came back from)
+// of a claim not yet answered, followed in the same process's log by an
+// answer (confirmed or nacked) of a claim it published before that one.
+// It returns that earlier claim and the count for the claim with the most.
+func ReturnsAheadOfTheirBatch(log []eventlog.Entry) (settling string, returns int) {
+	type relayClaim struct{ process, claim string }
+	order := map[relayClaim]int{}             // a claim's place among its process's claims, by its first publish
+	answered := map[relayClaim]bool{}         // a claim with an answer line
+	inHand := map[string]map[relayClaim]int{} // process → claims not yet answered → their returns logged
+	ahead := map[relayClaim]int{}             // an answered claim → later claims' returns in hand when it answered
+	for _, e := range log {
+		if e.ClaimID == "" {
+			continue
+		}
+		c := relayClaim{e.Process, e.ClaimID}
+		switch e.Event {
+		case eventlog.Published:
+			if _, seen := order[c]; !seen {
+				order[c] = len(order)
+			}
+		case eventlog.Returned:
+			if !answered[c] {
+				if inHand[e.Process] == nil {
+					inHand[e.Process] = map[relayClaim]int{}
+				}
+				inHand[e.Process][c]++
+			}
+		case eventlog.Confirmed, eventlog.Nacked:
+			if answered[c] {
+				continue
+			}
+			answered[c] = true
+			at, published := order[c]
+			for later, n := range inHand[e.Process] {
+				if later == c {
+					continue
+				}
+				if next, ok := order[later]; ok && published && next > at {
+					ahead[c] += n
+				}
+			}
+			delete(inHand[e.Process], c)
+		}
+	}
+	for c, n := range ahead {
+		if n > returns || n == returns && c.claim < settling {
+			settling, returns = c.claim, n
+		}
+	}
+	return settling, returns
+}
+
+// ReturnAheadOfItsBatch is the evidence that a relay had a later batch's
+// basic.return in hand while it settled an earlier batch on the same
+// channel: the return a relay that keeps only the settling batch's returns
+// would drop.
+func ReturnAheadOfItsBatch() Evidence {
+	return Evidence{Name: "a later batch's return in hand while an earlier batch settled", Needs: []history.Source{history.SourceRelayLog}, Check: func(o *history.Record) (bool, string) {
+		claim, n := ReturnsAheadOfTheirBatch(o.Log)
+		if n == 0 {
+			return false, fmt.Sprintf("%d returns, none logged before its own batch's answers while an earlier batch of its relay settled", o.Count(eventlog.Returned))
+		}
+		return true, fmt.Sprintf("claim %s settled with %d returns of a later batch of its relay in hand", claim, n)
+	}}
+}

@@ -145,3 +145,44 @@ func TestNackBeforeAck(t *testing.T) {
 		assert.Equal(t, tc.nacked > 0, seen, "%s: %s", tc.name, detail)
 	}
 }
+
+func TestReturnsAheadOfTheirBatch(t *testing.T) {
+	line := func(process, event, claim, id string) eventlog.Entry {
+		return eventlog.Entry{Process: process, Event: event, ClaimID: claim, EventID: id}
+	}
+	r1 := func(event, claim, id string) eventlog.Entry { return line("relay-1", event, claim, id) }
+	for _, tc := range []struct {
+		name     string
+		log      []eventlog.Entry
+		settling string
+		returns  int
+	}{
+		{"no log", nil, "", 0},
+		{"each batch's returns drained as it settles", []eventlog.Entry{
+			r1(eventlog.Published, "c1", "a"), r1(eventlog.Published, "c2", "b"),
+			r1(eventlog.Returned, "c1", "a"), r1(eventlog.Confirmed, "c1", "a"),
+			r1(eventlog.Returned, "c2", "b"), r1(eventlog.Confirmed, "c2", "b")}, "", 0},
+		{"the later batch's returns drained while the first settles", []eventlog.Entry{
+			r1(eventlog.Published, "c1", "a"), r1(eventlog.Published, "c2", "b"), r1(eventlog.Published, "c2", "c"),
+			r1(eventlog.Returned, "c1", "a"), r1(eventlog.Returned, "c2", "b"), r1(eventlog.Returned, "c2", "c"), r1(eventlog.Confirmed, "c1", "a"),
+			r1(eventlog.Confirmed, "c2", "b"), r1(eventlog.Confirmed, "c2", "c")}, "c1", 2},
+		{"a nack settles too", []eventlog.Entry{
+			r1(eventlog.Published, "c1", "a"), r1(eventlog.Published, "c2", "b"),
+			r1(eventlog.Returned, "c2", "b"), r1(eventlog.Nacked, "c1", "a")}, "c1", 1},
+		{"an earlier batch left unanswered (its wait ran out) is not settled by a later one's answers", []eventlog.Entry{
+			r1(eventlog.Published, "c1", "a"), r1(eventlog.Returned, "c1", "a"),
+			r1(eventlog.Published, "c2", "b"), r1(eventlog.Confirmed, "c2", "b")}, "", 0},
+		{"another relay's return", []eventlog.Entry{
+			r1(eventlog.Published, "c1", "a"), line("relay-2", eventlog.Published, "d1", "b"),
+			line("relay-2", eventlog.Returned, "d1", "b"), r1(eventlog.Confirmed, "c1", "a")}, "", 0},
+		{"a return logged after its own batch's answers", []eventlog.Entry{
+			r1(eventlog.Published, "c1", "a"), r1(eventlog.Published, "c2", "b"),
+			r1(eventlog.Confirmed, "c2", "b"), r1(eventlog.Returned, "c2", "b"), r1(eventlog.Confirmed, "c1", "a")}, "", 0},
+	} {
+		settling, n := ReturnsAheadOfTheirBatch(tc.log)
+		assert.Equal(t, tc.returns, n, tc.name)
+		assert.Equal(t, tc.settling, settling, tc.name)
+		seen, detail := ReturnAheadOfItsBatch().Check(&history.Record{Log: tc.log})
+		assert.Equal(t, tc.returns > 0, seen, "%s: %s", tc.name, detail)
+	}
+}

@@ -87,34 +87,47 @@ func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory
 	})
 }
 
-// takeReturns returns the basic.returns of claimID's publishes, by
-// eventId. RabbitMQ sends a mandatory message's return before its confirm
-// and the client hands frames over in order, so once a publish's confirm
-// has been seen, its return (if any) is already in the buffer; returns of
-// a later batch found there (the same eventId's too) are kept for it.
-func (p *publisher) takeReturns(claimID string, flights []inFlight) map[string]amqp.Return {
-	for drained := false; !drained; {
+// takeReturns drains the basic.returns the client has handed over and
+// returns, by eventId, those of claimID's publishes, and every return it
+// drained, in order, for the log. RabbitMQ sends a mandatory message's
+// return before its confirm and the client hands frames over in order, so
+// once a publish's confirm has been seen, its return (if any) is already
+// in the buffer. A return of a later batch drained here (the same
+// eventId's too) is kept for it unless dropLater (the
+// own-batch-returns-only variant): its batch finds nothing when it
+// settles, and the row goes out Published.
+func (p *publisher) takeReturns(claimID string, flights []inFlight, dropLater bool) (own map[string]amqp.Return, drained []amqp.Return) {
+	for done := false; !done; {
 		select {
 		case r, ok := <-p.returns:
 			if !ok {
-				drained = true
+				done = true
 				break
 			}
-			claim, _ := r.Headers[claimHeader].(string)
-			p.returned[publishKey{claim, r.MessageId}] = r
+			drained = append(drained, r)
+			p.returned[publishKey{returnClaim(r), r.MessageId}] = r
 		default:
-			drained = true
+			done = true
 		}
 	}
-	out := map[string]amqp.Return{}
+	own = map[string]amqp.Return{}
 	for _, f := range flights {
 		k := publishKey{claimID, f.row.EventID}
 		if r, ok := p.returned[k]; ok {
-			out[f.row.EventID] = r
+			own[f.row.EventID] = r
 			delete(p.returned, k)
 		}
 	}
-	return out
+	if dropLater {
+		clear(p.returned)
+	}
+	return own, drained
+}
+
+// returnClaim is the claim id a returned message was published under.
+func returnClaim(r amqp.Return) string {
+	claim, _ := r.Headers[claimHeader].(string)
+	return claim
 }
 
 // close ends the connection without waiting long for the broker's

@@ -59,12 +59,15 @@ type Guards struct {
 	// Failover: after losing its connection the relay dials the next node
 	// of --amqp-urls, not only the first.
 	Failover bool
+	// KeepLaterReturns: a basic.return drained while one batch settles
+	// is kept for the later batch it came back from, on the same channel.
+	KeepLaterReturns bool
 }
 
 // AllGuards is the correct relay.
 func AllGuards() Guards {
 	return Guards{Mandatory: true, HonourReturns: true, AwaitConfirm: true, FenceByClaimID: true, LeaseExpiry: true, LeaseHonoured: true,
-		FenceRetries: true, FenceRenewal: true, Backoff: true, ClaimByStatus: true, HonourNacks: true, EachConfirm: true, Failover: true}
+		FenceRetries: true, FenceRenewal: true, Backoff: true, ClaimByStatus: true, HonourNacks: true, EachConfirm: true, Failover: true, KeepLaterReturns: true}
 }
 
 // outcome of one row's publish.
@@ -166,9 +169,15 @@ func (r *Relay) finishBatch(ctx context.Context, b *batch) {
 		told, acked = acked, lastAnswers(flights, acked)
 	}
 	channelLost := b.pub.isClosed()
-	returned := b.pub.takeReturns(claimID, flights)
+	returned, drained := b.pub.takeReturns(claimID, flights, !r.guards.KeepLaterReturns)
 
-	lines := make([]eventlog.Entry, 0, len(flights))
+	// Every return is logged when it is drained, under the claim it came
+	// back from, ahead of this batch's answers: a later batch's return
+	// logged here was in hand before that batch was settled.
+	lines := make([]eventlog.Entry, 0, len(drained)+len(flights))
+	for _, ret := range drained {
+		lines = append(lines, eventlog.Entry{Event: eventlog.Returned, EventID: ret.MessageId, ClaimID: returnClaim(ret), Detail: ret.ReplyText})
+	}
 	for _, f := range flights {
 		id := f.row.EventID
 		ret, wasReturned := returned[id]
@@ -190,9 +199,6 @@ func (r *Relay) finishBatch(ctx context.Context, b *batch) {
 			res.outcome[id], res.reason[id] = outcomeReturned, fmt.Sprintf("returned: %d %s", ret.ReplyCode, ret.ReplyText)
 		default:
 			res.outcome[id] = outcomeConfirmed
-		}
-		if wasReturned {
-			lines = append(lines, eventlog.Entry{Event: eventlog.Returned, EventID: id, ClaimID: claimID, Detail: ret.ReplyText})
 		}
 		if told != nil {
 			ok = told[id] // the log says what the broker said

@@ -19,6 +19,7 @@ var guardVariants = map[string]func(*Guards){
 	variant.ReadsByID:              readsByID,
 	variant.NackAsSuccess:          nackAsSuccess,
 	variant.LastConfirmOnly:        lastConfirmOnly,
+	variant.OwnBatchReturnsOnly:    ownBatchReturnsOnly,
 	variant.SingleNode:             singleNode,
 }
 

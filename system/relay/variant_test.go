@@ -33,9 +33,10 @@ func TestGuardsForEachVariant(t *testing.T) {
 		variant.ReadsByID:              func(g Guards) bool { return !g.ClaimByStatus },
 		variant.NackAsSuccess:          func(g Guards) bool { return !g.HonourNacks },
 		variant.LastConfirmOnly:        func(g Guards) bool { return !g.EachConfirm },
+		variant.OwnBatchReturnsOnly:    func(g Guards) bool { return !g.KeepLaterReturns },
 		variant.SingleNode:             func(g Guards) bool { return !g.Failover },
 	}
-	assert.Len(t, off, 13, "thirteen of the twenty-six variants break the relay")
+	assert.Len(t, off, 14, "fourteen of the twenty-nine variants break the relay")
 	for _, v := range variant.Catalogue() {
 		g, err := GuardsFor(v.Name)
 		require.NoError(t, err)
@@ -49,7 +50,7 @@ func TestGuardsForEachVariant(t *testing.T) {
 		diff := 0
 		for _, pair := range [][2]bool{{g.Mandatory, all.Mandatory}, {g.HonourReturns, all.HonourReturns}, {g.AwaitConfirm, all.AwaitConfirm}, {g.FenceByClaimID, all.FenceByClaimID}, {g.LeaseExpiry, all.LeaseExpiry}, {g.LeaseHonoured, all.LeaseHonoured},
 			{g.FenceRetries, all.FenceRetries}, {g.FenceRenewal, all.FenceRenewal}, {g.Backoff, all.Backoff}, {g.ClaimByStatus, all.ClaimByStatus},
-			{g.HonourNacks, all.HonourNacks}, {g.EachConfirm, all.EachConfirm}, {g.Failover, all.Failover}} {
+			{g.HonourNacks, all.HonourNacks}, {g.EachConfirm, all.EachConfirm}, {g.Failover, all.Failover}, {g.KeepLaterReturns, all.KeepLaterReturns}} {
 			if pair[0] != pair[1] {
 				diff++
 			}

@@ -60,6 +60,7 @@ const (
 	CleanupRetentionInMS   = "cleanup-retention-in-ms"
 	NackAsSuccess          = "nack-as-success"
 	LastConfirmOnly        = "last-confirm-only"
+	OwnBatchReturnsOnly    = "own-batch-returns-only"
 	SingleNode             = "single-node"
 	ClassicQueue           = "classic-queue"
 	TransientQueue         = "transient-queue"
@@ -74,7 +75,7 @@ type Variant struct {
 	Removes string `json:"removes"` // what the variant does instead, and what that breaks
 }
 
-// Catalogue returns the twenty-eight variants, in pipeline order.
+// Catalogue returns the twenty-nine variants, in pipeline order.
 func Catalogue() []Variant {
 	return []Variant{
 		{CommitThenPublish, Order,
@@ -125,6 +126,9 @@ func Catalogue() []Variant {
 		{LastConfirmOnly, Relay,
 			"each row's own publisher confirm decides it",
 			"waits for the confirm of a batch's last publish and takes its answer for every row, as if confirms were cumulative: a publish the broker nacked (a quorum queue full with reject-publish) ahead of a confirmed last is marked Published: lost"},
+		{OwnBatchReturnsOnly, Relay,
+			"a basic.return drained while one batch settles is kept for the later batch it came back from",
+			"keeps only the returns of the batch it is settling and drops the rest it drained: with a second batch published while the first awaits its confirms, that batch's returns can be in hand when the first settles, and the second then sees its unroutable rows confirmed with no return and marks them Published: lost"},
 		{SingleNode, Relay,
 			"failover: after losing its node the relay connects to the next address of --amqp-urls, round robin",
 			"connects only to the first address of --amqp-urls and keeps retrying it after losing it: while that node is dead, cut off or frozen nothing is published although the cluster could take it, and a node that stays away stalls the pipeline"},

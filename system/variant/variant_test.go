@@ -17,12 +17,12 @@ import (
 	"github.com/faultline-dev/faultline/system/variant"
 )
 
-func TestCatalogueHasTheTwentyEightVariants(t *testing.T) {
+func TestCatalogueHasTheTwentyNineVariants(t *testing.T) {
 	want := []string{
 		variant.CommitThenPublish, variant.PublishThenCommit, variant.CommitErrorAnswered, variant.OutboxOwnTransaction,
 		variant.NoMandatory, variant.IgnoreReturn, variant.PublishedBeforeConfirm, variant.NoFencing, variant.NoLease,
 		variant.LeaseIgnored, variant.UnfencedRetry, variant.UnfencedRenewal, variant.NoBackoff, variant.ReadsByID,
-		variant.NackAsSuccess, variant.LastConfirmOnly, variant.SingleNode,
+		variant.NackAsSuccess, variant.LastConfirmOnly, variant.OwnBatchReturnsOnly, variant.SingleNode,
 		variant.AckBeforeCommit, variant.NoInbox, variant.BatchDuplicatesApplied, variant.InboxOwnTransaction, variant.CommitErrorIgnored, variant.PoisonAcked, variant.DeadLetterMultiple, variant.CleanupRetentionInMS,
 		variant.ClassicQueue, variant.TransientQueue, variant.LimitWithoutDLX,
 	}
@@ -41,7 +41,7 @@ func TestCatalogueHasTheTwentyEightVariants(t *testing.T) {
 		assert.Equal(t, "variant="+v.Name, found.Detail(v.Process))
 	}
 	assert.Equal(t, want, got)
-	assert.Len(t, got, 28)
+	assert.Len(t, got, 29)
 	assert.Len(t, processes, 3)
 	assert.Equal(t, append([]string{variant.Correct}, want...), variant.Names())
 
