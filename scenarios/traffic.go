@@ -3,6 +3,7 @@ package scenarios
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/faultline-dev/faultline/harness/check"
@@ -46,7 +47,7 @@ func underLoad() []runner.Scenario {
 		},
 		{
 			Name: "relay-backlog-unroutable", Window: protocol.QueueUnroutable,
-			Description: "The relays are frozen while 200 facts pile up; the queue's bindings are removed over the backlog and the relays released into the outage: each publishes full batches, the next while the last awaits its confirms, and every message comes back returned. Once 200 rows claimed in the outage are settled the bindings return: every returned row is retried, none is given up on, each event takes effect once.",
+			Description: "The relays are frozen while 200 facts pile up; the queue's bindings are removed over the backlog and the relays released into the outage: each publishes full batches, the next while the last awaits its confirms, and every message comes back returned. Where the relay offers relay.after-publish, relay-1 is held there (that call site alone) once it has published its second batch, until the broker has taken every publish of it: relay-1 settles its first batch with the second's returns in hand, and must keep them for the second. Once 200 rows claimed in the outage are settled the bindings return: every returned row is retried, none is given up on, each event takes effect once.",
 			Workload:    workload.RelayBacklogSpec(),
 			// A budget the outage cannot spend: it lasts until the relays
 			// have settled the backlog (until_settled), however long
@@ -166,6 +167,14 @@ func underLoad() []runner.Scenario {
 // of 2 or more), the only relay whose returns for two batches come back
 // on one channel at once; its shape is read from the claims in the audit
 // trail, which only a claim relay writes.
+//
+// Where the relay maps a crash point at relay.after-publish, relay-1 is
+// held there once it has published its second batch (the first still
+// awaiting its confirms), only at that call site, until the broker has
+// taken every publish of it: the relay settles its first batch with the
+// second's returns in hand, which its event log shows. Without the hold,
+// whether those returns are in hand is a race of microseconds inside the
+// relay.
 func claimsInFlight(sc runner.Scenario, t *target.Target) (runner.Scenario, string, error) {
 	if t.Relay.Model != history.ModelClaim {
 		return sc, "", fmt.Errorf("two claims of one relay in flight are read from its claims in the outbox's status column, and this relay's model is %s", t.RelayModel())
@@ -173,7 +182,25 @@ func claimsInFlight(sc runner.Scenario, t *target.Target) (runner.Scenario, stri
 	if t.Relay.InFlight < 2 {
 		return sc, "", fmt.Errorf("the target file says its relays publish no batch while the last awaits its confirms (relay.in_flight: %d)", max(t.Relay.InFlight, 1))
 	}
+	if !offersPoint(t, protocol.Relay, protocol.RelayAfterPublish) {
+		return sc, "the relay maps no crash point at " + protocol.RelayAfterPublish + ": no batch is held for its returns, and whether a later batch's returns are in hand when the one before it settles is left to chance", nil
+	}
+	faults := sc.Faults
+	sc.Faults = func(rng *rand.Rand) []fault.Fault {
+		return append(faults(rng), fault.Crash{Process: "relay-1", Point: protocol.RelayAfterPublish, Action: crashpoint.Hold, Hit: 2, UntilRouted: true, Hold: 10 * time.Second})
+	}
+	sc.Evidence = append(slices.Clone(sc.Evidence), check.ReturnAheadOfItsBatch())
 	return sc, "", nil
+}
+
+// offersPoint: a process of role maps a crash point at window.
+func offersPoint(t *target.Target, role, window string) bool {
+	for _, p := range t.ByRole(role) {
+		if _, ok := p.CrashPoints[window]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // everyInstanceDelivered: n instances of the consumer each logged a

@@ -23,8 +23,9 @@ import (
 
 // Crash arms the crash point at a window of a process instance and waits
 // for it to fire: kill (SIGKILL, then the process is restarted unless
-// NoRestart), pause (the process freezes itself; it is resumed after Hold)
-// or delay.
+// NoRestart), pause (the process freezes itself; it is resumed after Hold),
+// delay, or hold (only the call site waits, until what the fault waits
+// for is seen: UntilRouted).
 //
 // A kill is made at the point, not by it: the point freezes the process
 // (the protocol's pause), faultline waits until everything the frozen
@@ -37,7 +38,7 @@ import (
 type Crash struct {
 	Process history.Ref   `json:"process"` // instance reference: "relay-1", "consumer"
 	Point   string        `json:"point"`   // the protocol's window, e.g. protocol.RelayAfterConfirm
-	Action  string        `json:"action"`  // crashpoint.Kill, Pause or Delay
+	Action  string        `json:"action"`  // crashpoint.Kill, Pause, Delay or Hold
 	Hit     int64         `json:"hit"`     // fire on this hit (1-based)
 	Delay   time.Duration `json:"delay"`   // for Delay
 	// Hold is how long a paused process stays frozen; with UntilTakeover,
@@ -59,6 +60,12 @@ type Crash struct {
 	// most Hold. The broker's side is read, not the relays' event logs: a
 	// relay that does not wait for its confirms logs no nack.
 	UntilNacked bool `json:"until_nacked"`
+	// UntilRouted ends a hold once the broker's firehose has copied every
+	// publish of the batch the held relay logged ahead of its hit (the
+	// broker took them and answered each on the relay's connection, which
+	// the relay goes on reading), at most Hold: the relay's next step finds
+	// those answers in hand, whatever the machine's pace.
+	UntilRouted bool `json:"until_routed"`
 	// Trigger: zero arms the point in the environment at start, so hits
 	// count from the process's start; otherwise it is armed over HTTP when
 	// the trigger fires and hits count from then.
@@ -67,8 +74,13 @@ type Crash struct {
 
 // Observes implements Observer: a freeze until a takeover reads the
 // takeover, and the fencing check the order of the claims, from the
-// outbox's audit trail.
-func (c Crash) Observes() []history.Source { return auditIf(c.UntilTakeover) }
+// outbox's audit trail; a hold until routed reads the broker's firehose.
+func (c Crash) Observes() []history.Source {
+	if c.UntilRouted {
+		return append(auditIf(c.UntilTakeover), history.SourceRouted)
+	}
+	return auditIf(c.UntilTakeover)
+}
 
 // auditIf is the audit trail where a fault reads it, nothing otherwise.
 func auditIf(reads bool) []history.Source {
@@ -98,8 +110,16 @@ func init() {
 				if p.Delay <= 0 {
 					return errors.New("crash fault: action delay needs a delay")
 				}
+			case crashpoint.Hold:
+				// A hold ends on what it waits for, never after a set time.
+				if !p.UntilRouted || p.Hold <= 0 {
+					return errors.New("crash fault: action hold needs until_routed and a hold (the most it waits)")
+				}
 			default:
-				return fmt.Errorf("crash fault: action %q: want kill, pause or delay", p.Action)
+				return fmt.Errorf("crash fault: action %q: want kill, pause, delay or hold", p.Action)
+			}
+			if p.UntilRouted && p.Action != crashpoint.Hold {
+				return errors.New("crash fault: until_routed ends a hold: action hold")
 			}
 			if p.Hit < 0 {
 				return fmt.Errorf("crash fault: hit %d: want 1 or more", p.Hit)
@@ -171,10 +191,9 @@ func (c Crash) armAtStart() bool { return c.Trigger == (Trigger{}) }
 // Describe implements Fault.
 func (c Crash) Describe() result.Fault {
 	kind := "crash"
-	if c.Action == crashpoint.Pause {
-		kind = "pause"
-	} else if c.Action == crashpoint.Delay {
-		kind = "delay"
+	switch c.Action {
+	case crashpoint.Pause, crashpoint.Delay, crashpoint.Hold:
+		kind = c.Action
 	}
 	detail := c.Point + " " + crashpoint.Arming{Action: c.Action, Delay: c.Delay, Hit: max(c.Hit, 1)}.String()
 	if c.Action == crashpoint.Pause && c.UntilNacked {
@@ -183,6 +202,8 @@ func (c Crash) Describe() result.Fault {
 		detail += fmt.Sprintf(", held until its claims are seen taken over (at most four leases, or %s if longer)", c.Hold)
 	} else if c.Action == crashpoint.Pause {
 		detail += fmt.Sprintf(", held %s", c.Hold)
+	} else if c.Action == crashpoint.Hold {
+		detail += fmt.Sprintf(", the call site held until the broker has taken every publish of the batch ahead of it (at most %s)", c.Hold)
 	}
 	if !c.armAtStart() {
 		detail += ", armed " + c.Trigger.String()
@@ -285,6 +306,20 @@ func (c Crash) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		if seen != "" {
 			r.Detail += "; " + seen
 		}
+		return r
+	case crashpoint.Hold:
+		seen, holdErr := waitRouted(ctx, env, w, c.Process, hit, c.Hold)
+		// Released whatever ended the wait: a cancelled run's too.
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := p.Disarm(releaseCtx, own); err != nil {
+			return notUndone(record(c, start, true, holdErr), fmt.Errorf("release the hold of %s: %w", c.Process, err))
+		}
+		if holdErr != nil {
+			return record(c, start, !errors.Is(holdErr, errUnseen), holdErr)
+		}
+		r := record(c, start, true, nil)
+		r.Detail += "; " + seen
 		return r
 	}
 	return record(c, start, true, nil)

@@ -126,6 +126,9 @@ func TestWireForm(t *testing.T) {
 		{KindCrash, `{"kind":"crash","process":"relay-1","point":"relay.after-claim","action":"kill","hit":"two"}`, `crash fault: hit:`},
 		{KindUnbind, `{"kind":"unbind","until_published":true}`, `unbind fault: needs a duration, and no shape`},
 		{KindUnbind, `{"kind":"unbind","duration":"3s","shape":true,"until_published":true}`, `unbind fault: needs a duration, and no shape`},
+		{KindCrash, `{"kind":"crash","process":"relay-1","point":"relay.after-publish","action":"hold","hit":2,"hold":"10s"}`, `hold needs until_routed`},
+		{KindCrash, `{"kind":"crash","process":"relay-1","point":"relay.after-publish","action":"hold","hit":2,"until_routed":true}`, `hold needs until_routed and a hold`},
+		{KindCrash, `{"kind":"crash","process":"relay-1","point":"relay.after-publish","action":"pause","hit":2,"hold":"10s","until_routed":true}`, `until_routed ends a hold`},
 	} {
 		k, ok := KindNamed(tc.kind)
 		require.True(t, ok)

@@ -71,6 +71,8 @@ type Watch struct {
 	failed map[history.Source]error
 	// recorders write what the installed sources watched (installNeeded).
 	recorders []recorder
+	// routed are the firehose's copies, by eventId (SourceRouted).
+	routed routedTimes
 
 	mu      sync.Mutex
 	closers []func() // the listeners' stops

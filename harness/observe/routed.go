@@ -39,17 +39,19 @@ func init() {
 // mandatory one would not be returned. A message without an eventId is
 // not kept.
 func (w *Watch) watchRouted(ctx context.Context) (recorder, error) {
-	var mu sync.Mutex
-	routed := map[string][]time.Time{}
+	r := &w.routed
+	r.mu.Lock()
+	r.times = map[string][]time.Time{}
+	r.mu.Unlock()
 	err := w.consumeRouted(ctx, RoutedQueue, "publishes (firehose)", traceExchange, []string{"publish." + w.run.Target.Topology.Exchange}, func(d amqp.Delivery) {
 		at := time.Now()
 		id := tracedEventID(w.run.Target.Topology.EventID, d)
 		if id == "" {
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		routed[id] = append(routed[id], at)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.times[id] = append(r.times[id], at)
 	})
 	if err != nil {
 		return nil, err
@@ -63,12 +65,29 @@ func (w *Watch) watchRouted(ctx context.Context) (recorder, error) {
 		defer cancel()
 		_ = w.run.Infra.TraceVHost(ctx, vhost, false) // the vhost goes next; a node restarted has it off
 	})
-	return func(o *history.Record) {
-		mu.Lock()
-		defer mu.Unlock()
-		o.Routed = maps.Clone(routed)
-		for id, times := range o.Routed {
-			o.Routed[id] = slices.Clone(times)
-		}
-	}, nil
+	return func(o *history.Record) { o.Routed = w.Routed() }, nil
+}
+
+// routedTimes are the firehose copies received so far, by eventId.
+type routedTimes struct {
+	mu    sync.Mutex
+	times map[string][]time.Time // nil until the firehose is watched
+}
+
+// Routed is when faultline received the firehose's copies of each
+// eventId's publishes so far (a copy: the caller may keep it); nil while
+// the run's firehose is not watched. A fault that waits for a publish to
+// reach the broker reads it as the run goes on.
+func (w *Watch) Routed() map[string][]time.Time {
+	r := &w.routed
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.times == nil {
+		return nil
+	}
+	out := maps.Clone(r.times)
+	for id, times := range out {
+		out[id] = slices.Clone(times)
+	}
+	return out
 }

@@ -139,6 +139,9 @@ func (r *run) start(ctx context.Context, p provisioned, failed func(instance, er
 	if s.watch.Audited() {
 		p.env.Audit = s.watch.Audit
 	}
+	if s.watch.Routed() != nil {
+		p.env.Routed = s.watch.Routed
+	}
 	if why := s.watch.Unobservable(p.need); why != "" {
 		r.res.Verdict = result.NotRun
 		return started{}, fmt.Errorf("not run on target %s: %s", r.sh.Target.Name, why)

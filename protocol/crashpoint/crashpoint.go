@@ -1,5 +1,7 @@
 // Package crashpoint lets faultline crash, freeze or slow a pipeline
-// process at a named place in its code (docs/protocol.md, "Crash points").
+// process at a named place in its code, or hold the goroutine that got
+// there while the rest of the process goes on (docs/protocol.md, "Crash
+// points").
 //
 // A call site is one line, `points.Hit("relay.after-confirm")`;
 // arming lives elsewhere: in FAULTLINE_CRASHPOINTS at start, or at run time
@@ -45,11 +47,17 @@ const (
 	Kill  = "kill"
 	Pause = "pause"
 	Delay = "delay"
+	// Hold stops only the goroutine (thread) that hit the point, until
+	// faultline disarms the point: the rest of the process goes on (its
+	// client libraries keep reading their sockets), and faultline ends
+	// the hold when it has seen what the window waits for, never after a
+	// set time.
+	Hold = "hold"
 )
 
 // Arming says what a point does and on which hit.
 type Arming struct {
-	Action string        `json:"action"`          // kill, pause or delay
+	Action string        `json:"action"`          // kill, pause, delay or hold
 	Delay  time.Duration `json:"delay,omitempty"` // for delay
 	Hit    int64         `json:"hit"`             // fire on this hit (1-based) counted from arming; 0 = every hit
 }
@@ -66,7 +74,7 @@ func (a Arming) String() string {
 	return s + "@" + strconv.FormatInt(a.Hit, 10)
 }
 
-// ParseArming reads "kill", "kill@3", "pause@2", "delay:200ms@*".
+// ParseArming reads "kill", "kill@3", "pause@2", "delay:200ms@*", "hold@2".
 func ParseArming(spec string) (Arming, error) {
 	spec = strings.TrimSpace(spec)
 	action, hit, hasHit := strings.Cut(spec, "@")
@@ -84,7 +92,7 @@ func ParseArming(spec string) (Arming, error) {
 	}
 	kind, arg, hasArg := strings.Cut(action, ":")
 	switch kind {
-	case Kill, Pause:
+	case Kill, Pause, Hold:
 		if hasArg {
 			return Arming{}, fmt.Errorf("crash point arming %q: %s takes no argument", spec, kind)
 		}
@@ -95,7 +103,7 @@ func ParseArming(spec string) (Arming, error) {
 		}
 		a.Delay = d
 	default:
-		return Arming{}, fmt.Errorf("crash point arming %q: unknown action %q (want kill, pause or delay:DURATION)", spec, kind)
+		return Arming{}, fmt.Errorf("crash point arming %q: unknown action %q (want kill, pause, delay:DURATION or hold)", spec, kind)
 	}
 	a.Action = kind
 	return a, nil
@@ -140,6 +148,17 @@ type point struct {
 	arm   Arming
 	hits  int64 // hits since arming
 	fired int64 // times it acted
+	// release is closed when the point is disarmed or armed again: a
+	// hold that fired waits for it (nil: no hold waits).
+	release chan struct{}
+}
+
+// releaseHolds lets every hold waiting at p go on; p.mu is held.
+func (p *point) releaseHolds() {
+	if p.release != nil {
+		close(p.release)
+		p.release = nil
+	}
 }
 
 // NewSet makes the crash points named (the ones this process has call
@@ -183,7 +202,8 @@ func (s *Set) Names() []string {
 	return names
 }
 
-// Arm arms the named point; its hit count starts again from zero. An
+// Arm arms the named point; its hit count starts again from zero, and a
+// hold waiting at it goes on. An
 // action this OS cannot perform (kill or pause outside Linux) is refused
 // with an error wrapping errors.ErrUnsupported.
 func (s *Set) Arm(name string, a Arming) error {
@@ -195,19 +215,23 @@ func (s *Set) Arm(name string, a Arming) error {
 		return fmt.Errorf("crash point %q for process %s: %w", name, s.process, err)
 	}
 	p.mu.Lock()
+	p.releaseHolds()
 	p.arm, p.hits = a, 0
 	p.armed.Store(true)
 	p.mu.Unlock()
 	return nil
 }
 
-// Disarm disarms the named point.
+// Disarm disarms the named point and lets a hold waiting at it go on.
 func (s *Set) Disarm(name string) error {
 	p, ok := s.points[name]
 	if !ok {
 		return fmt.Errorf("unknown crash point %q for process %s", name, s.process)
 	}
+	p.mu.Lock()
 	p.armed.Store(false)
+	p.releaseHolds()
+	p.mu.Unlock()
 	return nil
 }
 
@@ -238,7 +262,8 @@ func (s *Set) Statuses() []Status {
 
 // Hit is the crash point's call site. Unarmed, it returns at once. Armed, it
 // counts the hit and, on the armed hit, writes the hit to the event log and
-// then kills, pauses or delays this process.
+// then kills, pauses or delays this process, or holds the caller until the
+// point is disarmed.
 func (s *Set) Hit(name string) {
 	p := s.points[name]
 	if p == nil || !p.armed.Load() {
@@ -248,10 +273,19 @@ func (s *Set) Hit(name string) {
 	p.hits++
 	hit, a := p.hits, p.arm
 	fire := a.Hit == 0 || hit == a.Hit
+	var release chan struct{}
 	if fire {
 		p.fired++
 		if a.Hit != 0 {
 			p.armed.Store(false) // one-shot
+		}
+		if a.Action == Hold {
+			// Made before the hit is logged: a disarm that answers the
+			// log line lets this hold go even if it comes first.
+			if p.release == nil {
+				p.release = make(chan struct{})
+			}
+			release = p.release
 		}
 	}
 	p.mu.Unlock()
@@ -263,17 +297,19 @@ func (s *Set) Hit(name string) {
 	switch a.Action {
 	case Delay:
 		time.Sleep(a.Delay)
+	case Hold:
+		<-release
 	default:
 		s.act(a.Action)
 	}
 }
 
 // actionSupported says whether a process on goos can perform action:
-// delay everywhere, kill and pause on Linux only (selfSignal).
+// delay and hold everywhere, kill and pause on Linux only (selfSignal).
 func actionSupported(goos, action string) error {
-	if action == Delay || goos == "linux" {
+	if action == Delay || action == Hold || goos == "linux" {
 		return nil
 	}
-	return fmt.Errorf("action %s is not supported on %s: kill and pause need Linux, where a crash point signals its own thread (tgkill); only delay works here: %w",
+	return fmt.Errorf("action %s is not supported on %s: kill and pause need Linux, where a crash point signals its own thread (tgkill); only delay and hold work here: %w",
 		action, goos, errors.ErrUnsupported)
 }

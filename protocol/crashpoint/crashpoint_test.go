@@ -39,6 +39,8 @@ func TestParseArming(t *testing.T) {
 		{spec: "delay:soon", wantErr: "delay needs a positive duration"},
 		{spec: "kill:3", wantErr: "kill takes no argument"},
 		{spec: "pause:1s", wantErr: "pause takes no argument"},
+		{spec: "hold@2", want: Arming{Action: Hold, Hit: 2}},
+		{spec: "hold:1s", wantErr: "hold takes no argument"},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			got, err := ParseArming(tc.spec)
@@ -99,6 +101,8 @@ func TestArmingStringRoundTrips(t *testing.T) {
 		{Action: Delay, Delay: 200 * time.Millisecond, Hit: 0},
 		{Action: Delay, Delay: 1500 * time.Millisecond, Hit: 7},
 		{Action: Delay, Delay: 3 * time.Microsecond, Hit: 1},
+		{Action: Hold, Hit: 2},
+		{Action: Hold, Hit: 0},
 	} {
 		s := a.String()
 		back, err := ParseArming(s)
@@ -327,6 +331,50 @@ func TestDelaySleepsAtLeastItsDuration(t *testing.T) {
 	start := time.Now()
 	s.Hit(RelayAfterClaim)
 	assert.Less(t, time.Since(start), d)
+}
+
+// A hold stops only its caller, logged first, until the point is
+// disarmed or armed again; the process's other goroutines go on.
+func TestHoldWaitsUntilDisarmed(t *testing.T) {
+	for _, release := range []struct {
+		name string
+		do   func(*Set) error
+	}{
+		{"disarmed", func(s *Set) error { return s.Disarm(RelayAfterPublish) }},
+		{"armed again", func(s *Set) error { return s.Arm(RelayAfterPublish, Arming{Action: Kill, Hit: 5}) }},
+	} {
+		t.Run(release.name, func(t *testing.T) {
+			s, rec := newTestSet(t)
+			require.NoError(t, s.Arm(RelayAfterPublish, Arming{Action: Hold, Hit: 2}))
+			s.Hit(RelayAfterPublish) // hit 1 passes
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				s.Hit(RelayAfterPublish)
+			}()
+			require.Eventually(t, func() bool { return len(crashLines(t, rec.buf)) == 1 }, 10*time.Second, time.Millisecond, "the hold is logged before it waits")
+			s.Hit(RelayAfterConfirm) // another call site of the process goes on
+			select {
+			case <-done:
+				t.Fatal("the hold went on before the point was disarmed")
+			default:
+			}
+			require.NoError(t, release.do(s))
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the hold still waits after the release")
+			}
+			assert.Equal(t, Hold, crashLines(t, rec.buf)[0].Action)
+			assert.Empty(t, rec.got(), "a hold neither kills nor pauses")
+		})
+	}
+	t.Run("released before it waits", func(t *testing.T) {
+		s, _ := newTestSet(t)
+		require.NoError(t, s.Arm(RelayAfterPublish, Arming{Action: Hold, Hit: 1}))
+		require.NoError(t, s.Disarm(RelayAfterPublish))
+		s.Hit(RelayAfterPublish) // disarmed: returns at once
+	})
 }
 
 func TestArmList(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 //	GET    /crashpoints          every point of this process with its state
 //	PUT    /crashpoints/{name}   body: an arming such as "kill@3" or "delay:200ms@*"
 //	                             (501 for kill or pause outside Linux)
-//	DELETE /crashpoints/{name}   disarm
+//	DELETE /crashpoints/{name}   disarm, and let a hold waiting at the point go on
 func (s *Set) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /crashpoints", func(w http.ResponseWriter, r *http.Request) {

@@ -22,6 +22,8 @@ func TestActionSupported(t *testing.T) {
 		{"linux", Delay, true},
 		{"darwin", Delay, true},
 		{"windows", Delay, true},
+		{"darwin", Hold, true},
+		{"linux", Hold, true},
 		{"darwin", Kill, false},
 		{"darwin", Pause, false},
 		{"windows", Kill, false},
@@ -37,7 +39,7 @@ func TestActionSupported(t *testing.T) {
 			require.Error(t, err)
 			assert.ErrorIs(t, err, errors.ErrUnsupported)
 			assert.Contains(t, err.Error(), "action "+tc.action+" is not supported on "+tc.goos)
-			assert.Contains(t, err.Error(), "only delay works here")
+			assert.Contains(t, err.Error(), "only delay and hold work here")
 		})
 	}
 }
