@@ -34,7 +34,7 @@ func BacklogReleased() Evidence {
 		}
 		what := "facts acknowledged while every relay was frozen"
 		if t.Held == protocol.Consumer {
-			what = "messages ready in the consumer's queue"
+			what = "messages waiting for the consumer (ready in its queue, or delivered to it and unacked)"
 		}
 		if t.Backlog == 0 {
 			return false, fmt.Sprintf("the %s was never released to a backlog (%s: none seen)", t.Held, what)

@@ -42,8 +42,9 @@ type Traffic struct {
 	// Held is the role the profile held back while its work piled up
 	// (protocol.Relay, protocol.Consumer; "" for none), Want the backlog it waited for,
 	// and Backlog the work seen waiting when the role was released (facts
-	// acknowledged while every relay was frozen; messages ready in the
-	// consumer's queue, by a passive declare), 0 when it never was.
+	// acknowledged while every relay was frozen; messages waiting in the
+	// consumer's queue, ready or delivered to it and unacked), 0 when it
+	// never was.
 	Held          string
 	Want, Backlog int
 	// ConsumersAtFreeze and ConsumersAtThaw are, where the consumer was

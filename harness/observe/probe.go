@@ -117,6 +117,26 @@ func (w *Watch) Ready(queue string) (int, error) {
 	return q.Messages, err
 }
 
+// Waiting is how many messages wait for queue's consumers: ready, or
+// delivered to a consumer and not yet acked (a frozen consumer holds its
+// prefetch so). Both counts are lower bounds of the queue's total while
+// nothing is acked: the passive declare's ready count, exact at once, and
+// the management API's messages (ready and unacked), exact as of its
+// last statistics sample; Waiting is the larger. A frozen consumer's
+// prefetch is counted once the sample shows it, whether or not the broker
+// has since dropped the consumer and made it ready again.
+func (w *Watch) Waiting(ctx context.Context, queue string) (int, error) {
+	q, err := w.probe.declare(queue)
+	if err != nil {
+		return 0, err
+	}
+	m, err := w.probe.infra.Queue(ctx, w.probe.vhost, queue)
+	if err != nil {
+		return q.Messages, err
+	}
+	return max(q.Messages, m.Messages), nil
+}
+
 // Consumers is how many consumers queue has, from a passive declare.
 func (w *Watch) Consumers(queue string) (int, error) {
 	q, err := w.probe.declare(queue)

@@ -220,7 +220,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	if held != nil {
 		measure := func() (int, error) { return int(wl.Acknowledged()), nil }
 		if held.hold.Role == protocol.Consumer {
-			measure = func() (int, error) { return s.watch.Ready(r.sh.Target.Topology.Queue) }
+			measure = func() (int, error) { return s.watch.Waiting(runCtx, r.sh.Target.Topology.Queue) }
 		}
 		go held.release(runCtx, p.env.Deadline, measure, overBacklog(p.faults, faultEnded, p.env.Landings))
 	}

@@ -36,8 +36,9 @@ const (
 type Hold struct {
 	// Role is the role held: protocol.Relay (its work: facts the producer
 	// acknowledged, each with its outbox row, none published while every
-	// relay is frozen) or protocol.Consumer (its work: messages ready in
-	// its queue, by the broker's count).
+	// relay is frozen) or protocol.Consumer (its work: messages waiting in
+	// its queue, ready or delivered to it and unacked, by the broker's
+	// counts).
 	Role    string
 	Backlog int
 }
@@ -55,7 +56,7 @@ func ProfileList() []Profile {
 		{Paced, "120 facts over 5 s from 4 clients into an idle pipeline: faults land mid-stream", Steady()},
 		{Burst, "400 facts at once from 32 clients; shows at least 16 requests in flight at once", BurstSpec()},
 		{RelayBacklog, "240 facts unpaced, every relay frozen until 200 were acknowledged; shows the backlog and a full claim (relay.batch rows, from the audit trail)", RelayBacklogSpec()},
-		{ConsumerBacklog, "240 facts unpaced, the consumer frozen until 150 messages are ready in its queue; shows the backlog, by a passive declare", ConsumerBacklogSpec()},
+		{ConsumerBacklog, "240 facts unpaced, the consumer frozen until 150 messages wait for it in its queue (ready, or delivered to it and unacked); shows the backlog, by a passive declare and the management API", ConsumerBacklogSpec()},
 		{Sustained, "60 facts at once from 16 clients, timed until every one took effect, then 80% of the rate the pipeline carried for 5 s; shows the rate held", SustainedSpec()},
 	}
 }
