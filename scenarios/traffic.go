@@ -106,7 +106,7 @@ func underLoad() []runner.Scenario {
 				// the hold before the backlog was there.
 				return []fault.Fault{fault.Crash{Process: "consumer", Point: protocol.ConsumerAfterReceive, Action: crashpoint.Kill, Hit: 2, Trigger: fault.Trigger{AfterRelease: true}, RestartAfter: 200 * time.Millisecond}}
 			},
-			Evidence: []check.Evidence{check.CrashPointHit(protocol.ConsumerAfterReceive), check.Redelivered()},
+			Evidence: []check.Evidence{check.FullPrefetch(), check.CrashPointHit(protocol.ConsumerAfterReceive), check.Redelivered()},
 		},
 		{
 			Name: "poison-in-backlog", Window: protocol.QueuePoison,
@@ -148,7 +148,7 @@ func underLoad() []runner.Scenario {
 			Faults: func(*rand.Rand) []fault.Fault {
 				return []fault.Fault{fault.Crash{Process: "consumer-1", Point: protocol.ConsumerAfterReceive, Action: crashpoint.Kill, Hit: 1, Trigger: fault.Trigger{AfterRelease: true}, RestartAfter: 200 * time.Millisecond}}
 			},
-			Evidence: []check.Evidence{check.CrashPointHit(protocol.ConsumerAfterReceive), check.Redelivered(), check.Optional(everyInstanceDelivered(2))},
+			Evidence: []check.Evidence{check.FullPrefetch(), check.CrashPointHit(protocol.ConsumerAfterReceive), check.Redelivered(), check.Optional(everyInstanceDelivered(2))},
 		},
 		{
 			Name: "burst-producer-crash-after-commit", Window: protocol.ProducerAfterCommit,

@@ -47,6 +47,31 @@ func BacklogReleased() Evidence {
 	}}
 }
 
+// FullPrefetch is the evidence that the held consumer was thawed holding
+// its prefetch: just before the thaw the broker had deliveries out to its
+// consumers, unacked (as many as their prefetch allows, the rest of the
+// backlog ready behind them, or the whole backlog where the prefetch is
+// larger). A consumer the broker dropped while frozen holds nothing at
+// the thaw: released, it reconnects and is handed its prefetch anew, but
+// not at the moment the scenario's fault was armed for.
+func FullPrefetch() Evidence {
+	return Evidence{Name: "a full prefetch held at the thaw", Check: func(o *history.Record) (bool, string) {
+		t := o.Traffic
+		if t.Held != protocol.Consumer {
+			return false, "the run held no consumer back"
+		}
+		if t.ReadyAtThaw == nil || t.UnackedAtThaw == nil {
+			return false, "the consumer's queue was not read at the thaw"
+		}
+		ready, unacked := *t.ReadyAtThaw, *t.UnackedAtThaw
+		detail := fmt.Sprintf("%d deliveries unacked and %d messages ready behind them at the thaw", unacked, ready)
+		if t.ConsumersAtThaw != nil {
+			detail += fmt.Sprintf(", %d consumers", *t.ConsumersAtThaw)
+		}
+		return unacked > 0, detail
+	}}
+}
+
 // FullClaim is the evidence that a relay claimed a full batch (relay.batch
 // rows under one claim id), from the audit trail; optional, as a target
 // whose file names no batch, or whose outbox faultline cannot watch, shows

@@ -88,6 +88,24 @@ func TestBacklogReleasedSaysAConsumerReconnected(t *testing.T) {
 	}
 }
 
+func TestFullPrefetch(t *testing.T) {
+	n := func(v int) *int { return &v }
+	for _, tc := range []struct {
+		name    string
+		traffic history.Traffic
+		seen    bool
+	}{
+		{"no consumer held", history.Traffic{Held: "relay"}, false},
+		{"not read at the thaw", history.Traffic{Held: "consumer"}, false},
+		{"its prefetch held, more ready behind it", history.Traffic{Held: "consumer", ReadyAtThaw: n(144), UnackedAtThaw: n(96), ConsumersAtThaw: n(3)}, true},
+		{"dropped while frozen: nothing held", history.Traffic{Held: "consumer", ReadyAtThaw: n(240), UnackedAtThaw: n(0), ConsumersAtThaw: n(0)}, false},
+		{"the whole backlog handed over (a prefetch larger than it)", history.Traffic{Held: "consumer", ReadyAtThaw: n(0), UnackedAtThaw: n(240)}, true},
+	} {
+		seen, detail := FullPrefetch().Check(&history.Record{Traffic: tc.traffic})
+		assert.Equal(t, tc.seen, seen, "%s: %s", tc.name, detail)
+	}
+}
+
 func TestClaimsInFlight(t *testing.T) {
 	claim := func(writer, id, claim string) history.AuditRow {
 		return history.AuditRow{Writer: writer, Op: "UPDATE", EventID: id, OldStatus: "Pending", NewStatus: "Processing", NewClaim: claim}

@@ -53,6 +53,12 @@ type Traffic struct {
 	// thaw: the broker dropped a frozen consumer's connection meanwhile,
 	// and released it reconnects, what it held coming back redelivered.
 	ConsumersAtFreeze, ConsumersAtThaw *int
+	// ReadyAtThaw and UnackedAtThaw are, where the consumer was held, the
+	// messages ready in its queue (a passive declare) and those delivered
+	// to its consumers and unacked (the management API's count, which
+	// lags but holds still while the consumer is frozen) just before the
+	// thaw; nil: not counted.
+	ReadyAtThaw, UnackedAtThaw *int
 	// Batch is the relay's batch as the target file says it (relay.batch),
 	// 0 where it does not.
 	Batch int

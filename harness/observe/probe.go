@@ -110,13 +110,6 @@ func (p *queueProbe) close() {
 	}
 }
 
-// Ready is how many messages queue holds ready, from a passive declare:
-// the queue's own count at once, not the management API's lagging one.
-func (w *Watch) Ready(queue string) (int, error) {
-	q, err := w.probe.declare(queue)
-	return q.Messages, err
-}
-
 // Waiting is how many messages wait for queue's consumers: ready, or
 // delivered to a consumer and not yet acked (a frozen consumer holds its
 // prefetch so). Both counts are lower bounds of the queue's total while
@@ -137,8 +130,3 @@ func (w *Watch) Waiting(ctx context.Context, queue string) (int, error) {
 	return max(q.Messages, m.Messages), nil
 }
 
-// Consumers is how many consumers queue has, from a passive declare.
-func (w *Watch) Consumers(queue string) (int, error) {
-	q, err := w.probe.declare(queue)
-	return q.Consumers, err
-}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/faultline-dev/faultline/harness/check"
 	"github.com/faultline-dev/faultline/harness/fault"
+	"github.com/faultline-dev/faultline/harness/history"
 	"github.com/faultline-dev/faultline/harness/poll"
 	"github.com/faultline-dev/faultline/harness/supervisor"
 	"github.com/faultline-dev/faultline/harness/workload"
@@ -30,18 +31,18 @@ type backlog struct {
 	// as much as wanted); err why the hold ended without it.
 	measured int
 	err      error
-	// consumers, if not nil, counts the consumers on the held consumer's
-	// queue; atFreeze and atThaw are what it counted once every instance
-	// was frozen and just before the thaw (nil: not counted).
-	consumers        func() (int, error)
-	atFreeze, atThaw *int
+	// queue, if not nil, reads the held consumer's queue; atFreeze and
+	// atThaw are what it read once every instance was frozen and just
+	// before the thaw (nil: not read, or the read failed).
+	queue            func() (history.QueueInfo, error)
+	atFreeze, atThaw *history.QueueInfo
 }
 
 // holdBack freezes every instance of the role h holds, before the
-// workload starts; consumers, if not nil, counts the consumers on a held
-// consumer's queue, at the freeze and at the thaw.
-func (r *run) holdBack(h workload.Hold, consumers func() (int, error)) (*backlog, error) {
-	b := &backlog{hold: h, seen: make(chan struct{}), released: make(chan struct{}), consumers: consumers}
+// workload starts; queue, if not nil, reads a held consumer's queue, at
+// the freeze and at the thaw.
+func (r *run) holdBack(h workload.Hold, queue func() (history.QueueInfo, error)) (*backlog, error) {
+	b := &backlog{hold: h, seen: make(chan struct{}), released: make(chan struct{}), queue: queue}
 	for _, p := range r.sup.Processes() {
 		if p.Role() == h.Role {
 			b.procs = append(b.procs, p)
@@ -56,22 +57,33 @@ func (r *run) holdBack(h workload.Hold, consumers func() (int, error)) (*backlog
 			return nil, fmt.Errorf("hold the %s back: %w", h.Role, err)
 		}
 	}
-	b.atFreeze = b.countConsumers()
+	b.atFreeze = b.readQueue()
 	r.sh.logf("%s: %d %s instances frozen until %d of their work waits", r.sc.Name, len(b.procs), h.Role, h.Backlog)
 	return b, nil
 }
 
-// countConsumers is how many consumers the held consumer's queue has now
-// (nil: not counted, or the count failed).
-func (b *backlog) countConsumers() *int {
-	if b.consumers == nil {
+// readQueue reads the held consumer's queue now (nil: not read, or the
+// read failed).
+func (b *backlog) readQueue() *history.QueueInfo {
+	if b.queue == nil {
 		return nil
 	}
-	n, err := b.consumers()
+	q, err := b.queue()
 	if err != nil {
 		return nil
 	}
-	return &n
+	return &q
+}
+
+// traffic writes what the hold saw into t.
+func (b *backlog) traffic(t *history.Traffic) {
+	t.Held, t.Want, t.Backlog = b.hold.Role, b.hold.Backlog, b.measured
+	if q := b.atFreeze; q != nil {
+		t.ConsumersAtFreeze = &q.Consumers
+	}
+	if q := b.atThaw; q != nil {
+		t.ConsumersAtThaw, t.ReadyAtThaw, t.UnackedAtThaw = &q.Consumers, &q.Ready, &q.Unacked
+	}
 }
 
 // thaw resumes procs; a process that exited meanwhile (killed by a fault
@@ -104,7 +116,7 @@ func (b *backlog) release(ctx context.Context, bound time.Duration, measure func
 	} else {
 		b.err = fmt.Errorf("the backlog never showed: %d of %d within %s: %w", last, b.hold.Backlog, bound, err)
 	}
-	b.atThaw = b.countConsumers()
+	b.atThaw = b.readQueue()
 	if terr := b.thaw(b.procs); terr != nil {
 		b.err = errors.Join(b.err, terr)
 	}

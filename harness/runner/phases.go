@@ -206,12 +206,12 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	r.cleanup = append(r.cleanup, func(context.Context) { d.clients() })
 	var held *backlog
 	if h := r.plan.Scenario.Workload.Hold; h != nil {
-		var consumers func() (int, error)
+		var queue func() (history.QueueInfo, error)
 		if h.Role == protocol.Consumer {
-			consumers = func() (int, error) { return s.watch.Consumers(r.sh.Target.Topology.Queue) }
+			queue = func() (history.QueueInfo, error) { return s.watch.Queue(runCtx, r.sh.Target.Topology.Queue) }
 		}
 		var err error
-		if held, err = r.holdBack(*h, consumers); err != nil {
+		if held, err = r.holdBack(*h, queue); err != nil {
 			return d, err
 		}
 		p.env.Backlog, p.env.Released = held.seen, held.released
@@ -237,8 +237,7 @@ func (r *run) drive(ctx context.Context, p provisioned, s started) (driven, erro
 	d.traffic = history.Traffic{Profile: r.plan.Scenario.Workload.ProfileName(), Batch: r.sh.Target.Relay.Batch, MaxInFlight: st.MaxInFlight, Carried: st.Carried, Sent: st.Sent}
 	if held != nil {
 		<-held.released
-		d.traffic.Held, d.traffic.Want, d.traffic.Backlog = held.hold.Role, held.hold.Backlog, held.measured
-		d.traffic.ConsumersAtFreeze, d.traffic.ConsumersAtThaw = held.atFreeze, held.atThaw
+		held.traffic(&d.traffic)
 		if held.err != nil {
 			r.sh.logf("%s: %v", r.sc.Name, held.err)
 		}
