@@ -210,10 +210,8 @@ func answersLostAtPublish(sc runner.Scenario) runner.Scenario {
 // evidence that needs no event log — or is not offered, and why.
 func fromOutside(window string, outside func(sc runner.Scenario, t *target.Target) (runner.Scenario, string, error)) func(runner.Scenario, *target.Target) (runner.Scenario, string, error) {
 	return func(sc runner.Scenario, t *target.Target) (runner.Scenario, string, error) {
-		for _, p := range t.ByRole(protocol.Relay) {
-			if _, ok := p.CrashPoints[window]; ok {
-				return sc, "", nil
-			}
+		if offersPoint(t, protocol.Relay, window) {
+			return sc, "", nil
 		}
 		on, how, err := outside(sc, t)
 		if err != nil {
@@ -226,6 +224,16 @@ func fromOutside(window string, outside func(sc runner.Scenario, t *target.Targe
 		}
 		return on, runner.JoinLines("the relay maps no crash point at "+window+": opened from outside", how), nil
 	}
+}
+
+// offersPoint: a process of role maps a crash point at window.
+func offersPoint(t *target.Target, role, window string) bool {
+	for _, p := range t.ByRole(role) {
+		if _, ok := p.CrashPoints[window]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // asBlackBox is outside for a crash-point scenario whose window a

@@ -193,16 +193,6 @@ func claimsInFlight(sc runner.Scenario, t *target.Target) (runner.Scenario, stri
 	return sc, "", nil
 }
 
-// offersPoint: a process of role maps a crash point at window.
-func offersPoint(t *target.Target, role, window string) bool {
-	for _, p := range t.ByRole(role) {
-		if _, ok := p.CrashPoints[window]; ok {
-			return true
-		}
-	}
-	return false
-}
-
 // everyInstanceDelivered: n instances of the consumer each logged a
 // delivery, so the backlog was shared.
 func everyInstanceDelivered(n int) check.Evidence {

@@ -246,16 +246,16 @@ func ReturnsAheadOfTheirBatch(log []eventlog.Entry) (settling string, returns in
 				continue
 			}
 			answered[c] = true
+			delete(inHand[e.Process], c)
 			at, published := order[c]
+			if !published {
+				continue
+			}
 			for later, n := range inHand[e.Process] {
-				if later == c {
-					continue
-				}
-				if next, ok := order[later]; ok && published && next > at {
+				if next, ok := order[later]; ok && next > at {
 					ahead[c] += n
 				}
 			}
-			delete(inHand[e.Process], c)
 		}
 	}
 	for c, n := range ahead {

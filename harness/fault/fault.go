@@ -134,9 +134,9 @@ type Env struct {
 	// rows with an id above after, in trail order (nil: none installed).
 	Audit func(ctx context.Context, after int64) ([]history.AuditRow, error)
 	// Routed tells when faultline received the broker's firehose copies
-	// of the publishes of each eventId so far (nil: the run's firehose
-	// is off).
-	Routed func() map[string][]time.Time
+	// of the publishes of each of ids so far (nil: the run's firehose is
+	// off).
+	Routed func(ids []string) map[string][]time.Time
 	// Acknowledged reports how many orders the workload has had answered.
 	Acknowledged func() int64
 	// ClientNodes maps an instance to the index of the broker node its

@@ -93,7 +93,7 @@ func waitRouted(ctx context.Context, env *Env, w *waits, held history.Ref, hit e
 	var missing []string
 	err = w.wait(fmt.Sprintf("the broker to take the %d publishes of %s's held batch", len(ids), held), within, func() (string, error) {
 		err := poll.Until(ctx, within, 5*time.Millisecond, func() (bool, error) {
-			missing = notYetRouted(env.Routed(), ids, since)
+			missing = notYetRouted(env.Routed(ids), ids, since)
 			return len(missing) == 0, nil
 		})
 		return fmt.Sprintf("%d of %d copied", len(ids)-len(missing), len(ids)), err

@@ -30,16 +30,22 @@ type queueProbe struct {
 }
 
 func (p *queueProbe) queue(ctx context.Context, queue string) (history.QueueInfo, error) {
-	q, err := p.declare(queue)
-	if err != nil {
-		return history.QueueInfo{}, err
-	}
-	m, err := p.infra.Queue(ctx, p.vhost, queue)
+	q, m, err := p.read(ctx, queue)
 	if err != nil {
 		return history.QueueInfo{}, err
 	}
 	return history.QueueInfo{Ready: q.Messages, Unacked: m.Unacked, Messages: q.Messages + m.Unacked, Consumers: q.Consumers, Redelivered: m.Redelivered,
 		DeliveryLimit: m.DeliveryLimit, DeadLetterExchange: m.DeadLetterExchange}, nil
+}
+
+// read asks about queue both ways: a passive declare (q) and the
+// management API (m).
+func (p *queueProbe) read(ctx context.Context, queue string) (q amqp.Queue, m history.QueueInfo, err error) {
+	if q, err = p.declare(queue); err != nil {
+		return q, m, err
+	}
+	m, err = p.infra.Queue(ctx, p.vhost, queue)
+	return q, m, err
 }
 
 // declare passively declares queue: its exact ready count and consumer
@@ -119,14 +125,9 @@ func (p *queueProbe) close() {
 // prefetch is counted once the sample shows it, whether or not the broker
 // has since dropped the consumer and made it ready again.
 func (w *Watch) Waiting(ctx context.Context, queue string) (int, error) {
-	q, err := w.probe.declare(queue)
+	q, m, err := w.probe.read(ctx, queue)
 	if err != nil {
 		return 0, err
 	}
-	m, err := w.probe.infra.Queue(ctx, w.probe.vhost, queue)
-	if err != nil {
-		return q.Messages, err
-	}
 	return max(q.Messages, m.Messages), nil
 }
-

@@ -65,7 +65,7 @@ func (w *Watch) watchRouted(ctx context.Context) (recorder, error) {
 		defer cancel()
 		_ = w.run.Infra.TraceVHost(ctx, vhost, false) // the vhost goes next; a node restarted has it off
 	})
-	return func(o *history.Record) { o.Routed = w.Routed() }, nil
+	return func(o *history.Record) { o.Routed = w.allRouted() }, nil
 }
 
 // routedTimes are the firehose copies received so far, by eventId.
@@ -74,18 +74,38 @@ type routedTimes struct {
 	times map[string][]time.Time // nil until the firehose is watched
 }
 
-// Routed is when faultline received the firehose's copies of each
-// eventId's publishes so far (a copy: the caller may keep it); nil while
-// the run's firehose is not watched. A fault that waits for a publish to
-// reach the broker reads it as the run goes on.
-func (w *Watch) Routed() map[string][]time.Time {
-	r := &w.routed
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.times == nil {
+// Routing reports whether the run's firehose is watched.
+func (w *Watch) Routing() bool {
+	w.routed.mu.Lock()
+	defer w.routed.mu.Unlock()
+	return w.routed.times != nil
+}
+
+// Routed is when faultline received the firehose's copies of the
+// publishes of each of ids so far (copies: the caller may keep them); a
+// fault that waits for publishes to reach the broker reads it as the run
+// goes on.
+func (w *Watch) Routed(ids []string) map[string][]time.Time {
+	out := make(map[string][]time.Time, len(ids))
+	w.routed.mu.Lock()
+	defer w.routed.mu.Unlock()
+	for _, id := range ids {
+		if times, ok := w.routed.times[id]; ok {
+			out[id] = slices.Clone(times)
+		}
+	}
+	return out
+}
+
+// allRouted is every eventId's copies so far (nil while the firehose is
+// not watched).
+func (w *Watch) allRouted() map[string][]time.Time {
+	w.routed.mu.Lock()
+	defer w.routed.mu.Unlock()
+	if w.routed.times == nil {
 		return nil
 	}
-	out := maps.Clone(r.times)
+	out := maps.Clone(w.routed.times)
 	for id, times := range out {
 		out[id] = slices.Clone(times)
 	}

@@ -15,8 +15,14 @@ import (
 	"github.com/faultline-dev/faultline/protocol"
 )
 
-// backlogPoll is how often a held role's backlog is measured.
-const backlogPoll = 20 * time.Millisecond
+// backlogPoll is how often a held relay's backlog (the facts the workload
+// had acknowledged) is measured; consumerBacklogPoll a held consumer's,
+// which asks the management API, whose counts change once a statistics
+// interval (500 ms on faultline's brokers).
+const (
+	backlogPoll         = 20 * time.Millisecond
+	consumerBacklogPoll = 100 * time.Millisecond
+)
 
 // backlog holds a role back (every instance frozen) while the traffic
 // piles up its work, and releases it once the backlog is seen and every
@@ -126,7 +132,11 @@ func (b *backlog) release(ctx context.Context, bound time.Duration, measure func
 // passes; it returns the last measure.
 func (b *backlog) wait(ctx context.Context, bound time.Duration, measure func() (int, error)) (int, error) {
 	last := 0
-	err := poll.Until(ctx, bound, backlogPoll, func() (bool, error) {
+	every := backlogPoll
+	if b.hold.Role == protocol.Consumer {
+		every = consumerBacklogPoll
+	}
+	err := poll.Until(ctx, bound, every, func() (bool, error) {
 		n, err := measure()
 		if err == nil {
 			last = n

@@ -139,7 +139,7 @@ func (r *run) start(ctx context.Context, p provisioned, failed func(instance, er
 	if s.watch.Audited() {
 		p.env.Audit = s.watch.Audit
 	}
-	if s.watch.Routed() != nil {
+	if s.watch.Routing() {
 		p.env.Routed = s.watch.Routed
 	}
 	if why := s.watch.Unobservable(p.need); why != "" {
