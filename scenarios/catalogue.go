@@ -199,10 +199,7 @@ func All() []runner.Scenario {
 			Workload:    steadyThenMore(),
 			Exclusive:   true,
 			Faults: func(rng *rand.Rand) []fault.Fault {
-				// RabbitMQ 3.10 forgets a quorum queue declared less than about
-				// half a second before a crash (see infra.StopBroker): the
-				// extra second keeps the queue well clear of that.
-				return []fault.Fault{fault.BrokerRestart{Trigger: fault.Trigger{AfterOrders: int64(between(rng, 20, 60)), Delay: time.Second}, Down: 500 * time.Millisecond}}
+				return []fault.Fault{fault.BrokerRestart{Trigger: fault.Trigger{AfterOrders: int64(between(rng, 20, 60))}, Down: 500 * time.Millisecond}}
 			},
 			// Without event logs the restart itself (the fault happened) and
 			// every effect taken once after it are what the run rests on.

@@ -60,15 +60,7 @@ func randomChaos() runner.Scenario {
 					return fault.LinkDown{Link: "consumer.pg", Trigger: at(), Duration: 1500 * time.Millisecond}
 				},
 				func() fault.Fault { return fault.Poison{Count: 3, Trigger: at()} },
-				func() fault.Fault {
-					// As in broker-restart: RabbitMQ 3.10 can forget a quorum
-					// queue declared less than about half a second before a
-					// crash, and the workload starts as soon as the consumer
-					// consumes; the second keeps the queue clear of that.
-					t := at()
-					t.Delay = time.Second
-					return fault.BrokerRestart{Trigger: t, Down: 500 * time.Millisecond}
-				},
+				func() fault.Fault { return fault.BrokerRestart{Trigger: at(), Down: 500 * time.Millisecond} },
 			}
 			var out []fault.Fault
 			for _, i := range rng.Perm(len(menu))[:5] {

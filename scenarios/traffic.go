@@ -130,14 +130,11 @@ func underLoad() []runner.Scenario {
 			Workload:    workload.ConsumerBacklogSpec(),
 			Exclusive:   true,
 			Faults: func(*rand.Rand) []fault.Fault {
-				// Two seconds after the backlog, where infra.StopBroker asks
-				// for one after the queue's declaration: RabbitMQ 3.10
-				// writes a queue's declaration behind (a crash soon after it
-				// can bring the queue back without its leader), nothing
-				// outside the node shows when it has been written, and a
-				// fast producer fills the backlog within a second of the
-				// declaration.
-				return []fault.Fault{fault.BrokerRestart{Trigger: fault.Trigger{OverBacklog: true, Delay: 2 * time.Second}, Down: 500 * time.Millisecond}}
+				// A fast producer fills the backlog within a second of the
+				// queue's declaration: the fault waits until RabbitMQ has
+				// saved the queue's server on disk before it crashes the
+				// broker (see fault.BrokerRestart).
+				return []fault.Fault{fault.BrokerRestart{Trigger: fault.Trigger{OverBacklog: true}, Down: 500 * time.Millisecond}}
 			},
 		},
 		{

@@ -123,6 +123,11 @@ func (k NodeKill) Inject(ctx context.Context, env *Env) result.Fault {
 	if err := env.Wait(ctx, k.Trigger); err != nil {
 		return done(false, err)
 	}
+	// A node killed before it saved a quorum queue's server comes back
+	// without it (see BrokerRestart.Inject).
+	if err := queuesSaved(ctx, env, &w); err != nil {
+		return done(false, err)
+	}
 	if k.Holding {
 		if k.Slow != "" {
 			if unslow, err = slowLink(ctx, env, k.Slow); err != nil {

@@ -121,6 +121,28 @@ func testContract(ctx context.Context, t *testing.T, in Infra, prefix string) {
 	})
 }
 
+// waitQueuesSaved waits until the broker's Ra registries on disk name
+// every quorum queue it lists (QueueRegistry): a node killed sooner comes
+// back with the queue but not its server, leaderless for good.
+func waitQueuesSaved(ctx context.Context, t *testing.T, in Infra) {
+	t.Helper()
+	reg, ok := in.(QueueRegistry)
+	require.True(t, ok, "the %s provider reads its Ra registries", in.Name())
+	begin := time.Now()
+	first, err := reg.QueueServersSaved(ctx)
+	require.NoError(t, err)
+	last := first
+	for !last.Saved() {
+		require.Less(t, time.Since(begin), 30*time.Second, "registries never named every queue: %s", last)
+		time.Sleep(50 * time.Millisecond)
+		last, err = reg.QueueServersSaved(ctx)
+		require.NoError(t, err)
+	}
+	require.Positive(t, last.Servers, "the broker lists the test's quorum queue")
+	t.Logf("FIGURE Ra registries: %d of %d servers unsaved at first, all saved after %s", len(first.Unsaved), first.Servers,
+		time.Since(begin).Round(time.Millisecond))
+}
+
 // testRestartKeepsQuorumMessage crashes and restarts the broker under a
 // client: the client sees its connection drop, and a persistent message in
 // a quorum queue is there again once the queue has a leader.
@@ -134,12 +156,7 @@ func testRestartKeepsQuorumMessage(ctx context.Context, t *testing.T, in Infra, 
 	_, err = ch.QueueDeclare("q", true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
 	require.NoError(t, err)
 	publish(ctx, t, ch, "q", "survives")
-	// Ra (2.2, in RabbitMQ 3.10) saves its registry of queue servers every
-	// 500 ms; a node killed sooner forgets the new queue's server and
-	// starts an empty, leaderless one in its place. See StopBroker. Nothing
-	// outside the node shows when the save happened, so this waits several
-	// save intervals (once, on a loaded machine, one second was not enough).
-	time.Sleep(3 * time.Second)
+	waitQueuesSaved(ctx, t, in)
 
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	t0 := time.Now()

@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 	tcrabbitmq "github.com/testcontainers/testcontainers-go/modules/rabbitmq"
@@ -501,6 +503,38 @@ func (d *Docker) Queue(ctx context.Context, vhost, queue string) (history.QueueI
 		return history.QueueInfo{}, fmt.Errorf("docker infra: %w", err)
 	}
 	return q, nil
+}
+
+// QueueServersSaved implements QueueRegistry: the queues from the
+// management API, the registry copied out of the broker's container.
+func (d *Docker) QueueServersSaved(ctx context.Context) (RegistryCheck, error) {
+	_, m := d.broker()
+	queues, err := m.quorumQueues(ctx)
+	if err != nil {
+		return RegistryCheck{}, fmt.Errorf("docker infra: %w", err)
+	}
+	c, err := checkRegistries(ctx, queues, func(ctx context.Context, node string) ([]byte, error) {
+		return containerRegistry(ctx, d.rabbitC, node)
+	})
+	if err != nil {
+		return RegistryCheck{}, fmt.Errorf("docker infra: %w", err)
+	}
+	return c, nil
+}
+
+// containerRegistry copies node's names.dets out of container c, where
+// the image keeps RabbitMQ's data (Debian's /var/lib/rabbitmq/mnesia):
+// nil while the node has none.
+func containerRegistry(ctx context.Context, c testcontainers.Container, node string) ([]byte, error) {
+	r, err := c.CopyFileFromContainer(ctx, path.Join("/var/lib/rabbitmq/mnesia", node, "quorum", node, "names.dets"))
+	if cerrdefs.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
 }
 
 // CanRestartBroker implements Infra: the broker's container is ours.

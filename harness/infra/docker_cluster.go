@@ -570,6 +570,31 @@ func (c *DockerCluster) VHost(ctx context.Context, vhost string) (VHostInfo, err
 	return v, nil
 }
 
+// QueueServersSaved implements QueueRegistry: the queues from the
+// management API, each node's registry copied out of its container.
+func (c *DockerCluster) QueueServersSaved(ctx context.Context) (RegistryCheck, error) {
+	var queues []quorumMember
+	err := c.onNode(ctx, func(ctx context.Context, api mgmtAPI) (err error) {
+		queues, err = api.quorumQueues(ctx)
+		return err
+	})
+	if err != nil {
+		return RegistryCheck{}, fmt.Errorf("docker cluster: %w", err)
+	}
+	check, err := checkRegistries(ctx, queues, func(ctx context.Context, node string) ([]byte, error) {
+		for _, n := range c.nodes {
+			if n.name() == node {
+				return containerRegistry(ctx, n.c, node)
+			}
+		}
+		return nil, fmt.Errorf("no node of this cluster is named %s", node)
+	})
+	if err != nil {
+		return RegistryCheck{}, fmt.Errorf("docker cluster: %w", err)
+	}
+	return check, nil
+}
+
 // QueueLeader implements Cluster. A quorum queue between leaders gives an
 // error: poll.
 func (c *DockerCluster) QueueLeader(ctx context.Context, vhost, queue string) (string, error) {

@@ -95,10 +95,10 @@ type Infra interface {
 	// StopBroker crashes the broker (SIGKILL, not a clean stop) and waits
 	// until it is gone. Stopping a stopped broker is not an error.
 	//
-	// On RabbitMQ 3.10 (Ra 2.2) a quorum queue declared less than about
-	// half a second before the crash can come back empty and leaderless:
-	// Ra saves its registry of queue servers every 500 ms. Let declared
-	// topology settle for a second before crashing the broker.
+	// On RabbitMQ 3.10 (Ra 2.2) a quorum queue whose server a node has
+	// not yet saved in its Ra registry on disk comes back leaderless: a
+	// caller that can waits for QueueRegistry first (fault.BrokerRestart
+	// does).
 	StopBroker(ctx context.Context) error
 	// StartBroker starts the broker again with the same data and waits
 	// until AMQP and the management API answer. Local keeps its ports;

@@ -220,11 +220,7 @@ func testKillLeader(ctx context.Context, t *testing.T, l Cluster, vhost string) 
 	}, 10*time.Second, 100*time.Millisecond)
 	idx := slices.IndexFunc(l.Nodes(), func(n BrokerNode) bool { return n.Name == leader })
 	require.GreaterOrEqual(t, idx, 0, "leader %s is a node", leader)
-	// Ra saves its registry of queue servers every 500 ms, and nothing
-	// outside the node shows when it did (see Infra.StopBroker and
-	// testRestartKeepsQuorumMessage): a leader killed sooner comes back
-	// without its server.
-	time.Sleep(3 * time.Second)
+	waitQueuesSaved(ctx, t, l)
 
 	begin := time.Now()
 	require.NoError(t, l.KillNode(ctx, idx))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -307,6 +308,35 @@ func (l *Local) StopBroker(ctx context.Context) error {
 		return fmt.Errorf("local infra: stop broker: %w", err)
 	}
 	return nil
+}
+
+// QueueServersSaved implements QueueRegistry: the queues from the
+// management API, each node's registry from its folder.
+func (l *Local) QueueServersSaved(ctx context.Context) (RegistryCheck, error) {
+	var queues []quorumMember
+	err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) (err error) {
+		queues, err = api.quorumQueues(ctx)
+		return err
+	})
+	if err != nil {
+		return RegistryCheck{}, fmt.Errorf("local infra: %w", err)
+	}
+	c, err := checkRegistries(ctx, queues, func(_ context.Context, node string) ([]byte, error) {
+		for _, n := range l.nodes {
+			if n.name == node {
+				b, err := os.ReadFile(filepath.Join(n.dir, "mnesia", n.name, "quorum", n.name, "names.dets"))
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil, nil
+				}
+				return b, err
+			}
+		}
+		return nil, fmt.Errorf("no node of this broker is named %s", node)
+	})
+	if err != nil {
+		return RegistryCheck{}, fmt.Errorf("local infra: %w", err)
+	}
+	return c, nil
 }
 
 func (l *Local) isStopped() bool {
