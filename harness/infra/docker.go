@@ -508,12 +508,11 @@ func (d *Docker) Queue(ctx context.Context, vhost, queue string) (history.QueueI
 // QueueServersSaved implements QueueRegistry: the queues from the
 // management API, the registry copied out of the broker's container.
 func (d *Docker) QueueServersSaved(ctx context.Context) (RegistryCheck, error) {
-	_, m := d.broker()
-	queues, err := m.quorumQueues(ctx)
-	if err != nil {
-		return RegistryCheck{}, fmt.Errorf("docker infra: %w", err)
+	onBroker := func(ctx context.Context, call func(ctx context.Context, api mgmtAPI) error) error {
+		_, m := d.broker()
+		return call(ctx, m)
 	}
-	c, err := checkRegistries(ctx, queues, func(ctx context.Context, node string) ([]byte, error) {
+	c, err := queueServersSaved(ctx, onBroker, func(ctx context.Context, node string) ([]byte, error) {
 		return containerRegistry(ctx, d.rabbitC, node)
 	})
 	if err != nil {

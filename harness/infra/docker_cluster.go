@@ -573,15 +573,7 @@ func (c *DockerCluster) VHost(ctx context.Context, vhost string) (VHostInfo, err
 // QueueServersSaved implements QueueRegistry: the queues from the
 // management API, each node's registry copied out of its container.
 func (c *DockerCluster) QueueServersSaved(ctx context.Context) (RegistryCheck, error) {
-	var queues []quorumMember
-	err := c.onNode(ctx, func(ctx context.Context, api mgmtAPI) (err error) {
-		queues, err = api.quorumQueues(ctx)
-		return err
-	})
-	if err != nil {
-		return RegistryCheck{}, fmt.Errorf("docker cluster: %w", err)
-	}
-	check, err := checkRegistries(ctx, queues, func(ctx context.Context, node string) ([]byte, error) {
+	check, err := queueServersSaved(ctx, c.onNode, func(ctx context.Context, node string) ([]byte, error) {
 		for _, n := range c.nodes {
 			if n.name() == node {
 				return containerRegistry(ctx, n.c, node)

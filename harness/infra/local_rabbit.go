@@ -313,15 +313,7 @@ func (l *Local) StopBroker(ctx context.Context) error {
 // QueueServersSaved implements QueueRegistry: the queues from the
 // management API, each node's registry from its folder.
 func (l *Local) QueueServersSaved(ctx context.Context) (RegistryCheck, error) {
-	var queues []quorumMember
-	err := l.onNode(ctx, func(ctx context.Context, api mgmtAPI) (err error) {
-		queues, err = api.quorumQueues(ctx)
-		return err
-	})
-	if err != nil {
-		return RegistryCheck{}, fmt.Errorf("local infra: %w", err)
-	}
-	c, err := checkRegistries(ctx, queues, func(_ context.Context, node string) ([]byte, error) {
+	c, err := queueServersSaved(ctx, l.onNode, func(_ context.Context, node string) ([]byte, error) {
 		for _, n := range l.nodes {
 			if n.name == node {
 				b, err := os.ReadFile(filepath.Join(n.dir, "mnesia", n.name, "quorum", n.name, "names.dets"))

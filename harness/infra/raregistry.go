@@ -81,8 +81,24 @@ func (m mgmtAPI) quorumQueues(ctx context.Context) ([]quorumMember, error) {
 	return out, nil
 }
 
-// checkRegistries is QueueServersSaved for any provider: queues as the
-// broker lists them, readRegistry the named node's names.dets (nil, no
+// queueServersSaved is QueueServersSaved for any provider: the queues
+// listed through onNode (a running node's management API), each node's
+// registry read by readRegistry (see checkRegistries).
+func queueServersSaved(ctx context.Context, onNode func(ctx context.Context, call func(ctx context.Context, api mgmtAPI) error) error,
+	readRegistry func(ctx context.Context, node string) ([]byte, error)) (RegistryCheck, error) {
+	var queues []quorumMember
+	err := onNode(ctx, func(ctx context.Context, api mgmtAPI) (err error) {
+		queues, err = api.quorumQueues(ctx)
+		return err
+	})
+	if err != nil {
+		return RegistryCheck{}, err
+	}
+	return checkRegistries(ctx, queues, readRegistry)
+}
+
+// checkRegistries compares queues, as the broker lists them, with the
+// registries readRegistry reads: the named node's names.dets (nil, no
 // error, while the node has none).
 func checkRegistries(ctx context.Context, queues []quorumMember, readRegistry func(ctx context.Context, node string) ([]byte, error)) (RegistryCheck, error) {
 	var c RegistryCheck
