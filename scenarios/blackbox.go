@@ -222,11 +222,12 @@ func blackBox() []runner.Scenario {
 }
 
 // atClaim is relay-1's first claim after a trigger, with its broker's
-// answers slowed from the trigger on: the fault freezes relay-1 the moment
-// the claim's commit is told and checks it has not gone on to write the
-// row (fault.OnCommit), so whether the window opened is what it saw; the
-// slowed confirms only make it likely that the freeze lands before
-// relay-1 marks, where the commit notification is slow to arrive.
+// answers slowed from the trigger on: the fault holds the claim at its
+// COMMIT, freezes relay-1 there and lets the claim commit, then checks it
+// has not gone on to write the row (fault.OnCommit), so whether the window
+// opened is what it saw. Where the claim cannot be held (no outbox status
+// column) relay-1 is frozen once the commit is told, and the slowed
+// confirms make it likely that the freeze lands before relay-1 marks.
 func atClaim(rng *rand.Rand) (fault.OnCommit, fault.Toxic) {
 	at := fault.Trigger{AfterOrders: int64(between(rng, 10, 30))}
 	c := fault.OnCommit{Process: "relay-1", Table: history.TableOutbox, Status: "Processing", Nth: 1,

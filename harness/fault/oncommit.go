@@ -36,8 +36,9 @@ const (
 // (for CutFor), after ActAfter more kills or freezes the instance. Its result says which commit it saw
 // and when it acted: the evidence that the window opened.
 //
-// At a relay's claim (the outbox written Processing) the relay is frozen
-// the moment the commit is told, and the fault acts on it there: frozen,
+// At a relay's claim (the outbox written Processing) the claim is held at
+// its COMMIT, the relay frozen there and the claim let through (see
+// claimHold), and the fault acts on it there: frozen,
 // its sockets drained and its database sessions idle, the claimed row
 // still Processing under that claim, or the window did not open (it had
 // gone on to write the row). The link faults land while it is frozen; it
@@ -290,23 +291,46 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 		}
 		defer drop()
 	}
-	waited := time.Now()
-	wctx, cancel := context.WithTimeout(ctx, env.Deadline)
-	seen := 0
-	commit, err := env.Commits.Wait(wctx, func(cm history.Commit) bool {
-		if cm.Table != c.Table || (c.Table != history.TablePublish && cm.Writer != in.Name) || (c.Status != "" && cm.Status != c.Status) {
-			return false
+	var claim *claimHold
+	if c.pins() {
+		var why string
+		if claim, why, err = holdClaim(ctx, env, in.Name, max(c.Nth, 1)); err != nil {
+			return record(c, start, false, err)
 		}
-		seen++
-		return seen >= max(c.Nth, 1)
-	})
-	cancel()
-	if err != nil {
-		err = fmt.Errorf("no commit of %s by %s seen within %s: %w", c.what(), in.Name, env.Deadline, err)
+		if claim == nil {
+			env.Logf("%s: its claim is not held at its COMMIT (frozen once the commit is told): %s", in.Name, why)
+		} else {
+			defer func() {
+				if err := claim.drop(ctx); err != nil {
+					env.Logf("remove the claim hold: %v", err)
+				}
+			}()
+		}
 	}
-	w.add(fmt.Sprintf("the commit of %s's %s #%d", in.Name, c.what(), max(c.Nth, 1)), waited, env.Deadline, commit.EventID, err)
-	if err != nil {
-		return record(c, start, false, err)
+	var commit history.Commit
+	if claim != nil {
+		if commit, err = claim.freeze(ctx, env, p, max(c.Nth, 1), w); err != nil {
+			return record(c, start, false, err)
+		}
+	} else {
+		waited := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, env.Deadline)
+		seen := 0
+		commit, err = env.Commits.Wait(wctx, func(cm history.Commit) bool {
+			if cm.Table != c.Table || (c.Table != history.TablePublish && cm.Writer != in.Name) || (c.Status != "" && cm.Status != c.Status) {
+				return false
+			}
+			seen++
+			return seen >= max(c.Nth, 1)
+		})
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("no commit of %s by %s seen within %s: %w", c.what(), in.Name, env.Deadline, err)
+		}
+		w.add(fmt.Sprintf("the commit of %s's %s #%d", in.Name, c.what(), max(c.Nth, 1)), waited, env.Deadline, commit.EventID, err)
+		if err != nil {
+			return record(c, start, false, err)
+		}
 	}
 	start = time.Now()
 	// What the fault did to the links is undone on its own clock, from the
@@ -357,7 +381,7 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 	}
 	pinned := c.pins()
 	if pinned {
-		if ok, err := c.pin(ctx, env, p, in.Name, commit, w); err != nil || !ok {
+		if ok, err := c.pin(ctx, env, p, in.Name, commit, claim != nil, w); err != nil || !ok {
 			if rerr := p.Resume(); rerr != nil {
 				undid(fmt.Errorf("resume %s: %w", in.Name, rerr))
 			}
@@ -498,14 +522,17 @@ func (c OnCommit) inject(ctx context.Context, env *Env, w *waits) result.Fault {
 // and write the row before faultline acts.
 func (c OnCommit) pins() bool { return c.Table == history.TableOutbox && c.Status == "Processing" }
 
-// pin freezes the relay whose claim committed and reports whether it is
+// pin freezes the relay whose claim committed (unless frozen already: its
+// claim was held at its COMMIT, see claimHold) and reports whether it is
 // still where the window is: its sockets drained and its database
 // sessions idle (nothing it sent can still land), the claimed row still
 // Processing under that claim. It returns an error saying why when it is
 // not; the relay is left frozen either way. w records what it waits for.
-func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name string, commit history.Commit, w *waits) (bool, error) {
-	if err := p.Pause(); err != nil {
-		return false, fmt.Errorf("freeze %s at its claim: %w", name, err)
+func (c OnCommit) pin(ctx context.Context, env *Env, p *supervisor.Process, name string, commit history.Commit, frozen bool, w *waits) (bool, error) {
+	if !frozen {
+		if err := p.Pause(); err != nil {
+			return false, fmt.Errorf("freeze %s at its claim: %w", name, err)
+		}
 	}
 	if err := waitSent(ctx, env, p, w); err != nil {
 		return false, err

@@ -101,13 +101,18 @@ func holdTakeovers(ctx context.Context, env *Env, writer string) (hold *takeover
 	}, nil
 }
 
-// ddl runs statements in one transaction that waits at most a second for
-// its table lock each try: a writer's open transaction must not stall the
-// outbox's other writers queued behind the DDL.
+// ddl runs statements on the outbox (see outboxDDL).
 func (h *takeoverHold) ddl(ctx context.Context, stmts ...string) error {
+	return outboxDDL(ctx, h.pool, stmts...)
+}
+
+// outboxDDL runs statements in one transaction that waits at most a
+// second for its table lock each try: a writer's open transaction must
+// not stall the outbox's other writers queued behind the DDL.
+func outboxDDL(ctx context.Context, pool *pgxpool.Pool, stmts ...string) error {
 	var err error
 	for range 10 {
-		err = pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
+		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '1s'"); err != nil {
 				return err
 			}
@@ -125,34 +130,50 @@ func (h *takeoverHold) ddl(ctx context.Context, stmts ...string) error {
 	return err
 }
 
-// arm takes the advisory lock on a connection of its own: from now on a
-// takeover waits at its COMMIT until release. The lock is the session's,
-// so a faultline that dies lets every held takeover go.
+// arm takes the advisory lock: from now on a takeover waits at its
+// COMMIT until release.
 func (h *takeoverHold) arm(ctx context.Context) error {
-	c, err := h.pool.Acquire(ctx)
+	conn, err := advisoryLock(ctx, h.pool, takeoverLockClass, takeoverLockID)
 	if err != nil {
-		return fmt.Errorf("arm the takeover hold: %w", err)
-	}
-	conn := c.Hijack()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1, $2)", int32(takeoverLockClass), int32(takeoverLockID)); err != nil {
-		_ = conn.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("arm the takeover hold: %w", err)
 	}
 	h.lock = conn
 	return nil
 }
 
+// advisoryLock takes the advisory lock (class, id) on a connection of its
+// own, which it returns; closing it releases the lock. The lock is the
+// session's, so a faultline that dies lets whatever waits for it go.
+func advisoryLock(ctx context.Context, pool *pgxpool.Pool, class, id int32) (*pgx.Conn, error) {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn := c.Hijack()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1, $2)", class, id); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return conn, nil
+}
+
 // release lets every held takeover commit.
 func (h *takeoverHold) release(ctx context.Context) error {
-	if h.lock == nil {
-		return nil
-	}
-	conn := h.lock
-	h.lock = nil
-	if err := conn.Close(context.WithoutCancel(ctx)); err != nil {
+	if err := unlock(ctx, &h.lock); err != nil {
 		return fmt.Errorf("release the held takeovers: %w", err)
 	}
 	return nil
+}
+
+// unlock closes *lock, a connection of advisoryLock's, releasing its
+// lock, and forgets it: a second call, or one on nil, does nothing.
+func unlock(ctx context.Context, lock **pgx.Conn) error {
+	if *lock == nil {
+		return nil
+	}
+	conn := *lock
+	*lock = nil
+	return conn.Close(context.WithoutCancel(ctx))
 }
 
 // waitHeld waits, at most within, for a takeover to be held at its COMMIT:

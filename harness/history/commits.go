@@ -128,8 +128,15 @@ func (c *Commits) Err() error {
 
 // Wait blocks until a commit matching match is told, or ctx ends.
 func (c *Commits) Wait(ctx context.Context, match func(Commit) bool) (Commit, error) {
+	return c.Subscribe(match)(ctx)
+}
+
+// Subscribe watches for a commit matching match from now on; await
+// blocks until the first one is told, or ctx ends. A caller that makes
+// the commit happen subscribes first, so that it cannot be told before.
+func (c *Commits) Subscribe(match func(Commit) bool) (await func(ctx context.Context) (Commit, error)) {
 	if err := c.Err(); err != nil {
-		return Commit{}, err
+		return func(context.Context) (Commit, error) { return Commit{}, err }
 	}
 	ch := make(chan Commit, 1)
 	c.mu.Lock()
@@ -137,13 +144,15 @@ func (c *Commits) Wait(ctx context.Context, match func(Commit) bool) (Commit, er
 	c.next++
 	c.subs[id] = &subscription{match: match, ch: ch}
 	c.mu.Unlock()
-	select {
-	case commit := <-ch:
-		return commit, nil
-	case <-ctx.Done():
-		c.mu.Lock()
-		delete(c.subs, id)
-		c.mu.Unlock()
-		return Commit{}, fmt.Errorf("wait for a commit: %w", ctx.Err())
+	return func(ctx context.Context) (Commit, error) {
+		select {
+		case commit := <-ch:
+			return commit, nil
+		case <-ctx.Done():
+			c.mu.Lock()
+			delete(c.subs, id)
+			c.mu.Unlock()
+			return Commit{}, fmt.Errorf("wait for a commit: %w", ctx.Err())
+		}
 	}
 }

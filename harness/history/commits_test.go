@@ -1,10 +1,12 @@
 package history
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The feed keeps the eventIds of the commits it was told, per table, and
@@ -25,4 +27,28 @@ func TestCommitsKeepTheirEventIDs(t *testing.T) {
 	assert.Equal(t, map[string]bool{"o1": true}, c.EventIDs(TableOutbox))
 	assert.Empty(t, c.EventIDs(TableFacts))
 	assert.Equal(t, 2, c.Seen(TableEffects).Commits)
+}
+
+// A subscriber is told the first matching commit published after it
+// subscribed, however late it starts waiting; one that gives up is
+// forgotten.
+func TestCommitsSubscribe(t *testing.T) {
+	c := NewCommits()
+	claims := func(cm Commit) bool { return cm.Table == TableOutbox && cm.Status == "Processing" }
+	c.Publish(Commit{Table: TableOutbox, Status: "Processing", EventID: "before"})
+	await := c.Subscribe(claims)
+	c.Publish(Commit{Table: TableOutbox, Status: "Published", EventID: "mark"})
+	c.Publish(Commit{Table: TableOutbox, Status: "Processing", EventID: "first"})
+	c.Publish(Commit{Table: TableOutbox, Status: "Processing", EventID: "second"})
+	got, err := await(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "first", got.EventID)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = c.Subscribe(claims)(ctx)
+	assert.ErrorIs(t, err, context.Canceled)
+	c.mu.Lock()
+	assert.Empty(t, c.subs, "no subscription left behind")
+	c.mu.Unlock()
 }
