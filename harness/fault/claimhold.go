@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,7 +30,7 @@ type claimHold struct {
 	pool   *pgxpool.Pool
 	table  string // the outbox, quoted
 	writer string // the relay, by its application_name
-	name   string // the trigger's, function's and sequence's name
+	name   string // the trigger's, function's and sequence's name, quoted
 	objID  int32  // the advisory lock is (claimLockClass, objID)
 	lock   *pgx.Conn
 }
@@ -52,7 +51,7 @@ func holdClaim(ctx context.Context, env *Env, writer string, nth int) (*claimHol
 	sum := fnv.New32a()
 	sum.Write([]byte(writer))
 	h := &claimHold{pool: pool, table: pgx.Identifier(target.Ident(ob.Name)).Sanitize(), writer: writer,
-		name: "faultline_claim_hold_" + strings.Map(identRune, writer), objID: int32(sum.Sum32() & 0x7fffffff)}
+		name: pgx.Identifier{"faultline_claim_hold_" + writer}.Sanitize(), objID: int32(sum.Sum32() & 0x7fffffff)}
 	// The writer's name is faultline's own and the status value comes from
 	// the target file: both go in as quoted literals (a trigger takes no
 	// parameters), the table and column as quoted identifiers. The first
@@ -67,7 +66,7 @@ BEGIN
     RETURN NULL;
   END IF;
   IF coalesce(current_setting('faultline.claim_hold', true), '') = '' THEN
-    n := nextval('%s');
+    n := nextval(%s);
     PERFORM set_config('faultline.claim_hold', n::text, true);
     IF n = %d THEN
       PERFORM pg_advisory_xact_lock_shared(%d, %d);
@@ -75,7 +74,7 @@ BEGIN
   END IF;
   RETURN NULL;
 END
-$fl$`, h.name, quoteLiteral(writer), status, quoteLiteral(ob.TargetStatus("Processing")), h.name, nth, claimLockClass, h.objID)
+$fl$`, h.name, quoteLiteral(writer), status, quoteLiteral(ob.TargetStatus("Processing")), quoteLiteral(h.name), nth, claimLockClass, h.objID)
 	if err := h.arm(ctx); err != nil {
 		return nil, "", err
 	}
@@ -89,18 +88,6 @@ $fl$`, h.name, quoteLiteral(writer), status, quoteLiteral(ob.TargetStatus("Proce
 		return nil, "", errors.Join(fmt.Errorf("install the claim hold on %s: %w", ob.Name, err), h.release(ctx))
 	}
 	return h, "", nil
-}
-
-// identRune keeps r in an unquoted SQL identifier: letters and digits as
-// they are, anything else an underscore.
-func identRune(r rune) rune {
-	switch {
-	case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-		return r
-	case r >= 'A' && r <= 'Z':
-		return r - 'A' + 'a'
-	}
-	return '_'
 }
 
 // arm takes the advisory lock: from now on the writer's nth claim waits

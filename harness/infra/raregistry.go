@@ -34,11 +34,12 @@ type RegistryCheck struct {
 	// quorum queue once on each of its member nodes.
 	Servers int
 	// Unsaved are the servers no registry on disk names yet, as "queue q
-	// in vhost v on node n", sorted.
+	// in vhost v on node n", sorted; a queue listed without its members
+	// (not yet in the broker's statistics) is one of them until they are.
 	Unsaved []string
-	// Unnamed are quorum queues whose server name RabbitMQ draws at random
-	// (vhost and name together over 255 bytes): no registry can be
-	// searched for them.
+	// Unnamed are the servers of quorum queues whose server name RabbitMQ
+	// draws at random (vhost and name together over 255 bytes): no
+	// registry can be searched for them.
 	Unnamed []string
 }
 
@@ -104,14 +105,20 @@ func checkRegistries(ctx context.Context, queues []quorumMember, readRegistry fu
 	var c RegistryCheck
 	named := map[string]map[string]bool{}
 	for _, q := range queues {
-		server, ok := raServerName(q.VHost, q.Name)
-		if !ok {
-			c.Servers += len(q.Members)
-			c.Unnamed = append(c.Unnamed, fmt.Sprintf("queue %q in vhost %q", q.Name, q.VHost))
+		if len(q.Members) == 0 {
+			// Counted as unsaved, so that a check never passes on a
+			// queue it could not look for.
+			c.Servers++
+			c.Unsaved = append(c.Unsaved, fmt.Sprintf("queue %q in vhost %q (no members listed yet)", q.Name, q.VHost))
 			continue
 		}
+		server, nameable := raServerName(q.VHost, q.Name)
 		for _, node := range q.Members {
 			c.Servers++
+			if !nameable {
+				c.Unnamed = append(c.Unnamed, fmt.Sprintf("queue %q in vhost %q on node %s", q.Name, q.VHost, node))
+				continue
+			}
 			names, ok := named[node]
 			if !ok {
 				b, err := readRegistry(ctx, node)

@@ -150,10 +150,21 @@ func TestCheckRegistries(t *testing.T) {
 		assert.ErrorContains(t, err, "node down")
 	})
 	t.Run("a name drawn at random", func(t *testing.T) {
-		c, err := checkRegistries(ctx, []quorumMember{{Name: strings.Repeat("q", 300), VHost: "v", Members: []string{"a"}}}, read)
+		c, err := checkRegistries(ctx, []quorumMember{
+			{Name: strings.Repeat("q", 300), VHost: "v", Members: []string{"a", "b"}},
+			{Name: "q", VHost: "v", Members: []string{"a"}},
+		}, read)
 		require.NoError(t, err)
-		assert.True(t, c.Saved(), "nothing can be looked for")
-		assert.Len(t, c.Unnamed, 1)
+		assert.True(t, c.Saved(), "nothing else to look for")
+		assert.Len(t, c.Unnamed, 2, "one per member")
+		assert.Contains(t, c.String(), "3 quorum queue servers, 1 named on disk")
 		assert.Contains(t, c.String(), "not looked for")
+	})
+	t.Run("a queue listed without its members", func(t *testing.T) {
+		c, err := checkRegistries(ctx, []quorumMember{{Name: "q", VHost: "v"}}, read)
+		require.NoError(t, err)
+		assert.False(t, c.Saved(), "not saved until it can be looked for")
+		assert.Equal(t, 1, c.Servers)
+		assert.Equal(t, []string{`queue "q" in vhost "v" (no members listed yet)`}, c.Unsaved)
 	})
 }
